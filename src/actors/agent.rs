@@ -1,0 +1,354 @@
+//! The node agent: the part of a node daemon that holds this node's jobs and
+//! runs their batch scripts. Commands reach it from the local relay actor (a
+//! fan-out that includes this node); process exits are reported upward.
+//!
+//! A node keeps every job until the controller tells it to `Terminate`, so a
+//! finished script's exit status survives a lost link or a controller restart:
+//! it is repeated in every `Hello`/`Register` until acknowledged that way.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use nix::sys::signal::Signal;
+
+use super::relay::{RelayActor, SendUp};
+use super::stats::ActorStats;
+use crate::exec::process::{exit_status, signal_group, spawn_batch};
+use crate::wire::messages::{
+    BatchFinished, Body, ExitStatus, Hello, JobLaunch, JobOnNode, JobReport, NodeCommand,
+    NodeReply, NodeResources, Registration, PROTOCOL_VERSION,
+};
+use crate::wire::types::UnixTime;
+
+const MAILBOX: usize = 1024;
+
+/// Run one fanned-out command on this node.
+#[derive(Message)]
+#[rtype(result = "Result<NodeReply, String>")]
+pub struct RunCommand(pub NodeCommand);
+
+/// The Hello this node introduces itself with right now.
+#[derive(Message)]
+#[rtype(result = "Hello")]
+pub struct GetHello;
+
+/// Tell the agent which relay carries its upward messages.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetRelay(pub Addr<RelayActor>);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ProcessExited {
+    job_id: u32,
+    status: ExitStatus,
+}
+
+#[derive(Message)]
+#[rtype(result = "AgentState")]
+pub struct GetAgentState;
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AgentState {
+    pub node: String,
+    pub running: Vec<u32>,
+    pub finished: Vec<(u32, ExitStatus)>,
+}
+
+/// How jobs are executed on this node.
+#[derive(Clone)]
+pub enum ExecMode {
+    /// Fork real processes; scripts are written under `spool`.
+    Real { spool: PathBuf, conf_path: String },
+    /// Pretend: a batch job "runs" for `run_for` and exits 0 (load testing).
+    Simulated { run_for: Duration },
+}
+
+struct LocalJob {
+    /// Process group of the batch script (0 if it does not run here).
+    pgid: i32,
+    finished: Option<ExitStatus>,
+}
+
+pub struct NodeAgent {
+    node: String,
+    rank: u32,
+    /// Index of this node in each job's nodelist is computed per launch.
+    boot_id: u64,
+    started: UnixTime,
+    resources: NodeResources,
+    jobs: HashMap<u32, LocalJob>,
+    relay: Option<Addr<RelayActor>>,
+    mode: ExecMode,
+    stats: Arc<ActorStats>,
+}
+
+impl NodeAgent {
+    pub fn new(
+        node: String,
+        rank: u32,
+        boot_id: u64,
+        resources: NodeResources,
+        mode: ExecMode,
+        stats: Arc<ActorStats>,
+    ) -> Self {
+        NodeAgent {
+            node,
+            rank,
+            boot_id,
+            started: chrono::Utc::now().timestamp(),
+            resources,
+            jobs: HashMap::new(),
+            relay: None,
+            mode,
+            stats,
+        }
+    }
+
+    fn hello(&self) -> Hello {
+        let mut jobs: Vec<JobReport> = self
+            .jobs
+            .iter()
+            .map(|(&job_id, j)| JobReport {
+                job_id,
+                state: match j.finished {
+                    Some(s) => JobOnNode::BatchFinished(s),
+                    None => JobOnNode::Running,
+                },
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.job_id);
+        Hello {
+            node: self.node.clone(),
+            rank: self.rank,
+            boot_id: self.boot_id,
+            started: self.started,
+            version: format!("{}/{}", env!("CARGO_PKG_VERSION"), PROTOCOL_VERSION),
+            resources: self.resources.clone(),
+            jobs,
+        }
+    }
+
+    fn launch(&mut self, l: &JobLaunch, ctx: &mut Context<Self>) -> Result<NodeReply, String> {
+        if self.jobs.contains_key(&l.job_id) {
+            return Ok(NodeReply::Launched); // a retried launch is idempotent
+        }
+        if l.batch_host != self.node {
+            self.jobs.insert(
+                l.job_id,
+                LocalJob {
+                    pgid: 0,
+                    finished: None,
+                },
+            );
+            return Ok(NodeReply::Launched);
+        }
+        let job_id = l.job_id;
+        match &self.mode {
+            ExecMode::Real { spool, conf_path } => {
+                let index = node_index(&l.nodelist, &self.node);
+                let proc = spawn_batch(l, &self.node, index, conf_path, spool)
+                    .map_err(|e| e.to_string())?;
+                tracing::info!(job_id, pid = proc.pid, node = %self.node, "batch script started");
+                self.jobs.insert(
+                    job_id,
+                    LocalJob {
+                        pgid: proc.pid,
+                        finished: None,
+                    },
+                );
+                let me = ctx.address();
+                let mut child = proc.child;
+                actix::spawn(async move {
+                    let status = match child.wait().await {
+                        Ok(s) => exit_status(s),
+                        Err(_) => ExitStatus { code: 1, signal: 0 },
+                    };
+                    let _ = me.send(ProcessExited { job_id, status }).await;
+                });
+            }
+            ExecMode::Simulated { run_for } => {
+                self.jobs.insert(
+                    job_id,
+                    LocalJob {
+                        pgid: 0,
+                        finished: None,
+                    },
+                );
+                ctx.run_later(*run_for, move |_, ctx| {
+                    ctx.notify(ProcessExited {
+                        job_id,
+                        status: ExitStatus::default(),
+                    })
+                });
+            }
+        }
+        Ok(NodeReply::Launched)
+    }
+
+    fn send_up(&self, body: Body, ctx: &mut Context<Self>) {
+        if let Some(relay) = &self.relay {
+            let relay = relay.clone();
+            ctx.wait(
+                async move {
+                    let _ = relay.send(SendUp(body)).await;
+                }
+                .into_actor(self),
+            );
+        }
+    }
+}
+
+/// Position of `node` in a compressed nodelist (0 if absent).
+fn node_index(nodelist: &str, node: &str) -> u32 {
+    crate::config::hostlist::expand(nodelist)
+        .ok()
+        .and_then(|v| v.iter().position(|n| n == node))
+        .unwrap_or(0) as u32
+}
+
+impl Actor for NodeAgent {
+    type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX);
+    }
+}
+
+impl Handler<SetRelay> for NodeAgent {
+    type Result = ();
+    fn handle(&mut self, msg: SetRelay, _ctx: &mut Context<Self>) {
+        self.relay = Some(msg.0);
+    }
+}
+
+impl Handler<GetHello> for NodeAgent {
+    type Result = MessageResult<GetHello>;
+    fn handle(&mut self, _msg: GetHello, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.hello())
+    }
+}
+
+impl Handler<GetAgentState> for NodeAgent {
+    type Result = MessageResult<GetAgentState>;
+    fn handle(&mut self, _msg: GetAgentState, _ctx: &mut Context<Self>) -> Self::Result {
+        let mut running: Vec<u32> = Vec::new();
+        let mut finished = Vec::new();
+        for (&id, j) in &self.jobs {
+            match j.finished {
+                Some(s) => finished.push((id, s)),
+                None => running.push(id),
+            }
+        }
+        running.sort_unstable();
+        finished.sort_unstable_by_key(|f| f.0);
+        MessageResult(AgentState {
+            node: self.node.clone(),
+            running,
+            finished,
+        })
+    }
+}
+
+impl Handler<ProcessExited> for NodeAgent {
+    type Result = ();
+    fn handle(&mut self, msg: ProcessExited, ctx: &mut Context<Self>) {
+        let Some(job) = self.jobs.get_mut(&msg.job_id) else {
+            return;
+        };
+        job.finished = Some(msg.status);
+        tracing::info!(
+            job_id = msg.job_id,
+            code = msg.status.code,
+            signal = msg.status.signal,
+            "batch script ended"
+        );
+        let body = Body::BatchFinished(BatchFinished {
+            job_id: msg.job_id,
+            node: self.node.clone(),
+            status: msg.status,
+        });
+        self.send_up(body, ctx);
+    }
+}
+
+impl Handler<RunCommand> for NodeAgent {
+    type Result = ResponseActFuture<Self, Result<NodeReply, String>>;
+    fn handle(&mut self, msg: RunCommand, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let now = |r: Result<NodeReply, String>| -> Self::Result { Box::pin(fut::ready(r)) };
+        match msg.0 {
+            NodeCommand::Noop => now(Ok(NodeReply::Ack)),
+            NodeCommand::Reregister => {
+                let hello = self.hello();
+                self.send_up(
+                    Body::Register(Registration {
+                        hello,
+                        parent: None,
+                    }),
+                    ctx,
+                );
+                now(Ok(NodeReply::Ack))
+            }
+            NodeCommand::Launch(l) => {
+                let r = self.launch(&l, ctx);
+                now(r)
+            }
+            NodeCommand::Signal {
+                job_id,
+                signal,
+                batch_only: _,
+            } => {
+                let count = match self.jobs.get(&job_id) {
+                    Some(j) if j.finished.is_none() && j.pgid > 0 => {
+                        let sig = Signal::try_from(signal).map_err(|e| e.to_string());
+                        match sig {
+                            Ok(sig) => u32::from(signal_group(j.pgid, sig)),
+                            Err(e) => return now(Err(format!("invalid signal {signal}: {e}"))),
+                        }
+                    }
+                    _ => 0,
+                };
+                now(Ok(NodeReply::Signalled { processes: count }))
+            }
+            NodeCommand::Terminate {
+                job_id,
+                kill_wait_s,
+            } => {
+                let Some(job) = self.jobs.get(&job_id) else {
+                    return now(Ok(NodeReply::Terminated));
+                };
+                let pgid = job.pgid;
+                if pgid > 0 {
+                    signal_group(pgid, Signal::SIGCONT);
+                    signal_group(pgid, Signal::SIGTERM);
+                }
+                let wait = Duration::from_secs(u64::from(kill_wait_s));
+                Box::pin(
+                    async move {
+                        if pgid > 0 {
+                            // Poll the group: done as soon as it is empty, SIGKILL at KillWait.
+                            let step = Duration::from_millis(50);
+                            let mut waited = Duration::ZERO;
+                            while signal_group(pgid, Signal::SIGCONT) && waited < wait {
+                                tokio::time::sleep(step).await;
+                                waited += step;
+                            }
+                            if signal_group(pgid, Signal::SIGKILL) {
+                                tokio::time::sleep(step).await;
+                            }
+                        }
+                    }
+                    .into_actor(self)
+                    .map(move |_, act, _| {
+                        act.jobs.remove(&job_id);
+                        tracing::info!(job_id, "job terminated on node");
+                        Ok(NodeReply::Terminated)
+                    }),
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,1277 @@
+//! The controller actor: the job table, the scheduler's view of every node,
+//! and the durable record of both. It admits jobs (after their partition has
+//! validated them), schedules FIFO with consumable CPUs and memory, starts a
+//! step actor per started job, finalizes jobs when their step ends, and
+//! reconciles what nodes report after a restart on either side.
+//!
+//! Every accepted change is written through the group-commit store before the
+//! client is answered (submit, cancel) or before the effect leaves the
+//! controller (a start is durable before its launch is fanned out).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::node::{
+    AdminState, AdminUpdate, NodeActor, NodeChanged, NodeStatus, Reachable, Registered,
+};
+use super::partition::{JobCounts, PartitionActor};
+use super::relay::{Fanout, GetRelayState, RelayActor, UpEvent};
+use super::stats::ActorStats;
+use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded};
+use crate::config::hostlist;
+use crate::config::Config;
+use crate::sched::{self, Infeasible, NodeSlot, Request};
+use crate::state::record::JobRecord;
+use crate::state::store::{Op, Recovered, Store};
+use crate::tree::rankset::RankSet;
+use crate::tree::topology::Topology;
+use crate::wire::messages::{
+    ActorStatus, CancelReply, CancelRequest, ErrorCode, ErrorReply, ExitStatus, JobLaunch,
+    JobOnNode, NodeCommand, NodeUpdate, StatusReport, TreePlace,
+};
+use crate::wire::types::{
+    JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo, PartitionState,
+};
+
+const MAILBOX: usize = 8192;
+/// How often finished jobs older than MinJobAge are purged.
+const PURGE_EVERY: Duration = Duration::from_secs(5);
+
+/// Admit a validated submission: assign an id and make it durable.
+#[derive(Message)]
+#[rtype(result = "Result<u32, ErrorReply>")]
+pub struct Admit {
+    pub submit: Arc<JobSubmit>,
+    pub partition: String,
+    pub time_limit_min: Option<u32>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<JobInfo>")]
+pub struct GetJobs {
+    pub ids: Vec<u32>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<NodeInfo>")]
+pub struct GetNodes {
+    pub names: Vec<String>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<PartitionInfo>")]
+pub struct GetPartitions;
+
+#[derive(Message)]
+#[rtype(result = "CancelReply")]
+pub struct Cancel(pub CancelRequest);
+
+#[derive(Message)]
+#[rtype(result = "Result<(), ErrorReply>")]
+pub struct UpdateNodes {
+    pub update: NodeUpdate,
+    pub user: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "StatusReport")]
+pub struct GetStatus;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct RunSchedule;
+
+/// Handles the controller hands to its connection layer.
+#[derive(Clone)]
+pub struct ControllerHandles {
+    pub controller: Addr<ControllerActor>,
+    pub controller_stats: Arc<ActorStats>,
+    pub partitions: Arc<HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>>,
+    pub default_partition: Option<String>,
+    pub relay: Addr<RelayActor>,
+    pub relay_stats: Arc<ActorStats>,
+}
+
+struct StepHandle {
+    addr: Addr<StepActor>,
+    stats: Arc<ActorStats>,
+}
+
+pub struct ControllerActor {
+    conf: Arc<Config>,
+    topo: Arc<Topology>,
+    store: Store,
+    jobs: BTreeMap<u32, JobRecord>,
+    next_job_id: u32,
+    slots: Vec<NodeSlot>,
+    nodes: Vec<NodeStatus>,
+    node_addrs: Vec<(Addr<NodeActor>, Arc<ActorStats>)>,
+    part_ranks: Vec<(String, Vec<u32>)>,
+    partitions: Arc<HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>>,
+    steps: HashMap<u32, StepHandle>,
+    relay: Addr<RelayActor>,
+    relay_stats: Arc<ActorStats>,
+    schedule_queued: bool,
+    stats: Arc<ActorStats>,
+}
+
+impl ControllerActor {
+    /// Build the controller and every actor it owns; returns the handles the
+    /// network layer needs.
+    pub fn start(conf: Arc<Config>, store: Store, recovered: Recovered) -> ControllerHandles {
+        let n = conf.nodes.len() as u32;
+        let topo = Arc::new(
+            Topology::new(n.max(1), conf.tree_width.max(2)).unwrap_or_else(|_| {
+                // Config validation guarantees width >= 2; keep a sane fallback anyway.
+                Topology::new(n.max(1), 2).expect("width 2 is always valid")
+            }),
+        );
+        let stats = ActorStats::new();
+        let relay_stats = ActorStats::new();
+        let cstats = stats.clone();
+        let rstats = relay_stats.clone();
+        let mut partitions_out = None;
+        let mut relay_out = None;
+        let controller = ControllerActor::create(|ctx| {
+            let me = ctx.address();
+            let relay = RelayActor::new(
+                None,
+                topo.clone(),
+                super::relay::Upstream::Controller(me.clone().recipient()),
+                rstats.clone(),
+            )
+            .start();
+            relay_out = Some(relay.clone());
+            let admin: HashMap<String, AdminState> = recovered
+                .node_admin
+                .iter()
+                .filter_map(|(name, bytes)| {
+                    rmp_serde::from_slice(bytes).ok().map(|a| (name.clone(), a))
+                })
+                .collect();
+            let timeout = Duration::from_secs(conf.slurmd_timeout_s);
+            let mut node_addrs = Vec::with_capacity(conf.nodes.len());
+            let mut nodes = Vec::with_capacity(conf.nodes.len());
+            let mut slots = Vec::with_capacity(conf.nodes.len());
+            for (rank, nc) in conf.nodes.iter().enumerate() {
+                let st = ActorStats::new();
+                let actor = NodeActor::new(
+                    rank as u32,
+                    Arc::new(nc.clone()),
+                    admin.get(&nc.name).cloned().unwrap_or_default(),
+                    timeout,
+                    conf.return_to_service,
+                    me.clone().recipient(),
+                    st.clone(),
+                );
+                let addr = actor.start();
+                nodes.push(NodeStatus {
+                    rank: rank as u32,
+                    registered: false,
+                    boot_id: 0,
+                    responding: false,
+                    admin: admin.get(&nc.name).cloned().unwrap_or_default(),
+                    resources: None,
+                    boot_time: None,
+                    attached_to: None,
+                    future: false,
+                });
+                slots.push(NodeSlot {
+                    cpus: nc.cpus,
+                    mem_mb: nc.real_memory_mb,
+                    alloc_cpus: 0,
+                    alloc_mem_mb: 0,
+                    available: false,
+                });
+                node_addrs.push((addr, st));
+            }
+            let mut partitions = HashMap::new();
+            let mut part_ranks = Vec::new();
+            for pc in &conf.partitions {
+                let st = ActorStats::new();
+                let addr = PartitionActor::new(Arc::new(pc.clone()), st.clone()).start();
+                partitions.insert(pc.name.clone(), (addr, st));
+                let ranks = pc
+                    .nodes
+                    .iter()
+                    .filter_map(|n| conf.node_index(n).map(|i| i as u32))
+                    .collect();
+                part_ranks.push((pc.name.clone(), ranks));
+            }
+            let partitions = Arc::new(partitions);
+            partitions_out = Some(partitions.clone());
+            let mut jobs = BTreeMap::new();
+            for j in recovered.jobs {
+                jobs.insert(j.job_id, j);
+            }
+            let next_job_id = recovered
+                .next_job_id
+                .unwrap_or(conf.first_job_id)
+                .max(conf.first_job_id);
+            let mut actor = ControllerActor {
+                conf: conf.clone(),
+                topo: topo.clone(),
+                store,
+                jobs,
+                next_job_id,
+                slots,
+                nodes,
+                node_addrs,
+                part_ranks,
+                partitions,
+                steps: HashMap::new(),
+                relay,
+                relay_stats: rstats.clone(),
+                schedule_queued: false,
+                stats: cstats.clone(),
+            };
+            actor.adopt_running(ctx);
+            actor
+        });
+        ControllerHandles {
+            controller,
+            controller_stats: stats,
+            partitions: partitions_out.unwrap_or_default(),
+            default_partition: conf
+                .default_partition()
+                .map(|p| p.name.clone())
+                .or_else(|| conf.partitions.first().map(|p| p.name.clone())),
+            relay: relay_out.expect("relay is created in the controller's constructor"),
+            relay_stats,
+        }
+    }
+
+    /// After a restart: re-reserve resources of running jobs and re-create
+    /// their step actors without launching anything.
+    fn adopt_running(&mut self, ctx: &mut Context<Self>) {
+        let running: Vec<u32> = self
+            .jobs
+            .values()
+            .filter(|j| matches!(j.state, JobState::Running | JobState::Completing))
+            .map(|j| j.job_id)
+            .collect();
+        for id in running {
+            let Some(job) = self.jobs.get(&id) else {
+                continue;
+            };
+            if let Some(a) = &job.alloc {
+                sched::apply(a, &mut self.slots);
+            }
+            let ending = job.ending_as;
+            tracing::info!(job_id = id, "adopting running job after restart");
+            self.spawn_step(id, false, ctx);
+            if let (Some(state), Some(h)) = (ending, self.steps.get(&id)) {
+                h.stats.sent();
+                let _ = h.addr.try_send(EndStep {
+                    state,
+                    reason: "None".into(),
+                });
+            }
+        }
+        self.queue_schedule(ctx);
+    }
+
+    fn queue_schedule(&mut self, ctx: &mut Context<Self>) {
+        if !self.schedule_queued {
+            self.schedule_queued = true;
+            ctx.notify(RunSchedule);
+        }
+    }
+
+    fn persist(&self, ids: &[u32]) -> tokio::sync::oneshot::Receiver<Result<(), String>> {
+        let ops = ids
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .map(|j| Op::PutJob(Box::new(j.clone())))
+            .collect();
+        self.store.submit(ops)
+    }
+
+    fn node_name(&self, rank: u32) -> &str {
+        self.conf
+            .nodes
+            .get(rank as usize)
+            .map(|n| n.name.as_str())
+            .unwrap_or("?")
+    }
+
+    fn nodelist(&self, ranks: &[u32]) -> String {
+        let names: Vec<&str> = ranks.iter().map(|&r| self.node_name(r)).collect();
+        hostlist::compress(&names)
+    }
+
+    fn schedule(&mut self, ctx: &mut Context<Self>) {
+        self.schedule_queued = false;
+        let mut blocked: HashMap<String, bool> = HashMap::new();
+        let mut started = Vec::new();
+        let pending: Vec<u32> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending)
+            .map(|j| j.job_id)
+            .collect();
+        for id in pending {
+            let Some(job) = self.jobs.get(&id) else {
+                continue;
+            };
+            if job.submit.hold || job.priority == 0 {
+                continue;
+            }
+            let part = job.partition.clone();
+            let part_state = self
+                .conf
+                .partitions
+                .iter()
+                .find(|p| p.name == part)
+                .map(|p| p.state)
+                .unwrap_or(PartitionState::Up);
+            if part_state != PartitionState::Up {
+                let r = if part_state == PartitionState::Down {
+                    "PartitionDown"
+                } else {
+                    "PartitionInactive"
+                };
+                self.set_reason(id, r);
+                continue;
+            }
+            if blocked.get(&part).copied().unwrap_or(false) {
+                self.set_reason(id, "Priority");
+                continue;
+            }
+            let req = Request::from_submit(&job.submit);
+            let ranks = self
+                .part_ranks
+                .iter()
+                .find(|(n, _)| *n == part)
+                .map(|(_, r)| r.as_slice())
+                .unwrap_or(&[]);
+            match sched::place(&req, ranks, &self.slots) {
+                Some(alloc) => {
+                    sched::apply(&alloc, &mut self.slots);
+                    let now = chrono::Utc::now().timestamp();
+                    if let Some(j) = self.jobs.get_mut(&id) {
+                        j.state = JobState::Running;
+                        j.reason = "None".into();
+                        j.start_time = Some(now);
+                        j.alloc = Some(alloc);
+                    }
+                    started.push(id);
+                }
+                None => {
+                    blocked.insert(part, true);
+                    self.set_reason(id, "Resources");
+                }
+            }
+        }
+        if started.is_empty() {
+            return;
+        }
+        self.update_partition_counts();
+        let durable = self.persist(&started);
+        ctx.spawn(
+            async move { durable.await }
+                .into_actor(self)
+                .map(move |res, act, ctx| {
+                    if !matches!(res, Ok(Ok(()))) {
+                        tracing::error!("could not persist job starts; launching anyway");
+                    }
+                    for id in started {
+                        act.spawn_step(id, true, ctx);
+                    }
+                }),
+        );
+    }
+
+    fn set_reason(&mut self, id: u32, reason: &str) {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if j.reason != reason {
+                j.reason = reason.to_string();
+            }
+        }
+    }
+
+    fn spawn_step(&mut self, id: u32, launch: bool, ctx: &mut Context<Self>) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        let Some(alloc) = &job.alloc else {
+            return;
+        };
+        let ranks = RankSet::from_ranks(alloc.ranks.iter().copied());
+        let launch_msg = launch.then(|| self.launch_message(job));
+        let time_limit = job.time_limit_min.map(|m| {
+            let elapsed = chrono::Utc::now().timestamp() - job.start_time.unwrap_or(0);
+            Duration::from_secs((u64::from(m) * 60).saturating_sub(elapsed.max(0) as u64))
+        });
+        let st = ActorStats::new();
+        let addr = StepActor::new(
+            id,
+            ranks,
+            launch_msg,
+            time_limit,
+            self.conf.kill_wait_s,
+            self.relay.clone(),
+            self.relay_stats.clone(),
+            ctx.address().recipient(),
+            st.clone(),
+        )
+        .start();
+        self.steps.insert(id, StepHandle { addr, stats: st });
+    }
+
+    fn launch_message(&self, j: &JobRecord) -> JobLaunch {
+        let alloc = j.alloc.clone().unwrap_or(crate::state::record::Allocation {
+            ranks: vec![],
+            cpus: vec![],
+            tasks: vec![],
+            mem_mb: 0,
+        });
+        let s = &j.submit;
+        JobLaunch {
+            job_id: j.job_id,
+            name: s.name.clone(),
+            user: s.user.clone(),
+            uid: s.uid,
+            gid: s.gid,
+            partition: j.partition.clone(),
+            cluster: self.conf.cluster_name.clone(),
+            batch_host: alloc
+                .ranks
+                .first()
+                .map(|&r| self.node_name(r).to_string())
+                .unwrap_or_default(),
+            nodelist: self.nodelist(&alloc.ranks),
+            num_nodes: alloc.ranks.len() as u32,
+            cpus_per_node: alloc.cpus.clone(),
+            tasks_per_node: alloc.tasks.clone(),
+            ntasks: alloc.tasks.iter().sum(),
+            ntasks_set: s.ntasks.is_some() || s.ntasks_per_node.is_some(),
+            cpus_per_task: s.cpus_per_task,
+            mem_per_node_mb: s
+                .mem_per_node_mb
+                .map(|m| if m == 0 { alloc.mem_mb } else { m }),
+            mem_per_cpu_mb: s.mem_per_cpu_mb,
+            time_limit_min: j.time_limit_min,
+            script: s.script.clone(),
+            script_args: s.script_args.clone(),
+            env: s.env.clone(),
+            workdir: s.workdir.clone(),
+            submit_dir: s.submit_dir.clone(),
+            submit_host: s.submit_host.clone(),
+            stdout: s.stdout.clone().unwrap_or_else(|| "slurm-%j.out".into()),
+            stderr: s.stderr.clone(),
+            stdin: s.stdin.clone(),
+            start_time: j.start_time.unwrap_or(0),
+            restarts: j.restarts,
+        }
+    }
+
+    fn update_partition_counts(&self) {
+        for (name, (addr, st)) in self.partitions.iter() {
+            let (mut pending, mut running) = (0, 0);
+            for j in self.jobs.values().filter(|j| &j.partition == name) {
+                match j.state {
+                    JobState::Pending => pending += 1,
+                    JobState::Running | JobState::Completing => running += 1,
+                    _ => {}
+                }
+            }
+            st.sent();
+            if addr.try_send(JobCounts { pending, running }).is_err() {
+                st.handled(); // dropped: counters are advisory
+            }
+        }
+    }
+
+    fn job_info(&self, j: &JobRecord) -> JobInfo {
+        let s = &j.submit;
+        let (nodes, num_nodes, num_cpus, num_tasks, mem) = match &j.alloc {
+            Some(a) => (
+                self.nodelist(&a.ranks),
+                a.ranks.len() as u32,
+                a.total_cpus(),
+                a.tasks.iter().sum(),
+                a.mem_mb,
+            ),
+            None => {
+                let req = Request::from_submit(s);
+                (
+                    String::new(),
+                    req.min_nodes(),
+                    req.ntasks * req.cpus_per_task,
+                    req.ntasks,
+                    s.mem_per_node_mb.or(s.mem_per_cpu_mb).unwrap_or(0),
+                )
+            }
+        };
+        let state = if j.ending_as.is_some() {
+            JobState::Completing
+        } else {
+            j.state
+        };
+        JobInfo {
+            job_id: j.job_id,
+            name: s.name.clone(),
+            user: s.user.clone(),
+            uid: s.uid,
+            gid: s.gid,
+            partition: j.partition.clone(),
+            state,
+            reason: j.reason.clone(),
+            priority: j.priority,
+            submit_time: j.submit_time,
+            eligible_time: Some(j.submit_time),
+            start_time: j.start_time,
+            end_time: j.end_time,
+            time_limit_min: j.time_limit_min,
+            nodes,
+            num_nodes,
+            num_cpus,
+            num_tasks,
+            cpus_per_task: s.cpus_per_task.unwrap_or(1),
+            mem_per_node_mb: mem,
+            exit_code: (j.exit.code, j.exit.signal),
+            workdir: s.workdir.clone(),
+            stdout: s.stdout.clone().unwrap_or_else(|| "slurm-%j.out".into()),
+            stderr: s
+                .stderr
+                .clone()
+                .or_else(|| s.stdout.clone())
+                .unwrap_or_else(|| "slurm-%j.out".into()),
+            stdin: s.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
+            command: s.command.clone(),
+            submit_line: s.submit_line.clone(),
+            batch_host: j
+                .alloc
+                .as_ref()
+                .and_then(|a| a.ranks.first())
+                .map(|&r| self.node_name(r).to_string()),
+            restarts: j.restarts,
+            req_nodes: s.min_nodes.unwrap_or(1),
+        }
+    }
+
+    fn node_info(&self, rank: usize) -> Option<NodeInfo> {
+        let c = self.conf.nodes.get(rank)?;
+        let st = self.nodes.get(rank)?;
+        let slot = self.slots.get(rank)?;
+        let base = if st.future {
+            NodeBaseState::Future
+        } else if st.admin.down.is_some() {
+            NodeBaseState::Down
+        } else if !st.registered {
+            NodeBaseState::Unknown
+        } else if slot.alloc_cpus == 0 {
+            NodeBaseState::Idle
+        } else if slot.alloc_cpus >= slot.cpus {
+            NodeBaseState::Allocated
+        } else {
+            NodeBaseState::Mixed
+        };
+        let reason = st.admin.down.as_ref().or(st.admin.drain.as_ref());
+        let res = st.resources.clone().unwrap_or_default();
+        Some(NodeInfo {
+            name: c.name.clone(),
+            addr: c.addr.clone(),
+            hostname: c.hostname.clone(),
+            port: c.port,
+            base,
+            drain: st.admin.drain.is_some(),
+            not_responding: !st.responding && !st.future,
+            rank: rank as u32,
+            attached_to: st.attached_to.map(|r| self.node_name(r).to_string()),
+            cpus: c.cpus,
+            sockets: c.sockets,
+            cores_per_socket: c.cores_per_socket,
+            threads_per_core: c.threads_per_core,
+            real_memory_mb: c.real_memory_mb,
+            alloc_cpus: slot.alloc_cpus,
+            alloc_mem_mb: slot.alloc_mem_mb,
+            features: c.features.clone(),
+            gres: c.gres.clone(),
+            weight: c.weight,
+            partitions: self
+                .conf
+                .partitions
+                .iter()
+                .filter(|p| p.nodes.iter().any(|n| *n == c.name))
+                .map(|p| p.name.clone())
+                .collect(),
+            reason: reason.map(|r| r.text.clone()),
+            reason_user: reason.map(|r| r.user.clone()),
+            reason_time: reason.map(|r| r.time),
+            boot_time: st.boot_time,
+            slurmd_start_time: st.boot_time,
+            last_busy: None,
+            version: if res.cpus > 0 {
+                env!("CARGO_PKG_VERSION").to_string()
+            } else {
+                "(null)".into()
+            },
+        })
+    }
+
+    fn end_job(&mut self, ev: StepEnded, ctx: &mut Context<Self>) {
+        self.steps.remove(&ev.job_id);
+        let Some(job) = self.jobs.get_mut(&ev.job_id) else {
+            return;
+        };
+        if let Some(a) = job.alloc.take() {
+            sched::release(&a, &mut self.slots);
+            job.alloc = Some(a);
+        }
+        job.state = ev.state;
+        job.ending_as = None;
+        job.exit = ev.exit;
+        job.reason = ev.reason;
+        job.end_time = Some(chrono::Utc::now().timestamp());
+        tracing::info!(
+            job_id = ev.job_id,
+            state = ev.state.name(),
+            code = ev.exit.code,
+            signal = ev.exit.signal,
+            "job ended"
+        );
+        let durable = self.persist(&[ev.job_id]);
+        ctx.spawn(
+            async move {
+                let _ = durable.await;
+            }
+            .into_actor(self),
+        );
+        self.update_partition_counts();
+        self.queue_schedule(ctx);
+    }
+
+    /// Mark a running job as tearing down (shown CG) and tell its step.
+    fn end_step(&mut self, id: u32, state: JobState, reason: &str) {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if j.ending_as.is_none() {
+                j.ending_as = Some(state);
+            }
+        }
+        if let Some(h) = self.steps.get(&id) {
+            h.stats.sent();
+            let addr = h.addr.clone();
+            let msg = EndStep {
+                state,
+                reason: reason.to_string(),
+            };
+            actix::spawn(async move {
+                let _ = addr.send(msg).await;
+            });
+        }
+    }
+
+    fn reconcile(
+        &mut self,
+        rank: u32,
+        hello: &crate::wire::messages::Hello,
+        ctx: &mut Context<Self>,
+    ) {
+        let mut stray = Vec::new();
+        for rep in &hello.jobs {
+            let ours = self.jobs.get(&rep.job_id).filter(|j| {
+                matches!(j.state, JobState::Running | JobState::Completing)
+                    && j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank))
+            });
+            match (ours, &rep.state) {
+                (Some(j), JobOnNode::BatchFinished(status)) => {
+                    let batch = j.alloc.as_ref().and_then(|a| a.ranks.first()) == Some(&rank);
+                    if batch {
+                        if let Some(h) = self.steps.get(&rep.job_id) {
+                            h.stats.sent();
+                            let addr = h.addr.clone();
+                            let msg = ScriptExited(*status);
+                            actix::spawn(async move {
+                                let _ = addr.send(msg).await;
+                            });
+                        }
+                    }
+                }
+                (Some(_), JobOnNode::Running) => {}
+                (None, _) => stray.push(rep.job_id),
+            }
+        }
+        // Jobs we believe run here but a freshly started daemon cannot have.
+        let lost: Vec<u32> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && j.ending_as.is_none())
+            .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
+            .filter(|j| j.start_time.unwrap_or(0) < hello.started)
+            .filter(|j| !hello.jobs.iter().any(|r| r.job_id == j.job_id))
+            .map(|j| j.job_id)
+            .collect();
+        for id in lost {
+            tracing::warn!(job_id = id, node = %hello.node, "node restarted without the job; NODE_FAIL");
+            self.end_step(id, JobState::NodeFail, "NodeDown");
+        }
+        for id in stray {
+            tracing::warn!(job_id = id, node = %hello.node, "node runs a job the controller did not launch; killing it");
+            let relay = self.relay.clone();
+            self.relay_stats.sent();
+            let msg = Fanout {
+                targets: RankSet::from_ranks([rank]),
+                cmd: NodeCommand::Terminate {
+                    job_id: id,
+                    kill_wait_s: self.conf.kill_wait_s,
+                },
+                budget: Duration::from_secs(u64::from(self.conf.kill_wait_s) + 5),
+            };
+            ctx.spawn(
+                async move {
+                    let _ = relay.send(msg).await;
+                }
+                .into_actor(self),
+            );
+        }
+    }
+
+    fn purge_old(&mut self) {
+        let cutoff = chrono::Utc::now().timestamp() - self.conf.min_job_age_s as i64;
+        if self.conf.min_job_age_s == 0 {
+            return;
+        }
+        let old: Vec<u32> = self
+            .jobs
+            .values()
+            .filter(|j| j.state.is_finished() && j.end_time.is_some_and(|t| t < cutoff))
+            .map(|j| j.job_id)
+            .collect();
+        if old.is_empty() {
+            return;
+        }
+        for id in &old {
+            self.jobs.remove(id);
+        }
+        let _ = self
+            .store
+            .submit(old.into_iter().map(Op::DeleteJob).collect());
+    }
+
+    fn alloc_next_id(&mut self) -> u32 {
+        let (first, max) = (
+            self.conf.first_job_id,
+            self.conf.max_job_id.max(self.conf.first_job_id),
+        );
+        loop {
+            let id = self.next_job_id;
+            self.next_job_id = if id >= max { first } else { id + 1 };
+            if !self.jobs.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+impl Actor for ControllerActor {
+    type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX);
+        ctx.run_interval(PURGE_EVERY, |act, _| act.purge_old());
+    }
+}
+
+impl Handler<RunSchedule> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, _msg: RunSchedule, ctx: &mut Context<Self>) {
+        self.schedule(ctx);
+    }
+}
+
+impl Handler<Admit> for ControllerActor {
+    type Result = ResponseFuture<Result<u32, ErrorReply>>;
+    fn handle(&mut self, msg: Admit, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let active = self
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_finished())
+            .count();
+        if active >= self.conf.max_job_count as usize {
+            return Box::pin(async {
+                Err(ErrorReply {
+                    code: ErrorCode::QueueFull,
+                    message: "Slurm temporarily unable to accept job, sleeping and retrying".into(),
+                })
+            });
+        }
+        let req = Request::from_submit(&msg.submit);
+        let ranks = self
+            .part_ranks
+            .iter()
+            .find(|(n, _)| *n == msg.partition)
+            .map(|(_, r)| r.as_slice())
+            .unwrap_or(&[]);
+        if let Err(why) = sched::feasible(&req, ranks, &self.slots) {
+            let message = match why {
+                Infeasible::TooManyNodes | Infeasible::NodeConfig => {
+                    "Requested node configuration is not available"
+                }
+            };
+            return Box::pin(async move {
+                Err(ErrorReply {
+                    code: ErrorCode::NodeConfigUnavailable,
+                    message: message.into(),
+                })
+            });
+        }
+        let id = self.alloc_next_id();
+        let submit = Arc::unwrap_or_clone(msg.submit);
+        let held = submit.hold;
+        let rec = JobRecord {
+            job_id: id,
+            submit,
+            partition: msg.partition,
+            time_limit_min: msg.time_limit_min,
+            state: JobState::Pending,
+            reason: if held {
+                "JobHeldUser".into()
+            } else {
+                "None".into()
+            },
+            priority: if held { 0 } else { 1 },
+            submit_time: chrono::Utc::now().timestamp(),
+            start_time: None,
+            end_time: None,
+            alloc: None,
+            exit: ExitStatus::default(),
+            restarts: 0,
+            ending_as: None,
+        };
+        tracing::info!(job_id = id, partition = %rec.partition, user = %rec.submit.user, "job submitted");
+        let ops = vec![
+            Op::PutJob(Box::new(rec.clone())),
+            Op::NextJobId(self.next_job_id),
+        ];
+        self.jobs.insert(id, rec);
+        let durable = self.store.submit(ops);
+        self.update_partition_counts();
+        self.queue_schedule(ctx);
+        Box::pin(async move {
+            match durable.await {
+                Ok(Ok(())) => Ok(id),
+                _ => Err(ErrorReply {
+                    code: ErrorCode::Internal,
+                    message: "could not save job state".into(),
+                }),
+            }
+        })
+    }
+}
+
+impl Handler<GetJobs> for ControllerActor {
+    type Result = MessageResult<GetJobs>;
+    fn handle(&mut self, msg: GetJobs, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let out = if msg.ids.is_empty() {
+            self.jobs.values().map(|j| self.job_info(j)).collect()
+        } else {
+            msg.ids
+                .iter()
+                .filter_map(|id| self.jobs.get(id))
+                .map(|j| self.job_info(j))
+                .collect()
+        };
+        MessageResult(out)
+    }
+}
+
+impl Handler<GetNodes> for ControllerActor {
+    type Result = MessageResult<GetNodes>;
+    fn handle(&mut self, msg: GetNodes, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let out = if msg.names.is_empty() {
+            (0..self.conf.nodes.len())
+                .filter_map(|r| self.node_info(r))
+                .collect()
+        } else {
+            msg.names
+                .iter()
+                .filter_map(|n| self.conf.node_index(n))
+                .filter_map(|r| self.node_info(r))
+                .collect()
+        };
+        MessageResult(out)
+    }
+}
+
+impl Handler<GetPartitions> for ControllerActor {
+    type Result = MessageResult<GetPartitions>;
+    fn handle(&mut self, _msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let out = self
+            .conf
+            .partitions
+            .iter()
+            .map(|p| {
+                let total_cpus = p
+                    .nodes
+                    .iter()
+                    .filter_map(|n| self.conf.node_index(n))
+                    .filter_map(|i| self.conf.nodes.get(i))
+                    .map(|n| n.cpus)
+                    .sum();
+                PartitionInfo {
+                    name: p.name.clone(),
+                    default: p.default,
+                    state: p.state,
+                    max_time_min: p.max_time_min,
+                    default_time_min: p.default_time_min,
+                    max_nodes: p.max_nodes,
+                    min_nodes: p.min_nodes,
+                    nodes: hostlist::compress(&p.nodes),
+                    node_names: p.nodes.clone(),
+                    total_cpus,
+                    total_nodes: p.nodes.len() as u32,
+                }
+            })
+            .collect();
+        MessageResult(out)
+    }
+}
+
+impl Handler<Cancel> for ControllerActor {
+    type Result = ResponseFuture<CancelReply>;
+    fn handle(&mut self, msg: Cancel, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let req = msg.0;
+        let mut results = Vec::new();
+        let mut changed = Vec::new();
+        let now = chrono::Utc::now().timestamp();
+        for id in req.job_ids {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                results.push((id, Some("Invalid job id specified".to_string())));
+                continue;
+            };
+            match (job.state, req.signal) {
+                (s, _) if s.is_finished() || job.ending_as.is_some() => {
+                    results.push((id, Some("Job/step already completing or completed".into())))
+                }
+                (JobState::Pending, None) => {
+                    job.state = JobState::Cancelled;
+                    job.reason = "None".into();
+                    job.end_time = Some(now);
+                    changed.push(id);
+                    results.push((id, None));
+                }
+                (JobState::Pending, Some(_)) => {
+                    results.push((id, Some("Job is pending execution".into())))
+                }
+                (_, Some(sig)) => {
+                    if let Some(h) = self.steps.get(&id) {
+                        h.stats.sent();
+                        let addr = h.addr.clone();
+                        let m = SignalStep {
+                            signal: sig,
+                            batch_only: req.batch_only,
+                        };
+                        actix::spawn(async move {
+                            let _ = addr.send(m).await;
+                        });
+                    }
+                    results.push((id, None));
+                }
+                (_, None) => {
+                    changed.push(id);
+                    results.push((id, None));
+                }
+            }
+        }
+        // Running jobs: mark CG and tear down; pending ones are already final.
+        for &id in &changed {
+            if self
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.state == JobState::Running)
+            {
+                self.end_step(id, JobState::Cancelled, "None");
+            }
+        }
+        let durable = self.persist(&changed);
+        self.update_partition_counts();
+        self.queue_schedule(ctx);
+        Box::pin(async move {
+            let _ = durable.await;
+            CancelReply { results }
+        })
+    }
+}
+
+impl Handler<UpdateNodes> for ControllerActor {
+    type Result = ResponseFuture<Result<(), ErrorReply>>;
+    fn handle(&mut self, msg: UpdateNodes, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let names = match hostlist::expand(&msg.update.nodes) {
+            Ok(n) => n,
+            Err(e) => {
+                let message = format!("Invalid node name specified: {e}");
+                return Box::pin(async move {
+                    Err(ErrorReply {
+                        code: ErrorCode::InvalidNodeName,
+                        message,
+                    })
+                });
+            }
+        };
+        let mut targets = Vec::new();
+        for n in &names {
+            match self.conf.node_index(n) {
+                Some(r) => targets.push(self.node_addrs[r].clone()),
+                None => {
+                    let message = format!("Invalid node name specified: {n}");
+                    return Box::pin(async move {
+                        Err(ErrorReply {
+                            code: ErrorCode::InvalidNodeName,
+                            message,
+                        })
+                    });
+                }
+            }
+        }
+        let Some(state) = msg.update.state else {
+            return Box::pin(async { Ok(()) });
+        };
+        let reason = msg.update.reason;
+        let user = msg.user;
+        Box::pin(async move {
+            for (addr, st) in targets {
+                st.sent();
+                let m = AdminUpdate {
+                    state,
+                    reason: reason.clone(),
+                    user: user.clone(),
+                };
+                if let Ok(Err(e)) = addr.send(m).await {
+                    return Err(ErrorReply {
+                        code: ErrorCode::InvalidRequest,
+                        message: e,
+                    });
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Handler<NodeChanged> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, msg: NodeChanged, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let rank = msg.status.rank;
+        let Some(old) = self.nodes.get(rank as usize).cloned() else {
+            return;
+        };
+        if old.admin != msg.status.admin {
+            let name = self.node_name(rank).to_string();
+            let state = if msg.status.admin == AdminState::default() {
+                None
+            } else {
+                rmp_serde::to_vec_named(&msg.status.admin).ok()
+            };
+            let _ = self.store.submit(vec![Op::NodeAdmin { name, state }]);
+        }
+        if let Some(slot) = self.slots.get_mut(rank as usize) {
+            slot.available = msg.status.schedulable();
+        }
+        if let Some(n) = self.nodes.get_mut(rank as usize) {
+            *n = msg.status;
+        }
+        if msg.lost {
+            let victims: Vec<u32> = self
+                .jobs
+                .values()
+                .filter(|j| j.state == JobState::Running)
+                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
+                .map(|j| j.job_id)
+                .collect();
+            for id in victims {
+                tracing::warn!(job_id = id, node = %self.node_name(rank), "node lost; job ends NODE_FAIL");
+                self.end_step(id, JobState::NodeFail, "NodeDown");
+            }
+        }
+        if let Some(hello) = msg.registration {
+            self.reconcile(rank, &hello, ctx);
+        }
+        self.queue_schedule(ctx);
+    }
+}
+
+impl Handler<UpEvent> for ControllerActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, msg: UpEvent, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        match msg {
+            UpEvent::Registered { hello, via } => {
+                let Some((addr, st)) = self.node_addrs.get(hello.rank as usize).cloned() else {
+                    return Box::pin(async {});
+                };
+                if self.node_name(hello.rank) != hello.node {
+                    tracing::warn!(rank = hello.rank, node = %hello.node, "registration with mismatched name ignored");
+                    return Box::pin(async {});
+                }
+                Box::pin(async move {
+                    st.sent();
+                    let _ = addr.send(Registered { hello, via }).await;
+                })
+            }
+            UpEvent::Liveness { added, removed } => {
+                let mut sends = Vec::new();
+                for (set, live) in [(added, true), (removed, false)] {
+                    for r in set.iter() {
+                        if let Some((a, st)) = self.node_addrs.get(r as usize) {
+                            st.sent();
+                            sends.push((a.clone(), live));
+                        }
+                    }
+                }
+                Box::pin(async move {
+                    for (a, live) in sends {
+                        let _ = a.send(Reachable(live)).await;
+                    }
+                })
+            }
+            UpEvent::BatchFinished(b) => {
+                let step = self
+                    .steps
+                    .get(&b.job_id)
+                    .map(|h| (h.addr.clone(), h.stats.clone()));
+                Box::pin(async move {
+                    if let Some((addr, st)) = step {
+                        st.sent();
+                        let _ = addr.send(ScriptExited(b.status)).await;
+                    }
+                })
+            }
+        }
+    }
+}
+
+impl Handler<StepEnded> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, msg: StepEnded, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        self.end_job(msg, ctx);
+    }
+}
+
+impl Handler<GetStatus> for ControllerActor {
+    type Result = ResponseFuture<StatusReport>;
+    fn handle(&mut self, _msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let pending = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending)
+            .count();
+        let running = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .count();
+        let mut actors = vec![ActorStatus {
+            kind: "controller".into(),
+            name: self.conf.control_host.clone(),
+            state: format!(
+                "jobs={} pending={} running={} next_job_id={}",
+                self.jobs.len(),
+                pending,
+                running,
+                self.next_job_id
+            ),
+            mailbox_depth: self.stats.depth(),
+            handled: self.stats.total(),
+        }];
+        for p in &self.conf.partitions {
+            if let Some((_, st)) = self.partitions.get(&p.name) {
+                let (pd, r) = self.jobs.values().filter(|j| j.partition == p.name).fold(
+                    (0, 0),
+                    |(pd, r), j| match j.state {
+                        JobState::Pending => (pd + 1, r),
+                        JobState::Running => (pd, r + 1),
+                        _ => (pd, r),
+                    },
+                );
+                actors.push(ActorStatus {
+                    kind: "partition".into(),
+                    name: p.name.clone(),
+                    state: format!(
+                        "{} nodes={} pending={} running={}",
+                        p.state.name(),
+                        p.nodes.len(),
+                        pd,
+                        r
+                    ),
+                    mailbox_depth: st.depth(),
+                    handled: st.total(),
+                });
+            }
+        }
+        let mut tree = Vec::new();
+        for (rank, (_, st)) in self.node_addrs.iter().enumerate() {
+            let Some(info) = self.node_info(rank) else {
+                continue;
+            };
+            actors.push(ActorStatus {
+                kind: "node".into(),
+                name: info.name.clone(),
+                state: info.scontrol_state(),
+                mailbox_depth: st.depth(),
+                handled: st.total(),
+            });
+            tree.push(TreePlace {
+                node: info.name.clone(),
+                rank: rank as u32,
+                parent: self
+                    .topo
+                    .parent(rank as u32)
+                    .map(|p| self.node_name(p).to_string()),
+                attached_to: info.attached_to.clone(),
+                live: !info.not_responding,
+            });
+        }
+        for (id, h) in &self.steps {
+            actors.push(ActorStatus {
+                kind: "step".into(),
+                name: format!("{id}.batch"),
+                state: "running".into(),
+                mailbox_depth: h.stats.depth(),
+                handled: h.stats.total(),
+            });
+        }
+        let relay = self.relay.clone();
+        let rstats = self.relay_stats.clone();
+        let controller = self.conf.control_host.clone();
+        let width = self.conf.tree_width;
+        Box::pin(async move {
+            rstats.sent();
+            if let Ok(rs) = relay.send(GetRelayState).await {
+                actors.insert(
+                    1,
+                    ActorStatus {
+                        kind: "relay".into(),
+                        name: "root".into(),
+                        state: format!(
+                            "attached={} live={} pending_fanouts={}",
+                            rs.attached.len(),
+                            rs.live.len(),
+                            rs.pending_fanouts
+                        ),
+                        mailbox_depth: rs.mailbox_depth,
+                        handled: rs.handled,
+                    },
+                );
+            }
+            StatusReport {
+                controller,
+                tree_width: width,
+                actors,
+                tree,
+            }
+        })
+    }
+}

@@ -1,0 +1,286 @@
+//! One actor per configured node, in the controller: the node's health and
+//! admin state machine (registration, not responding, DOWN after
+//! SlurmdTimeout, DRAIN/RESUME by an operator).
+//!
+//! Its output is a [`NodeStatus`] pushed to the controller on every change, so
+//! the scheduler and `sinfo` read a cache instead of asking 10,000 actors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::stats::ActorStats;
+use crate::config::{ConfNodeState, NodeConf};
+use crate::wire::messages::{Hello, NodeResources, NodeUpdateState};
+use crate::wire::types::UnixTime;
+
+const MAILBOX: usize = 256;
+
+/// Why a node is unusable, and who said so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    pub text: String,
+    pub user: String,
+    pub time: UnixTime,
+}
+
+/// Admin-set state that survives a controller restart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminState {
+    pub drain: Option<Reason>,
+    /// Set by an operator (`State=DOWN`) or by the controller (not responding).
+    pub down: Option<Reason>,
+}
+
+/// A node's observable state, as pushed to the controller.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeStatus {
+    pub rank: u32,
+    pub registered: bool,
+    pub boot_id: u64,
+    pub responding: bool,
+    pub admin: AdminState,
+    pub resources: Option<NodeResources>,
+    pub boot_time: Option<UnixTime>,
+    pub attached_to: Option<u32>,
+    /// Future nodes never run jobs and are hidden in most views.
+    pub future: bool,
+}
+
+impl NodeStatus {
+    /// May the scheduler place new work here?
+    pub fn schedulable(&self) -> bool {
+        self.registered
+            && self.responding
+            && self.admin.down.is_none()
+            && self.admin.drain.is_none()
+            && !self.future
+    }
+}
+
+/// Pushed to the controller whenever a node's status changes.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct NodeChanged {
+    pub status: NodeStatus,
+    /// The node just went DOWN: its jobs have failed.
+    pub lost: bool,
+    /// Set on (re-)registration: the jobs the node reports, to reconcile.
+    pub registration: Option<Hello>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Registered {
+    pub hello: Hello,
+    pub via: Option<u32>,
+}
+
+/// Reachability through the relay tree changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reachable(pub bool);
+
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct AdminUpdate {
+    pub state: NodeUpdateState,
+    pub reason: Option<String>,
+    pub user: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "NodeStatus")]
+pub struct GetNodeStatus;
+
+pub struct NodeActor {
+    conf: Arc<NodeConf>,
+    status: NodeStatus,
+    slurmd_timeout: Duration,
+    return_to_service: u8,
+    /// Bumped on every reachability change so stale timeout checks are ignored.
+    epoch: u64,
+    controller: Recipient<NodeChanged>,
+    stats: Arc<ActorStats>,
+}
+
+impl NodeActor {
+    pub fn new(
+        rank: u32,
+        conf: Arc<NodeConf>,
+        admin: AdminState,
+        slurmd_timeout: Duration,
+        return_to_service: u8,
+        controller: Recipient<NodeChanged>,
+        stats: Arc<ActorStats>,
+    ) -> Self {
+        let mut admin = admin;
+        let now = chrono::Utc::now().timestamp();
+        let reason = |text: &str| Reason {
+            text: conf.reason.clone().unwrap_or_else(|| text.to_string()),
+            user: "root".into(),
+            time: now,
+        };
+        match conf.state {
+            ConfNodeState::Down | ConfNodeState::Fail if admin.down.is_none() => {
+                admin.down = Some(reason("Configured DOWN"))
+            }
+            ConfNodeState::Drain if admin.drain.is_none() => {
+                admin.drain = Some(reason("Configured DRAIN"))
+            }
+            _ => {}
+        }
+        NodeActor {
+            status: NodeStatus {
+                rank,
+                registered: false,
+                boot_id: 0,
+                responding: false,
+                admin,
+                resources: None,
+                boot_time: None,
+                attached_to: None,
+                future: conf.state == ConfNodeState::Future,
+            },
+            conf,
+            slurmd_timeout,
+            return_to_service,
+            epoch: 0,
+            controller,
+            stats,
+        }
+    }
+
+    fn push(&self, lost: bool, registration: Option<Hello>, ctx: &mut Context<Self>) {
+        let msg = NodeChanged {
+            status: self.status.clone(),
+            lost,
+            registration,
+        };
+        let c = self.controller.clone();
+        ctx.wait(
+            async move {
+                let _ = c.send(msg).await;
+            }
+            .into_actor(self),
+        );
+    }
+
+    fn check_timeout(&mut self, epoch: u64, ctx: &mut Context<Self>) {
+        if epoch != self.epoch || self.status.responding || self.status.admin.down.is_some() {
+            return;
+        }
+        tracing::warn!(node = %self.conf.name, "node not responding, setting DOWN");
+        self.status.admin.down = Some(Reason {
+            text: "Not responding".into(),
+            user: "root".into(),
+            time: chrono::Utc::now().timestamp(),
+        });
+        self.push(true, None, ctx);
+    }
+}
+
+impl Actor for NodeActor {
+    type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX);
+        // A node that never shows up goes DOWN like one that stopped answering.
+        let epoch = self.epoch;
+        if !self.slurmd_timeout.is_zero() && !self.status.future {
+            ctx.run_later(self.slurmd_timeout, move |act, ctx| {
+                act.check_timeout(epoch, ctx)
+            });
+        }
+    }
+}
+
+impl Handler<Registered> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, msg: Registered, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let h = &msg.hello;
+        let rebooted = self.status.registered && self.status.boot_id != h.boot_id;
+        self.status.registered = true;
+        self.status.responding = true;
+        self.status.boot_id = h.boot_id;
+        self.status.boot_time = Some(h.started);
+        self.status.resources = Some(h.resources.clone());
+        self.status.attached_to = msg.via;
+        self.epoch += 1;
+        // ReturnToService: 1 revives nodes DOWN for not responding, 2 any DOWN.
+        let revive = match &self.status.admin.down {
+            Some(r) if r.text == "Not responding" => self.return_to_service >= 1,
+            Some(_) => self.return_to_service >= 2,
+            None => false,
+        };
+        if revive {
+            tracing::info!(node = %self.conf.name, "node responding again, returned to service");
+            self.status.admin.down = None;
+        }
+        if rebooted {
+            tracing::info!(node = %self.conf.name, boot_id = h.boot_id, "node daemon restarted");
+        }
+        self.push(false, Some(msg.hello), ctx);
+    }
+}
+
+impl Handler<Reachable> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, msg: Reachable, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        if self.status.responding == msg.0 {
+            return;
+        }
+        self.epoch += 1;
+        self.status.responding = msg.0;
+        if msg.0 {
+            tracing::info!(node = %self.conf.name, "node reachable again");
+        } else {
+            tracing::info!(node = %self.conf.name, "node unreachable");
+            if !self.slurmd_timeout.is_zero() {
+                let epoch = self.epoch;
+                ctx.run_later(self.slurmd_timeout, move |act, ctx| {
+                    act.check_timeout(epoch, ctx)
+                });
+            }
+        }
+        self.push(false, None, ctx);
+    }
+}
+
+impl Handler<AdminUpdate> for NodeActor {
+    type Result = Result<(), String>;
+    fn handle(&mut self, msg: AdminUpdate, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let reason = |r: Option<String>| Reason {
+            text: r.unwrap_or_default(),
+            user: msg.user.clone(),
+            time: chrono::Utc::now().timestamp(),
+        };
+        let mut lost = false;
+        match msg.state {
+            NodeUpdateState::Drain => self.status.admin.drain = Some(reason(msg.reason)),
+            NodeUpdateState::Down => {
+                lost = self.status.admin.down.is_none();
+                self.status.admin.down = Some(reason(msg.reason));
+            }
+            NodeUpdateState::Resume | NodeUpdateState::Idle => {
+                self.status.admin.drain = None;
+                self.status.admin.down = None;
+            }
+            NodeUpdateState::Undrain => self.status.admin.drain = None,
+        }
+        self.push(lost, None, ctx);
+        Ok(())
+    }
+}
+
+impl Handler<GetNodeStatus> for NodeActor {
+    type Result = MessageResult<GetNodeStatus>;
+    fn handle(&mut self, _msg: GetNodeStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(self.status.clone())
+    }
+}

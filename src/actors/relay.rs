@@ -1,0 +1,583 @@
+//! The relay agent: one per daemon, the controller's included.
+//!
+//! It owns the links to attached descendants (natural children, or orphans that
+//! re-attached after their parent died), splits every downward [`Forward`] by
+//! child subtree, collects exactly one outcome per target, and folds subtree
+//! liveness into deltas sent upward only when something changed. In the
+//! controller it is the root (`me = None`) and its upward output becomes
+//! [`UpEvent`]s; in a node daemon its upward output goes to the parent link.
+//!
+//! The planning, collecting and health bookkeeping are the pure cores in
+//! `crate::tree`; this actor only moves messages between them and the links.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::sync::{mpsc, oneshot};
+
+use super::agent::{NodeAgent, RunCommand};
+use super::stats::ActorStats;
+use crate::tree::collect::{child_budget, Collector};
+use crate::tree::health::SubtreeHealth;
+use crate::tree::plan::split;
+use crate::tree::rankset::RankSet;
+use crate::tree::topology::Topology;
+use crate::wire::messages::{
+    BatchFinished, Body, Forward, ForwardReply, HealthDelta, Hello, NodeCommand, NodeReply,
+    Outcome, Registration,
+};
+
+/// Mailbox bound: network readers wait (back-pressure) once it is full.
+const MAILBOX: usize = 4096;
+/// How often pending health changes are pushed upward (only if changed).
+const HEALTH_FLUSH: Duration = Duration::from_millis(100);
+
+/// What the root relay reports to the controller.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub enum UpEvent {
+    /// A node (re-)registered; `via` is the rank it is attached to (`None` = controller).
+    Registered {
+        hello: Hello,
+        via: Option<u32>,
+    },
+    /// Subtree reachability changed.
+    Liveness {
+        added: RankSet,
+        removed: RankSet,
+    },
+    BatchFinished(BatchFinished),
+}
+
+/// A descendant's link came up (after its Hello was accepted).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ChildAttached {
+    pub rank: u32,
+    pub link_id: u64,
+    pub tx: mpsc::Sender<Body>,
+    pub hello: Hello,
+}
+
+/// A descendant's link went away.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ChildDetached {
+    pub rank: u32,
+    pub link_id: u64,
+}
+
+/// A frame from an attached descendant.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FromChild {
+    pub rank: u32,
+    pub link_id: u64,
+    pub body: Body,
+}
+
+/// Fan a command out to `targets` and gather one outcome per target.
+#[derive(Message)]
+#[rtype(result = "Vec<Outcome>")]
+pub struct Fanout {
+    pub targets: RankSet,
+    pub cmd: NodeCommand,
+    pub budget: Duration,
+}
+
+/// A Forward received from this daemon's parent (node daemons only).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FromParent(pub Forward);
+
+/// The parent link changed (node daemons only).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetUpstream {
+    pub tx: Option<mpsc::Sender<Body>>,
+    pub parent: Option<String>,
+    /// Rank of the new parent (`None` = the controller).
+    pub parent_rank: Option<u32>,
+}
+
+/// Something the local node agent wants sent to the controller.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SendUp(pub Body);
+
+/// Observable state.
+#[derive(Message)]
+#[rtype(result = "RelayState")]
+pub struct GetRelayState;
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RelayState {
+    pub me: Option<u32>,
+    /// Attached descendants, by rank.
+    pub attached: Vec<u32>,
+    pub live: RankSet,
+    pub pending_fanouts: usize,
+    pub upstream: Option<String>,
+    pub mailbox_depth: i64,
+    pub handled: u64,
+}
+
+/// Where this relay's upward traffic goes.
+pub enum Upstream {
+    Controller(Recipient<UpEvent>),
+    Node {
+        agent: Addr<NodeAgent>,
+        parent: Option<mpsc::Sender<Body>>,
+        parent_name: Option<String>,
+        parent_rank: Option<u32>,
+    },
+}
+
+struct Link {
+    link_id: u64,
+    tx: mpsc::Sender<Body>,
+}
+
+enum ReplyTo {
+    Local(oneshot::Sender<Vec<Outcome>>),
+    Parent { id: u64 },
+}
+
+struct Pending {
+    collector: Collector<NodeReply>,
+    via: Vec<(u32, RankSet)>,
+    reply: ReplyTo,
+}
+
+pub struct RelayActor {
+    me: Option<u32>,
+    topo: Arc<Topology>,
+    links: HashMap<u32, Link>,
+    health: SubtreeHealth,
+    pending: HashMap<u64, Pending>,
+    next_id: u64,
+    up: Upstream,
+    stats: Arc<ActorStats>,
+}
+
+impl RelayActor {
+    pub fn new(me: Option<u32>, topo: Arc<Topology>, up: Upstream, stats: Arc<ActorStats>) -> Self {
+        let mut health = SubtreeHealth::new();
+        if let Some(r) = me {
+            health.set_self(r);
+        }
+        RelayActor {
+            me,
+            topo,
+            links: HashMap::new(),
+            health,
+            pending: HashMap::new(),
+            next_id: 1,
+            up,
+            stats,
+        }
+    }
+
+    fn attached(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.links.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Start a fan-out; its result goes to `reply` once complete or expired.
+    fn start(
+        &mut self,
+        targets: RankSet,
+        cmd: NodeCommand,
+        budget: Duration,
+        reply: ReplyTo,
+        ctx: &mut Context<Self>,
+    ) {
+        let id = self.next_id;
+        self.next_id += 1;
+        tracing::debug!(me = ?self.me, id, targets = ?targets, ?budget, "fan-out start");
+        let deadline = Instant::now() + budget;
+        let mut collector = Collector::new(targets.clone(), deadline);
+        let plan = split(&self.topo, self.me, &targets, &self.attached());
+        if !plan.unreachable.is_empty() {
+            collector.fail(&plan.unreachable, "node is not reachable");
+        }
+        let mut via = Vec::with_capacity(plan.via.len());
+        for (child, sub) in plan.via {
+            let depth_below = self.topo.height(Some(child));
+            let fwd = Forward {
+                id,
+                targets: sub.clone(),
+                budget_ms: child_budget(budget, depth_below).as_millis() as u64,
+                cmd: cmd.clone(),
+            };
+            let sent = self
+                .links
+                .get(&child)
+                .map(|l| l.tx.try_send(Body::Forward(Box::new(fwd))).is_ok())
+                .unwrap_or(false);
+            if sent {
+                via.push((child, sub));
+            } else {
+                collector.fail(&sub, format!("link to rank {child} is congested or gone"));
+            }
+        }
+        if plan.local {
+            if let (Some(me), Upstream::Node { agent, .. }) = (self.me, &self.up) {
+                let agent = agent.clone();
+                let cmd2 = cmd.clone();
+                ctx.spawn(
+                    async move { agent.send(RunCommand(cmd2)).await }
+                        .into_actor(self)
+                        .map(move |res, act, ctx| {
+                            let result = match res {
+                                Ok(r) => r,
+                                Err(e) => Err(format!("node agent unavailable: {e}")),
+                            };
+                            act.record(id, &RankSet::from_ranks([me]), result, ctx);
+                        }),
+                );
+            }
+        }
+        self.pending.insert(
+            id,
+            Pending {
+                collector,
+                via,
+                reply,
+            },
+        );
+        ctx.run_later(budget, move |act, ctx| act.expire(id, ctx));
+        self.maybe_finish(id, ctx);
+    }
+
+    fn record(
+        &mut self,
+        id: u64,
+        ranks: &RankSet,
+        result: Result<NodeReply, String>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.collector.record(ranks, result);
+            self.maybe_finish(id, ctx);
+        }
+    }
+
+    fn expire(&mut self, id: u64, ctx: &mut Context<Self>) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.collector.expire(Instant::now());
+            self.maybe_finish(id, ctx);
+        }
+    }
+
+    fn maybe_finish(&mut self, id: u64, _ctx: &mut Context<Self>) {
+        let done = self
+            .pending
+            .get(&id)
+            .is_some_and(|p| p.collector.is_complete());
+        if !done {
+            return;
+        }
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        tracing::debug!(me = ?self.me, id, "fan-out complete");
+        let outcomes: Vec<Outcome> = p
+            .collector
+            .finish()
+            .into_iter()
+            .map(|(ranks, result)| Outcome { ranks, result })
+            .collect();
+        match p.reply {
+            ReplyTo::Local(tx) => {
+                let _ = tx.send(outcomes);
+            }
+            ReplyTo::Parent { id } => {
+                self.send_parent(Body::ForwardReply(ForwardReply { id, outcomes }));
+            }
+        }
+    }
+
+    fn send_parent(&mut self, body: Body) {
+        if let Upstream::Node {
+            parent: Some(tx), ..
+        } = &self.up
+        {
+            if let Err(e) = tx.try_send(body) {
+                tracing::warn!(error = %e, "parent link congested; dropping upward message");
+            }
+        }
+    }
+
+    /// Push an event to the controller (root relay) preserving order.
+    fn emit(&mut self, ev: UpEvent, ctx: &mut Context<Self>) {
+        if let Upstream::Controller(r) = &self.up {
+            let r = r.clone();
+            ctx.wait(
+                async move {
+                    if let Err(e) = r.send(ev).await {
+                        tracing::error!(error = %e, "controller unavailable");
+                    }
+                }
+                .into_actor(self),
+            );
+        }
+    }
+
+    fn flush_health(&mut self, ctx: &mut Context<Self>) {
+        let Some(delta) = self.health.take_delta() else {
+            return;
+        };
+        match &self.up {
+            Upstream::Controller(_) => self.emit(
+                UpEvent::Liveness {
+                    added: delta.added,
+                    removed: delta.removed,
+                },
+                ctx,
+            ),
+            Upstream::Node { .. } => self.send_parent(Body::Health(HealthDelta {
+                added: delta.added,
+                removed: delta.removed,
+            })),
+        }
+    }
+
+    /// Fail, at once, every outstanding target routed through `child`.
+    fn fail_via(&mut self, child: u32, ctx: &mut Context<Self>) {
+        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        for id in ids {
+            if let Some(p) = self.pending.get_mut(&id) {
+                let lost: Vec<RankSet> = p
+                    .via
+                    .iter()
+                    .filter(|(c, _)| *c == child)
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                for s in lost {
+                    p.collector
+                        .fail(&s, format!("link to rank {child} was lost"));
+                }
+            }
+            self.maybe_finish(id, ctx);
+        }
+    }
+}
+
+impl Actor for RelayActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX);
+        ctx.run_interval(HEALTH_FLUSH, |act, ctx| act.flush_health(ctx));
+    }
+}
+
+impl Handler<ChildAttached> for RelayActor {
+    type Result = ();
+    fn handle(&mut self, msg: ChildAttached, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        tracing::info!(rank = msg.rank, node = %msg.hello.node, boot_id = msg.hello.boot_id, "child attached");
+        if self.links.contains_key(&msg.rank) {
+            // A fresh link replaces a stale one: fail what went through the old one.
+            self.fail_via(msg.rank, ctx);
+        }
+        self.links.insert(
+            msg.rank,
+            Link {
+                link_id: msg.link_id,
+                tx: msg.tx,
+            },
+        );
+        self.health.attach(msg.rank);
+        let reg = Registration {
+            hello: msg.hello,
+            parent: self.me,
+        };
+        self.forward_register(reg, ctx);
+    }
+}
+
+impl RelayActor {
+    fn forward_register(&mut self, reg: Registration, ctx: &mut Context<Self>) {
+        match &self.up {
+            Upstream::Controller(_) => self.emit(
+                UpEvent::Registered {
+                    hello: reg.hello,
+                    via: reg.parent,
+                },
+                ctx,
+            ),
+            Upstream::Node { .. } => self.send_parent(Body::Register(reg)),
+        }
+    }
+}
+
+impl Handler<ChildDetached> for RelayActor {
+    type Result = ();
+    fn handle(&mut self, msg: ChildDetached, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let current = self.links.get(&msg.rank).map(|l| l.link_id);
+        if current != Some(msg.link_id) {
+            return; // an older link; already replaced
+        }
+        tracing::warn!(rank = msg.rank, "child link lost");
+        self.links.remove(&msg.rank);
+        self.health.detach(msg.rank);
+        self.fail_via(msg.rank, ctx);
+    }
+}
+
+impl Handler<FromChild> for RelayActor {
+    type Result = ();
+    fn handle(&mut self, msg: FromChild, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        if self.links.get(&msg.rank).map(|l| l.link_id) != Some(msg.link_id) {
+            return;
+        }
+        match msg.body {
+            Body::Health(d) => {
+                let delta = crate::tree::health::Delta {
+                    added: d.added,
+                    removed: d.removed,
+                };
+                self.health.apply(msg.rank, &delta);
+            }
+            Body::ForwardReply(r) => {
+                if let Some(p) = self.pending.get_mut(&r.id) {
+                    // Only accept outcomes for targets actually routed via this child.
+                    let routed: RankSet = p
+                        .via
+                        .iter()
+                        .filter(|(c, _)| *c == msg.rank)
+                        .fold(RankSet::new(), |acc, (_, s)| acc.union(s));
+                    for o in r.outcomes {
+                        p.collector.record(&o.ranks.intersection(&routed), o.result);
+                    }
+                    self.maybe_finish(r.id, ctx);
+                }
+            }
+            Body::Register(reg) => self.forward_register(reg, ctx),
+            Body::BatchFinished(b) => match &self.up {
+                Upstream::Controller(_) => self.emit(UpEvent::BatchFinished(b), ctx),
+                Upstream::Node { .. } => self.send_parent(Body::BatchFinished(b)),
+            },
+            Body::Keepalive => {}
+            other => {
+                tracing::warn!(
+                    rank = msg.rank,
+                    msg_kind = other.kind(),
+                    "unexpected message from child"
+                );
+            }
+        }
+    }
+}
+
+impl Handler<Fanout> for RelayActor {
+    type Result = ResponseFuture<Vec<Outcome>>;
+    fn handle(&mut self, msg: Fanout, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let (tx, rx) = oneshot::channel();
+        let targets = msg.targets.clone();
+        self.start(msg.targets, msg.cmd, msg.budget, ReplyTo::Local(tx), ctx);
+        Box::pin(async move {
+            rx.await.unwrap_or_else(|_| {
+                vec![Outcome {
+                    ranks: targets,
+                    result: Err("relay stopped".into()),
+                }]
+            })
+        })
+    }
+}
+
+impl Handler<FromParent> for RelayActor {
+    type Result = ();
+    fn handle(&mut self, msg: FromParent, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let f = msg.0;
+        let budget = Duration::from_millis(f.budget_ms);
+        self.start(f.targets, f.cmd, budget, ReplyTo::Parent { id: f.id }, ctx);
+    }
+}
+
+impl Handler<SetUpstream> for RelayActor {
+    type Result = ();
+    fn handle(&mut self, msg: SetUpstream, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let attached = msg.tx.is_some();
+        if let Upstream::Node {
+            parent,
+            parent_name,
+            parent_rank,
+            ..
+        } = &mut self.up
+        {
+            *parent = msg.tx;
+            *parent_name = msg.parent;
+            *parent_rank = msg.parent_rank;
+        }
+        if attached {
+            // A new parent knows nothing of our subtree: report all of it, and
+            // ask every live descendant to re-register through us.
+            let full = self.health.full_report();
+            self.send_parent(Body::Health(HealthDelta {
+                added: full.added,
+                removed: full.removed,
+            }));
+            let mut below = self.health.live();
+            if let Some(me) = self.me {
+                below = below.difference(&RankSet::from_ranks([me]));
+            }
+            if !below.is_empty() {
+                let (tx, _rx) = oneshot::channel();
+                self.start(
+                    below,
+                    NodeCommand::Reregister,
+                    Duration::from_secs(10),
+                    ReplyTo::Local(tx),
+                    ctx,
+                );
+            }
+        }
+    }
+}
+
+impl Handler<SendUp> for RelayActor {
+    type Result = ();
+    fn handle(&mut self, msg: SendUp, _ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let body = match (msg.0, &self.up) {
+            // Only the relay knows where this node is attached right now.
+            (Body::Register(mut reg), Upstream::Node { parent_rank, .. }) => {
+                reg.parent = *parent_rank;
+                Body::Register(reg)
+            }
+            (b, _) => b,
+        };
+        self.send_parent(body);
+    }
+}
+
+impl Handler<GetRelayState> for RelayActor {
+    type Result = MessageResult<GetRelayState>;
+    fn handle(&mut self, _msg: GetRelayState, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(RelayState {
+            me: self.me,
+            attached: self.attached(),
+            live: self.health.live(),
+            pending_fanouts: self.pending.len(),
+            upstream: match &self.up {
+                Upstream::Controller(_) => None,
+                Upstream::Node { parent_name, .. } => parent_name.clone(),
+            },
+            mailbox_depth: self.stats.depth(),
+            handled: self.stats.total(),
+        })
+    }
+}

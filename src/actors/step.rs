@@ -1,0 +1,350 @@
+//! One actor per running job step, in the controller. For now every job has
+//! one step, its batch script; the actor drives it across all of the job's
+//! nodes through the relay tree: launch, signals, the time limit, and the
+//! final teardown, and reports how the job ended.
+//!
+//! Phases: `Launching` → `Running` → `Ending` (Terminate fanned out to every
+//! node) → the controller is told `StepEnded` and the actor stops.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde::Serialize;
+
+use super::relay::{Fanout, RelayActor};
+use super::stats::ActorStats;
+use crate::tree::rankset::RankSet;
+use crate::wire::messages::{ExitStatus, JobLaunch, NodeCommand, Outcome};
+use crate::wire::types::JobState;
+
+const MAILBOX: usize = 64;
+/// Time for a launch to reach every node and be answered, before depth scaling.
+const LAUNCH_BUDGET: Duration = Duration::from_secs(10);
+/// Extra time on top of KillWait for a teardown to be confirmed.
+const TEARDOWN_SLACK: Duration = Duration::from_secs(5);
+
+/// The step is over on every node.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StepEnded {
+    pub job_id: u32,
+    pub state: JobState,
+    pub exit: ExitStatus,
+    pub reason: String,
+}
+
+/// The batch script exited on the batch host.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ScriptExited(pub ExitStatus);
+
+/// Stop the step: cancel, node failure, or time limit.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct EndStep {
+    pub state: JobState,
+    pub reason: String,
+}
+
+/// Deliver a signal to the step's processes on every node.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SignalStep {
+    pub signal: i32,
+    pub batch_only: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "StepStatus")]
+pub struct GetStepStatus;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    Launching,
+    Running,
+    Ending,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepStatus {
+    pub job_id: u32,
+    pub phase: Phase,
+    pub nodes: u64,
+    pub failed_nodes: u64,
+}
+
+pub struct StepActor {
+    job_id: u32,
+    ranks: RankSet,
+    launch: Option<JobLaunch>,
+    time_limit: Option<Duration>,
+    kill_wait_s: u32,
+    phase: Phase,
+    /// How the step ends once teardown completes.
+    ending: Option<(JobState, ExitStatus, String)>,
+    failed_nodes: u64,
+    relay: Addr<RelayActor>,
+    relay_stats: Arc<ActorStats>,
+    controller: Recipient<StepEnded>,
+    stats: Arc<ActorStats>,
+}
+
+impl StepActor {
+    /// `launch = None` adopts a step that is already running (controller restart).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        job_id: u32,
+        ranks: RankSet,
+        launch: Option<JobLaunch>,
+        time_limit: Option<Duration>,
+        kill_wait_s: u32,
+        relay: Addr<RelayActor>,
+        relay_stats: Arc<ActorStats>,
+        controller: Recipient<StepEnded>,
+        stats: Arc<ActorStats>,
+    ) -> Self {
+        let phase = if launch.is_some() {
+            Phase::Launching
+        } else {
+            Phase::Running
+        };
+        StepActor {
+            job_id,
+            ranks,
+            launch,
+            time_limit,
+            kill_wait_s,
+            phase,
+            ending: None,
+            failed_nodes: 0,
+            relay,
+            relay_stats,
+            controller,
+            stats,
+        }
+    }
+
+    fn fanout(
+        &self,
+        cmd: NodeCommand,
+        budget: Duration,
+        ctx: &mut Context<Self>,
+        then: impl FnOnce(&mut Self, Vec<Outcome>, &mut Context<Self>) + 'static,
+    ) {
+        let relay = self.relay.clone();
+        let rstats = self.relay_stats.clone();
+        let msg = Fanout {
+            targets: self.ranks.clone(),
+            cmd,
+            budget,
+        };
+        let ranks = self.ranks.clone();
+        ctx.spawn(
+            async move {
+                rstats.sent();
+                relay.send(msg).await.unwrap_or_else(|e| {
+                    vec![Outcome {
+                        ranks,
+                        result: Err(format!("relay unavailable: {e}")),
+                    }]
+                })
+            }
+            .into_actor(self)
+            .map(move |outcomes, act, ctx| then(act, outcomes, ctx)),
+        );
+    }
+
+    fn begin_end(
+        &mut self,
+        state: JobState,
+        exit: ExitStatus,
+        reason: String,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.phase == Phase::Ending {
+            return;
+        }
+        tracing::info!(
+            job_id = self.job_id,
+            state = state.name(),
+            "ending job step"
+        );
+        self.phase = Phase::Ending;
+        self.ending = Some((state, exit, reason));
+        let budget = Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK;
+        let cmd = NodeCommand::Terminate {
+            job_id: self.job_id,
+            kill_wait_s: self.kill_wait_s,
+        };
+        self.fanout(cmd, budget, ctx, |act, outcomes, ctx| {
+            for o in outcomes.iter().filter(|o| o.result.is_err()) {
+                // A node we cannot reach will be reconciled when it re-registers.
+                tracing::warn!(job_id = act.job_id, nodes = o.ranks.len(), error = ?o.result, "teardown not confirmed");
+            }
+            act.finish(ctx);
+        });
+    }
+
+    fn finish(&mut self, ctx: &mut Context<Self>) {
+        let (state, exit, reason) = self.ending.take().unwrap_or((
+            JobState::Failed,
+            ExitStatus::default(),
+            "SystemFailure".into(),
+        ));
+        let msg = StepEnded {
+            job_id: self.job_id,
+            state,
+            exit,
+            reason,
+        };
+        let c = self.controller.clone();
+        // Stop only once the controller has the message: stopping cancels
+        // whatever the context is still waiting on.
+        ctx.wait(
+            async move {
+                let _ = c.send(msg).await;
+            }
+            .into_actor(self)
+            .map(|_, _, ctx| ctx.stop()),
+        );
+    }
+
+    fn arm_time_limit(&self, ctx: &mut Context<Self>) {
+        if let Some(limit) = self.time_limit {
+            ctx.run_later(limit, |act, ctx| {
+                act.begin_end(
+                    JobState::Timeout,
+                    ExitStatus::default(),
+                    "TimeLimit".into(),
+                    ctx,
+                )
+            });
+        }
+    }
+}
+
+impl Actor for StepActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX);
+        let Some(launch) = self.launch.take() else {
+            self.arm_time_limit(ctx);
+            return;
+        };
+        let cmd = NodeCommand::Launch(Box::new(launch));
+        self.fanout(cmd, LAUNCH_BUDGET, ctx, |act, outcomes, ctx| {
+            let failed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result.is_err()).collect();
+            if failed.is_empty() {
+                if act.phase == Phase::Launching {
+                    act.phase = Phase::Running;
+                    act.arm_time_limit(ctx);
+                }
+                return;
+            }
+            act.failed_nodes = failed.iter().map(|o| o.ranks.len() as u64).sum();
+            for o in &failed {
+                tracing::error!(job_id = act.job_id, nodes = o.ranks.len(), error = ?o.result, "launch failed");
+            }
+            act.begin_end(
+                JobState::Failed,
+                ExitStatus { code: 1, signal: 0 },
+                "JobLaunchFailure".into(),
+                ctx,
+            );
+        });
+    }
+}
+
+impl Handler<ScriptExited> for StepActor {
+    type Result = ();
+    fn handle(&mut self, msg: ScriptExited, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let s = msg.0;
+        let (state, reason) = if s.signal != 0 {
+            (
+                JobState::Failed,
+                format!("RaisedSignal:{}({})", s.signal, signal_name(s.signal)),
+            )
+        } else if s.code != 0 {
+            (JobState::Failed, "NonZeroExitCode".into())
+        } else {
+            (JobState::Completed, "None".into())
+        };
+        if self.phase == Phase::Ending {
+            // Already being torn down (cancel/timeout): keep that state, record the status.
+            if let Some(e) = &mut self.ending {
+                e.1 = s;
+            }
+            return;
+        }
+        self.begin_end(state, s, reason, ctx);
+    }
+}
+
+impl Handler<EndStep> for StepActor {
+    type Result = ();
+    fn handle(&mut self, msg: EndStep, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let exit = match msg.state {
+            JobState::Cancelled => ExitStatus {
+                code: 0,
+                signal: 15,
+            },
+            JobState::Timeout => ExitStatus {
+                code: 0,
+                signal: 15,
+            },
+            _ => ExitStatus::default(),
+        };
+        self.begin_end(msg.state, exit, msg.reason, ctx);
+    }
+}
+
+impl Handler<SignalStep> for StepActor {
+    type Result = ();
+    fn handle(&mut self, msg: SignalStep, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        let cmd = NodeCommand::Signal {
+            job_id: self.job_id,
+            signal: msg.signal,
+            batch_only: msg.batch_only,
+        };
+        self.fanout(cmd, LAUNCH_BUDGET, ctx, |_, _, _| {});
+    }
+}
+
+impl Handler<GetStepStatus> for StepActor {
+    type Result = MessageResult<GetStepStatus>;
+    fn handle(&mut self, _msg: GetStepStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(StepStatus {
+            job_id: self.job_id,
+            phase: self.phase,
+            nodes: self.ranks.len() as u64,
+            failed_nodes: self.failed_nodes,
+        })
+    }
+}
+
+/// Signal names as Slurm prints them in `RaisedSignal:N(Name)`.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "Hangup",
+        2 => "Interrupt",
+        3 => "Quit",
+        4 => "Illegal instruction",
+        6 => "Aborted",
+        7 => "Bus error",
+        8 => "Floating point exception",
+        9 => "Killed",
+        10 => "User defined signal 1",
+        11 => "Segmentation fault",
+        12 => "User defined signal 2",
+        13 => "Broken pipe",
+        14 => "Alarm clock",
+        15 => "Terminated",
+        _ => "Unknown signal",
+    }
+}

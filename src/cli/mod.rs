@@ -1,0 +1,114 @@
+//! The command-line front end. `canopy` is multi-call: invoked as `sbatch`,
+//! `squeue`, `sinfo`, `scancel` or `scontrol` (through links that
+//! `canopy cluster up` creates) it behaves as that Slurm command;
+//! `canopy <command> ...` works too, plus the operator commands
+//! `canopy status` and `canopy cluster up|down`.
+
+pub mod client;
+pub mod format;
+pub mod sbatch;
+pub mod sbatch_args;
+pub mod scancel;
+pub mod scontrol;
+pub mod sinfo;
+pub mod squeue;
+pub mod status;
+
+use std::future::Future;
+
+use client::CliError;
+
+/// The Slurm commands canopy answers to when invoked under their names.
+pub const SLURM_COMMANDS: &[&str] = &["sbatch", "squeue", "sinfo", "scancel", "scontrol"];
+
+/// Log to stderr; `CANOPY_LOG` (an EnvFilter) overrides the -v level.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CANOPY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// Run an async command body on a small current-thread runtime.
+pub fn block_on<F: Future<Output = i32>>(f: F) -> i32 {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => {
+            eprintln!("canopy: cannot start runtime: {e}");
+            1
+        }
+    }
+}
+
+/// Print a CLI error the way the named Slurm command would, and return its exit code.
+pub fn report(cmd: &str, e: &CliError) -> i32 {
+    eprintln!("{cmd}: error: {e}");
+    1
+}
+
+/// Entry point of the `canopy` binary; returns the process exit code.
+pub fn main() -> i32 {
+    let argv: Vec<String> = std::env::args().collect();
+    let prog = argv
+        .first()
+        .map(|a| {
+            std::path::Path::new(a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let (cmd, rest): (String, Vec<String>) = if SLURM_COMMANDS.contains(&prog.as_str()) {
+        (prog, argv.into_iter().skip(1).collect())
+    } else {
+        match argv.get(1) {
+            Some(c) => (c.clone(), argv.into_iter().skip(2).collect()),
+            None => {
+                eprintln!("{}", USAGE);
+                return 2;
+            }
+        }
+    };
+    match cmd.as_str() {
+        "sbatch" => sbatch::run(&rest),
+        "squeue" => squeue::run(&rest),
+        "sinfo" => sinfo::run(&rest),
+        "scancel" => scancel::run(&rest),
+        "scontrol" => scontrol::run(&rest),
+        "status" => status::run(&rest),
+        "cluster" => crate::cluster::run(&rest),
+        "-h" | "--help" | "help" => {
+            println!("{}", USAGE);
+            0
+        }
+        "-V" | "--version" => {
+            println!("canopy {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        other => {
+            eprintln!("canopy: unknown command '{other}'\n{USAGE}");
+            2
+        }
+    }
+}
+
+const USAGE: &str = "usage: canopy <command> [args]
+
+Slurm commands (also available under their own names):
+  sbatch, squeue, sinfo, scancel, scontrol
+Operator commands:
+  status                         print the live actor tree and relay tree
+  cluster up --nodes N [--tree-width W] [--dir DIR]
+                                 start a local cluster on loopback
+  cluster down --dir DIR         stop it";

@@ -1,0 +1,337 @@
+//! `canopy cluster up|down`: a whole cluster on loopback in one command.
+//!
+//! `up` writes a slurm.conf and a cluster key into DIR, starts the controller
+//! and N node daemons (detached, logs under DIR/log, pids under DIR/pids),
+//! makes DIR/bin with `sbatch`/`squeue`/... links to this binary, and waits
+//! until every node is IDLE. `down` stops exactly the processes whose pid
+//! files are in DIR.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::cli::client::Client;
+use crate::wire::messages::{Body, NodeQuery};
+use crate::wire::types::NodeBaseState;
+
+#[derive(Parser, Debug)]
+#[command(name = "canopy cluster", about = "a local canopy cluster on loopback")]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Write a config for N nodes, start the controller and N node daemons, wait until IDLE.
+    Up {
+        #[arg(long, default_value_t = 8)]
+        nodes: u32,
+        /// Relay fan-out; small enough by default that relays are really used.
+        #[arg(long = "tree-width", default_value_t = 3)]
+        tree_width: u32,
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// CPUs each node offers (default: this machine's).
+        #[arg(long)]
+        cpus: Option<u32>,
+        /// Memory each node offers, MiB.
+        #[arg(long = "mem", default_value_t = 4096)]
+        mem_mb: u64,
+        /// Seconds of silence before a node is marked DOWN.
+        #[arg(long = "slurmd-timeout", default_value_t = 30)]
+        slurmd_timeout: u32,
+        /// Seconds to wait for every node to be IDLE.
+        #[arg(long = "wait", default_value_t = 60)]
+        wait_s: u64,
+    },
+    /// Stop the processes started by `up` in DIR.
+    Down {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+fn default_dir() -> PathBuf {
+    let user = std::env::var("USER").unwrap_or_else(|_| nix::unistd::getuid().to_string());
+    std::env::temp_dir().join(format!("canopy-{user}"))
+}
+
+pub fn run(args: &[String]) -> i32 {
+    let argv = std::iter::once("canopy cluster".to_string()).chain(args.iter().cloned());
+    let a = match Args::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let r = match a.cmd {
+        Cmd::Up {
+            nodes,
+            tree_width,
+            dir,
+            cpus,
+            mem_mb,
+            slurmd_timeout,
+            wait_s,
+        } => {
+            let spec = Spec {
+                nodes,
+                tree_width,
+                dir: dir.unwrap_or_else(default_dir),
+                cpus: cpus.unwrap_or_else(|| {
+                    std::thread::available_parallelism()
+                        .map(|n| n.get() as u32)
+                        .unwrap_or(1)
+                }),
+                mem_mb,
+                slurmd_timeout,
+            };
+            up(&spec, Duration::from_secs(wait_s))
+        }
+        Cmd::Down { dir } => down(&dir.unwrap_or_else(default_dir)),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("canopy cluster: error: {e}");
+            1
+        }
+    }
+}
+
+/// What `up` builds.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub nodes: u32,
+    pub tree_width: u32,
+    pub dir: PathBuf,
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub slurmd_timeout: u32,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The slurm.conf for a loopback cluster described by `spec`.
+pub fn render_config(spec: &Spec, ctld_port: u16, node_ports: &[u16]) -> String {
+    let dir = spec.dir.display();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Written by `canopy cluster up`: a local cluster on loopback."
+    );
+    let _ = writeln!(s, "ClusterName=canopy");
+    let _ = writeln!(s, "SlurmctldHost=localhost(127.0.0.1)");
+    let _ = writeln!(s, "SlurmctldPort={ctld_port}");
+    let _ = writeln!(s, "SlurmdTimeout={}", spec.slurmd_timeout);
+    let _ = writeln!(s, "TreeWidth={}", spec.tree_width);
+    let _ = writeln!(s, "StateSaveLocation={dir}/state");
+    let _ = writeln!(s, "SlurmdSpoolDir={dir}/spool/%n");
+    let _ = writeln!(s, "ReturnToService=1");
+    let _ = writeln!(s, "KillWait=5");
+    let _ = writeln!(s, "MinJobAge=300");
+    let _ = writeln!(
+        s,
+        "NodeName=DEFAULT CPUs={} RealMemory={} State=UNKNOWN",
+        spec.cpus, spec.mem_mb
+    );
+    for (i, port) in node_ports.iter().enumerate() {
+        let _ = writeln!(s, "NodeName=n{} NodeAddr=127.0.0.1 Port={port}", i + 1);
+    }
+    let _ = writeln!(
+        s,
+        "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+    );
+    s
+}
+
+fn pid_alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None).is_ok()
+        && fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .map(|c| c.contains("canopy"))
+            .unwrap_or(false)
+}
+
+fn running_pids(dir: &Path) -> Vec<(PathBuf, i32)> {
+    let Ok(rd) = fs::read_dir(dir.join("pids")) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let pid = fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+            Some((e.path(), pid))
+        })
+        .collect()
+}
+
+fn spawn_daemon(exe: &Path, args: &[&str], dir: &Path, name: &str) -> Result<(), String> {
+    let log = dir.join("log").join(format!("{name}.log"));
+    let out =
+        fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    let pidfile = dir.join("pids").join(format!("{name}.pid"));
+    fs::write(&pidfile, child.id().to_string())
+        .map_err(|e| format!("cannot write {}: {e}", pidfile.display()))?;
+    Ok(())
+}
+
+fn sibling(name: &str) -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
+    let p = me.with_file_name(name);
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(format!("{} not found next to {}", name, me.display()))
+    }
+}
+
+/// Start the cluster and wait until every node is IDLE.
+pub fn up(spec: &Spec, wait: Duration) -> Result<(), String> {
+    if spec.nodes == 0 {
+        return Err("--nodes must be at least 1".into());
+    }
+    if spec.tree_width < 2 {
+        return Err("--tree-width must be at least 2".into());
+    }
+    let dir = &spec.dir;
+    if running_pids(dir).iter().any(|(_, p)| pid_alive(*p)) {
+        return Err(format!(
+            "a cluster is already running in {0}; run `canopy cluster down --dir {0}` first",
+            dir.display()
+        ));
+    }
+    for sub in ["log", "pids", "bin", "state", "spool"] {
+        fs::create_dir_all(dir.join(sub))
+            .map_err(|e| format!("cannot create {}: {e}", dir.join(sub).display()))?;
+    }
+    for (p, _) in running_pids(dir) {
+        let _ = fs::remove_file(p);
+    }
+    let ctld_port = free_port().map_err(|e| e.to_string())?;
+    let mut ports = Vec::with_capacity(spec.nodes as usize);
+    while ports.len() < spec.nodes as usize {
+        let p = free_port().map_err(|e| e.to_string())?;
+        if p != ctld_port && !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
+    let conf_path = dir.join("slurm.conf");
+    fs::write(&conf_path, render_config(spec, ctld_port, &ports))
+        .map_err(|e| format!("cannot write {}: {e}", conf_path.display()))?;
+    let key = dir.join("slurm.key");
+    if !key.exists() {
+        crate::wire::auth::generate_key_file(&key).map_err(|e| e.to_string())?;
+    }
+    let canopy = std::env::current_exe().map_err(|e| e.to_string())?;
+    for cmd in crate::cli::SLURM_COMMANDS.iter().copied().chain(["canopy"]) {
+        let link = dir.join("bin").join(cmd);
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(&canopy, &link)
+            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+    }
+    let conf_s = conf_path.display().to_string();
+    spawn_daemon(&sibling("canopy-ctld")?, &["-f", &conf_s], dir, "ctld")?;
+    let noded = sibling("canopy-noded")?;
+    for i in 1..=spec.nodes {
+        let name = format!("n{i}");
+        spawn_daemon(&noded, &["-f", &conf_s, "-N", &name], dir, &name)?;
+    }
+    wait_idle(&conf_path, spec.nodes as usize, wait)?;
+    println!(
+        "export CANOPY_CONF={} PATH={}:$PATH",
+        conf_path.display(),
+        dir.join("bin").display()
+    );
+    Ok(())
+}
+
+fn wait_idle(conf: &Path, n: usize, wait: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + wait;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut last = String::from("controller not reachable yet");
+    while Instant::now() < deadline {
+        let r = rt.block_on(async {
+            let mut c = Client::connect(Some(conf)).await?;
+            c.call(Body::QueryNodes(NodeQuery::default())).await
+        });
+        match r {
+            Ok(Body::Nodes(nodes)) => {
+                let idle = nodes
+                    .iter()
+                    .filter(|n| n.base == NodeBaseState::Idle && !n.not_responding)
+                    .count();
+                if idle == n {
+                    return Ok(());
+                }
+                last = format!("{idle} of {n} nodes IDLE");
+            }
+            Ok(_) => {}
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!(
+        "cluster not ready after {:?} ({last}); see logs in {}",
+        wait,
+        conf.parent()
+            .unwrap_or(Path::new("."))
+            .join("log")
+            .display()
+    ))
+}
+
+/// Stop every daemon recorded in DIR/pids: SIGTERM, then SIGKILL after 5 s.
+pub fn down(dir: &Path) -> Result<(), String> {
+    let pids = running_pids(dir);
+    if pids.is_empty() {
+        return Err(format!(
+            "no cluster processes recorded in {}",
+            dir.display()
+        ));
+    }
+    for (_, pid) in &pids {
+        if pid_alive(*pid) {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && pids.iter().any(|(_, p)| pid_alive(*p)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (file, pid) in &pids {
+        if pid_alive(*pid) {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        let _ = fs::remove_file(file);
+    }
+    println!(
+        "stopped {} canopy processes in {}",
+        pids.len(),
+        dir.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! `canopy-ctld`: open the state store, start the actors, and serve node
+//! links and CLI clients on one listening port.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::TcpListener;
+
+use super::link::{serve_child, RelayCtx};
+use super::rpc::{self, CtldInfo};
+use crate::actors::controller::{ControllerActor, ControllerHandles};
+use crate::config::Config;
+use crate::state::store::{Store, StoreError};
+use crate::tree::topology::Topology;
+use crate::wire::auth::{AuthError, Authenticator};
+use crate::wire::connection::Connection;
+use crate::wire::messages::Body;
+
+/// How long a new connection may take to send its first frame.
+const FIRST_FRAME: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Error)]
+pub enum CtldError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error("cannot create StateSaveLocation {path}: {source}")]
+    StateDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// Run the controller until the process is killed. Must be called inside an
+/// actix `System`.
+pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
+    std::fs::create_dir_all(&conf.state_save_location).map_err(|source| CtldError::StateDir {
+        path: conf.state_save_location.clone(),
+        source,
+    })?;
+    let auth = super::authenticator(&conf)?;
+    let (store, recovered) = Store::open(&conf.state_save_location)?;
+    tracing::info!(
+        jobs = recovered.jobs.len(),
+        next_job_id = ?recovered.next_job_id,
+        "state recovered"
+    );
+    let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|source| CtldError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let topo = Arc::new(
+        Topology::new(conf.nodes.len().max(1) as u32, conf.tree_width)
+            .map_err(|e| CtldError::Config(e.to_string()))?,
+    );
+    let handles = ControllerActor::start(conf.clone(), store, recovered);
+    let boot_id = super::new_boot_id();
+    let info = CtldInfo {
+        host: conf.control_host.clone(),
+        boot_id,
+        started: chrono::Utc::now().timestamp(),
+        slurm_uid: nix::unistd::getuid().as_raw(),
+    };
+    let relay_ctx = RelayCtx {
+        conf: conf.clone(),
+        topo,
+        me: None,
+        my_name: "controller".into(),
+        relay: handles.relay.clone(),
+        relay_stats: handles.relay_stats.clone(),
+        heartbeat: conf.heartbeat_interval(),
+    };
+    tracing::info!(%addr, nodes = conf.nodes.len(), tree_width = conf.tree_width, "canopy-ctld listening");
+    serve(listener, auth, boot_id, handles, info, relay_ctx).await;
+    Ok(())
+}
+
+async fn serve(
+    listener: TcpListener,
+    auth: Arc<Authenticator>,
+    boot_id: u64,
+    handles: ControllerHandles,
+    info: CtldInfo,
+    relay_ctx: RelayCtx,
+) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Typically EMFILE: back off rather than spin.
+                tracing::error!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let conn = Connection::new(stream, auth.clone(), boot_id);
+        let (h, i, r) = (handles.clone(), info.clone(), relay_ctx.clone());
+        actix::spawn(async move { serve_conn(conn, peer, h, i, r).await });
+    }
+}
+
+async fn serve_conn(
+    mut conn: Connection,
+    peer: SocketAddr,
+    h: ControllerHandles,
+    info: CtldInfo,
+    relay_ctx: RelayCtx,
+) {
+    let first = match tokio::time::timeout(FIRST_FRAME, conn.recv()).await {
+        Ok(Ok(Some(env))) => env,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, error = %e, "rejected frame");
+            return;
+        }
+        Err(_) => return,
+    };
+    if let Body::Hello(hello) = first.body {
+        serve_child(conn, hello, relay_ctx).await;
+        return;
+    }
+    // A CLI client: request/response until it hangs up.
+    let mut next = Some(first);
+    loop {
+        let env = match next.take() {
+            Some(e) => e,
+            None => match conn.recv().await {
+                Ok(Some(e)) => e,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "rejected frame");
+                    return;
+                }
+            },
+        };
+        let corr = env.header.corr;
+        let reply = rpc::handle(env, &h, &info).await;
+        if conn.send(corr, &reply).await.is_err() {
+            return;
+        }
+    }
+}

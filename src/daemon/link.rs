@@ -1,0 +1,150 @@
+//! A link to an attached descendant (a node daemon below this relay), and the
+//! writer half shared by both directions of a daemon link.
+//!
+//! Liveness by idleness: a writer that has sent nothing for a heartbeat
+//! interval sends a `Keepalive`; a reader that hears nothing for three
+//! intervals drops the link, which fails everything in flight through it at
+//! once (see the relay actor).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+use tokio::sync::mpsc;
+
+use crate::actors::relay::{ChildAttached, ChildDetached, FromChild, RelayActor};
+use crate::actors::stats::ActorStats;
+use crate::config::Config;
+use crate::tree::topology::Topology;
+use crate::wire::connection::{ConnWriter, Connection};
+use crate::wire::messages::{Body, ErrorCode, ErrorReply, Hello, Welcome};
+
+/// Queue between the relay actor and one link's socket writer.
+pub const LINK_QUEUE: usize = 4096;
+/// Missed heartbeats before a silent link is declared dead.
+const MISSES: u32 = 3;
+
+static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
+
+/// Everything a relay needs to accept children.
+#[derive(Clone)]
+pub struct RelayCtx {
+    pub conf: Arc<Config>,
+    pub topo: Arc<Topology>,
+    /// `None` in the controller.
+    pub me: Option<u32>,
+    pub my_name: String,
+    pub relay: Addr<RelayActor>,
+    pub relay_stats: Arc<ActorStats>,
+    pub heartbeat: Duration,
+}
+
+/// Write frames from `rx` to the socket; keepalive when idle. Ends when the
+/// queue closes or the socket fails.
+pub async fn write_loop(mut w: ConnWriter, mut rx: mpsc::Receiver<Body>, heartbeat: Duration) {
+    loop {
+        let body = match tokio::time::timeout(heartbeat, rx.recv()).await {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(_) => Body::Keepalive,
+        };
+        if let Err(e) = w.send(0, &body).await {
+            tracing::debug!(error = %e, "link write failed");
+            return;
+        }
+    }
+}
+
+fn refuse(why: &str) -> Body {
+    Body::Error(ErrorReply {
+        code: ErrorCode::PermissionDenied,
+        message: why.to_string(),
+    })
+}
+
+/// Check that `hello` comes from a node that may attach below `ctx.me`.
+fn admissible(ctx: &RelayCtx, hello: &Hello) -> Result<(), String> {
+    let Some(conf) = ctx.conf.nodes.get(hello.rank as usize) else {
+        return Err(format!("rank {} is not a configured node", hello.rank));
+    };
+    if conf.name != hello.node {
+        return Err(format!(
+            "rank {} is node {}, not {}",
+            hello.rank, conf.name, hello.node
+        ));
+    }
+    match ctx.me {
+        None => Ok(()),
+        Some(me) if me == hello.rank => Err("a node cannot attach to itself".into()),
+        Some(me) if ctx.topo.subtree(me).contains(&hello.rank) => Ok(()),
+        Some(_) => Err(format!(
+            "{} is not in the subtree of {}",
+            hello.node, ctx.my_name
+        )),
+    }
+}
+
+/// Serve one attached descendant until its link ends.
+pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
+    if let Err(why) = admissible(&ctx, &hello) {
+        tracing::warn!(node = %hello.node, rank = hello.rank, %why, "refusing link");
+        let _ = conn.send(0, &refuse(&why)).await;
+        return;
+    }
+    let welcome = Body::Welcome(Welcome {
+        parent: ctx.my_name.clone(),
+        heartbeat_ms: ctx.heartbeat.as_millis() as u64,
+    });
+    if conn.send(0, &welcome).await.is_err() {
+        return;
+    }
+    let rank = hello.rank;
+    let link_id = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = mpsc::channel(LINK_QUEUE);
+    let (mut reader, writer) = conn.into_split();
+    let writer = tokio::spawn(write_loop(writer, rx, ctx.heartbeat));
+    ctx.relay_stats.sent();
+    if ctx
+        .relay
+        .send(ChildAttached {
+            rank,
+            link_id,
+            tx,
+            hello,
+        })
+        .await
+        .is_err()
+    {
+        writer.abort();
+        return;
+    }
+    let silence = ctx.heartbeat * MISSES;
+    loop {
+        match tokio::time::timeout(silence, reader.recv()).await {
+            Ok(Ok(Some(env))) => {
+                ctx.relay_stats.sent();
+                let msg = FromChild {
+                    rank,
+                    link_id,
+                    body: env.body,
+                };
+                if ctx.relay.send(msg).await.is_err() {
+                    break;
+                }
+            }
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => {
+                tracing::warn!(rank, error = %e, "bad frame from child; dropping link");
+                break;
+            }
+            Err(_) => {
+                tracing::warn!(rank, "child silent for {:?}; dropping link", silence);
+                break;
+            }
+        }
+    }
+    writer.abort();
+    ctx.relay_stats.sent();
+    let _ = ctx.relay.send(ChildDetached { rank, link_id }).await;
+}

@@ -1,0 +1,32 @@
+//! Daemon entry points and their network plumbing: accepting connections,
+//! telling node links from CLI clients, and moving frames between sockets and
+//! actors. The binaries in `src/bin/` only parse arguments and call `run`.
+
+pub mod ctld;
+pub mod link;
+pub mod noded;
+pub mod rpc;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::wire::auth::{load_key, Authenticator};
+
+/// A fresh random id for this daemon start.
+pub fn new_boot_id() -> u64 {
+    rand::random::<u64>() | 1
+}
+
+/// The authenticator every daemon and the CLI sign and verify with.
+pub fn authenticator(conf: &Config) -> Result<Arc<Authenticator>, crate::wire::auth::AuthError> {
+    let key = load_key(&conf.auth_key_path)?;
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    Ok(Arc::new(Authenticator::new(key, uid, gid)))
+}
+
+/// Expand `%n` (node name) and `%h` (host name) in a spool directory pattern.
+pub fn spool_dir(pattern: &str, node: &str, host: &str) -> std::path::PathBuf {
+    Path::new(&pattern.replace("%n", node).replace("%h", host)).to_path_buf()
+}

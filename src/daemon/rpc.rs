@@ -1,0 +1,171 @@
+//! Client requests to the controller (what the CLI sends): one function per
+//! request kind, mapping a `Body` to actor messages and back.
+//!
+//! Authorization lives here because it depends on the verified uid that
+//! travels beside the message, never inside it.
+
+use std::sync::Arc;
+
+use crate::actors::controller::{
+    Admit, Cancel, ControllerHandles, GetJobs, GetNodes, GetPartitions, GetStatus, UpdateNodes,
+};
+use crate::actors::partition::ValidateSubmit;
+use crate::actors::stats::send_counted;
+use crate::wire::messages::{
+    Body, CancelRequest, Envelope, ErrorCode, ErrorReply, JobQuery, NodeQuery, NodeUpdate,
+    PongReply, SubmitReply,
+};
+use crate::wire::types::JobSubmit;
+
+/// Facts about the controller the RPC layer reports.
+#[derive(Clone)]
+pub struct CtldInfo {
+    pub host: String,
+    pub boot_id: u64,
+    pub started: i64,
+    /// The uid the controller runs as: it and root are operators.
+    pub slurm_uid: u32,
+}
+
+fn error(code: ErrorCode, message: impl Into<String>) -> Body {
+    Body::Error(ErrorReply {
+        code,
+        message: message.into(),
+    })
+}
+
+fn gone() -> Body {
+    error(ErrorCode::Internal, "controller is shutting down")
+}
+
+fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
+}
+
+/// Answer one client request.
+pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Body {
+    let operator = env.uid == 0 || env.uid == info.slurm_uid;
+    match env.body {
+        Body::Ping => Body::Pong(PongReply {
+            host: info.host.clone(),
+            boot_id: info.boot_id,
+            started: info.started,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }),
+        Body::SubmitJob(s) => submit(*s, env.uid, operator, h).await,
+        Body::QueryJobs(JobQuery { job_ids, .. }) => {
+            match send_counted(&h.controller, &h.controller_stats, GetJobs { ids: job_ids }).await {
+                Ok(jobs) => Body::Jobs(jobs),
+                Err(_) => gone(),
+            }
+        }
+        Body::QueryNodes(NodeQuery { names }) => {
+            match send_counted(&h.controller, &h.controller_stats, GetNodes { names }).await {
+                Ok(n) => Body::Nodes(n),
+                Err(_) => gone(),
+            }
+        }
+        Body::QueryPartitions => {
+            match send_counted(&h.controller, &h.controller_stats, GetPartitions).await {
+                Ok(p) => Body::Partitions(p),
+                Err(_) => gone(),
+            }
+        }
+        Body::CancelJobs(req) => cancel(req, env.uid, operator, h).await,
+        Body::UpdateNodes(update) => update_nodes(update, env.uid, operator, h).await,
+        Body::QueryStatus => {
+            match send_counted(&h.controller, &h.controller_stats, GetStatus).await {
+                Ok(s) => Body::Status(Box::new(s)),
+                Err(_) => gone(),
+            }
+        }
+        other => error(
+            ErrorCode::InvalidRequest,
+            format!("unexpected request {}", other.kind()),
+        ),
+    }
+}
+
+async fn submit(mut s: JobSubmit, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
+    // The credential, not the request body, says who is submitting.
+    if !operator && s.uid != uid {
+        return error(ErrorCode::PermissionDenied, "Access/permission denied");
+    }
+    if s.user.is_empty() {
+        s.user = user_name(s.uid);
+    }
+    let part_name = match s.partition.clone().or_else(|| h.default_partition.clone()) {
+        Some(p) => p,
+        None => {
+            return error(
+                ErrorCode::NoDefaultPartition,
+                "No partition specified or system default partition",
+            )
+        }
+    };
+    let Some((part, pstats)) = h.partitions.get(&part_name) else {
+        return error(
+            ErrorCode::InvalidPartition,
+            "Invalid partition name specified",
+        );
+    };
+    let s = Arc::new(s);
+    let limit = match send_counted(part, pstats, ValidateSubmit(s.clone())).await {
+        Ok(Ok(limit)) => limit,
+        Ok(Err(e)) => return Body::Error(e),
+        Err(_) => return gone(),
+    };
+    let admit = Admit {
+        submit: s,
+        partition: part_name,
+        time_limit_min: limit,
+    };
+    match send_counted(&h.controller, &h.controller_stats, admit).await {
+        Ok(Ok(job_id)) => Body::SubmitReply(SubmitReply { job_id }),
+        Ok(Err(e)) => Body::Error(e),
+        Err(_) => gone(),
+    }
+}
+
+async fn cancel(req: CancelRequest, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
+    if !operator {
+        // Users may only touch their own jobs.
+        let ids = req.job_ids.clone();
+        let jobs = match send_counted(&h.controller, &h.controller_stats, GetJobs { ids }).await {
+            Ok(j) => j,
+            Err(_) => return gone(),
+        };
+        if let Some(j) = jobs.iter().find(|j| j.uid != uid) {
+            return error(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "Kill job error on job id {}: Access/permission denied",
+                    j.job_id
+                ),
+            );
+        }
+    }
+    match send_counted(&h.controller, &h.controller_stats, Cancel(req)).await {
+        Ok(r) => Body::CancelReply(r),
+        Err(_) => gone(),
+    }
+}
+
+async fn update_nodes(update: NodeUpdate, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
+    if !operator {
+        return error(ErrorCode::PermissionDenied, "Access/permission denied");
+    }
+    let msg = UpdateNodes {
+        update,
+        user: user_name(uid),
+    };
+    match send_counted(&h.controller, &h.controller_stats, msg).await {
+        Ok(Ok(())) => Body::Ok,
+        Ok(Err(e)) => Body::Error(e),
+        Err(_) => gone(),
+    }
+}

@@ -1,0 +1,6 @@
+//! How a node runs a job: real processes, the Slurm environment, and output
+//! file patterns. Nothing here talks to the network.
+
+pub mod env;
+pub mod pattern;
+pub mod process;

@@ -1,0 +1,164 @@
+//! Starting and signalling a batch script as a real process.
+//!
+//! Each job gets its own session (`setsid`), so the whole process group —
+//! the script and anything it started in the background — can be signalled
+//! and killed together. When the daemon runs as root the script runs as the
+//! submitting user; otherwise it runs as the daemon's user (a personal test
+//! cluster).
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{Pid, Uid};
+use thiserror::Error;
+
+use super::env::batch_env;
+use super::pattern::{expand, resolve, PatternContext};
+use crate::wire::messages::{ExitStatus, JobLaunch};
+
+#[derive(Debug, Error)]
+pub enum ExecError {
+    #[error("cannot prepare spool directory {path}: {source}")]
+    Spool {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open {what} file {path}: {source}")]
+    Output {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start batch script for job {job_id}: {source}")]
+    Spawn { job_id: u32, source: std::io::Error },
+}
+
+/// A started batch script.
+pub struct BatchProcess {
+    pub pid: i32,
+    pub child: tokio::process::Child,
+}
+
+/// Write the script under `spool` and start it with the job's environment.
+pub fn spawn_batch(
+    launch: &JobLaunch,
+    node: &str,
+    node_index: u32,
+    conf_path: &str,
+    spool: &Path,
+) -> Result<BatchProcess, ExecError> {
+    let dir = spool.join(format!("job{:05}", launch.job_id));
+    let spool_err = |source| ExecError::Spool {
+        path: dir.clone(),
+        source,
+    };
+    fs::create_dir_all(&dir).map_err(spool_err)?;
+    let script = dir.join("slurm_script");
+    fs::write(&script, &launch.script).map_err(spool_err)?;
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o700)).map_err(spool_err)?;
+
+    let ctx = PatternContext {
+        job_id: launch.job_id,
+        array_job_id: None,
+        array_task_id: None,
+        job_name: launch.name.clone(),
+        user: launch.user.clone(),
+        first_node: node.to_string(),
+        node_index,
+        step_id: None,
+        task_id: None,
+        restart: launch.restarts,
+    };
+    let workdir = Path::new(&launch.workdir);
+    let out_path = resolve(&expand(&launch.stdout, &ctx), workdir);
+    let stdout = open_output(&out_path, "stdout")?;
+    let stderr = match &launch.stderr {
+        Some(p) => open_output(&resolve(&expand(p, &ctx), workdir), "stderr")?,
+        None => stdout.try_clone().map_err(|source| ExecError::Output {
+            what: "stderr",
+            path: out_path.clone(),
+            source,
+        })?,
+    };
+    let stdin = match &launch.stdin {
+        Some(p) => {
+            let path = resolve(&expand(p, &ctx), workdir);
+            Stdio::from(fs::File::open(&path).map_err(|source| ExecError::Output {
+                what: "stdin",
+                path,
+                source,
+            })?)
+        }
+        None => Stdio::null(),
+    };
+
+    let mut cmd = std::process::Command::new(&script);
+    cmd.args(&launch.script_args)
+        .env_clear()
+        .envs(batch_env(launch, node, conf_path))
+        .current_dir(workdir)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr);
+    if Uid::effective().is_root() {
+        cmd.uid(launch.uid).gid(launch.gid);
+    }
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let child = tokio::process::Command::from(cmd)
+        .kill_on_drop(false)
+        .spawn()
+        .map_err(|source| ExecError::Spawn {
+            job_id: launch.job_id,
+            source,
+        })?;
+    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    Ok(BatchProcess { pid, child })
+}
+
+fn open_output(path: &Path, what: &'static str) -> Result<fs::File, ExecError> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|source| ExecError::Output {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|source| ExecError::Output {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Signal a job's whole process group. Returns false if it no longer exists.
+pub fn signal_group(pgid: i32, sig: Signal) -> bool {
+    pgid > 0 && killpg(Pid::from_raw(pgid), sig).is_ok()
+}
+
+/// Convert a wait status to Slurm's `code:signal`.
+pub fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitStatus { code, signal: 0 },
+        (None, Some(sig)) => ExitStatus {
+            code: 0,
+            signal: sig,
+        },
+        (None, None) => ExitStatus { code: 1, signal: 0 },
+    }
+}

@@ -1,0 +1,347 @@
+//! Pure scheduling: turning a job's resource request into an allocation over
+//! nodes with consumable CPUs and memory. No I/O, no clock, no actors: the
+//! controller actor owns the tables and calls these functions.
+//!
+//! Placement is FIFO-friendly and deterministic: nodes are tried in rank
+//! (configuration) order, so jobs pack onto the first nodes, like Slurm's
+//! default with equal node weights.
+
+use crate::state::record::Allocation;
+use crate::wire::types::JobSubmit;
+
+/// What the scheduler knows about one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSlot {
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub alloc_cpus: u32,
+    pub alloc_mem_mb: u64,
+    /// Up, registered and not drained.
+    pub available: bool,
+}
+
+impl NodeSlot {
+    fn free_cpus(&self) -> u32 {
+        self.cpus.saturating_sub(self.alloc_cpus)
+    }
+    fn free_mem(&self) -> u64 {
+        self.mem_mb.saturating_sub(self.alloc_mem_mb)
+    }
+}
+
+/// A job's resource request in normalised form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Exact node count if the user gave `-N`.
+    pub nodes: Option<u32>,
+    pub ntasks: u32,
+    pub cpus_per_task: u32,
+    pub ntasks_per_node: Option<u32>,
+    pub mem: MemRequest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemRequest {
+    /// No memory asked: none is consumed.
+    None,
+    /// Per node; 0 means all of each node's memory.
+    PerNode(u64),
+    PerCpu(u64),
+}
+
+impl Request {
+    pub fn from_submit(s: &JobSubmit) -> Request {
+        let nodes = s.min_nodes;
+        let ntasks = s
+            .ntasks
+            .unwrap_or_else(|| nodes.unwrap_or(1).max(1) * s.ntasks_per_node.unwrap_or(1).max(1));
+        let mem = match (s.mem_per_node_mb, s.mem_per_cpu_mb) {
+            (Some(m), _) => MemRequest::PerNode(m),
+            (None, Some(m)) => MemRequest::PerCpu(m),
+            (None, None) => MemRequest::None,
+        };
+        Request {
+            nodes,
+            ntasks: ntasks.max(1),
+            cpus_per_task: s.cpus_per_task.unwrap_or(1).max(1),
+            ntasks_per_node: s.ntasks_per_node,
+            mem,
+        }
+    }
+
+    /// The fewest nodes this request can use.
+    pub fn min_nodes(&self) -> u32 {
+        match (self.nodes, self.ntasks_per_node) {
+            (Some(n), _) => n.max(1),
+            (None, Some(per)) if per > 0 => self.ntasks.div_ceil(per),
+            _ => 1,
+        }
+    }
+
+    fn mem_on(&self, node: &NodeSlot, cpus: u32) -> u64 {
+        match self.mem {
+            MemRequest::None => 0,
+            MemRequest::PerNode(0) => node.mem_mb,
+            MemRequest::PerNode(m) => m,
+            MemRequest::PerCpu(m) => m.saturating_mul(u64::from(cpus)),
+        }
+    }
+
+    /// Tasks that fit on a node with `cpus` free CPUs.
+    fn tasks_fitting(&self, cpus: u32) -> u32 {
+        let t = cpus / self.cpus_per_task;
+        match self.ntasks_per_node {
+            Some(per) if per > 0 => t.min(per),
+            _ => t,
+        }
+    }
+}
+
+/// Why a request can never run on a partition, whatever else is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Infeasible {
+    /// More nodes than the partition has.
+    TooManyNodes,
+    /// No combination of the partition's nodes has enough CPUs/memory.
+    NodeConfig,
+}
+
+/// Try to place `req` on the `candidates` (ranks, in preference order) given the
+/// current `slots`. Returns the allocation without applying it.
+pub fn place(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Allocation> {
+    place_with(
+        req,
+        candidates,
+        slots,
+        |s| s.available,
+        NodeSlot::free_cpus,
+        NodeSlot::free_mem,
+    )
+}
+
+/// Could `req` ever run on `candidates` if they were all idle and up?
+pub fn feasible(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Result<(), Infeasible> {
+    if req.min_nodes() as usize > candidates.len() {
+        return Err(Infeasible::TooManyNodes);
+    }
+    place_with(req, candidates, slots, |_| true, |s| s.cpus, |s| s.mem_mb)
+        .map(|_| ())
+        .ok_or(Infeasible::NodeConfig)
+}
+
+fn place_with(
+    req: &Request,
+    candidates: &[u32],
+    slots: &[NodeSlot],
+    usable: impl Fn(&NodeSlot) -> bool,
+    cpus_of: impl Fn(&NodeSlot) -> u32,
+    mem_of: impl Fn(&NodeSlot) -> u64,
+) -> Option<Allocation> {
+    let mut alloc = Allocation {
+        ranks: Vec::new(),
+        cpus: Vec::new(),
+        tasks: Vec::new(),
+        mem_mb: 0,
+    };
+    match req.nodes {
+        Some(n) => {
+            // Exactly n nodes; tasks spread in blocks, earlier nodes taking the remainder.
+            let n = n.max(1);
+            let base = req.ntasks / n;
+            let extra = req.ntasks % n;
+            for &rank in candidates {
+                if alloc.ranks.len() as u32 == n {
+                    break;
+                }
+                let Some(slot) = slots.get(rank as usize) else {
+                    continue;
+                };
+                let i = alloc.ranks.len() as u32;
+                let tasks = (base + u32::from(i < extra)).max(1);
+                if req
+                    .ntasks_per_node
+                    .is_some_and(|per| per > 0 && tasks > per)
+                {
+                    continue;
+                }
+                let cpus = tasks.max(1) * req.cpus_per_task;
+                let mem = req.mem_on(slot, cpus);
+                if usable(slot) && cpus_of(slot) >= cpus && mem_of(slot) >= mem {
+                    alloc.ranks.push(rank);
+                    alloc.cpus.push(cpus);
+                    alloc.tasks.push(tasks.min(req.ntasks.max(1)));
+                    alloc.mem_mb = alloc.mem_mb.max(mem);
+                }
+            }
+            (alloc.ranks.len() as u32 == n).then_some(alloc)
+        }
+        None => {
+            // Fill nodes in order with as many tasks as fit (block distribution).
+            let mut left = req.ntasks;
+            for &rank in candidates {
+                if left == 0 {
+                    break;
+                }
+                let Some(slot) = slots.get(rank as usize) else {
+                    continue;
+                };
+                if !usable(slot) {
+                    continue;
+                }
+                let tasks = req.tasks_fitting(cpus_of(slot)).min(left);
+                if tasks == 0 {
+                    continue;
+                }
+                let cpus = tasks * req.cpus_per_task;
+                let mem = req.mem_on(slot, cpus);
+                if mem_of(slot) < mem {
+                    continue;
+                }
+                left -= tasks;
+                alloc.ranks.push(rank);
+                alloc.cpus.push(cpus);
+                alloc.tasks.push(tasks);
+                alloc.mem_mb = alloc.mem_mb.max(mem);
+            }
+            (left == 0).then_some(alloc)
+        }
+    }
+}
+
+/// Mark an allocation's resources used.
+pub fn apply(alloc: &Allocation, slots: &mut [NodeSlot]) {
+    for (i, &rank) in alloc.ranks.iter().enumerate() {
+        if let Some(s) = slots.get_mut(rank as usize) {
+            s.alloc_cpus = s
+                .alloc_cpus
+                .saturating_add(alloc.cpus.get(i).copied().unwrap_or(0));
+            s.alloc_mem_mb = s.alloc_mem_mb.saturating_add(alloc.mem_mb);
+        }
+    }
+}
+
+/// Give an allocation's resources back.
+pub fn release(alloc: &Allocation, slots: &mut [NodeSlot]) {
+    for (i, &rank) in alloc.ranks.iter().enumerate() {
+        if let Some(s) = slots.get_mut(rank as usize) {
+            s.alloc_cpus = s
+                .alloc_cpus
+                .saturating_sub(alloc.cpus.get(i).copied().unwrap_or(0));
+            s.alloc_mem_mb = s.alloc_mem_mb.saturating_sub(alloc.mem_mb);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(n: usize, cpus: u32, mem: u64) -> Vec<NodeSlot> {
+        (0..n)
+            .map(|_| NodeSlot {
+                cpus,
+                mem_mb: mem,
+                alloc_cpus: 0,
+                alloc_mem_mb: 0,
+                available: true,
+            })
+            .collect()
+    }
+
+    fn req(nodes: Option<u32>, ntasks: u32, cpt: u32, mem: MemRequest) -> Request {
+        Request {
+            nodes,
+            ntasks,
+            cpus_per_task: cpt,
+            ntasks_per_node: None,
+            mem,
+        }
+    }
+
+    #[test]
+    fn tasks_pack_onto_first_nodes() {
+        let s = slots(4, 2, 1000);
+        let a = place(&req(None, 3, 1, MemRequest::None), &[0, 1, 2, 3], &s).unwrap();
+        assert_eq!(a.ranks, vec![0, 1]);
+        assert_eq!(a.tasks, vec![2, 1]);
+        assert_eq!(a.cpus, vec![2, 1]);
+    }
+
+    #[test]
+    fn exact_node_count_spreads_tasks() {
+        let s = slots(4, 4, 1000);
+        let a = place(
+            &req(Some(3), 4, 1, MemRequest::PerNode(100)),
+            &[0, 1, 2, 3],
+            &s,
+        )
+        .unwrap();
+        assert_eq!(a.ranks, vec![0, 1, 2]);
+        assert_eq!(a.tasks, vec![2, 1, 1]);
+        assert_eq!(a.mem_mb, 100);
+    }
+
+    #[test]
+    fn consumed_resources_block_until_released() {
+        let mut s = slots(2, 2, 1000);
+        let r = req(Some(2), 4, 1, MemRequest::PerCpu(100));
+        let a = place(&r, &[0, 1], &s).unwrap();
+        assert_eq!(a.mem_mb, 200);
+        apply(&a, &mut s);
+        assert!(place(&req(None, 1, 1, MemRequest::None), &[0, 1], &s).is_none());
+        release(&a, &mut s);
+        assert!(place(&req(None, 1, 1, MemRequest::None), &[0, 1], &s).is_some());
+    }
+
+    #[test]
+    fn memory_is_consumable() {
+        let mut s = slots(1, 8, 1000);
+        let a = place(&req(None, 1, 1, MemRequest::PerNode(800)), &[0], &s).unwrap();
+        apply(&a, &mut s);
+        assert!(place(&req(None, 1, 1, MemRequest::PerNode(300)), &[0], &s).is_none());
+        assert!(place(&req(None, 1, 1, MemRequest::PerNode(200)), &[0], &s).is_some());
+        // --mem=0 wants the whole node's memory.
+        assert!(place(&req(None, 1, 1, MemRequest::PerNode(0)), &[0], &s).is_none());
+    }
+
+    #[test]
+    fn unavailable_nodes_are_skipped() {
+        let mut s = slots(3, 1, 100);
+        s[0].available = false;
+        let a = place(&req(Some(2), 2, 1, MemRequest::None), &[0, 1, 2], &s).unwrap();
+        assert_eq!(a.ranks, vec![1, 2]);
+    }
+
+    #[test]
+    fn feasibility_ignores_current_load_but_not_shape() {
+        let mut s = slots(2, 2, 100);
+        s[0].alloc_cpus = 2;
+        s[1].available = false;
+        assert_eq!(
+            feasible(&req(Some(2), 2, 1, MemRequest::None), &[0, 1], &s),
+            Ok(())
+        );
+        assert_eq!(
+            feasible(&req(Some(3), 3, 1, MemRequest::None), &[0, 1], &s),
+            Err(Infeasible::TooManyNodes)
+        );
+        assert_eq!(
+            feasible(&req(Some(1), 1, 4, MemRequest::None), &[0, 1], &s),
+            Err(Infeasible::NodeConfig)
+        );
+        assert_eq!(
+            feasible(&req(None, 1, 1, MemRequest::PerNode(500)), &[0, 1], &s),
+            Err(Infeasible::NodeConfig)
+        );
+    }
+
+    #[test]
+    fn ntasks_per_node_caps_packing() {
+        let s = slots(3, 8, 100);
+        let mut r = req(None, 4, 1, MemRequest::None);
+        r.ntasks_per_node = Some(2);
+        assert_eq!(r.min_nodes(), 2);
+        let a = place(&r, &[0, 1, 2], &s).unwrap();
+        assert_eq!(a.tasks, vec![2, 2]);
+    }
+}

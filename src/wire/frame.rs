@@ -1,0 +1,917 @@
+//! Bytes ↔ frames, with no I/O: the length-delimited stream codec and the
+//! pure `encode`/`decode` of one frame's payload.
+//!
+//! On the stream, a frame is a 4-byte big-endian length and a payload. The
+//! payload is a MessagePack array `[header (bin), credential (map), body
+//! (bin)]`, where header and body are the named-field MessagePack encodings
+//! of [`Header`] and [`Body`]. Keeping them as opaque `bin` items lets the
+//! credential sign the exact bytes, and lets a receiver check the version and
+//! the signature before it spends any effort decoding the body. Signing rules
+//! live in `auth.rs`, the message types in `messages.rs`, sockets in
+//! `connection.rs`.
+
+use std::ops::Range;
+use std::time::SystemTime;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
+
+use super::auth::{Authenticator, Credential};
+use super::error::{FramePart, WireError};
+use super::messages::{Body, Envelope, Header, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+
+/// Largest payload accepted or sent unless a connection is configured
+/// otherwise. N.B. a peer can make a receiver reserve this much per
+/// connection just by sending a length prefix, before authenticating.
+pub const MAX_FRAME_LEN: usize = 64 << 20;
+
+const LEN_PREFIX: usize = 4;
+/// Most frames are small (heartbeats, health deltas, fan-out commands).
+const INITIAL_CAPACITY: usize = 256;
+
+/// Container nesting allowed while decoding. rmp_serde's default (1024
+/// levels) overflows a 2 MiB thread stack on hostile input; canopy's bodies
+/// nest a handful of levels, and header and credential are flat maps (the
+/// slack is for fields a newer peer may add).
+const MAX_BODY_DEPTH: usize = 32;
+const MAX_FLAT_DEPTH: usize = 8;
+
+const FIXARRAY_3: u8 = 0x93;
+const FIXARRAY_FIRST: u8 = 0x90;
+const FIXARRAY_LAST: u8 = 0x9f;
+const ARRAY16: u8 = 0xdc;
+const ARRAY32: u8 = 0xdd;
+const BIN8: u8 = 0xc4;
+const BIN16: u8 = 0xc5;
+const BIN32: u8 = 0xc6;
+
+/// Encodes and signs one frame's payload as of the current time.
+pub fn encode(auth: &Authenticator, header: &Header, body: &Body) -> Result<Bytes, WireError> {
+    encode_at(auth, header, body, SystemTime::now())
+}
+
+/// [`encode`] with the signing time given (for tests and simulations).
+///
+/// Everything is written into one buffer: header and body are serialized in
+/// place (behind `bin32` markers patched afterwards), the credential is
+/// appended, then rotated in front of the body. That costs a move of the
+/// body bytes but no intermediate allocation.
+pub fn encode_at(
+    auth: &Authenticator,
+    header: &Header,
+    body: &Body,
+    now: SystemTime,
+) -> Result<Bytes, WireError> {
+    let mut buf = BytesMut::with_capacity(INITIAL_CAPACITY);
+    buf.put_u8(FIXARRAY_3);
+    let header_range = write_bin(&mut buf, FramePart::Header, header)?;
+    let body_marker = buf.len();
+    let body_range = write_bin(&mut buf, FramePart::Body, body)?;
+    let credential = auth.sign(&buf[header_range], &buf[body_range.clone()], now);
+    write_named(&mut buf, FramePart::Credential, &credential)?;
+    let credential_len = buf.len() - body_range.end;
+    buf[body_marker..].rotate_right(credential_len);
+    Ok(buf.freeze())
+}
+
+/// Writes `value` as a `bin32` item and returns where its bytes are.
+fn write_bin<T: Serialize>(
+    buf: &mut BytesMut,
+    part: FramePart,
+    value: &T,
+) -> Result<Range<usize>, WireError> {
+    buf.put_u8(BIN32);
+    let len_at = buf.len();
+    buf.put_u32(0);
+    let start = buf.len();
+    write_named(buf, part, value)?;
+    let len = buf.len() - start;
+    let len32 = u32::try_from(len).map_err(|_| WireError::FrameTooLarge {
+        len,
+        max: u32::MAX as usize,
+    })?;
+    buf[len_at..start].copy_from_slice(&len32.to_be_bytes());
+    Ok(start..buf.len())
+}
+
+fn write_named<T: Serialize>(
+    buf: &mut BytesMut,
+    part: FramePart,
+    value: &T,
+) -> Result<(), WireError> {
+    rmp_serde::encode::write_named(&mut buf.writer(), value).map_err(|err| WireError::Encode {
+        part,
+        detail: err.to_string(),
+    })
+}
+
+/// Decodes one frame's payload: the outer array, then the header (rejecting
+/// unsupported versions), then the credential is verified as of `now`, and
+/// only then is the body decoded.
+pub fn decode(
+    auth: &Authenticator,
+    payload: &[u8],
+    now: SystemTime,
+) -> Result<Envelope, WireError> {
+    let raw = split(payload)?;
+    let header = decode_header(raw.header)?;
+    let (uid, gid) = auth.verify(&raw.credential, raw.header, raw.body, now)?;
+    let body: Body = from_slice_limited(raw.body, MAX_BODY_DEPTH, FramePart::Body)?;
+    if body.kind() != header.kind {
+        return Err(malformed(
+            FramePart::Header,
+            format!(
+                "header says kind {} but the body is {}",
+                header.kind,
+                body.kind()
+            ),
+        ));
+    }
+    Ok(Envelope {
+        header,
+        uid,
+        gid,
+        body,
+    })
+}
+
+/// A payload taken apart but not yet trusted.
+struct RawFrame<'a> {
+    header: &'a [u8],
+    credential: Credential,
+    body: &'a [u8],
+}
+
+fn split(payload: &[u8]) -> Result<RawFrame<'_>, WireError> {
+    let mut rest = payload;
+    let items = read_array_len(&mut rest)?;
+    if items != 3 {
+        return Err(malformed(
+            FramePart::Envelope,
+            format!("expected an array of 3 items, found {items}"),
+        ));
+    }
+    let header = read_bin(&mut rest, FramePart::Header)?;
+    let credential = read_credential(&mut rest)?;
+    let body = read_bin(&mut rest, FramePart::Body)?;
+    if !rest.is_empty() {
+        return Err(malformed(
+            FramePart::Envelope,
+            format!("{} trailing bytes after the body", rest.len()),
+        ));
+    }
+    Ok(RawFrame {
+        header,
+        credential,
+        body,
+    })
+}
+
+/// Only the field every header version must keep, so that a peer whose
+/// header changed shape still gets "unsupported version", not "malformed".
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: u16,
+}
+
+fn decode_header(bytes: &[u8]) -> Result<Header, WireError> {
+    let part = FramePart::Header;
+    match from_slice_limited::<Header>(bytes, MAX_FLAT_DEPTH, part) {
+        Ok(header) => {
+            check_version(header.version)?;
+            Ok(header)
+        }
+        Err(err) => {
+            if let Ok(VersionOnly { version }) = from_slice_limited(bytes, MAX_FLAT_DEPTH, part) {
+                check_version(version)?;
+            }
+            Err(err)
+        }
+    }
+}
+
+fn check_version(version: u16) -> Result<(), WireError> {
+    if (MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&version) {
+        Ok(())
+    } else {
+        Err(WireError::UnsupportedVersion {
+            got: version,
+            min: MIN_PROTOCOL_VERSION,
+            max: PROTOCOL_VERSION,
+        })
+    }
+}
+
+fn read_credential(rest: &mut &[u8]) -> Result<Credential, WireError> {
+    // Reading through `&mut &[u8]` advances `rest` past the credential.
+    let mut deserializer = rmp_serde::Deserializer::new(&mut *rest);
+    deserializer.set_max_depth(MAX_FLAT_DEPTH);
+    Credential::deserialize(&mut deserializer).map_err(|err| malformed(FramePart::Credential, err))
+}
+
+fn from_slice_limited<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+    max_depth: usize,
+    part: FramePart,
+) -> Result<T, WireError> {
+    let mut deserializer = rmp_serde::Deserializer::from_read_ref(bytes);
+    deserializer.set_max_depth(max_depth);
+    T::deserialize(&mut deserializer).map_err(|err| malformed(part, err))
+}
+
+fn read_array_len(rest: &mut &[u8]) -> Result<usize, WireError> {
+    let part = FramePart::Envelope;
+    match read_u8(rest, part)? {
+        marker @ FIXARRAY_FIRST..=FIXARRAY_LAST => Ok(usize::from(marker - FIXARRAY_FIRST)),
+        ARRAY16 => read_uint(rest, 2, part),
+        ARRAY32 => read_uint(rest, 4, part),
+        other => Err(malformed(
+            part,
+            format!("expected an array, found marker {other:#04x}"),
+        )),
+    }
+}
+
+fn read_bin<'a>(rest: &mut &'a [u8], part: FramePart) -> Result<&'a [u8], WireError> {
+    let len = match read_u8(rest, part)? {
+        BIN8 => read_uint(rest, 1, part)?,
+        BIN16 => read_uint(rest, 2, part)?,
+        BIN32 => read_uint(rest, 4, part)?,
+        other => {
+            return Err(malformed(
+                part,
+                format!("expected binary data, found marker {other:#04x}"),
+            ))
+        }
+    };
+    take(rest, len, part)
+}
+
+fn read_u8(rest: &mut &[u8], part: FramePart) -> Result<u8, WireError> {
+    let (&byte, tail) = rest
+        .split_first()
+        .ok_or_else(|| malformed(part, "ends where a type marker was expected"))?;
+    *rest = tail;
+    Ok(byte)
+}
+
+fn read_uint(rest: &mut &[u8], width: usize, part: FramePart) -> Result<usize, WireError> {
+    let bytes = take(rest, width, part)?;
+    Ok(bytes
+        .iter()
+        .fold(0usize, |acc, &byte| (acc << 8) | usize::from(byte)))
+}
+
+fn take<'a>(rest: &mut &'a [u8], len: usize, part: FramePart) -> Result<&'a [u8], WireError> {
+    if rest.len() < len {
+        return Err(malformed(
+            part,
+            format!("needs {len} more bytes but only {} remain", rest.len()),
+        ));
+    }
+    let (head, tail) = rest.split_at(len);
+    *rest = tail;
+    Ok(head)
+}
+
+fn malformed(part: FramePart, detail: impl ToString) -> WireError {
+    WireError::Malformed {
+        part,
+        detail: detail.to_string(),
+    }
+}
+
+/// The stream codec: tokio-util's length-delimited codec with the size limit
+/// reported as [`WireError::FrameTooLarge`] and EOF inside a frame (even
+/// right after a complete length prefix) reported as [`WireError::Truncated`].
+#[derive(Debug)]
+pub struct FrameCodec {
+    inner: LengthDelimitedCodec,
+    max_frame_len: usize,
+    /// The inner codec has consumed a length prefix and awaits the payload.
+    mid_frame: bool,
+}
+
+impl FrameCodec {
+    pub fn new(max_frame_len: usize) -> Self {
+        let inner = LengthDelimitedCodec::builder()
+            .length_field_length(LEN_PREFIX)
+            .max_frame_length(max_frame_len)
+            .new_codec();
+        FrameCodec {
+            inner,
+            max_frame_len,
+            mid_frame: false,
+        }
+    }
+
+    pub fn max_frame_len(&self) -> usize {
+        self.max_frame_len
+    }
+
+    pub fn set_max_frame_len(&mut self, max_frame_len: usize) {
+        self.inner.set_max_frame_length(max_frame_len);
+        self.max_frame_len = max_frame_len;
+    }
+
+    /// The inner codec refuses an oversized length before consuming it, so
+    /// the prefix is still at the front of `src` to report.
+    fn oversized(&self, src: &[u8]) -> Option<WireError> {
+        let prefix: [u8; LEN_PREFIX] = src.get(..LEN_PREFIX)?.try_into().ok()?;
+        let len = u32::from_be_bytes(prefix) as usize;
+        (len > self.max_frame_len).then_some(WireError::FrameTooLarge {
+            len,
+            max: self.max_frame_len,
+        })
+    }
+}
+
+impl Default for FrameCodec {
+    fn default() -> Self {
+        FrameCodec::new(MAX_FRAME_LEN)
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = BytesMut;
+    type Error = WireError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, WireError> {
+        let buffered = src.len();
+        match self.inner.decode(src) {
+            Ok(Some(frame)) => {
+                self.mid_frame = false;
+                Ok(Some(frame))
+            }
+            Ok(None) => {
+                // With a whole prefix buffered, the inner codec has taken it.
+                self.mid_frame |= buffered >= LEN_PREFIX;
+                Ok(None)
+            }
+            Err(err) => Err(self.oversized(src).unwrap_or(WireError::Io(err))),
+        }
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, WireError> {
+        if let Some(frame) = self.decode(src)? {
+            return Ok(Some(frame));
+        }
+        if src.is_empty() && !self.mid_frame {
+            Ok(None)
+        } else {
+            Err(WireError::Truncated {
+                buffered: src.len(),
+            })
+        }
+    }
+}
+
+impl Encoder<Bytes> for FrameCodec {
+    type Error = WireError;
+
+    fn encode(&mut self, payload: Bytes, dst: &mut BytesMut) -> Result<(), WireError> {
+        if payload.len() > self.max_frame_len {
+            return Err(WireError::FrameTooLarge {
+                len: payload.len(),
+                max: self.max_frame_len,
+            });
+        }
+        self.inner.encode(payload, dst).map_err(WireError::Io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::tree::rankset::RankSet;
+    use crate::wire::auth::{AuthError, Key};
+    use crate::wire::messages::{
+        CancelRequest, ErrorCode, ErrorReply, Forward, ForwardReply, HealthDelta, NodeCommand,
+        NodeReply, Outcome, PongReply,
+    };
+    use crate::wire::types::JobSubmit;
+
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    fn auth() -> Authenticator {
+        Authenticator::new(Key::from_bytes(&[3; 32]).unwrap(), 500, 50)
+    }
+
+    fn header_for(body: &Body) -> Header {
+        Header {
+            version: PROTOCOL_VERSION,
+            kind: body.kind().to_owned(),
+            corr: 42,
+            boot_id: 0xfeed,
+        }
+    }
+
+    fn frame(body: &Body) -> Bytes {
+        encode_at(&auth(), &header_for(body), body, now()).unwrap()
+    }
+
+    fn sample_bodies() -> Vec<Body> {
+        vec![
+            Body::Ping,
+            Body::Keepalive,
+            Body::Pong(PongReply {
+                host: "ctl".into(),
+                boot_id: 9,
+                started: 1_700_000_000,
+                version: "0.1.0".into(),
+            }),
+            Body::SubmitJob(Box::new(JobSubmit {
+                name: "job".into(),
+                ntasks: Some(4),
+                ..JobSubmit::default()
+            })),
+            Body::CancelJobs(CancelRequest {
+                job_ids: vec![1, 2, 3],
+                signal: Some(15),
+                batch_only: false,
+            }),
+            Body::Error(ErrorReply {
+                code: ErrorCode::InvalidPartition,
+                message: "no such partition".into(),
+            }),
+            Body::Health(HealthDelta::default()),
+            Body::Forward(Box::new(Forward {
+                id: 7,
+                targets: RankSet::default(),
+                budget_ms: 5_000,
+                cmd: NodeCommand::Signal {
+                    job_id: 3,
+                    signal: 9,
+                    batch_only: true,
+                },
+            })),
+            Body::ForwardReply(ForwardReply {
+                id: 7,
+                outcomes: vec![
+                    Outcome {
+                        ranks: RankSet::default(),
+                        result: Ok(NodeReply::Signalled { processes: 2 }),
+                    },
+                    Outcome {
+                        ranks: RankSet::default(),
+                        result: Err("node unreachable".into()),
+                    },
+                ],
+            }),
+            Body::Jobs(Vec::new()),
+        ]
+    }
+
+    #[test]
+    fn bodies_round_trip_with_verified_ids() {
+        let receiver = auth();
+        for body in sample_bodies() {
+            let envelope = decode(&receiver, &frame(&body), now()).unwrap();
+            assert_eq!(envelope.header, header_for(&body));
+            assert_eq!((envelope.uid, envelope.gid), (500, 50));
+            assert_eq!(envelope.body, body);
+        }
+    }
+
+    #[test]
+    fn payload_is_a_three_item_array_of_bin_map_bin() {
+        let body = Body::Ping;
+        let payload = frame(&body);
+        let mut rest = &payload[..];
+        assert_eq!(read_array_len(&mut rest).unwrap(), 3);
+        let header = read_bin(&mut rest, FramePart::Header).unwrap();
+        assert_eq!(header, rmp_serde::to_vec_named(&header_for(&body)).unwrap());
+        // The credential is a map with named fields.
+        assert_eq!(rest.first().map(|m| m & 0xf0), Some(0x80));
+        let credential = read_credential(&mut rest).unwrap();
+        assert_eq!(credential.uid, 500);
+        let body_bytes = read_bin(&mut rest, FramePart::Body).unwrap();
+        assert_eq!(body_bytes, rmp_serde::to_vec_named(&body).unwrap());
+        assert!(rest.is_empty());
+    }
+
+    /// Builds a payload by hand, signing whatever header bytes it is given.
+    fn payload_with_header(header_bytes: &[u8], body: &Body) -> Vec<u8> {
+        let body_bytes = rmp_serde::to_vec_named(body).unwrap();
+        let credential = auth().sign(header_bytes, &body_bytes, now());
+        let mut out = vec![FIXARRAY_3, BIN32];
+        out.extend_from_slice(&(header_bytes.len() as u32).to_be_bytes());
+        out.extend_from_slice(header_bytes);
+        out.extend_from_slice(&rmp_serde::to_vec_named(&credential).unwrap());
+        out.push(BIN8);
+        out.push(body_bytes.len() as u8);
+        out.extend_from_slice(&body_bytes);
+        out
+    }
+
+    #[test]
+    fn short_bin_markers_from_other_encoders_are_accepted() {
+        let header = rmp_serde::to_vec_named(&header_for(&Body::Ping)).unwrap();
+        let payload = payload_with_header(&header, &Body::Ping);
+        let envelope = decode(&auth(), &payload, now()).unwrap();
+        assert_eq!(envelope.body, Body::Ping);
+    }
+
+    #[test]
+    fn unsupported_version_is_named() {
+        let mut header = header_for(&Body::Ping);
+        header.version = PROTOCOL_VERSION + 1;
+        let payload = encode_at(&auth(), &header, &Body::Ping, now()).unwrap();
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(
+            matches!(err, WireError::UnsupportedVersion { got, min, max }
+                if got == PROTOCOL_VERSION + 1
+                    && min == MIN_PROTOCOL_VERSION
+                    && max == PROTOCOL_VERSION),
+            "{err}"
+        );
+        header.version = 0;
+        let payload = encode_at(&auth(), &header, &Body::Ping, now()).unwrap();
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(matches!(err, WireError::UnsupportedVersion { got: 0, .. }));
+    }
+
+    #[derive(Serialize)]
+    struct FutureHeader {
+        version: u16,
+        route: Vec<u32>,
+    }
+
+    #[test]
+    fn reshaped_header_of_a_newer_version_is_unsupported_not_malformed() {
+        let header = rmp_serde::to_vec_named(&FutureHeader {
+            version: 9,
+            route: vec![1, 2],
+        })
+        .unwrap();
+        let payload = payload_with_header(&header, &Body::Ping);
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(
+            matches!(err, WireError::UnsupportedVersion { got: 9, .. }),
+            "{err}"
+        );
+        // The same shape claiming the current version is just malformed.
+        let header = rmp_serde::to_vec_named(&FutureHeader {
+            version: PROTOCOL_VERSION,
+            route: vec![],
+        })
+        .unwrap();
+        let payload = payload_with_header(&header, &Body::Ping);
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WireError::Malformed {
+                    part: FramePart::Header,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn version_is_checked_before_the_signature() {
+        let mut header = header_for(&Body::Ping);
+        header.version = 99;
+        let wrong_key = Authenticator::new(Key::from_bytes(&[4; 32]).unwrap(), 1, 1);
+        let payload = encode_at(&wrong_key, &header, &Body::Ping, now()).unwrap();
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(matches!(err, WireError::UnsupportedVersion { got: 99, .. }));
+    }
+
+    #[test]
+    fn tampered_body_byte_is_a_bad_signature() {
+        let body = Body::CancelJobs(CancelRequest {
+            job_ids: vec![10],
+            signal: None,
+            batch_only: false,
+        });
+        let mut payload = frame(&body).to_vec();
+        // The body is the last item, so the last 10 in the payload is the job id.
+        let at = payload.iter().rposition(|&b| b == 10).unwrap();
+        payload[at] = 11;
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(
+            matches!(err, WireError::Auth(AuthError::BadSignature)),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn credentials_cannot_be_moved_between_frames() {
+        let ping = frame(&Body::Ping);
+        let keepalive = frame(&Body::Keepalive);
+        let mut a = &ping[..];
+        read_array_len(&mut a).unwrap();
+        let ping_header = read_bin(&mut a, FramePart::Header).unwrap();
+        let mut b = &keepalive[..];
+        read_array_len(&mut b).unwrap();
+        read_bin(&mut b, FramePart::Header).unwrap();
+        let keepalive_credential = read_credential(&mut b).unwrap();
+        let keepalive_body = read_bin(&mut b, FramePart::Body).unwrap();
+        // Keepalive's credential and body under Ping's header: kinds differ,
+        // but the signature check comes first and fails.
+        let mut spliced = vec![FIXARRAY_3, BIN8, ping_header.len() as u8];
+        spliced.extend_from_slice(ping_header);
+        spliced.extend_from_slice(&rmp_serde::to_vec_named(&keepalive_credential).unwrap());
+        spliced.extend_from_slice(&[BIN8, keepalive_body.len() as u8]);
+        spliced.extend_from_slice(keepalive_body);
+        let err = decode(&auth(), &spliced, now()).unwrap_err();
+        assert!(matches!(err, WireError::Auth(AuthError::BadSignature)));
+    }
+
+    #[test]
+    fn wrong_key_is_a_bad_signature() {
+        let other = Authenticator::new(Key::from_bytes(&[4; 32]).unwrap(), 500, 50);
+        let err = decode(&other, &frame(&Body::Ping), now()).unwrap_err();
+        assert!(matches!(err, WireError::Auth(AuthError::BadSignature)));
+    }
+
+    #[test]
+    fn expired_future_and_replayed_frames_are_told_apart() {
+        let payload = frame(&Body::Ping);
+        let late = now() + Duration::from_secs(66);
+        let err = decode(&auth(), &payload, late).unwrap_err();
+        assert!(matches!(err, WireError::Auth(AuthError::Expired { .. })));
+        let early = now() - Duration::from_secs(6);
+        let err = decode(&auth(), &payload, early).unwrap_err();
+        assert!(matches!(
+            err,
+            WireError::Auth(AuthError::FutureDated { .. })
+        ));
+        let receiver = auth();
+        decode(&receiver, &payload, now()).unwrap();
+        let err = decode(&receiver, &payload, now()).unwrap_err();
+        assert!(matches!(err, WireError::Auth(AuthError::Replayed { .. })));
+    }
+
+    #[test]
+    fn header_kind_must_match_the_body() {
+        let mut header = header_for(&Body::Ping);
+        header.kind = "Keepalive".into();
+        let payload = encode_at(&auth(), &header, &Body::Ping, now()).unwrap();
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(
+            matches!(&err, WireError::Malformed { part: FramePart::Header, detail }
+                if detail.contains("Keepalive") && detail.contains("Ping")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn signed_garbage_body_is_malformed_body() {
+        let header = header_for(&Body::Ping);
+        let header_bytes = rmp_serde::to_vec_named(&header).unwrap();
+        let body_bytes = [0xc1]; // "never used" marker
+        let credential = auth().sign(&header_bytes, &body_bytes, now());
+        let mut payload = vec![FIXARRAY_3, BIN8, header_bytes.len() as u8];
+        payload.extend_from_slice(&header_bytes);
+        payload.extend_from_slice(&rmp_serde::to_vec_named(&credential).unwrap());
+        payload.extend_from_slice(&[BIN8, 1, 0xc1]);
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(matches!(
+            err,
+            WireError::Malformed {
+                part: FramePart::Body,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn structural_garbage_names_the_part() {
+        let cases: [(&[u8], FramePart); 8] = [
+            (&[], FramePart::Envelope),
+            (&[0xa3, b'a', b'b', b'c'], FramePart::Envelope),
+            (&[0x92, BIN8, 0], FramePart::Envelope),
+            (&[ARRAY16, 0], FramePart::Envelope),
+            (&[FIXARRAY_3, 0x01], FramePart::Header),
+            (&[FIXARRAY_3, BIN8, 5, 1], FramePart::Header),
+            (&[FIXARRAY_3, BIN8, 0, 0x80], FramePart::Credential),
+            (&[FIXARRAY_3, BIN8, 1, 0xc0], FramePart::Credential),
+        ];
+        for (payload, part) in cases {
+            let err = decode(&auth(), payload, now()).unwrap_err();
+            assert!(
+                matches!(&err, WireError::Malformed { part: p, .. } if *p == part),
+                "{payload:x?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_are_malformed() {
+        let mut payload = frame(&Body::Ping).to_vec();
+        payload.push(0);
+        let err = decode(&auth(), &payload, now()).unwrap_err();
+        assert!(
+            matches!(&err, WireError::Malformed { part: FramePart::Envelope, detail }
+                if detail.contains("1 trailing")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_exhausting_the_stack() {
+        let mut nested = vec![0x91; 200_000];
+        nested.push(0xc0);
+        // As the header, and as an unknown credential field that serde skips.
+        let mut as_header = vec![FIXARRAY_3, BIN32];
+        as_header.extend_from_slice(&(nested.len() as u32).to_be_bytes());
+        as_header.extend_from_slice(&nested);
+        let mut as_credential = vec![FIXARRAY_3, BIN8, 0, 0x81, 0xa1, b'x'];
+        as_credential.extend_from_slice(&nested);
+        for payload in [as_header, as_credential] {
+            let err = decode(&auth(), &payload, now()).unwrap_err();
+            assert!(matches!(err, WireError::Malformed { .. }), "{err}");
+        }
+    }
+
+    #[derive(Debug)]
+    struct Unencodable;
+
+    impl Serialize for Unencodable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("refuses to serialize"))
+        }
+    }
+
+    #[test]
+    fn serialization_failure_is_an_encode_error() {
+        let mut buf = BytesMut::new();
+        let err = write_bin(&mut buf, FramePart::Body, &Unencodable).unwrap_err();
+        assert!(
+            matches!(&err, WireError::Encode { part: FramePart::Body, detail }
+                if detail.contains("refuses")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn random_bytes_never_decode_or_panic() {
+        let mut rng = StdRng::seed_from_u64(0x5eed);
+        let receiver = auth();
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..300);
+            let mut payload: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            // Half the time, start like a real frame to get past the outer array.
+            if rng.gen_bool(0.5) {
+                if let Some(first) = payload.first_mut() {
+                    *first = FIXARRAY_3;
+                }
+            }
+            assert!(decode(&receiver, &payload, now()).is_err());
+        }
+    }
+
+    #[test]
+    fn every_truncation_of_a_valid_frame_is_an_error() {
+        for body in sample_bodies() {
+            let payload = frame(&body);
+            for len in 0..payload.len() {
+                assert!(decode(&auth(), &payload[..len], now()).is_err(), "{len}");
+            }
+            assert!(decode(&auth(), &payload, now()).is_ok());
+        }
+    }
+
+    #[test]
+    fn every_single_byte_change_to_a_valid_frame_is_rejected() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for body in sample_bodies() {
+            let payload = frame(&body);
+            for at in 0..payload.len() {
+                let mut changed = payload.to_vec();
+                changed[at] ^= rng.gen_range(1..=255u8);
+                // A fresh receiver: rejection must not rely on the replay cache.
+                assert!(decode(&auth(), &changed, now()).is_err(), "byte {at}");
+            }
+        }
+    }
+
+    fn stream_of(payloads: &[Bytes]) -> BytesMut {
+        let mut codec = FrameCodec::default();
+        let mut stream = BytesMut::new();
+        for payload in payloads {
+            codec.encode(payload.clone(), &mut stream).unwrap();
+        }
+        stream
+    }
+
+    /// Feeds `stream` to a fresh codec in chunks, then signals EOF.
+    fn decode_stream(
+        codec: &mut FrameCodec,
+        stream: &[u8],
+        chunk: impl Fn(usize) -> usize,
+    ) -> Result<Vec<BytesMut>, WireError> {
+        let mut src = BytesMut::new();
+        let mut frames = Vec::new();
+        let mut fed = 0;
+        while fed < stream.len() {
+            let end = (fed + chunk(fed)).min(stream.len());
+            src.extend_from_slice(&stream[fed..end]);
+            fed = end;
+            while let Some(frame) = codec.decode(&mut src)? {
+                frames.push(frame);
+            }
+        }
+        while let Some(frame) = codec.decode_eof(&mut src)? {
+            frames.push(frame);
+        }
+        Ok(frames)
+    }
+
+    #[test]
+    fn codec_reassembles_frames_split_anywhere() {
+        let payloads: Vec<Bytes> = sample_bodies().iter().map(frame).collect();
+        let stream = stream_of(&payloads);
+        let mut rng = StdRng::seed_from_u64(11);
+        for _ in 0..200 {
+            let cuts: Vec<usize> = (0..stream.len()).map(|_| rng.gen_range(1..40)).collect();
+            let frames = decode_stream(&mut FrameCodec::default(), &stream, |at| cuts[at]).unwrap();
+            assert_eq!(frames.len(), payloads.len());
+            for (got, want) in frames.iter().zip(&payloads) {
+                assert_eq!(&got[..], &want[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn codec_survives_random_streams() {
+        let mut rng = StdRng::seed_from_u64(13);
+        for _ in 0..5_000 {
+            let len = rng.gen_range(0..64);
+            let stream: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            let mut codec = FrameCodec::new(1024);
+            // Any outcome but a panic is acceptable; a frame must respect the max.
+            if let Ok(frames) = decode_stream(&mut codec, &stream, |_| 7) {
+                assert!(frames.iter().all(|f| f.len() <= 1024));
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_length_prefix_fails_before_allocating() {
+        let mut codec = FrameCodec::new(1 << 20);
+        let mut src = BytesMut::with_capacity(16);
+        src.put_u32(u32::MAX);
+        let err = codec.decode(&mut src).unwrap_err();
+        assert!(
+            matches!(err, WireError::FrameTooLarge { len, max: 1_048_576 }
+                if len == u32::MAX as usize),
+            "{err}"
+        );
+        assert!(src.capacity() < 1 << 20);
+        // Exactly at the limit is fine.
+        let mut src = BytesMut::new();
+        src.put_u32(1 << 20);
+        assert!(codec.decode(&mut src).unwrap().is_none());
+    }
+
+    #[test]
+    fn limit_is_adjustable() {
+        let mut codec = FrameCodec::default();
+        codec.set_max_frame_len(8);
+        assert_eq!(codec.max_frame_len(), 8);
+        let mut src = BytesMut::new();
+        src.put_u32(9);
+        assert!(matches!(
+            codec.decode(&mut src),
+            Err(WireError::FrameTooLarge { len: 9, max: 8 })
+        ));
+        let err = codec
+            .encode(Bytes::from_static(&[0; 9]), &mut BytesMut::new())
+            .unwrap_err();
+        assert!(matches!(err, WireError::FrameTooLarge { len: 9, max: 8 }));
+    }
+
+    #[test]
+    fn eof_between_frames_is_clean_and_inside_one_is_truncated() {
+        let stream = stream_of(&[frame(&Body::Ping)]);
+        let frames = decode_stream(&mut FrameCodec::default(), &stream, |_| 5).unwrap();
+        assert_eq!(frames.len(), 1);
+        assert!(decode_stream(&mut FrameCodec::default(), &[], |_| 1)
+            .unwrap()
+            .is_empty());
+
+        // Inside the prefix, right after it, and inside the payload.
+        let payload_len = stream.len() - LEN_PREFIX;
+        for (cut, buffered) in [(2, 2), (LEN_PREFIX, 0), (stream.len() - 1, payload_len - 1)] {
+            let err =
+                decode_stream(&mut FrameCodec::default(), &stream[..cut], |_| 1000).unwrap_err();
+            assert!(
+                matches!(err, WireError::Truncated { buffered: b } if b == buffered),
+                "cut {cut}: {err}"
+            );
+        }
+    }
+}

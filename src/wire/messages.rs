@@ -1,0 +1,398 @@
+//! The typed envelope: header plus the `Body` enum of every message canopy
+//! speaks, between CLI and controller and along the relay tree.
+//!
+//! Naming: commands are imperative (`SubmitJob`, `Forward`), events past tense
+//! (`StepFinished`), replies end in `Reply`. MessagePack encodes structs as maps
+//! with named fields, so a field can be added with `#[serde(default)]` without
+//! breaking a peer one version behind.
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{JobInfo, JobSubmit, NodeInfo, PartitionInfo, UnixTime};
+use crate::tree::rankset::RankSet;
+
+/// Current protocol version; receivers accept this and the one before it.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Oldest protocol version still accepted.
+pub const MIN_PROTOCOL_VERSION: u16 = 1;
+
+/// Per-frame header, authenticated together with the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub version: u16,
+    /// `Body::kind()` of the body, so policy can be applied before decoding it.
+    pub kind: String,
+    /// Correlation id: a reply carries the id of its request; 0 = unsolicited.
+    pub corr: u64,
+    /// Fresh random id per daemon (or CLI) start.
+    pub boot_id: u64,
+}
+
+/// Machine-readable error class carried in [`ErrorReply`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCode {
+    InvalidRequest,
+    InvalidPartition,
+    NoDefaultPartition,
+    InvalidNodeCount,
+    InvalidTimeLimit,
+    NodeConfigUnavailable,
+    InvalidJobId,
+    AlreadyDone,
+    InvalidNodeName,
+    PermissionDenied,
+    QueueFull,
+    NotReady,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PongReply {
+    pub host: String,
+    pub boot_id: u64,
+    pub started: UnixTime,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmitReply {
+    pub job_id: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobQuery {
+    /// Empty = all jobs.
+    pub job_ids: Vec<u32>,
+    /// Include jobs that finished within MinJobAge.
+    pub include_finished: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeQuery {
+    /// Empty = all nodes.
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    pub job_ids: Vec<u32>,
+    /// `None` = cancel the job; `Some(sig)` = only deliver the signal.
+    pub signal: Option<i32>,
+    /// `-b`: signal only the batch shell.
+    pub batch_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CancelReply {
+    /// Per requested id: `None` = done, `Some(message)` = the error for that id.
+    pub results: Vec<(u32, Option<String>)>,
+}
+
+/// `scontrol update NodeName=... State=...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeUpdateState {
+    Drain,
+    Down,
+    Resume,
+    Undrain,
+    Idle,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeUpdate {
+    /// Hostlist expression.
+    pub nodes: String,
+    pub state: Option<NodeUpdateState>,
+    pub reason: Option<String>,
+}
+
+/// One actor as `canopy status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActorStatus {
+    pub kind: String,
+    pub name: String,
+    pub state: String,
+    pub mailbox_depth: i64,
+    pub handled: u64,
+}
+
+/// One node's place in the relay tree, as seen by the controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TreePlace {
+    pub node: String,
+    pub rank: u32,
+    /// Natural parent by topology (`None` = the controller).
+    pub parent: Option<String>,
+    /// Where it is attached now (`None` = controller or unknown).
+    pub attached_to: Option<String>,
+    pub live: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub controller: String,
+    pub tree_width: u32,
+    pub actors: Vec<ActorStatus>,
+    pub tree: Vec<TreePlace>,
+}
+
+/// Hardware a node daemon found (or was told to report).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeResources {
+    pub cpus: u32,
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    pub real_memory_mb: u64,
+}
+
+/// Exit status of a process: `(code, signal)`, Slurm's `ExitCode=code:signal`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStatus {
+    pub code: i32,
+    pub signal: i32,
+}
+
+/// What a node knows about one job it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum JobOnNode {
+    Running,
+    /// The batch script ended but the controller has not cleaned the job up.
+    BatchFinished(ExitStatus),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobReport {
+    pub job_id: u32,
+    pub state: JobOnNode,
+}
+
+/// A node daemon introducing itself to its parent (forwarded up to the
+/// controller as `Register`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub node: String,
+    pub rank: u32,
+    pub boot_id: u64,
+    pub started: UnixTime,
+    pub version: String,
+    pub resources: NodeResources,
+    pub jobs: Vec<JobReport>,
+}
+
+/// A node's Hello on its way up to the controller, with where it is attached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Registration {
+    pub hello: Hello,
+    /// Rank of the relay holding the node's link (`None` = the controller).
+    pub parent: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// Who accepted the link: a node name or `controller`.
+    pub parent: String,
+    /// Seconds between heartbeats expected on an idle link.
+    pub heartbeat_ms: u64,
+}
+
+/// Subtree liveness change, sent upward only when something changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HealthDelta {
+    /// Ranks that became reachable through the sender.
+    pub added: RankSet,
+    /// Ranks that stopped being reachable through the sender.
+    pub removed: RankSet,
+}
+
+/// Step events flowing up from a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchFinished {
+    pub job_id: u32,
+    pub node: String,
+    pub status: ExitStatus,
+}
+
+/// Everything the node needs to start a job's batch script (or, on the
+/// non-batch nodes, just to hold the allocation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobLaunch {
+    pub job_id: u32,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub partition: String,
+    pub cluster: String,
+    /// Node that runs the script.
+    pub batch_host: String,
+    /// Allocated nodes in order, compressed.
+    pub nodelist: String,
+    pub num_nodes: u32,
+    /// CPUs allocated per node, in nodelist order.
+    pub cpus_per_node: Vec<u32>,
+    /// Tasks per node, in nodelist order.
+    pub tasks_per_node: Vec<u32>,
+    pub ntasks: u32,
+    /// Whether -n / --ntasks-per-node was given (SLURM_NTASKS is only set then).
+    pub ntasks_set: bool,
+    pub cpus_per_task: Option<u32>,
+    pub mem_per_node_mb: Option<u64>,
+    pub mem_per_cpu_mb: Option<u64>,
+    pub time_limit_min: Option<u32>,
+    pub script: String,
+    #[serde(default)]
+    pub script_args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub workdir: String,
+    pub submit_dir: String,
+    pub submit_host: String,
+    pub stdout: String,
+    pub stderr: Option<String>,
+    pub stdin: Option<String>,
+    pub start_time: UnixTime,
+    pub restarts: u32,
+}
+
+/// A command fanned out to a set of nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NodeCommand {
+    /// Does nothing; used to measure fan-out.
+    Noop,
+    Launch(Box<JobLaunch>),
+    /// Deliver a signal to a job's processes.
+    Signal {
+        job_id: u32,
+        signal: i32,
+        batch_only: bool,
+    },
+    /// End a job on the node: SIGCONT+SIGTERM, SIGKILL after `kill_wait_s`,
+    /// then forget it.
+    Terminate {
+        job_id: u32,
+        kill_wait_s: u32,
+    },
+    /// Send a fresh `Register` upward (after a relay re-attached, or the
+    /// controller restarted).
+    Reregister,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum NodeReply {
+    Ack,
+    Launched,
+    /// Signal delivered to `processes` processes (0 = job not running there).
+    Signalled {
+        processes: u32,
+    },
+    Terminated,
+}
+
+/// The outcome for a group of targets that all got the same result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub ranks: RankSet,
+    pub result: Result<NodeReply, String>,
+}
+
+/// A command addressed to a node set, travelling down the tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Forward {
+    /// Chosen by the hop that sent this frame; echoed in the reply.
+    pub id: u64,
+    pub targets: RankSet,
+    /// Time left for the whole subtree to answer, in milliseconds.
+    pub budget_ms: u64,
+    pub cmd: NodeCommand,
+}
+
+/// Exactly one outcome per target of the matching [`Forward`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForwardReply {
+    pub id: u64,
+    pub outcomes: Vec<Outcome>,
+}
+
+/// Every message canopy speaks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Body {
+    Ok,
+    Error(ErrorReply),
+
+    // CLI <-> controller
+    Ping,
+    Pong(PongReply),
+    SubmitJob(Box<JobSubmit>),
+    SubmitReply(SubmitReply),
+    QueryJobs(JobQuery),
+    Jobs(Vec<JobInfo>),
+    QueryNodes(NodeQuery),
+    Nodes(Vec<NodeInfo>),
+    QueryPartitions,
+    Partitions(Vec<PartitionInfo>),
+    CancelJobs(CancelRequest),
+    CancelReply(CancelReply),
+    UpdateNodes(NodeUpdate),
+    QueryStatus,
+    Status(Box<StatusReport>),
+
+    // node daemons and relays
+    Hello(Hello),
+    Welcome(Welcome),
+    /// A Hello forwarded upward by a relay.
+    Register(Registration),
+    Keepalive,
+    Health(HealthDelta),
+    BatchFinished(BatchFinished),
+    Forward(Box<Forward>),
+    ForwardReply(ForwardReply),
+}
+
+impl Body {
+    /// Stable message-kind name (also used for per-kind statistics and policy).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Body::Ok => "Ok",
+            Body::Error(_) => "Error",
+            Body::Ping => "Ping",
+            Body::Pong(_) => "Pong",
+            Body::SubmitJob(_) => "SubmitJob",
+            Body::SubmitReply(_) => "SubmitReply",
+            Body::QueryJobs(_) => "QueryJobs",
+            Body::Jobs(_) => "Jobs",
+            Body::QueryNodes(_) => "QueryNodes",
+            Body::Nodes(_) => "Nodes",
+            Body::QueryPartitions => "QueryPartitions",
+            Body::Partitions(_) => "Partitions",
+            Body::CancelJobs(_) => "CancelJobs",
+            Body::CancelReply(_) => "CancelReply",
+            Body::UpdateNodes(_) => "UpdateNodes",
+            Body::QueryStatus => "QueryStatus",
+            Body::Status(_) => "Status",
+            Body::Hello(_) => "Hello",
+            Body::Welcome(_) => "Welcome",
+            Body::Register(_) => "Register",
+            Body::Keepalive => "Keepalive",
+            Body::Health(_) => "Health",
+            Body::BatchFinished(_) => "BatchFinished",
+            Body::Forward(_) => "Forward",
+            Body::ForwardReply(_) => "ForwardReply",
+        }
+    }
+}
+
+/// A verified, decoded frame. Facts known only locally (who sent it, as vouched
+/// by the credential) travel beside the body, never inside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub header: Header,
+    pub uid: u32,
+    pub gid: u32,
+    pub body: Body,
+}

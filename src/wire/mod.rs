@@ -1,0 +1,12 @@
+//! The wire protocol, in three layers: [`frame`] (bytes ↔ frames, with a
+//! maximum size), [`messages`] (the typed envelope and `Body` enum, named
+//! MessagePack fields) and [`auth`] (HMAC credentials with replay protection).
+//! [`connection`] is the one framed connection used by daemons and CLI alike.
+//! [`types`] holds the job/node/partition records that travel inside messages.
+
+pub mod auth;
+pub mod connection;
+pub mod error;
+pub mod frame;
+pub mod messages;
+pub mod types;

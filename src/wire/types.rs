@@ -1,0 +1,306 @@
+//! Domain types that travel on the wire: job, node and partition records as the
+//! controller reports them, their states, and the job submission request.
+//!
+//! These are plain data (no logic beyond naming states): the controller fills
+//! them, the CLI formats them. Field names are stable MessagePack map keys, so a
+//! field may be added (with `#[serde(default)]`) without breaking older peers.
+
+use serde::{Deserialize, Serialize};
+
+/// Unix time in whole seconds.
+pub type UnixTime = i64;
+
+/// Base job state (Slurm's `JOB_*` base states).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobState {
+    Pending,
+    Running,
+    Suspended,
+    Completing,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+}
+
+impl JobState {
+    /// Long name as squeue `%T` / scontrol `JobState=` / sacct print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Suspended => "SUSPENDED",
+            JobState::Completing => "COMPLETING",
+            JobState::Completed => "COMPLETED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Failed => "FAILED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+            JobState::Preempted => "PREEMPTED",
+            JobState::BootFail => "BOOT_FAIL",
+            JobState::Deadline => "DEADLINE",
+            JobState::OutOfMemory => "OUT_OF_MEMORY",
+        }
+    }
+
+    /// Compact code as squeue `%t` prints it.
+    pub fn code(self) -> &'static str {
+        match self {
+            JobState::Pending => "PD",
+            JobState::Running => "R",
+            JobState::Suspended => "S",
+            JobState::Completing => "CG",
+            JobState::Completed => "CD",
+            JobState::Cancelled => "CA",
+            JobState::Failed => "F",
+            JobState::Timeout => "TO",
+            JobState::NodeFail => "NF",
+            JobState::Preempted => "PR",
+            JobState::BootFail => "BF",
+            JobState::Deadline => "DL",
+            JobState::OutOfMemory => "OOM",
+        }
+    }
+
+    /// Parse either the long name or the compact code, case-insensitively.
+    pub fn parse(s: &str) -> Option<JobState> {
+        const ALL: [JobState; 13] = [
+            JobState::Pending,
+            JobState::Running,
+            JobState::Suspended,
+            JobState::Completing,
+            JobState::Completed,
+            JobState::Cancelled,
+            JobState::Failed,
+            JobState::Timeout,
+            JobState::NodeFail,
+            JobState::Preempted,
+            JobState::BootFail,
+            JobState::Deadline,
+            JobState::OutOfMemory,
+        ];
+        ALL.into_iter()
+            .find(|st| st.name().eq_ignore_ascii_case(s) || st.code().eq_ignore_ascii_case(s))
+    }
+
+    /// True once the job can never run again (without a requeue).
+    pub fn is_finished(self) -> bool {
+        !matches!(
+            self,
+            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing
+        )
+    }
+}
+
+/// Base node state. Flags (drain, not responding, ...) live beside it in [`NodeInfo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeBaseState {
+    Unknown,
+    Idle,
+    Allocated,
+    Mixed,
+    Down,
+    Future,
+}
+
+impl NodeBaseState {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeBaseState::Unknown => "UNKNOWN",
+            NodeBaseState::Idle => "IDLE",
+            NodeBaseState::Allocated => "ALLOCATED",
+            NodeBaseState::Mixed => "MIXED",
+            NodeBaseState::Down => "DOWN",
+            NodeBaseState::Future => "FUTURE",
+        }
+    }
+}
+
+/// How a submitted job's batch script is run; everything `sbatch` can ask for
+/// in this release. Produced by the CLI, validated by the controller.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobSubmit {
+    /// `-J`; the CLI fills in the script's basename (or `wrap`/`sbatch`).
+    pub name: String,
+    /// `-p`; `None` means the default partition.
+    pub partition: Option<String>,
+    /// `-N min[-max]`; `None` means "derive from tasks" (at least 1).
+    pub min_nodes: Option<u32>,
+    pub max_nodes: Option<u32>,
+    /// `-n`
+    pub ntasks: Option<u32>,
+    /// `-c`
+    pub cpus_per_task: Option<u32>,
+    /// `--ntasks-per-node`
+    pub ntasks_per_node: Option<u32>,
+    /// `--mem` in MiB (0 = all of each node's memory).
+    pub mem_per_node_mb: Option<u64>,
+    /// `--mem-per-cpu` in MiB.
+    pub mem_per_cpu_mb: Option<u64>,
+    /// `-t` in minutes; `Some(0)` or `None` with `time_unlimited` = no limit.
+    /// `None` = partition DefaultTime (or MaxTime).
+    pub time_limit_min: Option<u32>,
+    /// `-o` pattern (unexpanded); `None` = `slurm-%j.out`.
+    pub stdout: Option<String>,
+    /// `-e` pattern; `None` = same file as stdout.
+    pub stderr: Option<String>,
+    /// `-i` pattern; `None` = /dev/null.
+    pub stdin: Option<String>,
+    /// `-D`, absolute; defaults to the submit directory.
+    pub workdir: String,
+    /// The submit directory (SLURM_SUBMIT_DIR).
+    pub submit_dir: String,
+    pub submit_host: String,
+    /// The batch script text (starts with `#!`).
+    pub script: String,
+    /// The environment the script runs with, already filtered by `--export`.
+    pub env: Vec<(String, String)>,
+    /// `--hold`
+    pub hold: bool,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// The command line as typed (sacct SubmitLine).
+    pub submit_line: String,
+    /// `Command=` in scontrol: the script path, or `(null)` for stdin/--wrap.
+    pub command: String,
+    /// Arguments given after the script path.
+    #[serde(default)]
+    pub script_args: Vec<String>,
+}
+
+/// One job as the controller reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub job_id: u32,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub partition: String,
+    pub state: JobState,
+    /// Pending reason or terminal reason (`None`, `Priority`, `Resources`,
+    /// `JobHeldUser`, `NonZeroExitCode`, ...).
+    pub reason: String,
+    pub priority: u32,
+    pub submit_time: UnixTime,
+    pub eligible_time: Option<UnixTime>,
+    pub start_time: Option<UnixTime>,
+    pub end_time: Option<UnixTime>,
+    /// Minutes; `None` = UNLIMITED.
+    pub time_limit_min: Option<u32>,
+    /// Compressed hostlist of allocated nodes ("" while pending).
+    pub nodes: String,
+    pub num_nodes: u32,
+    pub num_cpus: u32,
+    pub num_tasks: u32,
+    pub cpus_per_task: u32,
+    /// Per-node memory in MiB actually allocated/requested.
+    pub mem_per_node_mb: u64,
+    /// Exit status: (code, signal).
+    pub exit_code: (i32, i32),
+    pub workdir: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdin: String,
+    pub command: String,
+    pub submit_line: String,
+    pub batch_host: Option<String>,
+    pub restarts: u32,
+    /// Minimum nodes asked (for the pending view).
+    pub req_nodes: u32,
+}
+
+/// One node as the controller reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub addr: String,
+    pub hostname: String,
+    pub port: u16,
+    pub base: NodeBaseState,
+    pub drain: bool,
+    pub not_responding: bool,
+    /// Node rank in the relay tree (its position in the configured node order).
+    pub rank: u32,
+    /// The node this one is attached to right now (`None` = the controller, or detached).
+    pub attached_to: Option<String>,
+    pub cpus: u32,
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    pub real_memory_mb: u64,
+    pub alloc_cpus: u32,
+    pub alloc_mem_mb: u64,
+    pub features: Vec<String>,
+    pub gres: String,
+    pub weight: u32,
+    pub partitions: Vec<String>,
+    pub reason: Option<String>,
+    pub reason_user: Option<String>,
+    pub reason_time: Option<UnixTime>,
+    pub boot_time: Option<UnixTime>,
+    pub slurmd_start_time: Option<UnixTime>,
+    pub last_busy: Option<UnixTime>,
+    pub version: String,
+}
+
+impl NodeInfo {
+    /// `State=` text as scontrol prints it, e.g. `IDLE`, `IDLE+DRAIN`,
+    /// `DOWN+NOT_RESPONDING`.
+    pub fn scontrol_state(&self) -> String {
+        let mut s = self.base.name().to_string();
+        if self.drain {
+            s.push_str("+DRAIN");
+        }
+        if self.not_responding {
+            s.push_str("+NOT_RESPONDING");
+        }
+        s
+    }
+}
+
+/// Partition state as configured/updated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PartitionState {
+    Up,
+    Down,
+    Drain,
+    Inactive,
+}
+
+impl PartitionState {
+    pub fn name(self) -> &'static str {
+        match self {
+            PartitionState::Up => "UP",
+            PartitionState::Down => "DOWN",
+            PartitionState::Drain => "DRAIN",
+            PartitionState::Inactive => "INACTIVE",
+        }
+    }
+}
+
+/// One partition as the controller reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionInfo {
+    pub name: String,
+    pub default: bool,
+    pub state: PartitionState,
+    /// Minutes; `None` = UNLIMITED.
+    pub max_time_min: Option<u32>,
+    /// Minutes; `None` = NONE.
+    pub default_time_min: Option<u32>,
+    /// `None` = UNLIMITED.
+    pub max_nodes: Option<u32>,
+    pub min_nodes: u32,
+    /// Compressed hostlist.
+    pub nodes: String,
+    pub node_names: Vec<String>,
+    pub total_cpus: u32,
+    pub total_nodes: u32,
+}
