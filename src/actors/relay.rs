@@ -33,6 +33,8 @@ use crate::wire::messages::{
 const MAILBOX: usize = 4096;
 /// How often pending health changes are pushed upward (only if changed).
 const HEALTH_FLUSH: Duration = Duration::from_millis(100);
+/// Upward messages kept while this relay has no parent (oldest dropped beyond).
+const DETACHED_QUEUE: usize = 65_536;
 
 /// What the root relay reports to the controller.
 #[derive(Message, Debug)]
@@ -159,6 +161,8 @@ pub struct RelayActor {
     pending: HashMap<u64, Pending>,
     next_id: u64,
     up: Upstream,
+    /// Registrations and job events that arrived while no parent was attached.
+    held: std::collections::VecDeque<Body>,
     stats: Arc<ActorStats>,
 }
 
@@ -176,6 +180,7 @@ impl RelayActor {
             pending: HashMap::new(),
             next_id: 1,
             up,
+            held: std::collections::VecDeque::new(),
             stats,
         }
     }
@@ -302,12 +307,45 @@ impl RelayActor {
     }
 
     fn send_parent(&mut self, body: Body) {
-        if let Upstream::Node {
+        let Upstream::Node { parent, .. } = &self.up else {
+            return;
+        };
+        let body = match parent {
+            Some(tx) => match tx.try_send(body) {
+                Ok(()) => return,
+                Err(e) => e.into_inner(),
+            },
+            None => body,
+        };
+        // Registrations and job ends must not be lost while the parent link is
+        // down or congested: hold them until a parent is attached. Health is
+        // re-sent in full on attach, and replies are moot once the asker is gone.
+        if matches!(body, Body::Register(_) | Body::BatchFinished(_)) {
+            if self.held.len() >= DETACHED_QUEUE {
+                self.held.pop_front();
+                tracing::warn!("upward queue full; dropping the oldest held message");
+            }
+            self.held.push_back(body);
+        } else {
+            tracing::debug!(
+                msg_kind = body.kind(),
+                "no parent link; upward message dropped"
+            );
+        }
+    }
+
+    /// Send what was held while detached, in order, until the link is full.
+    fn flush_held(&mut self) {
+        let Upstream::Node {
             parent: Some(tx), ..
         } = &self.up
-        {
+        else {
+            return;
+        };
+        while let Some(body) = self.held.pop_front() {
             if let Err(e) = tx.try_send(body) {
-                tracing::warn!(error = %e, "parent link congested; dropping upward message");
+                self.held.push_front(e.into_inner());
+                break;
             }
         }
     }
@@ -372,7 +410,10 @@ impl Actor for RelayActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
-        ctx.run_interval(HEALTH_FLUSH, |act, ctx| act.flush_health(ctx));
+        ctx.run_interval(HEALTH_FLUSH, |act, ctx| {
+            act.flush_held();
+            act.flush_health(ctx);
+        });
     }
 }
 
@@ -529,6 +570,7 @@ impl Handler<SetUpstream> for RelayActor {
                 added: full.added,
                 removed: full.removed,
             }));
+            self.flush_held();
             let mut below = self.health.live();
             if let Some(me) = self.me {
                 below = below.difference(&RankSet::from_ranks([me]));

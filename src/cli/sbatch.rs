@@ -1,10 +1,10 @@
 //! `sbatch`: parse options and the script (see `sbatch_args`), submit, print
 //! `Submitted batch job N` (or just `N` with `--parsable`).
 
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 
 use super::client::{CliError, Client};
-use super::sbatch_args::{parse_submission, SubmitContext};
+use super::sbatch_args::{parse_submission, SbatchError, SubmitContext};
 use crate::wire::messages::Body;
 
 pub fn run(args: &[String]) -> i32 {
@@ -15,30 +15,28 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    // A script on stdin is read only when no script path or --wrap is given;
-    // parse_submission decides, we just offer it when stdin is not a terminal.
-    let stdin_script = if std::io::stdin().is_terminal() {
-        None
-    } else {
-        let needs = !args.iter().any(|a| a.starts_with("--wrap")) && script_arg_absent(args);
-        if needs {
-            let mut s = String::new();
-            match std::io::stdin().read_to_string(&mut s) {
-                Ok(_) => Some(s),
-                Err(e) => {
-                    eprintln!("sbatch: error: cannot read script from stdin: {e}");
-                    return 1;
-                }
+    // Ask the parser first; only if it finds no script (no path, no --wrap)
+    // is the script read from stdin, as sbatch does.
+    let parsed = match parse_submission(args, None, &ctx) {
+        Err(SbatchError::NoScript) => {
+            let mut text = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+                eprintln!("sbatch: error: cannot read script from stdin: {e}");
+                return 1;
             }
-        } else {
-            None
+            parse_submission(args, Some(text), &ctx)
         }
+        other => other,
     };
-    let sub = match parse_submission(args, stdin_script, &ctx) {
+    let sub = match parsed {
         Ok(s) => s,
+        Err(e) if e.exit_code() == 0 => {
+            println!("{e}");
+            return 0;
+        }
         Err(e) => {
             eprintln!("{e}");
-            return 1;
+            return e.exit_code();
         }
     };
     for w in &sub.warnings {
@@ -71,58 +69,6 @@ pub fn run(args: &[String]) -> i32 {
             Err(e) => super::report("sbatch", &e),
         }
     })
-}
-
-/// True if no positional (script) argument appears among `args`.
-fn script_arg_absent(args: &[String]) -> bool {
-    // Cheap pre-check only to decide whether to read stdin; the real parser
-    // decides what is the script. An option's separate value could look
-    // positional, so we only read stdin when nothing positional-looking exists
-    // after accounting for `--opt value` pairs of options that take values.
-    !args
-        .iter()
-        .enumerate()
-        .any(|(i, a)| !a.starts_with('-') && (i == 0 || !takes_value(&args[i - 1])))
-}
-
-fn takes_value(opt: &str) -> bool {
-    if opt.contains('=') || !opt.starts_with('-') {
-        return false;
-    }
-    const FLAGS: &[&str] = &[
-        "--parsable",
-        "-H",
-        "--hold",
-        "-Q",
-        "--quiet",
-        "--exclusive",
-        "--requeue",
-        "--no-requeue",
-        "--test-only",
-        "-W",
-        "--wait",
-        "-s",
-        "--oversubscribe",
-        "--contiguous",
-        "-v",
-        "--verbose",
-        "-h",
-        "--help",
-        "--usage",
-        "-V",
-        "--version",
-        "--overcommit",
-        "-O",
-        "--spread-job",
-        "--use-min-nodes",
-        "--ignore-pbs",
-        "--get-user-env",
-    ];
-    if FLAGS.contains(&opt) {
-        return false;
-    }
-    // "-N2" style short options carry their value.
-    !(opt.len() > 2 && !opt.starts_with("--"))
 }
 
 fn context() -> Result<SubmitContext, std::io::Error> {

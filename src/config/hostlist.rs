@@ -518,7 +518,8 @@ mod tests {
         for (names, want) in cases {
             assert_eq!(compress(names), *want, "{names:?}");
         }
-        assert_eq!(compress::<&str>(&[]), "");
+        let none: [&str; 0] = [];
+        assert_eq!(compress(&none), "");
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub fn read_lines(text: &str, path: &Path) -> Result<Vec<Line>, ConfigError> {
 #[derive(Default)]
 struct Reader {
     lines: Vec<Line>,
-    /// Latest `ClusterName` value seen, for the `%c` include modifier.
+    /// Latest `ClusterName` value seen, for the `%c` include modifier. It is used as
+    /// written (not lower-cased), as Slurm does.
     cluster_name: Option<String>,
     /// Files being read, outermost first, to catch include cycles.
     stack: Vec<PathBuf>,
@@ -186,13 +187,14 @@ fn is_key(item: &Item, key: &str) -> bool {
     item.key.eq_ignore_ascii_case(key)
 }
 
-/// The rest of a line that starts with the word `Include` and whitespace.
+/// The rest of a line whose first word is `Include` (a bare `Include` gives `""`, which
+/// is then reported as a missing file name).
 fn include_argument(logical: &str) -> Option<&str> {
     let line = logical.trim_start();
     let word = line.get(..7)?;
-    let rest = &line[7..];
-    let follows_blank = rest.starts_with(|c: char| c.is_whitespace());
-    (word.eq_ignore_ascii_case("include") && follows_blank).then_some(rest)
+    let rest = line.get(7..)?;
+    let word_ends = rest.is_empty() || rest.starts_with(|c: char| c.is_whitespace());
+    (word.eq_ignore_ascii_case("include") && word_ends).then_some(rest)
 }
 
 /// Join physical lines into logical ones: `(first physical line number, text)`.
@@ -503,6 +505,7 @@ mod tests {
     fn include_word_detection() {
         assert_eq!(include_argument("Include a.conf"), Some(" a.conf"));
         assert_eq!(include_argument("  INCLUDE\tb"), Some("\tb"));
+        assert_eq!(include_argument("include"), Some(""));
         assert_eq!(include_argument("Include=a"), None);
         assert_eq!(include_argument("Includes a"), None);
         assert_eq!(include_argument("Inc"), None);
@@ -536,9 +539,7 @@ mod tests {
             ("Include \"a", "unterminated quote"),
             ("Include x%c.conf", "%c needs ClusterName"),
         ] {
-            // "Include" alone has no trailing blank, so add one to reach the include path.
-            let text = format!("{text} ");
-            let err = read_lines(&text, Path::new("/nonexistent/s.conf")).unwrap_err();
+            let err = read_lines(text, Path::new("/nonexistent/s.conf")).unwrap_err();
             assert_eq!((err.line, err.key.as_str()), (1, "Include"), "{text}");
             assert!(err.message.contains(want), "{text}: {err}");
         }

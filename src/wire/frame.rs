@@ -392,8 +392,8 @@ mod tests {
     use crate::tree::rankset::RankSet;
     use crate::wire::auth::{AuthError, Key};
     use crate::wire::messages::{
-        CancelRequest, ErrorCode, ErrorReply, Forward, ForwardReply, HealthDelta, NodeCommand,
-        NodeReply, Outcome, PongReply,
+        CancelRequest, ErrorCode, ErrorReply, Forward, ForwardReply, HealthDelta, JobLaunch,
+        NodeCommand, NodeReply, Outcome, PongReply,
     };
     use crate::wire::types::JobSubmit;
 
@@ -467,7 +467,48 @@ mod tests {
                 ],
             }),
             Body::Jobs(Vec::new()),
+            // One of the most deeply nested messages: must pass the depth limit.
+            Body::Forward(Box::new(Forward {
+                id: 8,
+                targets: RankSet::default(),
+                budget_ms: 1_000,
+                cmd: NodeCommand::Launch(Box::new(launch())),
+            })),
         ]
+    }
+
+    fn launch() -> JobLaunch {
+        JobLaunch {
+            job_id: 12,
+            name: "train".into(),
+            user: "alice".into(),
+            uid: 1001,
+            gid: 1001,
+            partition: "gpu".into(),
+            cluster: "c".into(),
+            batch_host: "n001".into(),
+            nodelist: "n[001-002]".into(),
+            num_nodes: 2,
+            cpus_per_node: vec![4, 4],
+            tasks_per_node: vec![1, 1],
+            ntasks: 2,
+            ntasks_set: true,
+            cpus_per_task: Some(4),
+            mem_per_node_mb: None,
+            mem_per_cpu_mb: Some(1024),
+            time_limit_min: Some(60),
+            script: "#!/bin/sh\nhostname\n".into(),
+            script_args: vec!["--epochs".into(), "3".into()],
+            env: vec![("PATH".into(), "/bin".into()), ("HOME".into(), "/h".into())],
+            workdir: "/h".into(),
+            submit_dir: "/h".into(),
+            submit_host: "login".into(),
+            stdout: "slurm-12.out".into(),
+            stderr: None,
+            stdin: Some("/dev/null".into()),
+            start_time: 1_700_000_000,
+            restarts: 0,
+        }
     }
 
     #[test]
@@ -498,26 +539,58 @@ mod tests {
         assert!(rest.is_empty());
     }
 
-    /// Builds a payload by hand, signing whatever header bytes it is given.
-    fn payload_with_header(header_bytes: &[u8], body: &Body) -> Vec<u8> {
-        let body_bytes = rmp_serde::to_vec_named(body).unwrap();
-        let credential = auth().sign(header_bytes, &body_bytes, now());
-        let mut out = vec![FIXARRAY_3, BIN32];
-        out.extend_from_slice(&(header_bytes.len() as u32).to_be_bytes());
-        out.extend_from_slice(header_bytes);
-        out.extend_from_slice(&rmp_serde::to_vec_named(&credential).unwrap());
-        out.push(BIN8);
-        out.push(body_bytes.len() as u8);
-        out.extend_from_slice(&body_bytes);
+    /// Appends `bytes` as a bin item with the shortest marker, as a
+    /// canonical MessagePack encoder would (`encode` always uses `bin32`).
+    fn put_bin(out: &mut Vec<u8>, bytes: &[u8]) {
+        match bytes.len() {
+            len @ 0..=0xff => out.extend_from_slice(&[BIN8, len as u8]),
+            len @ 0x100..=0xffff => {
+                out.push(BIN16);
+                out.extend_from_slice(&(len as u16).to_be_bytes());
+            }
+            len => {
+                out.push(BIN32);
+                out.extend_from_slice(&(len as u32).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(bytes);
+    }
+
+    /// Lays out a payload from its three parts.
+    fn assemble(header_bytes: &[u8], credential_bytes: &[u8], body_bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![FIXARRAY_3];
+        put_bin(&mut out, header_bytes);
+        out.extend_from_slice(credential_bytes);
+        put_bin(&mut out, body_bytes);
         out
+    }
+
+    /// A payload built by hand, validly signed over whatever bytes it is given.
+    fn signed_payload(header_bytes: &[u8], body_bytes: &[u8]) -> Vec<u8> {
+        let credential = auth().sign(header_bytes, body_bytes, now());
+        let credential_bytes = rmp_serde::to_vec_named(&credential).unwrap();
+        assemble(header_bytes, &credential_bytes, body_bytes)
+    }
+
+    fn payload_with_header(header_bytes: &[u8], body: &Body) -> Vec<u8> {
+        signed_payload(header_bytes, &rmp_serde::to_vec_named(body).unwrap())
     }
 
     #[test]
     fn short_bin_markers_from_other_encoders_are_accepted() {
-        let header = rmp_serde::to_vec_named(&header_for(&Body::Ping)).unwrap();
-        let payload = payload_with_header(&header, &Body::Ping);
-        let envelope = decode(&auth(), &payload, now()).unwrap();
-        assert_eq!(envelope.body, Body::Ping);
+        let mut big = launch();
+        big.script = "x".repeat(1_000); // body needs bin16
+        let body = Body::Forward(Box::new(Forward {
+            id: 1,
+            targets: RankSet::default(),
+            budget_ms: 1,
+            cmd: NodeCommand::Launch(Box::new(big)),
+        }));
+        for body in [Body::Ping, body] {
+            let header = rmp_serde::to_vec_named(&header_for(&body)).unwrap();
+            let payload = payload_with_header(&header, &body);
+            assert_eq!(decode(&auth(), &payload, now()).unwrap().body, body);
+        }
     }
 
     #[test]
@@ -620,11 +693,8 @@ mod tests {
         let keepalive_body = read_bin(&mut b, FramePart::Body).unwrap();
         // Keepalive's credential and body under Ping's header: kinds differ,
         // but the signature check comes first and fails.
-        let mut spliced = vec![FIXARRAY_3, BIN8, ping_header.len() as u8];
-        spliced.extend_from_slice(ping_header);
-        spliced.extend_from_slice(&rmp_serde::to_vec_named(&keepalive_credential).unwrap());
-        spliced.extend_from_slice(&[BIN8, keepalive_body.len() as u8]);
-        spliced.extend_from_slice(keepalive_body);
+        let keepalive_credential = rmp_serde::to_vec_named(&keepalive_credential).unwrap();
+        let spliced = assemble(ping_header, &keepalive_credential, keepalive_body);
         let err = decode(&auth(), &spliced, now()).unwrap_err();
         assert!(matches!(err, WireError::Auth(AuthError::BadSignature)));
     }
@@ -669,14 +739,8 @@ mod tests {
 
     #[test]
     fn signed_garbage_body_is_malformed_body() {
-        let header = header_for(&Body::Ping);
-        let header_bytes = rmp_serde::to_vec_named(&header).unwrap();
-        let body_bytes = [0xc1]; // "never used" marker
-        let credential = auth().sign(&header_bytes, &body_bytes, now());
-        let mut payload = vec![FIXARRAY_3, BIN8, header_bytes.len() as u8];
-        payload.extend_from_slice(&header_bytes);
-        payload.extend_from_slice(&rmp_serde::to_vec_named(&credential).unwrap());
-        payload.extend_from_slice(&[BIN8, 1, 0xc1]);
+        let header_bytes = rmp_serde::to_vec_named(&header_for(&Body::Ping)).unwrap();
+        let payload = signed_payload(&header_bytes, &[0xc1]); // "never used" marker
         let err = decode(&auth(), &payload, now()).unwrap_err();
         assert!(matches!(
             err,
@@ -724,15 +788,32 @@ mod tests {
     fn deep_nesting_is_refused_without_exhausting_the_stack() {
         let mut nested = vec![0x91; 200_000];
         nested.push(0xc0);
-        // As the header, and as an unknown credential field that serde skips.
-        let mut as_header = vec![FIXARRAY_3, BIN32];
-        as_header.extend_from_slice(&(nested.len() as u32).to_be_bytes());
-        as_header.extend_from_slice(&nested);
-        let mut as_credential = vec![FIXARRAY_3, BIN8, 0, 0x81, 0xa1, b'x'];
-        as_credential.extend_from_slice(&nested);
-        for payload in [as_header, as_credential] {
-            let err = decode(&auth(), &payload, now()).unwrap_err();
-            assert!(matches!(err, WireError::Malformed { .. }), "{err}");
+        let header_bytes = rmp_serde::to_vec_named(&header_for(&Body::Ping)).unwrap();
+        let body_bytes = rmp_serde::to_vec_named(&Body::Ping).unwrap();
+        // As an unknown field (which serde would skip) of the header and of
+        // the credential; and as a signed body, authentic but still refused.
+        assert_eq!(header_bytes[0], 0x84, "header is a 4-entry map");
+        let mut bad_header = header_bytes.clone();
+        bad_header[0] = 0x85;
+        bad_header.extend_from_slice(&[0xa1, b'x']);
+        bad_header.extend_from_slice(&nested);
+        let as_header = signed_payload(&bad_header, &body_bytes);
+        let mut bad_credential = vec![0x81, 0xa1, b'x'];
+        bad_credential.extend_from_slice(&nested);
+        let as_credential = assemble(&header_bytes, &bad_credential, &body_bytes);
+        let mut bad_body = vec![0x81, 0xaa];
+        bad_body.extend_from_slice(b"CancelJobs");
+        bad_body.extend_from_slice(&[0x81, 0xa1, b'x']);
+        bad_body.extend_from_slice(&nested);
+        let as_body = signed_payload(&header_bytes, &bad_body);
+        let parts = [FramePart::Header, FramePart::Credential, FramePart::Body];
+        for (payload, part) in [as_header, as_credential, as_body].iter().zip(parts) {
+            let err = decode(&auth(), payload, now()).unwrap_err();
+            assert!(
+                matches!(&err, WireError::Malformed { part: p, detail }
+                    if *p == part && detail.contains("depth")),
+                "{err}"
+            );
         }
     }
 

@@ -17,6 +17,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::wire::types::JobInfo;
+
 /// Input Slurm refuses outright (it exits 1 without printing a table).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FormatError {
@@ -26,6 +28,9 @@ pub enum FormatError {
     /// A `sinfo -t` entry that names no node state.
     #[error("Bad state string: \"{state}\"")]
     InvalidNodeState { state: String },
+    /// `now` is outside the calendar, so the `-l` date line cannot be printed.
+    #[error("time {secs} is out of range for a local date")]
+    TimeOutOfRange { secs: i64 },
 }
 
 /// A format problem Slurm reports on stderr and then carries on past: the bad
@@ -197,18 +202,49 @@ fn parse_width(digits: &str) -> usize {
         .min(MAX_WIDTH)
 }
 
-/// Fits `value` into a column the way Slurm does: cut to `width` characters,
-/// then pad with spaces on the left (`right`) or the right. Width 0 leaves the
-/// value alone.
-pub(crate) fn fit(value: &str, width: usize, right: bool) -> String {
-    if width == 0 {
-        return value.to_string();
+/// A value about to go into a column, and whether a right-justified column
+/// may cut it: Slurm never cuts some values (node lists, elapsed times) when
+/// they are right-justified, though a left-justified column always does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cell {
+    pub text: String,
+    pub cut: bool,
+}
+
+impl Cell {
+    /// A value the column truncates to its width.
+    pub fn cut(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            cut: true,
+        }
     }
-    let cut: String = value.chars().take(width).collect();
-    if right {
-        format!("{cut:>width$}")
+
+    /// A value a right-justified column prints whole.
+    pub fn whole(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            cut: false,
+        }
+    }
+}
+
+/// Fits a value into a column the way Slurm's `_print_str` does: width 0
+/// leaves it alone; a left-justified column cuts it to `width` and pads on
+/// the right; a right-justified one pads on the left, cutting only if allowed.
+pub(crate) fn fit(cell: &Cell, width: usize, right: bool) -> String {
+    if width == 0 {
+        return cell.text.clone();
+    }
+    let text: String = if right && !cell.cut {
+        cell.text.clone()
     } else {
-        format!("{cut:<width$}")
+        cell.text.chars().take(width).collect()
+    };
+    if right {
+        format!("{text:>width$}")
+    } else {
+        format!("{text:<width$}")
     }
 }
 
@@ -234,10 +270,10 @@ pub(crate) fn resolve_auto_widths<C: Copy + PartialEq>(
 }
 
 /// Renders one output line (without its newline) from items, asking `cell`
-/// for each field's text given its code and column width.
+/// for each field's value given its code and column width.
 pub(crate) fn render_line<C: Copy>(
     items: &[Item<C>],
-    mut cell: impl FnMut(C, usize) -> String,
+    mut cell: impl FnMut(C, usize) -> Cell,
 ) -> String {
     let mut line = String::new();
     for item in items {
@@ -272,6 +308,20 @@ pub fn fmt_mem_mb(mb: u64) -> String {
         value /= 1024;
     }
     format!("{value}{unit}")
+}
+
+/// A job's TRES list (`cpu=2,mem=2000M,node=2,billing=2`) in Slurm's TRES
+/// order; billing defaults to the CPU count and zero memory is left out.
+pub(crate) fn job_tres(j: &JobInfo) -> String {
+    let nodes = squeue::node_count(j);
+    let mut parts = vec![format!("cpu={}", j.num_cpus)];
+    let mem = j.mem_per_node_mb.saturating_mul(u64::from(nodes));
+    if mem > 0 {
+        parts.push(format!("mem={}", fmt_mem_mb(mem)));
+    }
+    parts.push(format!("node={nodes}"));
+    parts.push(format!("billing={}", j.num_cpus));
+    parts.join(",")
 }
 
 /// The group name for `gid`, if the system knows one.
@@ -401,12 +451,19 @@ mod tests {
 
     #[test]
     fn fit_truncates_and_pads() {
-        assert_eq!(fit("(NonZeroExitCode)", 3, false), "(No");
-        assert_eq!(fit("8", 3, true), "  8");
-        assert_eq!(fit("long", 5, false), "long ");
-        assert_eq!(fit("CANCELLED", 8, true), "CANCELLE");
-        assert_eq!(fit("anything", 0, true), "anything");
-        assert_eq!(fit("日本語テキスト", 3, false), "日本語");
+        assert_eq!(fit(&Cell::cut("(NonZeroExitCode)"), 3, false), "(No");
+        assert_eq!(fit(&Cell::cut("8"), 3, true), "  8");
+        assert_eq!(fit(&Cell::cut("long"), 5, false), "long ");
+        assert_eq!(fit(&Cell::cut("CANCELLED"), 8, true), "CANCELLE");
+        assert_eq!(fit(&Cell::cut("anything"), 0, true), "anything");
+        assert_eq!(fit(&Cell::cut("日本語テキスト"), 3, false), "日本語");
+    }
+
+    #[test]
+    fn whole_cells_overflow_only_when_right_justified() {
+        assert_eq!(fit(&Cell::whole("1-00:00:00"), 9, true), "1-00:00:00");
+        assert_eq!(fit(&Cell::whole("5:00"), 9, true), "     5:00");
+        assert_eq!(fit(&Cell::whole("n[1-2]"), 3, false), "n[1");
     }
 
     #[test]
@@ -434,13 +491,7 @@ mod tests {
             field('i', 4, true, ","),
             field('j', 0, false, ""),
         ];
-        let line = render_line(&items, |c, _| {
-            if c == 'i' {
-                "7".to_string()
-            } else {
-                "job".to_string()
-            }
-        });
+        let line = render_line(&items, |c, _| Cell::cut(if c == 'i' { "7" } else { "job" }));
         assert_eq!(line, ">   7,job");
     }
 

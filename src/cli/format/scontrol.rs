@@ -1,1 +1,627 @@
-//! wip
+//! `scontrol show job|node|partition` records and the `scontrol ping` line,
+//! laid out as Slurm prints them: `Key=Value` tokens in Slurm's order, a
+//! new line every few keys (indented three spaces), a blank line after each
+//! record, or one line per record with `-o`.
+//!
+//! Pure: the caller passes the record and `now`. Fetching records and the
+//! `show config`/`hostnames` subcommands are not here. Keys canopy has no
+//! data for print what a default-configured Slurm (no accounting, no
+//! reservations, no power management) prints for them.
+
+use super::squeue::{node_count, used_secs};
+use super::time::{fmt_duration_long, fmt_limit_min, fmt_timestamp, LimitStyle};
+use super::{fmt_mem_mb, group_name, job_tres};
+use crate::wire::types::{JobInfo, NodeInfo, PartitionInfo};
+
+/// Slurm's default `SlurmdPort`; `Port=` is only shown for other ports.
+const DEFAULT_SLURMD_PORT: u16 = 6818;
+
+/// Collects one record's lines and joins them the way scontrol does.
+struct Record {
+    lines: Vec<String>,
+    one_liner: bool,
+}
+
+impl Record {
+    fn new(one_liner: bool) -> Self {
+        Self {
+            lines: Vec::new(),
+            one_liner,
+        }
+    }
+
+    fn line(&mut self, text: impl Into<String>) {
+        self.lines.push(text.into());
+    }
+
+    /// Continuation lines start with three spaces; a record ends with a
+    /// blank line, or with just a newline in one-line mode.
+    fn finish(self) -> String {
+        let (sep, end) = if self.one_liner {
+            (" ", "\n")
+        } else {
+            ("\n   ", "\n\n")
+        };
+        let mut out = self.lines.join(sep);
+        out.push_str(end);
+        out
+    }
+}
+
+/// `scontrol show job` for one job.
+pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
+    let mut r = Record::new(one_liner);
+    let group = group_name(j.gid).unwrap_or_else(|| "nobody".to_string());
+    let started = j.start_time.is_some();
+    let nodes = node_count(j);
+    r.line(format!("JobId={} JobName={}", j.job_id, j.name));
+    r.line(format!(
+        "UserId={}({}) GroupId={group}({}) MCS_label=N/A",
+        j.user, j.uid, j.gid
+    ));
+    r.line(format!(
+        "Priority={} Nice=0 Account=(null) QOS=(null)",
+        j.priority
+    ));
+    r.line(format!(
+        "JobState={} Reason={} Dependency=(null)",
+        j.state.name(),
+        underscore_spaces(&j.reason)
+    ));
+    r.line(format!(
+        "Requeue=1 Restarts={} BatchFlag=1 Reboot=0 ExitCode={}",
+        j.restarts,
+        exit_code(j.exit_code)
+    ));
+    r.line(format!(
+        "RunTime={} TimeLimit={} TimeMin=N/A",
+        fmt_duration_long(used_secs(j, now)),
+        fmt_limit_min(j.time_limit_min, LimitStyle::Scontrol)
+    ));
+    r.line(format!(
+        "SubmitTime={} EligibleTime={}",
+        fmt_timestamp(Some(j.submit_time)),
+        fmt_timestamp(j.eligible_time)
+    ));
+    // Without accrual limits Slurm starts accruing age when the job becomes
+    // eligible, so the two times coincide.
+    r.line(format!("AccrueTime={}", fmt_timestamp(j.eligible_time)));
+    r.line(format!(
+        "StartTime={} EndTime={} Deadline=N/A",
+        fmt_timestamp(j.start_time),
+        end_time(j, now)
+    ));
+    // The scheduler last looked at the job when it started it (or, for a job
+    // that never started, when it was submitted).
+    r.line(format!(
+        "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
+        fmt_timestamp(j.start_time.or(Some(j.submit_time)))
+    ));
+    r.line(format!("Partition={} AllocNode:Sid=(null):0", j.partition));
+    r.line("ReqNodeList=(null) ExcNodeList=(null)");
+    r.line(format!("NodeList={}", j.nodes));
+    if let Some(host) = &j.batch_host {
+        r.line(format!("BatchHost={host}"));
+    }
+    r.line(format!(
+        "NumNodes={nodes} NumCPUs={} NumTasks={} CPUs/Task={} ReqB:S:C:T=0:0:*:*",
+        j.num_cpus, j.num_tasks, j.cpus_per_task
+    ));
+    let tres = job_tres(j);
+    r.line(format!("ReqTRES={tres}"));
+    r.line(format!(
+        "AllocTRES={}",
+        if started { tres.as_str() } else { "(null)" }
+    ));
+    r.line("Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*");
+    r.line(format!(
+        "MinCPUsNode={} MinMemoryNode={} MinTmpDiskNode=0",
+        j.cpus_per_task,
+        fmt_mem_mb(j.mem_per_node_mb)
+    ));
+    r.line("Features=(null) DelayBoot=00:00:00");
+    r.line("OverSubscribe=OK Exclusive=NO Contiguous=0 Licenses=(null) LicensesAlloc=(null) Network=(null)");
+    r.line(format!("Command={}", j.command));
+    r.line(format!("SubmitLine={}", j.submit_line));
+    r.line(format!("WorkDir={}", j.workdir));
+    r.line(format!("StdErr={}", j.stderr));
+    r.line(format!("StdIn={}", j.stdin));
+    r.line(format!("StdOut={}", j.stdout));
+    r.finish()
+}
+
+/// scontrol replaces white space in reasons so each token stays one word.
+fn underscore_spaces(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_whitespace() { '_' } else { c })
+        .collect()
+}
+
+/// `code:signal`, as Slurm derives it from the wait status: a job killed by a
+/// signal shows exit code 0.
+fn exit_code((code, signal): (i32, i32)) -> String {
+    let signal = signal & 0x7f;
+    if signal != 0 {
+        format!("0:{signal}")
+    } else {
+        format!("{}:0", code & 0xff)
+    }
+}
+
+/// A running job with no limit has no meaningful end yet: `Unknown`.
+fn end_time(j: &JobInfo, now: i64) -> String {
+    match j.end_time {
+        Some(end) if j.time_limit_min.is_none() && end > now => "Unknown".to_string(),
+        end => fmt_timestamp(end),
+    }
+}
+
+/// `scontrol show node` for one node. Nothing in a node record is relative
+/// to the present, so `now` goes unused; it keeps the `show_*` calls alike.
+pub fn show_node(n: &NodeInfo, _now: i64, one_liner: bool) -> String {
+    let mut r = Record::new(one_liner);
+    let features = if n.features.is_empty() {
+        "(null)".to_string()
+    } else {
+        n.features.join(",")
+    };
+    // N.B. Slurm leaves a trailing space on the first and `Partitions=` lines.
+    r.line(format!(
+        "NodeName={} CoresPerSocket={} ",
+        n.name, n.cores_per_socket
+    ));
+    r.line(format!(
+        "CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad=N/A",
+        n.alloc_cpus, n.cpus, n.cpus
+    ));
+    r.line(format!("AvailableFeatures={features}"));
+    r.line(format!("ActiveFeatures={features}"));
+    r.line(format!("Gres={}", or_null(&n.gres)));
+    let mut addr = format!("NodeAddr={} NodeHostName={}", n.addr, n.hostname);
+    if n.port != DEFAULT_SLURMD_PORT {
+        addr.push_str(&format!(" Port={}", n.port));
+    }
+    if !n.version.is_empty() {
+        addr.push_str(&format!(" Version={}", n.version));
+    }
+    r.line(addr);
+    r.line(format!(
+        "RealMemory={} AllocMem={} FreeMem=N/A Sockets={} Boards=1",
+        n.real_memory_mb, n.alloc_mem_mb, n.sockets
+    ));
+    r.line(format!(
+        "State={} ThreadsPerCore={} TmpDisk=0 Weight={} Owner=N/A MCS_label=N/A",
+        n.scontrol_state(),
+        n.threads_per_core,
+        n.weight
+    ));
+    if !n.partitions.is_empty() {
+        r.line(format!("Partitions={} ", n.partitions.join(",")));
+    }
+    r.line(format!(
+        "BootTime={} SlurmdStartTime={}",
+        time_or_none(n.boot_time),
+        time_or_none(n.slurmd_start_time)
+    ));
+    r.line(format!(
+        "LastBusyTime={} ResumeAfterTime=None",
+        fmt_timestamp(n.last_busy)
+    ));
+    r.line(format!(
+        "CfgTRES=cpu={},mem={},billing={}",
+        n.cpus,
+        fmt_mem_mb(n.real_memory_mb),
+        n.cpus
+    ));
+    r.line(format!("AllocTRES={}", node_alloc_tres(n)));
+    r.line("CurrentWatts=0 AveWatts=0");
+    if let Some(reason) = n.reason.as_deref().filter(|s| !s.is_empty()) {
+        r.line(match n.reason_time {
+            Some(t) => format!(
+                "Reason={reason} [{}@{}]",
+                n.reason_user.as_deref().unwrap_or("(null)"),
+                fmt_timestamp(Some(t))
+            ),
+            None => format!("Reason={reason}"),
+        });
+    }
+    r.finish()
+}
+
+/// Empty text is Slurm's NULL.
+fn or_null(text: &str) -> &str {
+    if text.is_empty() {
+        "(null)"
+    } else {
+        text
+    }
+}
+
+/// Boot times the node never reported print `None`.
+fn time_or_none(t: Option<i64>) -> String {
+    t.map_or_else(|| "None".to_string(), |t| fmt_timestamp(Some(t)))
+}
+
+/// What is allocated on the node right now; empty when nothing is.
+fn node_alloc_tres(n: &NodeInfo) -> String {
+    let mut parts = Vec::new();
+    if n.alloc_cpus > 0 {
+        parts.push(format!("cpu={}", n.alloc_cpus));
+    }
+    if n.alloc_mem_mb > 0 {
+        parts.push(format!("mem={}", fmt_mem_mb(n.alloc_mem_mb)));
+    }
+    parts.join(",")
+}
+
+/// `scontrol show partition` for one partition.
+pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
+    let mut r = Record::new(one_liner);
+    let yes_no = |b: bool| if b { "YES" } else { "NO" };
+    r.line(format!("PartitionName={}", p.name));
+    r.line("AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL");
+    r.line(format!(
+        "AllocNodes=ALL Default={} QoS=N/A",
+        yes_no(p.default)
+    ));
+    r.line(format!(
+        "DefaultTime={} DisableRootJobs=NO Exclusive=NO GraceTime=0 Hidden=NO",
+        p.default_time_min.map_or_else(
+            || "NONE".to_string(),
+            |m| fmt_limit_min(Some(m), LimitStyle::Scontrol)
+        )
+    ));
+    r.line(format!(
+        "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED",
+        p.max_nodes.map_or_else(|| "UNLIMITED".to_string(), |n| n.to_string()),
+        fmt_limit_min(p.max_time_min, LimitStyle::Scontrol),
+        p.min_nodes
+    ));
+    r.line(format!("Nodes={}", or_null(&p.nodes)));
+    r.line("PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO");
+    r.line("OverTimeLimit=NONE PreemptMode=OFF");
+    r.line(format!(
+        "State={} TotalCPUs={} TotalNodes={} SelectTypeParameters=NONE",
+        p.state.name(),
+        p.total_cpus,
+        p.total_nodes
+    ));
+    r.line("JobDefaults=(null)");
+    r.line("DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED");
+    // N.B. Slurm also lists mem= here; PartitionInfo carries no memory total.
+    r.line(if p.total_nodes == 0 {
+        "TRES=(null)".to_string()
+    } else {
+        format!(
+            "TRES=cpu={},node={},billing={}",
+            p.total_cpus, p.total_nodes, p.total_cpus
+        )
+    });
+    r.finish()
+}
+
+/// One `scontrol ping` line for the primary controller.
+pub fn ping_line(host: &str, up: bool) -> String {
+    format!(
+        "Slurmctld(primary) at {host} is {}",
+        if up { "UP" } else { "DOWN" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::format::squeue::tests::{job, sample_jobs, T0};
+    use crate::wire::types::{JobState, NodeBaseState, PartitionState};
+
+    fn ts(t: i64) -> String {
+        fmt_timestamp(Some(t))
+    }
+
+    #[test]
+    fn running_job_record() {
+        let mut j = sample_jobs().remove(0);
+        j.mem_per_node_mb = 1000;
+        j.submit_line = "sbatch -J sleeper -N2 -t 10 --wrap sleep 1000".to_string();
+        let expected = format!(
+            "JobId=1 JobName=sleeper\n\
+             \x20  UserId=root(0) GroupId=root(0) MCS_label=N/A\n\
+             \x20  Priority=4294901759 Nice=0 Account=(null) QOS=(null)\n\
+             \x20  JobState=RUNNING Reason=None Dependency=(null)\n\
+             \x20  Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0\n\
+             \x20  RunTime=00:00:21 TimeLimit=00:10:00 TimeMin=N/A\n\
+             \x20  SubmitTime={submit} EligibleTime={submit}\n\
+             \x20  AccrueTime={submit}\n\
+             \x20  StartTime={start} EndTime={end} Deadline=N/A\n\
+             \x20  SuspendTime=None SecsPreSuspend=0 LastSchedEval={start} Scheduler=Main\n\
+             \x20  Partition=debug AllocNode:Sid=(null):0\n\
+             \x20  ReqNodeList=(null) ExcNodeList=(null)\n\
+             \x20  NodeList=n[1-2]\n\
+             \x20  BatchHost=n1\n\
+             \x20  NumNodes=2 NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:*\n\
+             \x20  ReqTRES=cpu=2,mem=2000M,node=2,billing=2\n\
+             \x20  AllocTRES=cpu=2,mem=2000M,node=2,billing=2\n\
+             \x20  Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*\n\
+             \x20  MinCPUsNode=1 MinMemoryNode=1000M MinTmpDiskNode=0\n\
+             \x20  Features=(null) DelayBoot=00:00:00\n\
+             \x20  OverSubscribe=OK Exclusive=NO Contiguous=0 Licenses=(null) LicensesAlloc=(null) Network=(null)\n\
+             \x20  Command=(null)\n\
+             \x20  SubmitLine=sbatch -J sleeper -N2 -t 10 --wrap sleep 1000\n\
+             \x20  WorkDir=/tmp/fmtjobs\n\
+             \x20  StdErr=/tmp/fmtjobs/slurm-1.out\n\
+             \x20  StdIn=/dev/null\n\
+             \x20  StdOut=/tmp/fmtjobs/slurm-1.out\n\n",
+            submit = ts(T0),
+            start = ts(T0 + 1),
+            end = ts(T0 + 601),
+        );
+        assert_eq!(show_job(&j, T0 + 22, false), expected);
+    }
+
+    #[test]
+    fn one_liner_job_record() {
+        let j = sample_jobs().remove(0);
+        let out = show_job(&j, T0 + 22, true);
+        assert!(out.starts_with(
+            "JobId=1 JobName=sleeper UserId=root(0) GroupId=root(0) MCS_label=N/A Priority="
+        ));
+        assert!(out.ends_with(" StdIn=/dev/null StdOut=/tmp/fmtjobs/slurm-1.out\n"));
+        assert_eq!(out.lines().count(), 1);
+        assert_eq!(
+            out,
+            show_job(&j, T0 + 22, false)
+                .trim_end()
+                .replace("\n   ", " ")
+                + "\n"
+        );
+    }
+
+    #[test]
+    fn held_pending_job_shows_unknown_times() {
+        let jobs = sample_jobs();
+        let held = jobs.iter().find(|j| j.job_id == 7).unwrap();
+        let out = show_job(held, T0 + 5, false);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[2], "   Priority=0 Nice=0 Account=(null) QOS=(null)");
+        assert_eq!(
+            lines[3],
+            "   JobState=PENDING Reason=JobHeldUser Dependency=(null)"
+        );
+        assert_eq!(
+            lines[5],
+            "   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A"
+        );
+        assert_eq!(
+            lines[6],
+            format!("   SubmitTime={} EligibleTime=Unknown", ts(T0))
+        );
+        assert_eq!(lines[7], "   AccrueTime=Unknown");
+        assert_eq!(
+            lines[8],
+            "   StartTime=Unknown EndTime=Unknown Deadline=N/A"
+        );
+        assert_eq!(lines[12], "   NodeList=");
+        assert_eq!(
+            lines[13],
+            "   NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:*"
+        );
+        assert_eq!(lines[14], "   ReqTRES=cpu=1,node=1,billing=1");
+        assert_eq!(lines[15], "   AllocTRES=(null)");
+    }
+
+    #[test]
+    fn finished_jobs_exit_codes_and_reasons() {
+        let jobs = sample_jobs();
+        let failer = jobs.iter().find(|j| j.job_id == 3).unwrap();
+        let out = show_job(failer, T0 + 100, false);
+        assert!(out.contains("\n   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)\n"));
+        assert!(out.contains(" ExitCode=3:0\n"));
+        assert!(out.contains("\n   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A\n"));
+        assert!(out.contains(&format!(
+            "\n   StartTime={t} EndTime={t} Deadline=N/A\n",
+            t = ts(T0 + 1)
+        )));
+        let mut tout = job(5, "tout", "debug", JobState::Timeout);
+        tout.exit_code = (0, 15);
+        tout.end_time = Some(T0 + 85);
+        tout.time_limit_min = Some(1);
+        tout.reason = "TimeLimit".to_string();
+        let out = show_job(&tout, T0 + 200, false);
+        assert!(out.contains(" ExitCode=0:15\n"));
+        assert!(out.contains("\n   RunTime=00:01:24 TimeLimit=00:01:00 TimeMin=N/A\n"));
+        tout.reason = "Nodes required for job are DOWN".to_string();
+        assert!(show_job(&tout, T0, true).contains(" Reason=Nodes_required_for_job_are_DOWN "));
+    }
+
+    #[test]
+    fn exit_code_from_signal_or_status() {
+        assert_eq!(exit_code((0, 0)), "0:0");
+        assert_eq!(exit_code((3, 0)), "3:0");
+        assert_eq!(exit_code((0, 9)), "0:9");
+        assert_eq!(exit_code((137, 9)), "0:9");
+        assert_eq!(exit_code((-1, 0)), "255:0");
+    }
+
+    #[test]
+    fn unlimited_running_job_has_unknown_end() {
+        let mut j = job(40, "inf", "debug", JobState::Running);
+        j.end_time = Some(T0 + 365 * 86_400);
+        assert!(show_job(&j, T0 + 10, false)
+            .contains(&format!("StartTime={} EndTime=Unknown ", ts(T0 + 1))));
+        j.end_time = None;
+        assert!(show_job(&j, T0 + 10, false).contains(" EndTime=Unknown Deadline=N/A"));
+    }
+
+    #[test]
+    fn unknown_group_prints_nobody() {
+        let mut j = job(41, "g", "debug", JobState::Pending);
+        j.gid = 4_242_424;
+        assert!(show_job(&j, T0, false)
+            .contains("UserId=root(0) GroupId=nobody(4242424) MCS_label=N/A"));
+    }
+
+    fn sample_node() -> NodeInfo {
+        NodeInfo {
+            name: "n2".to_string(),
+            addr: "127.0.0.1".to_string(),
+            hostname: "vm".to_string(),
+            port: 20002,
+            base: NodeBaseState::Mixed,
+            drain: true,
+            not_responding: false,
+            rank: 1,
+            attached_to: None,
+            cpus: 2,
+            sockets: 2,
+            cores_per_socket: 1,
+            threads_per_core: 1,
+            real_memory_mb: 1000,
+            alloc_cpus: 1,
+            alloc_mem_mb: 1000,
+            features: Vec::new(),
+            gres: String::new(),
+            weight: 1,
+            partitions: vec!["debug".to_string()],
+            reason: Some("maint window".to_string()),
+            reason_user: Some("root".to_string()),
+            reason_time: Some(T0 + 8),
+            boot_time: Some(T0 - 256),
+            slurmd_start_time: Some(T0 - 5),
+            last_busy: Some(T0 - 5),
+            version: "22.05.8".to_string(),
+        }
+    }
+
+    #[test]
+    fn node_record() {
+        let expected = format!(
+            "NodeName=n2 CoresPerSocket=1 \n\
+             \x20  CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=N/A\n\
+             \x20  AvailableFeatures=(null)\n\
+             \x20  ActiveFeatures=(null)\n\
+             \x20  Gres=(null)\n\
+             \x20  NodeAddr=127.0.0.1 NodeHostName=vm Port=20002 Version=22.05.8\n\
+             \x20  RealMemory=1000 AllocMem=1000 FreeMem=N/A Sockets=2 Boards=1\n\
+             \x20  State=MIXED+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A\n\
+             \x20  Partitions=debug \n\
+             \x20  BootTime={boot} SlurmdStartTime={slurmd}\n\
+             \x20  LastBusyTime={slurmd} ResumeAfterTime=None\n\
+             \x20  CfgTRES=cpu=2,mem=1000M,billing=2\n\
+             \x20  AllocTRES=cpu=1,mem=1000M\n\
+             \x20  CurrentWatts=0 AveWatts=0\n\
+             \x20  Reason=maint window [root@{reason}]\n\n",
+            boot = ts(T0 - 256),
+            slurmd = ts(T0 - 5),
+            reason = ts(T0 + 8),
+        );
+        assert_eq!(show_node(&sample_node(), T0 + 10, false), expected);
+    }
+
+    #[test]
+    fn bare_node_record_and_one_liner() {
+        let mut n = sample_node();
+        n.port = DEFAULT_SLURMD_PORT;
+        n.version = String::new();
+        n.drain = false;
+        n.not_responding = true;
+        n.base = NodeBaseState::Down;
+        n.alloc_cpus = 0;
+        n.alloc_mem_mb = 0;
+        n.reason = Some("Not responding".to_string());
+        n.reason_user = Some("slurm".to_string());
+        n.boot_time = None;
+        n.slurmd_start_time = None;
+        n.last_busy = None;
+        n.partitions.clear();
+        n.features = vec!["gpu".to_string(), "a100".to_string()];
+        n.gres = "gpu:4".to_string();
+        n.real_memory_mb = 512_000;
+        let out = show_node(&n, T0, true);
+        assert_eq!(
+            out,
+            format!(
+                "NodeName=n2 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=N/A \
+                 AvailableFeatures=gpu,a100 ActiveFeatures=gpu,a100 Gres=gpu:4 NodeAddr=127.0.0.1 NodeHostName=vm \
+                 RealMemory=512000 AllocMem=0 FreeMem=N/A Sockets=2 Boards=1 \
+                 State=DOWN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A \
+                 BootTime=None SlurmdStartTime=None LastBusyTime=Unknown ResumeAfterTime=None \
+                 CfgTRES=cpu=2,mem=500G,billing=2 AllocTRES= CurrentWatts=0 AveWatts=0 \
+                 Reason=Not responding [slurm@{}]\n",
+                ts(T0 + 8)
+            )
+        );
+        n.reason_time = None;
+        assert!(show_node(&n, T0, false)
+            .ends_with("\n   CurrentWatts=0 AveWatts=0\n   Reason=Not responding\n\n"));
+        n.reason = None;
+        assert!(show_node(&n, T0, false).ends_with("\n   CurrentWatts=0 AveWatts=0\n\n"));
+    }
+
+    fn sample_partition() -> PartitionInfo {
+        PartitionInfo {
+            name: "long".to_string(),
+            default: false,
+            state: PartitionState::Up,
+            max_time_min: Some(2880),
+            default_time_min: Some(60),
+            max_nodes: None,
+            min_nodes: 1,
+            nodes: "n[3-6]".to_string(),
+            node_names: vec!["n3".into(), "n4".into(), "n5".into(), "n6".into()],
+            total_cpus: 8,
+            total_nodes: 4,
+        }
+    }
+
+    #[test]
+    fn partition_record() {
+        assert_eq!(
+            show_partition(&sample_partition(), false),
+            "PartitionName=long\n\
+             \x20  AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL\n\
+             \x20  AllocNodes=ALL Default=NO QoS=N/A\n\
+             \x20  DefaultTime=01:00:00 DisableRootJobs=NO Exclusive=NO GraceTime=0 Hidden=NO\n\
+             \x20  MaxNodes=UNLIMITED MaxTime=2-00:00:00 MinNodes=1 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED\n\
+             \x20  Nodes=n[3-6]\n\
+             \x20  PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO\n\
+             \x20  OverTimeLimit=NONE PreemptMode=OFF\n\
+             \x20  State=UP TotalCPUs=8 TotalNodes=4 SelectTypeParameters=NONE\n\
+             \x20  JobDefaults=(null)\n\
+             \x20  DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED\n\
+             \x20  TRES=cpu=8,node=4,billing=8\n\n"
+        );
+    }
+
+    #[test]
+    fn empty_default_partition_one_liner() {
+        let mut p = sample_partition();
+        p.name = "empty".to_string();
+        p.default = true;
+        p.state = PartitionState::Inactive;
+        p.max_time_min = None;
+        p.default_time_min = None;
+        p.max_nodes = Some(4);
+        p.nodes = String::new();
+        p.node_names.clear();
+        p.total_cpus = 0;
+        p.total_nodes = 0;
+        assert_eq!(
+            show_partition(&p, true),
+            "PartitionName=empty AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A \
+             DefaultTime=NONE DisableRootJobs=NO Exclusive=NO GraceTime=0 Hidden=NO MaxNodes=4 MaxTime=UNLIMITED \
+             MinNodes=1 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED Nodes=(null) PriorityJobFactor=1 \
+             PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF \
+             State=INACTIVE TotalCPUs=0 TotalNodes=0 SelectTypeParameters=NONE JobDefaults=(null) \
+             DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=(null)\n"
+        );
+    }
+
+    #[test]
+    fn ping_lines() {
+        assert_eq!(ping_line("vm", true), "Slurmctld(primary) at vm is UP");
+        assert_eq!(
+            ping_line("ctl-1", false),
+            "Slurmctld(primary) at ctl-1 is DOWN"
+        );
+    }
+}

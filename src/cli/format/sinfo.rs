@@ -1,1 +1,1525 @@
-//! wip
+//! sinfo's tables: the partition view (default, `-l`, `-s`), the node view
+//! (`-N`, `-N -l`), the reasons view (`-R`, `-R -l`), user `-o`/`-O`
+//! layouts, and the `-t`/`-p`/`-n` filters, printed exactly as Slurm does.
+//!
+//! As in Slurm, nodes are grouped into rows by the attributes the layout
+//! prints: with `%P` a row per partition, with `%t` a row per state, and so
+//! on; rows are sorted by partition order, then state (highest first).
+//! Pure: the caller passes partitions, nodes and `now`, with any `-n`
+//! hostlist already expanded. Fields canopy does not track (load, free
+//! memory, reservations, ...) show Slurm's text for "unset".
+
+use std::cmp::Ordering;
+
+use super::time::{fmt_date_line, fmt_limit_min, fmt_timestamp, LimitStyle};
+use super::{
+    parse_long_list, parse_percent, render_line, resolve_auto_widths, user_uid, Cell, FieldSpec,
+    FormatError, FormatWarning, Item, Width,
+};
+use crate::config::hostlist;
+use crate::wire::types::{NodeBaseState, NodeInfo, PartitionInfo, PartitionState};
+
+/// Narrowest the auto-sized partition and node-name columns get.
+const MIN_AUTO_WIDTH: usize = 9;
+
+/// One sinfo column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeField {
+    Avail,
+    FeaturesAct,
+    Cpus,
+    TmpDisk,
+    FreeMem,
+    Features,
+    Groups,
+    OverSubscribe,
+    Reservation,
+    TimeLimit,
+    Memory,
+    Hostnames,
+    NodeAddr,
+    PrioTier,
+    Root,
+    JobSize,
+    StateCompact,
+    User,
+    Version,
+    Weight,
+    Sct,
+    NodesAi,
+    MaxCpusPerNode,
+    CpusAiot,
+    Nodes,
+    Reason,
+    NodesAiot,
+    Gres,
+    Timestamp,
+    PrioJobFactor,
+    DefaultTime,
+    PreemptMode,
+    NodeList,
+    CpuLoad,
+    Partition,
+    PartitionName,
+    AllocNodes,
+    StateLong,
+    UserLong,
+    Cluster,
+    Sockets,
+    Cores,
+    Threads,
+    // `-O` only.
+    AllocMem,
+    Port,
+}
+
+/// `%` letters, in the order `%all` prints them.
+const LETTERS: &[(char, NodeField)] = &[
+    ('a', NodeField::Avail),
+    ('b', NodeField::FeaturesAct),
+    ('c', NodeField::Cpus),
+    ('d', NodeField::TmpDisk),
+    ('e', NodeField::FreeMem),
+    ('f', NodeField::Features),
+    ('g', NodeField::Groups),
+    ('h', NodeField::OverSubscribe),
+    ('i', NodeField::Reservation),
+    ('l', NodeField::TimeLimit),
+    ('m', NodeField::Memory),
+    ('n', NodeField::Hostnames),
+    ('o', NodeField::NodeAddr),
+    ('p', NodeField::PrioTier),
+    ('r', NodeField::Root),
+    ('s', NodeField::JobSize),
+    ('t', NodeField::StateCompact),
+    ('u', NodeField::User),
+    ('v', NodeField::Version),
+    ('w', NodeField::Weight),
+    ('z', NodeField::Sct),
+    ('A', NodeField::NodesAi),
+    ('B', NodeField::MaxCpusPerNode),
+    ('C', NodeField::CpusAiot),
+    ('D', NodeField::Nodes),
+    ('E', NodeField::Reason),
+    ('F', NodeField::NodesAiot),
+    ('G', NodeField::Gres),
+    ('H', NodeField::Timestamp),
+    ('I', NodeField::PrioJobFactor),
+    ('L', NodeField::DefaultTime),
+    ('M', NodeField::PreemptMode),
+    ('N', NodeField::NodeList),
+    ('O', NodeField::CpuLoad),
+    ('P', NodeField::Partition),
+    ('R', NodeField::PartitionName),
+    ('S', NodeField::AllocNodes),
+    ('T', NodeField::StateLong),
+    ('U', NodeField::UserLong),
+    ('V', NodeField::Cluster),
+    ('X', NodeField::Sockets),
+    ('Y', NodeField::Cores),
+    ('Z', NodeField::Threads),
+];
+
+/// `-O` names (lower-cased; matching is case-insensitive).
+const LONG_NAMES: &[(&str, NodeField)] = &[
+    ("allocmem", NodeField::AllocMem),
+    ("allocnodes", NodeField::AllocNodes),
+    ("available", NodeField::Avail),
+    ("cluster", NodeField::Cluster),
+    ("cores", NodeField::Cores),
+    ("cpus", NodeField::Cpus),
+    ("cpusload", NodeField::CpuLoad),
+    ("cpusstate", NodeField::CpusAiot),
+    ("defaulttime", NodeField::DefaultTime),
+    ("disk", NodeField::TmpDisk),
+    ("features", NodeField::Features),
+    ("features_act", NodeField::FeaturesAct),
+    ("freemem", NodeField::FreeMem),
+    ("gres", NodeField::Gres),
+    ("groups", NodeField::Groups),
+    ("maxcpuspernode", NodeField::MaxCpusPerNode),
+    ("memory", NodeField::Memory),
+    ("nodeaddr", NodeField::NodeAddr),
+    ("nodeai", NodeField::NodesAi),
+    ("nodeaiot", NodeField::NodesAiot),
+    ("nodehost", NodeField::Hostnames),
+    ("nodelist", NodeField::NodeList),
+    ("nodes", NodeField::Nodes),
+    ("oversubscribe", NodeField::OverSubscribe),
+    ("partition", NodeField::Partition),
+    ("partitionname", NodeField::PartitionName),
+    ("port", NodeField::Port),
+    ("preemptmode", NodeField::PreemptMode),
+    ("priorityjobfactor", NodeField::PrioJobFactor),
+    ("prioritytier", NodeField::PrioTier),
+    ("reason", NodeField::Reason),
+    ("reservation", NodeField::Reservation),
+    ("root", NodeField::Root),
+    ("size", NodeField::JobSize),
+    ("socketcorethread", NodeField::Sct),
+    ("sockets", NodeField::Sockets),
+    ("statecompact", NodeField::StateCompact),
+    ("statelong", NodeField::StateLong),
+    ("threads", NodeField::Threads),
+    ("time", NodeField::TimeLimit),
+    ("timestamp", NodeField::Timestamp),
+    ("user", NodeField::User),
+    ("userlong", NodeField::UserLong),
+    ("version", NodeField::Version),
+    ("weight", NodeField::Weight),
+];
+
+impl NodeField {
+    fn from_letter(c: char) -> Option<NodeField> {
+        LETTERS.iter().find(|(l, _)| *l == c).map(|&(_, f)| f)
+    }
+
+    fn from_long_name(name: &str) -> Option<NodeField> {
+        LONG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
+    }
+
+    /// The column title; Slurm never cuts the host-list titles.
+    fn header(self) -> Cell {
+        match self {
+            NodeField::NodeList | NodeField::Hostnames | NodeField::NodeAddr => {
+                Cell::whole(self.title())
+            }
+            _ => Cell::cut(self.title()),
+        }
+    }
+
+    fn title(self) -> &'static str {
+        use NodeField::*;
+        match self {
+            Avail => "AVAIL",
+            FeaturesAct => "ACTIVE_FEATURES",
+            Cpus => "CPUS",
+            TmpDisk => "TMP_DISK",
+            FreeMem => "FREE_MEM",
+            Features => "AVAIL_FEATURES",
+            Groups => "GROUPS",
+            OverSubscribe => "OVERSUBSCRIBE",
+            Reservation => "RESERVATION",
+            TimeLimit => "TIMELIMIT",
+            Memory => "MEMORY",
+            Hostnames => "HOSTNAMES",
+            NodeAddr => "NODE_ADDR",
+            PrioTier => "PRIO_TIER",
+            Root => "ROOT",
+            JobSize => "JOB_SIZE",
+            StateCompact | StateLong => "STATE",
+            User | UserLong => "USER",
+            Version => "VERSION",
+            Weight => "WEIGHT",
+            Sct => "S:C:T",
+            NodesAi => "NODES(A/I)",
+            MaxCpusPerNode => "MAX_CPUS_PER_NODE",
+            CpusAiot => "CPUS(A/I/O/T)",
+            Nodes => "NODES",
+            Reason => "REASON",
+            NodesAiot => "NODES(A/I/O/T)",
+            Gres => "GRES",
+            Timestamp => "TIMESTAMP",
+            PrioJobFactor => "PRIO_JOB_FACTOR",
+            DefaultTime => "DEFAULTTIME",
+            PreemptMode => "PREEMPT_MODE",
+            NodeList => "NODELIST",
+            CpuLoad => "CPU_LOAD",
+            Partition | PartitionName => "PARTITION",
+            AllocNodes => "ALLOCNODES",
+            Cluster => "CLUSTER",
+            Sockets => "SOCKETS",
+            Cores => "CORES",
+            Threads => "THREADS",
+            AllocMem => "ALLOCMEM",
+            Port => "PORT",
+        }
+    }
+}
+
+/// Which attributes split nodes into separate rows (Slurm's match flags).
+#[derive(Debug, Default, Clone, Copy)]
+struct MatchFlags {
+    partition: bool,
+    avail: bool,
+    max_time: bool,
+    default_time: bool,
+    job_size: bool,
+    hostnames: bool,
+    node_addr: bool,
+    features: bool,
+    features_act: bool,
+    gres: bool,
+    reason: bool,
+    reason_time: bool,
+    reason_user: bool,
+    state: bool,
+    alloc_mem: bool,
+    // Only with `-e`:
+    cpus: bool,
+    sockets: bool,
+    cores: bool,
+    threads: bool,
+    sct: bool,
+    memory: bool,
+    weight: bool,
+    port: bool,
+    version: bool,
+}
+
+impl MatchFlags {
+    fn from_items(items: &[Item<NodeField>]) -> Self {
+        let mut m = MatchFlags::default();
+        for item in items {
+            let Item::Field(f) = item else { continue };
+            match f.code {
+                NodeField::Partition | NodeField::PartitionName => m.partition = true,
+                NodeField::Avail => m.avail = true,
+                NodeField::TimeLimit => m.max_time = true,
+                NodeField::DefaultTime => m.default_time = true,
+                NodeField::JobSize => m.job_size = true,
+                NodeField::Hostnames => m.hostnames = true,
+                NodeField::NodeAddr => m.node_addr = true,
+                NodeField::Features => m.features = true,
+                NodeField::FeaturesAct => m.features_act = true,
+                NodeField::Gres => m.gres = true,
+                NodeField::Reason => m.reason = true,
+                NodeField::Timestamp => m.reason_time = true,
+                NodeField::User | NodeField::UserLong => m.reason_user = true,
+                NodeField::StateCompact | NodeField::StateLong => m.state = true,
+                NodeField::AllocMem => m.alloc_mem = true,
+                NodeField::Cpus | NodeField::CpusAiot => m.cpus = true,
+                NodeField::Sockets => m.sockets = true,
+                NodeField::Cores => m.cores = true,
+                NodeField::Threads => m.threads = true,
+                NodeField::Sct => m.sct = true,
+                NodeField::Memory => m.memory = true,
+                NodeField::Weight => m.weight = true,
+                NodeField::Port => m.port = true,
+                NodeField::Version => m.version = true,
+                _ => {}
+            }
+        }
+        m
+    }
+}
+
+/// sinfo's standard views, chosen by `-s`, `-N` and `-R`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinfoView {
+    /// Plain sinfo: one row per partition and node state.
+    Partitions,
+    /// `-s`: one row per partition with A/I/O/T node counts.
+    Summary,
+    /// `-N`: one row per node and partition.
+    Nodes,
+    /// `-R`: why nodes are down or drained, regardless of partition.
+    Reasons,
+}
+
+/// How sinfo should select, group and lay out its rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinfoFormat {
+    items: Vec<Item<NodeField>>,
+    /// The view; it decides grouping even with a user `-o`/`-O` layout.
+    pub view: SinfoView,
+    /// `-h`: no header (and no `-l` date line).
+    pub no_header: bool,
+    /// `-l`: print the date line before the header.
+    pub date_line: bool,
+    /// `-e`: only merge nodes whose printed sizes are identical.
+    pub exact: bool,
+    /// `-t` as typed; `None` = every state (`down,drain` under `-R`).
+    pub states: Option<String>,
+    /// `-p`: only these partitions.
+    pub partitions: Option<Vec<String>>,
+    /// `-n`, expanded to node names: only these nodes.
+    pub nodes: Option<Vec<String>>,
+}
+
+impl SinfoFormat {
+    /// The built-in layout for `view`, long (`-l`) or not.
+    pub fn standard(view: SinfoView, long: bool) -> Self {
+        let (format, auto) = match (view, long) {
+            (SinfoView::Partitions, false) => {
+                ("%P %.5a %.10l %.6D %.6t %N", &[NodeField::Partition][..])
+            }
+            (SinfoView::Partitions, true) => (
+                "%P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %.11i %N",
+                &[NodeField::Partition][..],
+            ),
+            (SinfoView::Summary, _) => ("%P %.5a %.10l %.16F %N", &[NodeField::Partition][..]),
+            // N.B. Slurm's man page says `%#P`/`%.4c` here; real output is
+            // right-justified partitions and left-justified CPUs.
+            (SinfoView::Nodes, false) => (
+                "%N %.6D %.P %6t",
+                &[NodeField::NodeList, NodeField::Partition][..],
+            ),
+            (SinfoView::Nodes, true) => (
+                "%N %.6D %.P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E",
+                &[NodeField::NodeList, NodeField::Partition][..],
+            ),
+            (SinfoView::Reasons, false) => ("%20E %9u %19H %N", &[][..]),
+            (SinfoView::Reasons, true) => ("%20E %12U %19H %6t %N", &[][..]),
+        };
+        let items = parse_percent(format, NodeField::from_letter, false)
+            .items
+            .into_iter()
+            .map(|item| auto_size(item, auto))
+            .collect();
+        Self {
+            // `-s -l` prints no date line.
+            date_line: long && view != SinfoView::Summary,
+            ..Self::from_items(view, items)
+        }
+    }
+
+    /// `sinfo -o FORMAT` (`%all` included). Unknown letters are echoed in
+    /// the output and returned as warnings for stderr.
+    pub fn user_format(view: SinfoView, format: &str) -> (Self, Vec<FormatWarning>) {
+        let parsed = if format.eq_ignore_ascii_case("%all") {
+            parse_percent(&all_format(), NodeField::from_letter, true)
+        } else {
+            parse_percent(format, NodeField::from_letter, false)
+        };
+        (
+            Self::from_items(view, parsed.items),
+            node_warnings(parsed.bad_specs),
+        )
+    }
+
+    /// `sinfo -O name[:[.]width],...`. Unknown names are dropped and
+    /// returned as warnings.
+    pub fn field_list(view: SinfoView, list: &str) -> (Self, Vec<FormatWarning>) {
+        let parsed = parse_long_list(list, NodeField::from_long_name);
+        (
+            Self::from_items(view, parsed.items),
+            node_warnings(parsed.bad_specs),
+        )
+    }
+
+    fn from_items(view: SinfoView, items: Vec<Item<NodeField>>) -> Self {
+        Self {
+            items,
+            view,
+            no_header: false,
+            date_line: false,
+            exact: false,
+            states: None,
+            partitions: None,
+            nodes: None,
+        }
+    }
+}
+
+/// The default layouts size their partition (and, under `-N`, node-name)
+/// columns to the longest value.
+fn auto_size(item: Item<NodeField>, auto: &[NodeField]) -> Item<NodeField> {
+    match item {
+        Item::Field(f) if auto.contains(&f.code) => Item::Field(FieldSpec {
+            width: Width::Auto(MIN_AUTO_WIDTH),
+            ..f
+        }),
+        other => other,
+    }
+}
+
+/// `%all`: lower-case letters `|`-separated, then upper-case ones each
+/// followed by a space, exactly as Slurm builds it.
+fn all_format() -> String {
+    let mut format = String::new();
+    for (i, (c, _)) in LETTERS.iter().enumerate() {
+        if i > 0 {
+            format.push('|');
+        }
+        format.push('%');
+        format.push(*c);
+        if c.is_ascii_uppercase() {
+            format.push(' ');
+        }
+    }
+    format
+}
+
+fn node_warnings(specs: Vec<String>) -> Vec<FormatWarning> {
+    specs
+        .into_iter()
+        .map(|spec| FormatWarning::InvalidNodeField { spec })
+        .collect()
+}
+
+/// The numeric node state Slurm sorts rows by: base state plus flag bits.
+fn raw_state(n: &NodeInfo) -> u32 {
+    let base = match n.base {
+        NodeBaseState::Unknown => 0,
+        NodeBaseState::Down => 1,
+        NodeBaseState::Idle => 2,
+        NodeBaseState::Allocated => 3,
+        NodeBaseState::Mixed => 5,
+        NodeBaseState::Future => 6,
+    };
+    base | if n.drain { 0x200 } else { 0 } | if n.not_responding { 0x800 } else { 0 }
+}
+
+fn busy(n: &NodeInfo) -> bool {
+    matches!(n.base, NodeBaseState::Allocated | NodeBaseState::Mixed)
+}
+
+/// `%t`: `idle`, `mix`, `alloc`, `drng`, `drain`, `down*`, ...
+pub fn state_compact(n: &NodeInfo) -> String {
+    let word = match (n.drain, busy(n), n.base) {
+        (true, true, _) => "drng",
+        (true, false, _) => "drain",
+        (false, _, NodeBaseState::Unknown) => "unk",
+        (false, _, NodeBaseState::Idle) => "idle",
+        (false, _, NodeBaseState::Allocated) => "alloc",
+        (false, _, NodeBaseState::Mixed) => "mix",
+        (false, _, NodeBaseState::Down) => "down",
+        (false, _, NodeBaseState::Future) => "futr",
+    };
+    with_suffix(word, n)
+}
+
+/// `%T`: `idle`, `mixed`, `allocated`, `draining`, `drained`, `down*`, ...
+pub fn state_long(n: &NodeInfo) -> String {
+    let word = match (n.drain, busy(n)) {
+        (true, true) => "draining",
+        (true, false) => "drained",
+        (false, _) => match n.base {
+            NodeBaseState::Unknown => "unknown",
+            NodeBaseState::Idle => "idle",
+            NodeBaseState::Allocated => "allocated",
+            NodeBaseState::Mixed => "mixed",
+            NodeBaseState::Down => "down",
+            NodeBaseState::Future => "future",
+        },
+    };
+    with_suffix(word, n)
+}
+
+/// The one suffix character canopy's states can carry: `*`, not responding.
+fn with_suffix(word: &str, n: &NodeInfo) -> String {
+    if n.not_responding {
+        format!("{word}*")
+    } else {
+        word.to_string()
+    }
+}
+
+/// One `-t` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StateSel {
+    Base(NodeBaseState),
+    /// Any node with the drain flag.
+    Drain,
+    Draining,
+    Drained,
+    NoRespond,
+    /// A Slurm state canopy nodes never have (maint, reserved, cloud, ...).
+    Never,
+}
+
+/// Base states in Slurm's numbering order (prefix matches try them first);
+/// index 4 is Slurm's unused ERROR slot.
+const BASE_NAMES: &[(&str, &str, Option<NodeBaseState>)] = &[
+    ("UNK", "UNKNOWN", Some(NodeBaseState::Unknown)),
+    ("DOWN", "DOWN", Some(NodeBaseState::Down)),
+    ("IDLE", "IDLE", Some(NodeBaseState::Idle)),
+    ("ALLOC", "ALLOCATED", Some(NodeBaseState::Allocated)),
+    ("ERR", "ERROR", None),
+    ("MIX", "MIXED", Some(NodeBaseState::Mixed)),
+    ("FUTR", "FUTURE", Some(NodeBaseState::Future)),
+];
+
+/// Flag names after the base states, in the order Slurm tries them.
+const FLAG_NAMES: &[(&str, StateSel)] = &[
+    ("DRAIN", StateSel::Drain),
+    ("DRAINED", StateSel::Drained),
+    ("DRAINING", StateSel::Draining),
+    ("DRNG", StateSel::Draining),
+    ("RESV", StateSel::Never),
+    ("RESERVED", StateSel::Never),
+    ("PERFCTRS", StateSel::Never),
+    ("NPC", StateSel::Never),
+    ("COMP", StateSel::Never),
+    ("COMPLETING", StateSel::Never),
+    ("NO_RESPOND", StateSel::NoRespond),
+    ("POWERED_DOWN", StateSel::Never),
+    ("POWERING_DOWN", StateSel::Never),
+    ("POWER_DOWN", StateSel::Never),
+    ("POWERING_UP", StateSel::Never),
+    ("POWER_UP", StateSel::Never),
+    ("FAIL", StateSel::Never),
+    ("MAINT", StateSel::Never),
+    ("REBOOT", StateSel::Never),
+    ("CLOUD", StateSel::Never),
+];
+
+/// Slurm compares the typed name against the first letters of each state
+/// name, case-insensitively: `al` selects ALLOCATED.
+fn starts_with_ci(state_name: &str, typed: &str) -> bool {
+    state_name.len() >= typed.len()
+        && state_name
+            .get(..typed.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(typed))
+}
+
+fn parse_state(typed: &str) -> Option<StateSel> {
+    let base = BASE_NAMES
+        .iter()
+        .find(|(short, long, _)| starts_with_ci(short, typed) || starts_with_ci(long, typed));
+    if let Some((_, _, state)) = base {
+        return Some(state.map_or(StateSel::Never, StateSel::Base));
+    }
+    FLAG_NAMES
+        .iter()
+        .find(|(name, _)| starts_with_ci(name, typed))
+        .map(|&(_, sel)| sel)
+}
+
+/// `None` = every state.
+fn parse_state_list(list: &str) -> Result<Option<Vec<StateSel>>, FormatError> {
+    let mut wanted = Vec::new();
+    for typed in list.split(',').filter(|s| !s.is_empty()) {
+        if typed.eq_ignore_ascii_case("all") {
+            return Ok(None);
+        }
+        match parse_state(typed) {
+            Some(sel) => wanted.push(sel),
+            None => {
+                return Err(FormatError::InvalidNodeState {
+                    state: typed.to_string(),
+                })
+            }
+        }
+    }
+    Ok(Some(wanted))
+}
+
+fn state_matches(sel: StateSel, n: &NodeInfo) -> bool {
+    match sel {
+        StateSel::Drain => n.drain,
+        StateSel::Draining => n.drain && busy(n),
+        StateSel::Drained => n.drain && !busy(n),
+        StateSel::NoRespond => n.not_responding,
+        StateSel::Never => false,
+        // "alloc" means "has CPUs allocated", so mixed nodes count too.
+        StateSel::Base(NodeBaseState::Allocated) => n.alloc_cpus > 0 || busy(n),
+        // "idle" and "mix" leave drained nodes out (Slurm shows those as
+        // drained/draining); "down" does not.
+        StateSel::Base(NodeBaseState::Idle) => n.base == NodeBaseState::Idle && !n.drain,
+        StateSel::Base(NodeBaseState::Mixed) => n.base == NodeBaseState::Mixed && !n.drain,
+        StateSel::Base(base) => n.base == base,
+    }
+}
+
+/// A row in the making: a partition (none only when merged across them) and
+/// the nodes grouped under it.
+struct Group<'a> {
+    part: Option<(usize, &'a PartitionInfo)>,
+    nodes: Vec<&'a NodeInfo>,
+}
+
+impl Group<'_> {
+    fn first(&self) -> Option<&NodeInfo> {
+        self.nodes.first().copied()
+    }
+}
+
+fn part_matches(g: &Group, idx: usize, p: &PartitionInfo, m: &MatchFlags, view: SinfoView) -> bool {
+    if view == SinfoView::Reasons {
+        return true;
+    }
+    let Some((gidx, gp)) = g.part else {
+        return false;
+    };
+    if gidx == idx {
+        return true;
+    }
+    !(m.partition && gp.name != p.name
+        || m.avail && gp.state != p.state
+        || m.max_time && gp.max_time_min != p.max_time_min
+        || m.default_time && gp.default_time_min != p.default_time_min
+        || m.job_size && (gp.min_nodes != p.min_nodes || gp.max_nodes != p.max_nodes))
+}
+
+fn node_matches(g: &Group, n: &NodeInfo, m: &MatchFlags, view: SinfoView, exact: bool) -> bool {
+    let Some(f) = g.first() else {
+        return true;
+    };
+    if view == SinfoView::Nodes {
+        return false;
+    }
+    let differs = m.hostnames && !g.nodes.iter().any(|o| o.hostname == n.hostname)
+        || m.node_addr && !g.nodes.iter().any(|o| o.addr == n.addr)
+        || (m.features || m.features_act) && f.features != n.features
+        || m.gres && f.gres != n.gres
+        || m.reason && f.reason != n.reason
+        || m.reason_time && f.reason_time != n.reason_time
+        || m.reason_user && f.reason_user != n.reason_user
+        || m.state && state_long(f) != state_long(n)
+        || m.alloc_mem && f.alloc_mem_mb != n.alloc_mem_mb;
+    let size_differs = exact
+        && (m.cpus && f.cpus != n.cpus
+            || (m.sockets || m.sct) && f.sockets != n.sockets
+            || (m.cores || m.sct) && f.cores_per_socket != n.cores_per_socket
+            || (m.threads || m.sct) && f.threads_per_core != n.threads_per_core
+            || m.memory && f.real_memory_mb != n.real_memory_mb
+            || m.weight && f.weight != n.weight
+            || m.port && f.port != n.port
+            || m.version && f.version != n.version);
+    !(differs || size_differs)
+}
+
+/// Node names in hostlist order: by prefix, then numeric suffix.
+fn natural_key(name: &str) -> (&str, u128, usize) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (prefix, number) = name.split_at(name.len() - digits);
+    (prefix, number.parse().unwrap_or(0), digits)
+}
+
+fn compressed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+    names.dedup();
+    hostlist::compress(&names)
+}
+
+/// Builds the rows: every selected partition's nodes that pass the filters,
+/// merged into the first row they match (Slurm's `_insert_node_ptr`).
+fn build_groups<'a>(
+    parts: &'a [PartitionInfo],
+    nodes: &'a [NodeInfo],
+    opts: &SinfoFormat,
+    m: &MatchFlags,
+) -> Result<Vec<Group<'a>>, FormatError> {
+    let states = match (&opts.states, opts.view) {
+        (Some(list), _) => parse_state_list(list)?,
+        (None, SinfoView::Reasons) => {
+            Some(vec![StateSel::Base(NodeBaseState::Down), StateSel::Drain])
+        }
+        (None, _) => None,
+    };
+    let shown = |n: &NodeInfo| {
+        opts.nodes
+            .as_ref()
+            .map_or(true, |names| names.contains(&n.name))
+            && states
+                .as_ref()
+                .map_or(true, |sels| sels.iter().any(|&s| state_matches(s, n)))
+    };
+    let selected: Vec<(usize, &PartitionInfo)> = parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            opts.partitions
+                .as_ref()
+                .map_or(true, |names| names.contains(&p.name))
+        })
+        .collect();
+    let mut groups: Vec<Group> = Vec::new();
+    // Slurm lists every partition, even one with no (matching) nodes.
+    if opts.view != SinfoView::Nodes && m.partition {
+        groups.extend(selected.iter().map(|&part| Group {
+            part: Some(part),
+            nodes: Vec::new(),
+        }));
+    }
+    for &(idx, part) in &selected {
+        for name in &part.node_names {
+            let Some(node) = nodes.iter().find(|n| &n.name == name).filter(|n| shown(n)) else {
+                continue;
+            };
+            let found = groups.iter_mut().find(|g| {
+                part_matches(g, idx, part, m, opts.view)
+                    && node_matches(g, node, m, opts.view, opts.exact)
+            });
+            match found {
+                Some(g) if g.nodes.iter().any(|o| o.name == node.name) => {}
+                Some(g) => g.nodes.push(node),
+                None => groups.push(Group {
+                    part: Some((idx, part)),
+                    nodes: vec![node],
+                }),
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// Partition order, then state (highest first); `-N` sorts by node name.
+fn sort_groups(groups: &mut [Group], view: SinfoView) {
+    let part_idx = |g: &Group| g.part.map_or(usize::MAX, |(i, _)| i);
+    let state = |g: &Group| g.first().map_or(0, raw_state);
+    groups.sort_by(|a, b| {
+        let by_node = if view == SinfoView::Nodes {
+            match (a.first(), b.first()) {
+                (Some(x), Some(y)) => natural_key(&x.name).cmp(&natural_key(&y.name)),
+                _ => Ordering::Equal,
+            }
+        } else {
+            Ordering::Equal
+        };
+        by_node
+            .then(part_idx(a).cmp(&part_idx(b)))
+            .then(state(b).cmp(&state(a)))
+    });
+}
+
+/// Allocated / idle / other node and CPU counts, as `%A`, `%F` and `%C`
+/// report them: drained or down nodes (and their idle CPUs) are "other".
+#[derive(Debug, Default)]
+struct Counts {
+    nodes_alloc: u32,
+    nodes_idle: u32,
+    nodes_other: u32,
+    cpus_alloc: u32,
+    cpus_idle: u32,
+    cpus_other: u32,
+    cpus_total: u32,
+}
+
+fn counts(g: &Group) -> Counts {
+    let mut c = Counts::default();
+    for n in &g.nodes {
+        let unavailable = n.drain || n.base == NodeBaseState::Down;
+        if busy(n) {
+            c.nodes_alloc += 1;
+        } else if unavailable {
+            c.nodes_other += 1;
+        } else {
+            c.nodes_idle += 1;
+        }
+        let free = n.cpus.saturating_sub(n.alloc_cpus);
+        c.cpus_alloc = c.cpus_alloc.saturating_add(n.alloc_cpus);
+        c.cpus_total = c.cpus_total.saturating_add(n.cpus);
+        if unavailable {
+            c.cpus_other = c.cpus_other.saturating_add(free);
+        } else {
+            c.cpus_idle = c.cpus_idle.saturating_add(free);
+        }
+    }
+    c
+}
+
+/// Smallest value, with `+` when the row's nodes differ (`250+`).
+fn min_plus<T: Ord + Copy + std::fmt::Display>(
+    g: &Group,
+    value: impl Fn(&NodeInfo) -> T,
+) -> String {
+    let min = g.nodes.iter().map(|n| value(n)).min();
+    let max = g.nodes.iter().map(|n| value(n)).max();
+    match (min, max) {
+        (Some(lo), Some(hi)) if lo != hi => format!("{lo}+"),
+        (Some(lo), _) => lo.to_string(),
+        (None, _) => "0".to_string(),
+    }
+}
+
+fn first_or(g: &Group, value: impl Fn(&NodeInfo) -> Option<String>, unset: &str) -> String {
+    g.first()
+        .and_then(value)
+        .unwrap_or_else(|| unset.to_string())
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// `%P`: the name, with `*` on the default partition kept inside the width.
+fn partition_cell(p: &PartitionInfo, width: usize) -> String {
+    if !p.default {
+        return p.name.clone();
+    }
+    if width == 0 || p.name.chars().count() < width {
+        format!("{}*", p.name)
+    } else {
+        let cut: String = p.name.chars().take(width - 1).collect();
+        format!("{cut}*")
+    }
+}
+
+fn job_size(p: &PartitionInfo) -> String {
+    let min = p.min_nodes.max(1);
+    match p.max_nodes {
+        None => format!("{min}-infinite"),
+        Some(max) if max == min => min.to_string(),
+        Some(max) => format!("{min}-{max}"),
+    }
+}
+
+/// The text of one cell; every sinfo value may be cut to its column.
+fn text(field: NodeField, g: &Group, width: usize) -> String {
+    use NodeField::*;
+    let part = g.part.map(|(_, p)| p);
+    let c = || counts(g);
+    match field {
+        Avail => part
+            .map_or("n/a", |p| match p.state {
+                PartitionState::Up => "up",
+                PartitionState::Down => "down",
+                PartitionState::Drain => "drain",
+                PartitionState::Inactive => "inactive",
+            })
+            .to_string(),
+        FeaturesAct | Features => first_or(g, |n| non_empty(&n.features.join(",")), "(null)"),
+        Cpus => min_plus(g, |n| n.cpus),
+        TmpDisk => "0".to_string(),
+        FreeMem | CpuLoad | Cluster => "N/A".to_string(),
+        Groups | AllocNodes => "all".to_string(),
+        OverSubscribe => "NO".to_string(),
+        Reservation => String::new(),
+        TimeLimit => part.map_or("n/a".to_string(), |p| {
+            fmt_limit_min(p.max_time_min, LimitStyle::Sinfo)
+        }),
+        DefaultTime => part
+            .and_then(|p| p.default_time_min)
+            .map_or("n/a".to_string(), |m| {
+                fmt_limit_min(Some(m), LimitStyle::Sinfo)
+            }),
+        Memory => min_plus(g, |n| n.real_memory_mb),
+        Hostnames => compressed(g.nodes.iter().map(|n| n.hostname.as_str())),
+        NodeAddr => compressed(g.nodes.iter().map(|n| n.addr.as_str())),
+        NodeList => compressed(g.nodes.iter().map(|n| n.name.as_str())),
+        PrioTier | PrioJobFactor => "1".to_string(),
+        Root => "no".to_string(),
+        JobSize => part.map_or("n/a".to_string(), job_size),
+        StateCompact => g.first().map_or("n/a".to_string(), state_compact),
+        StateLong => g.first().map_or("n/a".to_string(), state_long),
+        User => first_or(g, |n| n.reason_user.clone(), "Unknown"),
+        UserLong => first_or(
+            g,
+            |n| {
+                n.reason_user.as_ref().map(|u| match user_uid(u) {
+                    Some(uid) => format!("{u}({uid})"),
+                    None => u.clone(),
+                })
+            },
+            "Unknown",
+        ),
+        Version => first_or(g, |n| non_empty(&n.version), "N/A"),
+        Weight => min_plus(g, |n| n.weight),
+        Sct => format!(
+            "{}:{}:{}",
+            min_plus(g, |n| n.sockets),
+            min_plus(g, |n| n.cores_per_socket),
+            min_plus(g, |n| n.threads_per_core)
+        ),
+        Sockets => min_plus(g, |n| n.sockets),
+        Cores => min_plus(g, |n| n.cores_per_socket),
+        Threads => min_plus(g, |n| n.threads_per_core),
+        NodesAi => {
+            let c = c();
+            format!("{}/{}", c.nodes_alloc, c.nodes_idle)
+        }
+        NodesAiot => {
+            let c = c();
+            format!(
+                "{}/{}/{}/{}",
+                c.nodes_alloc,
+                c.nodes_idle,
+                c.nodes_other,
+                g.nodes.len()
+            )
+        }
+        CpusAiot => {
+            let c = c();
+            format!(
+                "{}/{}/{}/{}",
+                c.cpus_alloc, c.cpus_idle, c.cpus_other, c.cpus_total
+            )
+        }
+        MaxCpusPerNode => "UNLIMITED".to_string(),
+        Nodes => g.nodes.len().to_string(),
+        Reason => first_or(g, |n| n.reason.clone().filter(|r| !r.is_empty()), "none"),
+        Gres => first_or(g, |n| non_empty(&n.gres), "(null)"),
+        Timestamp => first_or(
+            g,
+            |n| n.reason_time.map(|t| fmt_timestamp(Some(t))),
+            "Unknown",
+        ),
+        PreemptMode => "OFF".to_string(),
+        Partition => part.map_or("n/a".to_string(), |p| partition_cell(p, width)),
+        PartitionName => part.map_or("n/a".to_string(), |p| p.name.clone()),
+        AllocMem => first_or(g, |n| Some(n.alloc_mem_mb.to_string()), "0"),
+        Port => first_or(g, |n| Some(n.port.to_string()), "0"),
+    }
+}
+
+/// The longest value an auto-sized column will hold.
+fn longest(field: NodeField, groups: &[Group]) -> usize {
+    groups
+        .iter()
+        .map(|g| match field {
+            NodeField::Partition => g
+                .part
+                .map_or(0, |(_, p)| p.name.chars().count() + usize::from(p.default)),
+            _ => text(field, g, 0).chars().count(),
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Renders sinfo's output: filters, grouping, sort, optional date line,
+/// header, and one newline-terminated line per row.
+pub fn render(
+    parts: &[PartitionInfo],
+    nodes: &[NodeInfo],
+    opts: &SinfoFormat,
+    now: i64,
+) -> Result<String, FormatError> {
+    let flags = MatchFlags::from_items(&opts.items);
+    let mut groups = build_groups(parts, nodes, opts, &flags)?;
+    sort_groups(&mut groups, opts.view);
+    let items = resolve_auto_widths(&opts.items, |f| longest(f, &groups));
+    let mut out = String::new();
+    if !opts.no_header {
+        if opts.date_line {
+            let date = fmt_date_line(now).ok_or(FormatError::TimeOutOfRange { secs: now })?;
+            out.push_str(&date);
+            out.push('\n');
+        }
+        out.push_str(&render_line(&items, |f, _| f.header()));
+        out.push('\n');
+    }
+    for g in &groups {
+        out.push_str(&render_line(&items, |f, width| {
+            Cell::cut(text(f, g, width))
+        }));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// When the reasons were set in the reference run.
+    const REASON_AT: i64 = 1_795_232_624;
+    const NOW: i64 = REASON_AT + 337;
+
+    fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
+        NodeInfo {
+            name: name.to_string(),
+            addr: "127.0.0.1".to_string(),
+            hostname: "vm".to_string(),
+            port: 20001,
+            base,
+            drain: false,
+            not_responding: false,
+            rank: 0,
+            attached_to: None,
+            cpus: 2,
+            sockets: 2,
+            cores_per_socket: 1,
+            threads_per_core: 1,
+            real_memory_mb: 1000,
+            alloc_cpus,
+            alloc_mem_mb: if alloc_cpus > 0 { 1000 } else { 0 },
+            features: Vec::new(),
+            gres: String::new(),
+            weight: 1,
+            partitions: Vec::new(),
+            reason: None,
+            reason_user: None,
+            reason_time: None,
+            boot_time: None,
+            slurmd_start_time: None,
+            last_busy: None,
+            version: "22.05.8".to_string(),
+        }
+    }
+
+    fn drained(mut n: NodeInfo, reason: &str) -> NodeInfo {
+        n.drain = true;
+        n.reason = Some(reason.to_string());
+        n.reason_user = Some("root".to_string());
+        n.reason_time = Some(REASON_AT);
+        n
+    }
+
+    /// n1..n6 of the reference run: n2 draining, n4 drained and not
+    /// responding, n5 idle, the rest mixed.
+    fn sample_nodes() -> Vec<NodeInfo> {
+        let mut n4 = drained(node("n4", NodeBaseState::Idle, 0), "disk bad");
+        n4.not_responding = true;
+        let mut n6 = node("n6", NodeBaseState::Mixed, 1);
+        n6.alloc_mem_mb = 100;
+        vec![
+            node("n1", NodeBaseState::Mixed, 1),
+            drained(node("n2", NodeBaseState::Mixed, 1), "maint window"),
+            node("n3", NodeBaseState::Mixed, 1),
+            n4,
+            node("n5", NodeBaseState::Idle, 0),
+            n6,
+        ]
+    }
+
+    fn part(
+        name: &str,
+        nodes: &[&str],
+        max_time: Option<u32>,
+        state: PartitionState,
+    ) -> PartitionInfo {
+        PartitionInfo {
+            name: name.to_string(),
+            default: false,
+            state,
+            max_time_min: max_time,
+            default_time_min: None,
+            max_nodes: None,
+            min_nodes: 1,
+            nodes: hostlist::compress(nodes),
+            node_names: nodes.iter().map(|s| s.to_string()).collect(),
+            total_cpus: 2 * nodes.len() as u32,
+            total_nodes: nodes.len() as u32,
+        }
+    }
+
+    fn sample_parts() -> Vec<PartitionInfo> {
+        let mut debug = part(
+            "debug",
+            &["n1", "n2", "n3", "n4", "n5", "n6"],
+            None,
+            PartitionState::Up,
+        );
+        debug.default = true;
+        debug.min_nodes = 0;
+        let mut long = part(
+            "long",
+            &["n3", "n4", "n5", "n6"],
+            Some(2880),
+            PartitionState::Up,
+        );
+        long.default_time_min = Some(60);
+        vec![
+            debug,
+            long,
+            part(
+                "verylongpartitionname",
+                &["n5", "n6"],
+                Some(30),
+                PartitionState::Down,
+            ),
+            part("gpu", &["n6"], Some(90), PartitionState::Drain),
+            part("off", &["n1"], None, PartitionState::Inactive),
+            part("empty", &[], None, PartitionState::Up),
+        ]
+    }
+
+    fn show(opts: &SinfoFormat) -> String {
+        render(&sample_parts(), &sample_nodes(), opts, NOW).unwrap()
+    }
+
+    fn user(view: SinfoView, format: &str, no_header: bool) -> SinfoFormat {
+        let (mut opts, warnings) = SinfoFormat::user_format(view, format);
+        assert!(warnings.is_empty());
+        opts.no_header = no_header;
+        opts
+    }
+
+    #[test]
+    fn default_view_groups_partitions_by_state() {
+        assert_eq!(
+            show(&SinfoFormat::standard(SinfoView::Partitions, false)),
+            "PARTITION             AVAIL  TIMELIMIT  NODES  STATE NODELIST\n\
+             debug*                   up   infinite      1 drain* n4\n\
+             debug*                   up   infinite      1   drng n2\n\
+             debug*                   up   infinite      3    mix n[1,3,6]\n\
+             debug*                   up   infinite      1   idle n5\n\
+             long                     up 2-00:00:00      1 drain* n4\n\
+             long                     up 2-00:00:00      2    mix n[3,6]\n\
+             long                     up 2-00:00:00      1   idle n5\n\
+             verylongpartitionname  down      30:00      1    mix n6\n\
+             verylongpartitionname  down      30:00      1   idle n5\n\
+             gpu                   drain    1:30:00      1    mix n6\n\
+             off                   inact   infinite      1    mix n1\n\
+             empty                    up   infinite      0    n/a \n"
+        );
+    }
+
+    #[test]
+    fn partition_column_is_at_least_nine_wide() {
+        let mut opts = SinfoFormat::standard(SinfoView::Partitions, false);
+        opts.partitions = Some(vec!["long".to_string(), "gpu".to_string()]);
+        assert_eq!(
+            show(&opts),
+            "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n\
+             long         up 2-00:00:00      1 drain* n4\n\
+             long         up 2-00:00:00      2    mix n[3,6]\n\
+             long         up 2-00:00:00      1   idle n5\n\
+             gpu       drain    1:30:00      1    mix n6\n"
+        );
+    }
+
+    #[test]
+    fn summary_counts_allocated_idle_other() {
+        assert_eq!(
+            show(&SinfoFormat::standard(SinfoView::Summary, false)),
+            "PARTITION             AVAIL  TIMELIMIT   NODES(A/I/O/T) NODELIST\n\
+             debug*                   up   infinite          4/1/1/6 n[1-6]\n\
+             long                     up 2-00:00:00          2/1/1/4 n[3-6]\n\
+             verylongpartitionname  down      30:00          1/1/0/2 n[5-6]\n\
+             gpu                   drain    1:30:00          1/0/0/1 n6\n\
+             off                   inact   infinite          1/0/0/1 n1\n\
+             empty                    up   infinite          0/0/0/0 \n"
+        );
+    }
+
+    #[test]
+    fn long_summary_has_no_date_line() {
+        let long = show(&SinfoFormat::standard(SinfoView::Summary, true));
+        assert_eq!(
+            long,
+            show(&SinfoFormat::standard(SinfoView::Summary, false))
+        );
+    }
+
+    #[test]
+    fn long_view_has_date_line_and_long_states() {
+        let out = show(&SinfoFormat::standard(SinfoView::Partitions, true));
+        let expected = format!(
+            "{}\n\
+             PARTITION             AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE RESERVATION NODELIST\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      1    drained*             n4\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      1    draining             n2\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      3       mixed             n[1,3,6]\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      1        idle             n5\n\
+             long                     up 2-00:00:00 1-infinite   no       NO        all      1    drained*             n4\n\
+             long                     up 2-00:00:00 1-infinite   no       NO        all      2       mixed             n[3,6]\n\
+             long                     up 2-00:00:00 1-infinite   no       NO        all      1        idle             n5\n\
+             verylongpartitionname  down      30:00 1-infinite   no       NO        all      1       mixed             n6\n\
+             verylongpartitionname  down      30:00 1-infinite   no       NO        all      1        idle             n5\n\
+             gpu                   drain    1:30:00 1-infinite   no       NO        all      1       mixed             n6\n\
+             off                   inact   infinite 1-infinite   no       NO        all      1       mixed             n1\n\
+             empty                    up   infinite 1-infinite   no       NO        all      0         n/a             \n",
+            fmt_date_line(NOW).unwrap()
+        );
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn node_view_one_row_per_node_and_partition() {
+        // Slurm's order among one node's partitions is unspecified; canopy
+        // keeps partition order.
+        assert_eq!(
+            show(&SinfoFormat::standard(SinfoView::Nodes, false)),
+            "NODELIST   NODES             PARTITION STATE \n\
+             n1             1                debug* mix   \n\
+             n1             1                   off mix   \n\
+             n2             1                debug* drng  \n\
+             n3             1                debug* mix   \n\
+             n3             1                  long mix   \n\
+             n4             1                debug* drain*\n\
+             n4             1                  long drain*\n\
+             n5             1                debug* idle  \n\
+             n5             1                  long idle  \n\
+             n5             1 verylongpartitionname idle  \n\
+             n6             1                debug* mix   \n\
+             n6             1                  long mix   \n\
+             n6             1 verylongpartitionname mix   \n\
+             n6             1                   gpu mix   \n"
+        );
+    }
+
+    #[test]
+    fn node_long_view() {
+        let mut opts = SinfoFormat::standard(SinfoView::Nodes, true);
+        opts.nodes = Some(vec!["n2".to_string(), "n4".to_string()]);
+        let expected = format!(
+            "{}\n\
+             NODELIST   NODES PARTITION       STATE CPUS    S:C:T MEMORY TMP_DISK WEIGHT AVAIL_FE REASON              \n\
+             n2             1    debug*    draining 2       2:1:1   1000        0      1   (null) maint window        \n\
+             n4             1    debug*    drained* 2       2:1:1   1000        0      1   (null) disk bad            \n\
+             n4             1      long    drained* 2       2:1:1   1000        0      1   (null) disk bad            \n",
+            fmt_date_line(NOW).unwrap()
+        );
+        assert_eq!(show(&opts), expected);
+    }
+
+    #[test]
+    fn reasons_views() {
+        let reason_at = fmt_timestamp(Some(REASON_AT));
+        assert_eq!(
+            show(&SinfoFormat::standard(SinfoView::Reasons, false)),
+            format!(
+                "REASON               USER      TIMESTAMP           NODELIST\n\
+                 disk bad             root      {reason_at} n4\n\
+                 maint window         root      {reason_at} n2\n"
+            )
+        );
+        let mut long = SinfoFormat::standard(SinfoView::Reasons, true);
+        long.no_header = true;
+        assert_eq!(
+            show(&long),
+            format!(
+                "disk bad             root(0)      {reason_at} drain* n4\n\
+                 maint window         root(0)      {reason_at} drng   n2\n"
+            )
+        );
+    }
+
+    #[test]
+    fn reasons_merge_nodes_across_partitions() {
+        let mut nodes = sample_nodes();
+        nodes[4] = drained(node("n5", NodeBaseState::Idle, 0), "disk bad");
+        nodes[4].not_responding = true;
+        let mut opts = SinfoFormat::standard(SinfoView::Reasons, false);
+        opts.no_header = true;
+        let out = render(&sample_parts(), &nodes, &opts, NOW).unwrap();
+        let reason_at = fmt_timestamp(Some(REASON_AT));
+        assert_eq!(
+            out,
+            format!(
+                "disk bad             root      {reason_at} n[4-5]\n\
+                 maint window         root      {reason_at} n2\n"
+            )
+        );
+    }
+
+    #[test]
+    fn exporter_queries() {
+        assert_eq!(
+            show(&user(SinfoView::Partitions, "%D|%T|%b", true)),
+            "1|drained*|(null)\n1|draining|(null)\n3|mixed|(null)\n1|idle|(null)\n"
+        );
+        assert_eq!(
+            show(&user(SinfoView::Partitions, " %C", true)),
+            " 4/5/3/12\n"
+        );
+        assert_eq!(
+            show(&user(SinfoView::Partitions, "%R,%C", true)),
+            "debug,4/5/3/12\nlong,2/4/2/8\nverylongpartitionname,1/3/0/4\ngpu,1/1/0/2\noff,1/1/0/2\nempty,0/0/0/0\n"
+        );
+        assert_eq!(
+            show(&user(SinfoView::Partitions, "%D,%T", true)),
+            "1,drained*\n1,draining\n3,mixed\n1,idle\n"
+        );
+        assert_eq!(
+            show(&user(SinfoView::Partitions, "%P", false))
+                .lines()
+                .nth(1),
+            Some("debug*")
+        );
+    }
+
+    #[test]
+    fn exporter_node_field_list() {
+        let (mut opts, warnings) = SinfoFormat::field_list(
+            SinfoView::Nodes,
+            "NodeList,AllocMem,Memory,CPUsState,StateLong",
+        );
+        assert!(warnings.is_empty());
+        opts.no_header = true;
+        opts.nodes = Some(vec!["n1".to_string(), "n4".to_string()]);
+        assert_eq!(
+            show(&opts),
+            "n1                  1000                1000                1/1/0/2             mixed               \n\
+             n1                  1000                1000                1/1/0/2             mixed               \n\
+             n4                  0                   1000                0/0/2/2             drained*            \n\
+             n4                  0                   1000                0/0/2/2             drained*            \n"
+        );
+        let (opts, _) = SinfoFormat::field_list(
+            SinfoView::Nodes,
+            "NodeList: ,AllocMem: ,Memory: ,CPUsState: ,StateLong:",
+        );
+        assert_eq!(
+            show(&opts).lines().nth(1),
+            Some("n1 1000 1000 1/1/0/2 mixed")
+        );
+    }
+
+    #[test]
+    fn field_list_partition_star_and_unknown_names() {
+        let (opts, warnings) = SinfoFormat::field_list(
+            SinfoView::Partitions,
+            "Partition:5,StateLong:.8 ,NodeList,Bogus",
+        );
+        assert_eq!(
+            warnings,
+            [FormatWarning::InvalidNodeField {
+                spec: "Bogus".to_string()
+            }]
+        );
+        let out = show(&opts);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "PARTI   STATE NODELIST            ");
+        assert_eq!(lines[1], "debu*drained* n4                  ");
+        assert_eq!(lines[2], "debu*draining n2                  ");
+        assert_eq!(lines[12], "empty     n/a                     ");
+    }
+
+    #[test]
+    fn state_filter() {
+        let mut opts = user(SinfoView::Partitions, "%P %t %N", false);
+        opts.states = Some("idle,drain".to_string());
+        assert_eq!(
+            show(&opts),
+            "PARTITION STATE NODELIST\n\
+             debug* drain* n4\n\
+             debug* drng n2\n\
+             debug* idle n5\n\
+             long drain* n4\n\
+             long idle n5\n\
+             verylongpartitionname idle n5\n\
+             gpu n/a \n\
+             off n/a \n\
+             empty n/a \n"
+        );
+        let only = |states: &str| {
+            let mut opts = user(SinfoView::Partitions, "%N", true);
+            opts.states = Some(states.to_string());
+            show(&opts).lines().next().unwrap_or_default().to_string()
+        };
+        assert_eq!(only("al"), "n[1-3,6]");
+        assert_eq!(only("MIX"), "n[1,3,6]");
+        assert_eq!(only("drng"), "n2");
+        assert_eq!(only("drained"), "n4");
+        assert_eq!(only("no_respond"), "n4");
+        assert_eq!(only("idle"), "n5");
+        assert_eq!(only("down,maint"), "");
+        let mut nodes = sample_nodes();
+        nodes[3].base = NodeBaseState::Down;
+        let mut opts = user(SinfoView::Partitions, "%N %t", true);
+        opts.states = Some("down".to_string());
+        let out = render(&sample_parts(), &nodes, &opts, NOW).unwrap();
+        assert_eq!(out, "n4 drain*\n");
+        assert_eq!(only("all"), "n[1-6]");
+    }
+
+    #[test]
+    fn bad_state_is_an_error() {
+        let mut opts = SinfoFormat::standard(SinfoView::Partitions, false);
+        opts.states = Some("idle,foo".to_string());
+        let err = render(&sample_parts(), &sample_nodes(), &opts, NOW).unwrap_err();
+        assert_eq!(
+            err,
+            FormatError::InvalidNodeState {
+                state: "foo".to_string()
+            }
+        );
+    }
+
+    #[test]
+    fn invalid_letter_echoed_and_widths_cut() {
+        let (opts, warnings) =
+            SinfoFormat::user_format(SinfoView::Partitions, "%Q|%.3P|%3N|%.4t|%2T|%.2n");
+        assert_eq!(
+            warnings,
+            [FormatWarning::InvalidNodeField {
+                spec: "Q".to_string()
+            }]
+        );
+        let out = show(&opts);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "%Q|PAR|NOD|STAT|ST|HOSTNAMES");
+        assert_eq!(lines[1], "%Q|de*|n4 |drai|dr|vm");
+        assert_eq!(lines[3], "%Q|de*|n[1| mix|mi|vm");
+        let (opts, _) = SinfoFormat::user_format(SinfoView::Partitions, "%1P|%.2N");
+        // No state or partition column: one row holding every node.
+        assert_eq!(show(&opts).lines().nth(1), Some("*|n["));
+    }
+
+    #[test]
+    fn all_letters() {
+        let (mut opts, warnings) = SinfoFormat::user_format(SinfoView::Partitions, "%all");
+        assert!(warnings.is_empty());
+        opts.partitions = Some(vec!["gpu".to_string()]);
+        let out = show(&opts);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            "AVAIL|ACTIVE_FEATURES|CPUS|TMP_DISK|FREE_MEM|AVAIL_FEATURES|GROUPS|OVERSUBSCRIBE|RESERVATION|\
+             TIMELIMIT|MEMORY|HOSTNAMES|NODE_ADDR|PRIO_TIER|ROOT|JOB_SIZE|STATE|USER|VERSION|WEIGHT|S:C:T|\
+             NODES(A/I) |MAX_CPUS_PER_NODE |CPUS(A/I/O/T) |NODES |REASON |NODES(A/I/O/T) |GRES |TIMESTAMP |\
+             PRIO_JOB_FACTOR |DEFAULTTIME |PREEMPT_MODE |NODELIST |CPU_LOAD |PARTITION |PARTITION |ALLOCNODES |\
+             STATE |USER |CLUSTER |SOCKETS |CORES |THREADS "
+        );
+        assert_eq!(
+            lines[1],
+            "drain|(null)|2|0|N/A|(null)|all|NO||1:30:00|1000|vm|127.0.0.1|1|no|1-infinite|mix|Unknown|22.05.8|1|\
+             2:1:1|1/0 |UNLIMITED |1/1/0/2 |1 |none |1/0/0/1 |(null) |Unknown |1 |n/a |OFF |n6 |N/A |gpu |gpu |\
+             all |mixed |Unknown |N/A |2 |1 |1 "
+        );
+    }
+
+    #[test]
+    fn exact_splits_rows_by_size_otherwise_plus() {
+        let mut nodes = sample_nodes();
+        nodes[5].real_memory_mb = 2000;
+        nodes[5].cpus = 4;
+        let opts = user(SinfoView::Partitions, "%P %t %c %m %N", true);
+        let out = render(&sample_parts(), &nodes, &opts, NOW).unwrap();
+        assert_eq!(out.lines().nth(2), Some("debug* mix 2+ 1000+ n[1,3,6]"));
+        let mut exact = opts.clone();
+        exact.exact = true;
+        let out = render(&sample_parts(), &nodes, &exact, NOW).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[2], "debug* mix 2 1000 n[1,3]");
+        assert_eq!(lines[3], "debug* mix 4 2000 n6");
+    }
+
+    #[test]
+    fn states_and_suffixes() {
+        let mut n = node("x1", NodeBaseState::Idle, 0);
+        assert_eq!(
+            (state_compact(&n), state_long(&n)),
+            ("idle".to_string(), "idle".to_string())
+        );
+        n.not_responding = true;
+        assert_eq!(
+            (state_compact(&n), state_long(&n)),
+            ("idle*".to_string(), "idle*".to_string())
+        );
+        n.base = NodeBaseState::Down;
+        assert_eq!(state_compact(&n), "down*");
+        n.drain = true;
+        assert_eq!(
+            (state_compact(&n), state_long(&n)),
+            ("drain*".to_string(), "drained*".to_string())
+        );
+        n.base = NodeBaseState::Allocated;
+        n.not_responding = false;
+        assert_eq!(
+            (state_compact(&n), state_long(&n)),
+            ("drng".to_string(), "draining".to_string())
+        );
+        n.drain = false;
+        assert_eq!(
+            (state_compact(&n), state_long(&n)),
+            ("alloc".to_string(), "allocated".to_string())
+        );
+        n.base = NodeBaseState::Future;
+        assert_eq!(
+            (state_compact(&n), state_long(&n)),
+            ("futr".to_string(), "future".to_string())
+        );
+        n.base = NodeBaseState::Unknown;
+        assert_eq!(
+            (state_compact(&n), state_long(&n)),
+            ("unk".to_string(), "unknown".to_string())
+        );
+    }
+
+    #[test]
+    fn job_size_and_default_time() {
+        let opts = user(SinfoView::Partitions, "%R %s %L", true);
+        let mut parts = sample_parts();
+        parts[2].max_nodes = Some(1);
+        parts[3].max_nodes = Some(4);
+        let out = render(&parts, &sample_nodes(), &opts, NOW).unwrap();
+        assert_eq!(
+            out,
+            "debug 1-infinite n/a\nlong 1-infinite 1:00:00\nverylongpartitionname 1 n/a\ngpu 1-4 n/a\n\
+             off 1-infinite n/a\nempty 1-infinite n/a\n"
+        );
+    }
+
+    #[test]
+    fn date_line_out_of_range_is_an_error() {
+        let opts = SinfoFormat::standard(SinfoView::Partitions, true);
+        let err = render(&sample_parts(), &sample_nodes(), &opts, i64::MAX).unwrap_err();
+        assert_eq!(err, FormatError::TimeOutOfRange { secs: i64::MAX });
+    }
+}

@@ -1,1 +1,1166 @@
-//! wip
+//! squeue's job table: the default, `-l`, `-o` (every `%` letter) and `-O`
+//! (field names) layouts, the default state filter, the `P,t,-p` sort (or a
+//! `-S` list) and the optional `-l` date line, printed exactly as Slurm does.
+//!
+//! Pure: the caller passes the jobs and `now`. Command-line parsing, job-id,
+//! user and partition filters, and talking to the controller live in the
+//! squeue command itself, not here. Where a [`JobInfo`] has no data for a
+//! column (accounts, QOS, licenses, ...), the column shows what Slurm shows
+//! when the value is unset.
+
+use std::cmp::Ordering;
+
+use super::time::{
+    fmt_date_line, fmt_elapsed_squeue, fmt_limit_min, fmt_time_left, fmt_timestamp, LimitStyle,
+};
+use super::{
+    fmt_mem_mb, group_name, job_tres, parse_long_list, parse_percent, render_line, Cell,
+    FormatError, FormatWarning, Item,
+};
+use crate::wire::types::{JobInfo, JobState};
+
+/// squeue's default layout.
+const DEFAULT_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
+/// squeue `-l`.
+const LONG_FORMAT: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
+/// The default sort when `-S` is not given.
+const DEFAULT_SORT: &str = "P,t,-p";
+
+/// One squeue column. The letter and `-O` name tables below map onto these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobField {
+    Account,
+    TresPerNode,
+    MinCpus,
+    MinTmpDisk,
+    EndTime,
+    Features,
+    GroupName,
+    OverSubscribe,
+    JobIdDisplay,
+    Name,
+    Comment,
+    TimeLimit,
+    MinMemory,
+    ReqNodes,
+    Command,
+    PriorityFloat,
+    Qos,
+    Reason,
+    StepOnly,
+    StateCompact,
+    UserName,
+    Reservation,
+    Wckey,
+    ExcNodes,
+    Nice,
+    Sct,
+    JobId,
+    ExecHost,
+    Cpus,
+    Nodes,
+    Dependency,
+    ArrayJobId,
+    GroupId,
+    SocketsPerNode,
+    CoresPerSocket,
+    ThreadsPerCore,
+    ArrayTaskId,
+    TimeLeft,
+    TimeUsed,
+    NodeList,
+    Contiguous,
+    Partition,
+    PriorityInt,
+    ReasonList,
+    StartTime,
+    State,
+    Uid,
+    SubmitTime,
+    Licenses,
+    CoreSpec,
+    SchedNodes,
+    WorkDir,
+    // `-O` only.
+    Tasks,
+    StdOut,
+    StdErr,
+    StdIn,
+    TresAlloc,
+    CpusPerTask,
+    ExitCode,
+    RestartCount,
+    EligibleTime,
+}
+
+/// `%` letters, in the order `%all` prints them (a–z, then A–Z).
+const LETTERS: &[(char, JobField)] = &[
+    ('a', JobField::Account),
+    ('b', JobField::TresPerNode),
+    ('c', JobField::MinCpus),
+    ('d', JobField::MinTmpDisk),
+    ('e', JobField::EndTime),
+    ('f', JobField::Features),
+    ('g', JobField::GroupName),
+    ('h', JobField::OverSubscribe),
+    ('i', JobField::JobIdDisplay),
+    ('j', JobField::Name),
+    ('k', JobField::Comment),
+    ('l', JobField::TimeLimit),
+    ('m', JobField::MinMemory),
+    ('n', JobField::ReqNodes),
+    ('o', JobField::Command),
+    ('p', JobField::PriorityFloat),
+    ('q', JobField::Qos),
+    ('r', JobField::Reason),
+    ('s', JobField::StepOnly),
+    ('t', JobField::StateCompact),
+    ('u', JobField::UserName),
+    ('v', JobField::Reservation),
+    ('w', JobField::Wckey),
+    ('x', JobField::ExcNodes),
+    ('y', JobField::Nice),
+    ('z', JobField::Sct),
+    ('A', JobField::JobId),
+    ('B', JobField::ExecHost),
+    ('C', JobField::Cpus),
+    ('D', JobField::Nodes),
+    ('E', JobField::Dependency),
+    ('F', JobField::ArrayJobId),
+    ('G', JobField::GroupId),
+    ('H', JobField::SocketsPerNode),
+    ('I', JobField::CoresPerSocket),
+    ('J', JobField::ThreadsPerCore),
+    ('K', JobField::ArrayTaskId),
+    ('L', JobField::TimeLeft),
+    ('M', JobField::TimeUsed),
+    ('N', JobField::NodeList),
+    ('O', JobField::Contiguous),
+    ('P', JobField::Partition),
+    ('Q', JobField::PriorityInt),
+    ('R', JobField::ReasonList),
+    ('S', JobField::StartTime),
+    ('T', JobField::State),
+    ('U', JobField::Uid),
+    ('V', JobField::SubmitTime),
+    ('W', JobField::Licenses),
+    ('X', JobField::CoreSpec),
+    ('Y', JobField::SchedNodes),
+    ('Z', JobField::WorkDir),
+];
+
+/// `-O` names (lower-cased; matching is case-insensitive).
+const LONG_NAMES: &[(&str, JobField)] = &[
+    ("account", JobField::Account),
+    ("arrayjobid", JobField::ArrayJobId),
+    ("arraytaskid", JobField::ArrayTaskId),
+    ("batchhost", JobField::ExecHost),
+    ("command", JobField::Command),
+    ("comment", JobField::Comment),
+    ("contiguous", JobField::Contiguous),
+    ("cores", JobField::CoresPerSocket),
+    ("corespec", JobField::CoreSpec),
+    ("cpus-per-task", JobField::CpusPerTask),
+    ("dependency", JobField::Dependency),
+    ("eligibletime", JobField::EligibleTime),
+    ("endtime", JobField::EndTime),
+    ("exit_code", JobField::ExitCode),
+    ("feature", JobField::Features),
+    ("groupid", JobField::GroupId),
+    ("groupname", JobField::GroupName),
+    ("jobarrayid", JobField::JobIdDisplay),
+    ("jobid", JobField::JobId),
+    ("licenses", JobField::Licenses),
+    ("mincpus", JobField::MinCpus),
+    ("minmemory", JobField::MinMemory),
+    ("mintmpdisk", JobField::MinTmpDisk),
+    ("name", JobField::Name),
+    ("nice", JobField::Nice),
+    ("nodelist", JobField::NodeList),
+    ("numcpus", JobField::Cpus),
+    ("numnodes", JobField::Nodes),
+    ("numtasks", JobField::Tasks),
+    ("oversubscribe", JobField::OverSubscribe),
+    ("partition", JobField::Partition),
+    ("priority", JobField::PriorityFloat),
+    ("prioritylong", JobField::PriorityInt),
+    ("qos", JobField::Qos),
+    ("reason", JobField::Reason),
+    ("reasonlist", JobField::ReasonList),
+    ("reqnodes", JobField::ReqNodes),
+    ("reservation", JobField::Reservation),
+    ("restartcnt", JobField::RestartCount),
+    ("schednodes", JobField::SchedNodes),
+    ("sct", JobField::Sct),
+    ("sockets", JobField::SocketsPerNode),
+    ("starttime", JobField::StartTime),
+    ("state", JobField::State),
+    ("statecompact", JobField::StateCompact),
+    ("stderr", JobField::StdErr),
+    ("stdin", JobField::StdIn),
+    ("stdout", JobField::StdOut),
+    ("submittime", JobField::SubmitTime),
+    ("threads", JobField::ThreadsPerCore),
+    ("timeleft", JobField::TimeLeft),
+    ("timelimit", JobField::TimeLimit),
+    ("timeused", JobField::TimeUsed),
+    ("tres-alloc", JobField::TresAlloc),
+    ("tres-per-node", JobField::TresPerNode),
+    ("userid", JobField::Uid),
+    ("username", JobField::UserName),
+    ("wckey", JobField::Wckey),
+    ("workdir", JobField::WorkDir),
+];
+
+impl JobField {
+    fn from_letter(c: char) -> Option<JobField> {
+        LETTERS.iter().find(|(l, _)| *l == c).map(|&(_, f)| f)
+    }
+
+    fn from_long_name(name: &str) -> Option<JobField> {
+        LONG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
+    }
+
+    /// The column title; Slurm never cuts the node-list titles.
+    fn header(self) -> Cell {
+        match self {
+            JobField::NodeList | JobField::ReasonList | JobField::SchedNodes => {
+                Cell::whole(self.title())
+            }
+            _ => Cell::cut(self.title()),
+        }
+    }
+
+    fn title(self) -> &'static str {
+        use JobField::*;
+        match self {
+            Account => "ACCOUNT",
+            TresPerNode => "TRES_PER_NODE",
+            MinCpus => "MIN_CPUS",
+            MinTmpDisk => "MIN_TMP_DISK",
+            EndTime => "END_TIME",
+            Features => "FEATURES",
+            GroupName | GroupId => "GROUP",
+            OverSubscribe => "OVER_SUBSCRIBE",
+            JobIdDisplay | JobId => "JOBID",
+            Name => "NAME",
+            Comment => "COMMENT",
+            TimeLimit => "TIME_LIMIT",
+            MinMemory => "MIN_MEMORY",
+            ReqNodes => "REQ_NODES",
+            Command => "COMMAND",
+            PriorityFloat | PriorityInt => "PRIORITY",
+            Qos => "QOS",
+            Reason => "REASON",
+            StepOnly => "",
+            StateCompact => "ST",
+            UserName => "USER",
+            Reservation => "RESERVATION",
+            Wckey => "WCKEY",
+            ExcNodes => "EXC_NODES",
+            Nice => "NICE",
+            Sct => "S:C:T",
+            ExecHost => "EXEC_HOST",
+            Cpus => "CPUS",
+            Nodes => "NODES",
+            Dependency => "DEPENDENCY",
+            ArrayJobId => "ARRAY_JOB_ID",
+            SocketsPerNode => "SOCKETS_PER_NODE",
+            CoresPerSocket => "CORES_PER_SOCKET",
+            ThreadsPerCore => "THREADS_PER_CORE",
+            ArrayTaskId => "ARRAY_TASK_ID",
+            TimeLeft => "TIME_LEFT",
+            TimeUsed => "TIME",
+            NodeList => "NODELIST",
+            Contiguous => "CONTIGUOUS",
+            Partition => "PARTITION",
+            ReasonList => "NODELIST(REASON)",
+            StartTime => "START_TIME",
+            State => "STATE",
+            Uid => "UID",
+            SubmitTime => "SUBMIT_TIME",
+            Licenses => "LICENSES",
+            CoreSpec => "CORE_SPEC",
+            SchedNodes => "SCHEDNODES",
+            WorkDir => "WORK_DIR",
+            Tasks => "TASKS",
+            StdOut => "STDOUT",
+            StdErr => "STDERR",
+            StdIn => "STDIN",
+            TresAlloc => "TRES_ALLOC",
+            CpusPerTask => "CPUS_PER_TASK",
+            ExitCode => "EXIT_CODE",
+            RestartCount => "RESTART_COUNT",
+            EligibleTime => "ELIGIBLE_TIME",
+        }
+    }
+
+    /// The value for `j`. Node lists and elapsed times are never cut by a
+    /// right-justified column; everything else (`UNLIMITED` included) is.
+    fn value(self, j: &JobInfo, now: i64) -> Cell {
+        let limit = |limit_min: Option<u32>| match limit_min {
+            None => Cell::cut(fmt_limit_min(None, LimitStyle::Squeue)),
+            Some(_) => Cell::whole(fmt_limit_min(limit_min, LimitStyle::Squeue)),
+        };
+        match self {
+            JobField::NodeList | JobField::SchedNodes => Cell::whole(self.text(j, now)),
+            JobField::TimeUsed => Cell::whole(self.text(j, now)),
+            JobField::TimeLimit => limit(j.time_limit_min),
+            JobField::TimeLeft => match (j.state, j.time_limit_min) {
+                (JobState::Pending, limit_min) => limit(limit_min),
+                (_, None) => Cell::cut(self.text(j, now)),
+                (_, Some(_)) => Cell::whole(self.text(j, now)),
+            },
+            JobField::ReasonList if !shows_reason(j) => Cell::whole(self.text(j, now)),
+            _ => Cell::cut(self.text(j, now)),
+        }
+    }
+
+    fn text(self, j: &JobInfo, now: i64) -> String {
+        use JobField::*;
+        match self {
+            // Data canopy does not keep: Slurm's text for "unset".
+            Account | Features | Comment | Qos | Reservation | Wckey | Dependency | Licenses
+            | SchedNodes => "(null)".to_string(),
+            TresPerNode | ArrayTaskId | CoreSpec => "N/A".to_string(),
+            MinTmpDisk | Nice | Contiguous => "0".to_string(),
+            ReqNodes | ExcNodes | StepOnly => String::new(),
+            OverSubscribe => "OK".to_string(),
+            Sct => "*:*:*".to_string(),
+            SocketsPerNode | CoresPerSocket | ThreadsPerCore => "*".to_string(),
+            Command => j.command.clone(),
+            MinCpus | CpusPerTask => j.cpus_per_task.to_string(),
+            EndTime => fmt_squeue_time(j.end_time),
+            StartTime => fmt_squeue_time(j.start_time),
+            SubmitTime => fmt_squeue_time(Some(j.submit_time)),
+            EligibleTime => fmt_squeue_time(j.eligible_time),
+            GroupName => group_name(j.gid).unwrap_or_else(|| j.gid.to_string()),
+            GroupId => j.gid.to_string(),
+            JobIdDisplay | JobId | ArrayJobId => j.job_id.to_string(),
+            Name => j.name.clone(),
+            TimeLimit => fmt_limit_min(j.time_limit_min, LimitStyle::Squeue),
+            MinMemory => fmt_mem_mb(j.mem_per_node_mb),
+            PriorityFloat => format!("{:.14}", f64::from(j.priority) / f64::from(u32::MAX)),
+            PriorityInt => j.priority.to_string(),
+            Reason => j.reason.clone(),
+            StateCompact => j.state.code().to_string(),
+            State => j.state.name().to_string(),
+            UserName => j.user.clone(),
+            Uid => j.uid.to_string(),
+            ExecHost => j.batch_host.clone().unwrap_or_else(|| "n/a".to_string()),
+            Cpus => j.num_cpus.to_string(),
+            Nodes => node_count(j).to_string(),
+            TimeLeft => match j.state {
+                JobState::Pending => fmt_limit_min(j.time_limit_min, LimitStyle::Squeue),
+                _ => fmt_time_left(j.time_limit_min, used_secs(j, now)),
+            },
+            TimeUsed => fmt_elapsed_squeue(used_secs(j, now)),
+            NodeList => j.nodes.clone(),
+            Partition => j.partition.clone(),
+            ReasonList => reason_or_nodes(j),
+            WorkDir => j.workdir.clone(),
+            Tasks => j.num_tasks.to_string(),
+            StdOut => j.stdout.clone(),
+            StdErr => j.stderr.clone(),
+            StdIn => j.stdin.clone(),
+            TresAlloc => job_tres(j),
+            ExitCode => wait_status(j.exit_code).to_string(),
+            RestartCount => j.restarts.to_string(),
+        }
+    }
+}
+
+/// squeue prints unset times as `N/A` (scontrol says `Unknown`).
+fn fmt_squeue_time(t: Option<i64>) -> String {
+    match t {
+        Some(secs) if secs != 0 => fmt_timestamp(Some(secs)),
+        _ => "N/A".to_string(),
+    }
+}
+
+/// Seconds the job has run: none while pending, up to `now` while it runs,
+/// up to its end once it has one.
+pub(crate) fn used_secs(j: &JobInfo, now: i64) -> u64 {
+    let Some(start) = j.start_time else {
+        return 0;
+    };
+    let end = match j.state {
+        JobState::Pending => return 0,
+        // N.B. Slurm shows a suspended job's pre-suspension time; JobInfo does
+        // not carry it, so a suspended job keeps counting like a running one.
+        JobState::Running | JobState::Suspended => now,
+        _ => j.end_time.unwrap_or(now),
+    };
+    u64::try_from(end.saturating_sub(start)).unwrap_or(0)
+}
+
+/// `%D`: a pending job shows the node count it asked for.
+pub(crate) fn node_count(j: &JobInfo) -> u32 {
+    match j.state {
+        JobState::Pending => j.req_nodes.max(j.num_nodes),
+        _ => j.num_nodes,
+    }
+}
+
+/// `%R` shows the reason for jobs that are waiting or that ended badly.
+fn shows_reason(j: &JobInfo) -> bool {
+    matches!(
+        j.state,
+        JobState::Pending
+            | JobState::Failed
+            | JobState::Timeout
+            | JobState::OutOfMemory
+            | JobState::Deadline
+    )
+}
+
+/// `%R`: `(reason)` or the nodes (empty for a job that never ran).
+fn reason_or_nodes(j: &JobInfo) -> String {
+    if shows_reason(j) {
+        format!("({})", j.reason)
+    } else {
+        j.nodes.clone()
+    }
+}
+
+/// The exit status packed the way `wait()` reports it (what `exit_code` shows).
+fn wait_status((code, signal): (i32, i32)) -> i32 {
+    ((code & 0xff) << 8) | (signal & 0x7f)
+}
+
+/// States the job-state list may name that canopy jobs never enter (flag
+/// states in Slurm); accepted so `-t` behaves as in Slurm, matching nothing.
+const FLAG_STATES: &[(&str, &str)] = &[
+    ("CONFIGURING", "CF"),
+    ("RESIZING", "RS"),
+    ("REQUEUED", "RQ"),
+    ("REQUEUE_FED", "RF"),
+    ("REQUEUE_HOLD", "RH"),
+    ("SPECIAL_EXIT", "SE"),
+    ("STOPPED", "ST"),
+    ("REVOKED", "RV"),
+    ("RESV_DEL_HOLD", "RD"),
+    ("SIGNALING", "SI"),
+    ("STAGE_OUT", "SO"),
+];
+
+/// squeue's states when no `-t` is given: PD, R, S, CG (and SO).
+const DEFAULT_STATES: &[JobState] = &[
+    JobState::Pending,
+    JobState::Running,
+    JobState::Suspended,
+    JobState::Completing,
+];
+
+/// Keeps the jobs whose state is in `states` (squeue `-t`: a comma list of
+/// long or compact names, any case, or `all`); `None` means squeue's default
+/// set. An unknown name is an error, as in Slurm.
+pub fn filter_states<'a>(
+    jobs: &'a [JobInfo],
+    states: Option<&str>,
+) -> Result<Vec<&'a JobInfo>, FormatError> {
+    let wanted: Option<Vec<JobState>> = match states {
+        None => Some(DEFAULT_STATES.to_vec()),
+        Some(list) => parse_state_list(list)?,
+    };
+    Ok(jobs
+        .iter()
+        .filter(|j| wanted.as_ref().map_or(true, |w| w.contains(&j.state)))
+        .collect())
+}
+
+/// `None` = all states.
+fn parse_state_list(list: &str) -> Result<Option<Vec<JobState>>, FormatError> {
+    let mut wanted = Vec::new();
+    for name in list.split(',').filter(|s| !s.is_empty()) {
+        if name.eq_ignore_ascii_case("all") {
+            return Ok(None);
+        }
+        match JobState::parse(name) {
+            Some(state) => wanted.push(state),
+            None if FLAG_STATES.iter().any(|(long, code)| {
+                long.eq_ignore_ascii_case(name) || code.eq_ignore_ascii_case(name)
+            }) => {}
+            None => {
+                return Err(FormatError::InvalidJobState {
+                    state: name.to_string(),
+                })
+            }
+        }
+    }
+    Ok(Some(wanted))
+}
+
+/// One `-S` key: a field and a direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SortKey {
+    field: JobField,
+    descending: bool,
+}
+
+/// Parses `-S` (`P,t,-p`, `+i`, ...). Letters squeue cannot sort on are
+/// skipped, as Slurm does.
+fn parse_sort(spec: &str) -> Vec<SortKey> {
+    spec.split(',')
+        .filter_map(|key| {
+            let (descending, letter) = match key.strip_prefix('-') {
+                Some(rest) => (true, rest),
+                None => (false, key.strip_prefix('+').unwrap_or(key)),
+            };
+            let mut chars = letter.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => JobField::from_letter(c)
+                    .filter(|f| sortable(*f))
+                    .map(|field| SortKey { field, descending }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn sortable(f: JobField) -> bool {
+    use JobField::*;
+    matches!(
+        f,
+        JobIdDisplay
+            | JobId
+            | Name
+            | UserName
+            | Uid
+            | GroupName
+            | GroupId
+            | Partition
+            | StateCompact
+            | State
+            | PriorityFloat
+            | PriorityInt
+            | TimeUsed
+            | TimeLimit
+            | TimeLeft
+            | Nodes
+            | Cpus
+            | SubmitTime
+            | StartTime
+            | EndTime
+            | NodeList
+            | Reason
+            | WorkDir
+    )
+}
+
+fn compare_by(field: JobField, a: &JobInfo, b: &JobInfo, now: i64) -> Ordering {
+    use JobField::*;
+    let limit = |j: &JobInfo| j.time_limit_min.map_or(u64::MAX, u64::from);
+    let left = |j: &JobInfo| {
+        j.time_limit_min.map_or(i128::MAX, |m| {
+            i128::from(m) * 60 - i128::from(used_secs(j, now))
+        })
+    };
+    match field {
+        JobIdDisplay | JobId => a.job_id.cmp(&b.job_id),
+        Name => a.name.cmp(&b.name),
+        UserName => a.user.cmp(&b.user),
+        Uid => a.uid.cmp(&b.uid),
+        GroupId | GroupName => a.gid.cmp(&b.gid),
+        Partition => a.partition.cmp(&b.partition),
+        StateCompact => a.state.code().cmp(b.state.code()),
+        State => a.state.name().cmp(b.state.name()),
+        PriorityFloat | PriorityInt => a.priority.cmp(&b.priority),
+        TimeUsed => used_secs(a, now).cmp(&used_secs(b, now)),
+        TimeLimit => limit(a).cmp(&limit(b)),
+        TimeLeft => left(a).cmp(&left(b)),
+        Nodes => node_count(a).cmp(&node_count(b)),
+        Cpus => a.num_cpus.cmp(&b.num_cpus),
+        SubmitTime => a.submit_time.cmp(&b.submit_time),
+        StartTime => a.start_time.cmp(&b.start_time),
+        EndTime => a.end_time.cmp(&b.end_time),
+        NodeList => a.nodes.cmp(&b.nodes),
+        Reason => a.reason.cmp(&b.reason),
+        WorkDir => a.workdir.cmp(&b.workdir),
+        _ => Ordering::Equal,
+    }
+}
+
+/// Sorts by the keys in order; ties (Slurm leaves them to `qsort`) go by job id.
+fn sort_jobs(jobs: &mut [&JobInfo], keys: &[SortKey], now: i64) {
+    jobs.sort_by(|a, b| {
+        keys.iter()
+            .map(|k| {
+                let ord = compare_by(k.field, a, b, now);
+                if k.descending {
+                    ord.reverse()
+                } else {
+                    ord
+                }
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| a.job_id.cmp(&b.job_id))
+    });
+}
+
+/// How squeue should lay out its table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqueueFormat {
+    items: Vec<Item<JobField>>,
+    /// `-h`: no header line (and no `-l` date line).
+    pub no_header: bool,
+    /// `-l`: print the `ctime` date line before the header.
+    pub date_line: bool,
+    /// `-S` as typed; `None` sorts by `P,t,-p`.
+    pub sort: Option<String>,
+    /// `-t` as typed; `None` shows PD, R, S, CG and SO jobs.
+    pub states: Option<String>,
+}
+
+impl SqueueFormat {
+    /// Plain `squeue`.
+    pub fn default_format() -> Self {
+        Self::from_items(parse_percent(DEFAULT_FORMAT, JobField::from_letter, false).items)
+    }
+
+    /// `squeue -l`: the long columns and the date line.
+    pub fn long_format() -> Self {
+        Self {
+            date_line: true,
+            ..Self::from_items(parse_percent(LONG_FORMAT, JobField::from_letter, false).items)
+        }
+    }
+
+    /// `squeue -o FORMAT` (`%all` included). Unknown letters are echoed in
+    /// the output and returned as warnings for stderr.
+    pub fn user_format(format: &str) -> (Self, Vec<FormatWarning>) {
+        let parsed = if format.eq_ignore_ascii_case("%all") {
+            parse_percent(&all_format(), JobField::from_letter, true)
+        } else {
+            parse_percent(format, JobField::from_letter, false)
+        };
+        (
+            Self::from_items(parsed.items),
+            job_warnings(parsed.bad_specs),
+        )
+    }
+
+    /// `squeue -O name[:[.]width],...`. Unknown names are dropped and
+    /// returned as warnings.
+    pub fn field_list(list: &str) -> (Self, Vec<FormatWarning>) {
+        let parsed = parse_long_list(list, JobField::from_long_name);
+        (
+            Self::from_items(parsed.items),
+            job_warnings(parsed.bad_specs),
+        )
+    }
+
+    fn from_items(items: Vec<Item<JobField>>) -> Self {
+        Self {
+            items,
+            no_header: false,
+            date_line: false,
+            sort: None,
+            states: None,
+        }
+    }
+}
+
+/// `%all`: every letter, `|`-separated.
+fn all_format() -> String {
+    LETTERS
+        .iter()
+        .map(|(c, _)| format!("%{c}"))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+fn job_warnings(specs: Vec<String>) -> Vec<FormatWarning> {
+    specs
+        .into_iter()
+        .map(|spec| FormatWarning::InvalidJobField { spec })
+        .collect()
+}
+
+/// Renders squeue's output for `jobs` (already narrowed by the caller's
+/// id/user/partition filters): state filter, sort, optional date line,
+/// header, one line per job, each ending in a newline.
+pub fn render(jobs: &[JobInfo], opts: &SqueueFormat, now: i64) -> Result<String, FormatError> {
+    let mut shown = filter_states(jobs, opts.states.as_deref())?;
+    sort_jobs(
+        &mut shown,
+        &parse_sort(opts.sort.as_deref().unwrap_or(DEFAULT_SORT)),
+        now,
+    );
+    let mut out = String::new();
+    if !opts.no_header {
+        if opts.date_line {
+            let date = fmt_date_line(now).ok_or(FormatError::TimeOutOfRange { secs: now })?;
+            out.push_str(&date);
+            out.push('\n');
+        }
+        out.push_str(&render_line(&opts.items, |f, _| f.header()));
+        out.push('\n');
+    }
+    for job in shown {
+        out.push_str(&render_line(&opts.items, |f, _| f.value(job, now)));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Submit time of every sample job; they start a second later.
+    pub(crate) const T0: i64 = 1_795_232_616;
+
+    /// A job with the defaults sbatch --wrap gives on a test cluster.
+    pub(crate) fn job(id: u32, name: &str, partition: &str, state: JobState) -> JobInfo {
+        let running = !matches!(state, JobState::Pending);
+        JobInfo {
+            job_id: id,
+            name: name.to_string(),
+            user: "root".to_string(),
+            uid: 0,
+            gid: 0,
+            partition: partition.to_string(),
+            state,
+            reason: "None".to_string(),
+            priority: 4_294_901_760 - id,
+            submit_time: T0,
+            eligible_time: Some(T0),
+            start_time: running.then_some(T0 + 1),
+            end_time: None,
+            time_limit_min: None,
+            nodes: String::new(),
+            num_nodes: 1,
+            num_cpus: 1,
+            num_tasks: 1,
+            cpus_per_task: 1,
+            mem_per_node_mb: 0,
+            exit_code: (0, 0),
+            workdir: "/tmp/fmtjobs".to_string(),
+            stdout: format!("/tmp/fmtjobs/slurm-{id}.out"),
+            stderr: format!("/tmp/fmtjobs/slurm-{id}.out"),
+            stdin: "/dev/null".to_string(),
+            command: "(null)".to_string(),
+            submit_line: format!("sbatch -J {name} --wrap true"),
+            batch_host: None,
+            restarts: 0,
+            req_nodes: 1,
+        }
+    }
+
+    /// The nine jobs of the reference run on real Slurm (22.05), as seen
+    /// five seconds after submission.
+    pub(crate) fn sample_jobs() -> Vec<JobInfo> {
+        let finished = |mut j: JobInfo, end: i64, node: &str| {
+            j.end_time = Some(end);
+            j.nodes = node.to_string();
+            j.batch_host = Some(node.to_string());
+            j
+        };
+        let mut sleeper = job(1, "sleeper", "debug", JobState::Running);
+        sleeper.nodes = "n[1-2]".to_string();
+        sleeper.batch_host = Some("n1".to_string());
+        sleeper.num_nodes = 2;
+        sleeper.num_cpus = 2;
+        sleeper.num_tasks = 2;
+        sleeper.req_nodes = 2;
+        sleeper.time_limit_min = Some(10);
+        sleeper.end_time = Some(T0 + 601);
+        let mut long = job(2, "a_very_long_job_name", "long", JobState::Running);
+        long.nodes = "n3".to_string();
+        long.time_limit_min = Some(1440);
+        let mut failer = finished(job(3, "failer", "debug", JobState::Failed), T0 + 1, "n4");
+        failer.reason = "NonZeroExitCode".to_string();
+        failer.exit_code = (3, 0);
+        let okjob = finished(job(4, "okjob", "debug", JobState::Completed), T0 + 1, "n5");
+        let mut tout = job(5, "tout", "debug", JobState::Running);
+        tout.nodes = "n6".to_string();
+        tout.time_limit_min = Some(1);
+        let mut big = job(6, "big", "debug", JobState::Pending);
+        big.reason = "Resources".to_string();
+        big.req_nodes = 6;
+        big.num_cpus = 6;
+        big.num_tasks = 6;
+        let mut held = job(7, "held", "debug", JobState::Pending);
+        held.reason = "JobHeldUser".to_string();
+        held.priority = 0;
+        held.eligible_time = None;
+        let mut cancelled = job(8, "cancelme", "debug", JobState::Cancelled);
+        cancelled.reason = "Priority".to_string();
+        cancelled.priority = 4_294_901_753;
+        cancelled.start_time = Some(T0 + 3);
+        cancelled.end_time = Some(T0 + 3);
+        let mut nobody = job(9, "nobodyjob", "debug", JobState::Pending);
+        nobody.user = "nobody".to_string();
+        nobody.uid = 65534;
+        nobody.gid = 65534;
+        nobody.reason = "Priority".to_string();
+        nobody.priority = 4_294_901_752;
+        nobody.time_limit_min = Some(6);
+        nobody.mem_per_node_mb = 100;
+        vec![
+            sleeper, long, failer, okjob, tout, big, held, cancelled, nobody,
+        ]
+    }
+
+    const NOW: i64 = T0 + 5;
+
+    fn ts(t: i64) -> String {
+        fmt_timestamp(Some(t))
+    }
+
+    #[test]
+    fn default_table_matches_slurm() {
+        let out = render(&sample_jobs(), &SqueueFormat::default_format(), NOW).unwrap();
+        assert_eq!(
+            out,
+            "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)\n\
+             \x20                6     debug      big     root PD       0:00      6 (Resources)\n\
+             \x20                9     debug nobodyjo   nobody PD       0:00      1 (Priority)\n\
+             \x20                7     debug     held     root PD       0:00      1 (JobHeldUser)\n\
+             \x20                1     debug  sleeper     root  R       0:04      2 n[1-2]\n\
+             \x20                5     debug     tout     root  R       0:04      1 n6\n\
+             \x20                2      long a_very_l     root  R       0:04      1 n3\n"
+        );
+    }
+
+    #[test]
+    fn long_table_has_date_line_and_limits() {
+        let out = render(&sample_jobs(), &SqueueFormat::long_format(), NOW).unwrap();
+        let expected = format!(
+            "{}\n\
+             \x20            JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)\n\
+             \x20                6     debug      big     root  PENDING       0:00 UNLIMITED      6 (Resources)\n\
+             \x20                9     debug nobodyjo   nobody  PENDING       0:00      6:00      1 (Priority)\n\
+             \x20                7     debug     held     root  PENDING       0:00 UNLIMITED      1 (JobHeldUser)\n\
+             \x20                1     debug  sleeper     root  RUNNING       0:04     10:00      2 n[1-2]\n\
+             \x20                5     debug     tout     root  RUNNING       0:04      1:00      1 n6\n\
+             \x20                2      long a_very_l     root  RUNNING       0:04 1-00:00:00      1 n3\n",
+            fmt_date_line(NOW).unwrap()
+        );
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn no_header_drops_header_and_date_line() {
+        let mut fmt = SqueueFormat::long_format();
+        fmt.no_header = true;
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        assert_eq!(out.lines().count(), 6);
+        assert!(out.starts_with("                 6     debug"));
+    }
+
+    #[test]
+    fn all_states_sorted_by_partition_state_priority() {
+        let mut fmt = SqueueFormat::default_format();
+        fmt.states = Some("all".to_string());
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        let body: Vec<&str> = out.lines().skip(1).collect();
+        assert_eq!(
+            body[..3],
+            [
+                "                 8     debug cancelme     root CA       0:00      1 ",
+                "                 4     debug    okjob     root CD       0:00      1 n5",
+                "                 3     debug   failer     root  F       0:00      1 (NonZeroExitCode)",
+            ]
+        );
+        let ids: Vec<&str> = body
+            .iter()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(ids, ["8", "4", "3", "6", "9", "7", "1", "5", "2"]);
+    }
+
+    #[test]
+    fn state_filter_accepts_codes_names_and_flag_states() {
+        let jobs = sample_jobs();
+        let ids = |list: &str| -> Vec<u32> {
+            filter_states(&jobs, Some(list))
+                .unwrap()
+                .iter()
+                .map(|j| j.job_id)
+                .collect()
+        };
+        assert_eq!(ids("pd"), [6, 7, 9]);
+        assert_eq!(ids("PENDING,cd"), [4, 6, 7, 9]);
+        assert_eq!(ids("CF,requeued"), Vec::<u32>::new());
+        assert_eq!(ids("ALL").len(), 9);
+        let default: Vec<u32> = filter_states(&jobs, None)
+            .unwrap()
+            .iter()
+            .map(|j| j.job_id)
+            .collect();
+        assert_eq!(default, [1, 2, 5, 6, 7, 9]);
+    }
+
+    #[test]
+    fn unknown_state_is_an_error() {
+        let err = filter_states(&sample_jobs(), Some("PD,foo")).unwrap_err();
+        assert_eq!(
+            err,
+            FormatError::InvalidJobState {
+                state: "foo".to_string()
+            }
+        );
+        let mut fmt = SqueueFormat::default_format();
+        fmt.states = Some("bogus".to_string());
+        assert!(render(&sample_jobs(), &fmt, NOW).is_err());
+    }
+
+    #[test]
+    fn exporter_formats_keep_leading_space_and_literals() {
+        let (mut fmt, warnings) = SqueueFormat::user_format(" %A,%T,%r");
+        assert!(warnings.is_empty());
+        fmt.no_header = true;
+        fmt.states = Some("all".to_string());
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        assert!(out
+            .starts_with(" 8,CANCELLED,Priority\n 4,COMPLETED,None\n 3,FAILED,NonZeroExitCode\n"));
+        let (mut fmt, _) = SqueueFormat::user_format("%A|%a|%T|%C");
+        fmt.no_header = true;
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        assert_eq!(out.lines().next(), Some("6|(null)|PENDING|6"));
+        let (fmt, _) = SqueueFormat::user_format(" %A,%T,%r");
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        assert_eq!(out.lines().next(), Some(" JOBID,STATE,REASON"));
+    }
+
+    #[test]
+    fn widths_truncate_values_and_headers() {
+        let (mut fmt, _) = SqueueFormat::user_format("%.3i %2j %5P|%3R|");
+        fmt.states = Some("all".to_string());
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "JOB NA PARTI|NOD|");
+        assert_eq!(lines[1], "  8 ca debug|   |");
+        assert_eq!(lines[3], "  3 fa debug|(No|");
+        assert_eq!(lines[9], "  2 a_ long |n3 |");
+    }
+
+    #[test]
+    fn right_justified_columns_keep_node_lists_and_times_whole() {
+        let (mut fmt, _) = SqueueFormat::user_format("%.2l|%.2L|%.2M|%.2N|%.2R|%.2Y|%.2e|%.2i");
+        fmt.states = Some("pd,r".to_string());
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            "TI|TI|TI|NODELIST|NODELIST(REASON)|SCHEDNODES|EN|JO"
+        );
+        assert_eq!(lines[1], "UN|UN|0:00|  |(R|(null)|N/| 6");
+        assert_eq!(lines[2], "6:00|6:00|0:00|  |(P|(null)|N/| 9");
+        assert_eq!(lines[4], "10:00|9:56|0:04|n[1-2]|n[1-2]|(null)|20| 1");
+    }
+
+    #[test]
+    fn invalid_letter_is_echoed_with_a_warning() {
+        let (mut fmt, warnings) = SqueueFormat::user_format("%_|%i");
+        assert_eq!(
+            warnings,
+            [FormatWarning::InvalidJobField {
+                spec: "_".to_string()
+            }]
+        );
+        fmt.states = Some("pd".to_string());
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        assert_eq!(out, "%_|JOBID\n%_|6\n%_|9\n%_|7\n");
+    }
+
+    #[test]
+    fn empty_format_prints_empty_lines() {
+        let (fmt, warnings) = SqueueFormat::user_format("");
+        assert!(warnings.is_empty());
+        assert_eq!(render(&sample_jobs(), &fmt, NOW).unwrap(), "\n".repeat(7));
+    }
+
+    #[test]
+    fn field_list_widths_suffixes_and_unknown_names() {
+        let (mut fmt, warnings) = SqueueFormat::field_list("JobID,Name:5,State:.9,Reason,Foo");
+        assert_eq!(
+            warnings,
+            [FormatWarning::InvalidJobField {
+                spec: "Foo".to_string()
+            }]
+        );
+        fmt.states = Some("all".to_string());
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            "JOBID               NAME     STATEREASON              "
+        );
+        assert_eq!(
+            lines[1],
+            "8                   canceCANCELLEDPriority            "
+        );
+        assert_eq!(
+            lines[3],
+            "3                   faile   FAILEDNonZeroExitCode     "
+        );
+        let (fmt, _) = SqueueFormat::field_list("JobID:3 ,StateCompact: ,ReasonList:.12");
+        let out = render(&sample_jobs(), &fmt, NOW).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "JOB ST NODELIST(REASON)");
+        assert_eq!(lines[2], "9   PD   (Priority)");
+        assert_eq!(lines[4], "1   R       n[1-2]");
+    }
+
+    #[test]
+    fn every_letter_of_percent_all() {
+        let (mut fmt, warnings) = SqueueFormat::user_format("%all");
+        assert!(warnings.is_empty());
+        fmt.states = Some("r".to_string());
+        let now = T0 + 22;
+        let out = render(&sample_jobs(), &fmt, now).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            "ACCOUNT|TRES_PER_NODE|MIN_CPUS|MIN_TMP_DISK|END_TIME|FEATURES|GROUP|OVER_SUBSCRIBE|JOBID|NAME|\
+             COMMENT|TIME_LIMIT|MIN_MEMORY|REQ_NODES|COMMAND|PRIORITY|QOS|REASON||ST|USER|RESERVATION|WCKEY|\
+             EXC_NODES|NICE|S:C:T|JOBID|EXEC_HOST|CPUS|NODES|DEPENDENCY|ARRAY_JOB_ID|GROUP|SOCKETS_PER_NODE|\
+             CORES_PER_SOCKET|THREADS_PER_CORE|ARRAY_TASK_ID|TIME_LEFT|TIME|NODELIST|CONTIGUOUS|PARTITION|\
+             PRIORITY|NODELIST(REASON)|START_TIME|STATE|UID|SUBMIT_TIME|LICENSES|CORE_SPEC|SCHEDNODES|WORK_DIR"
+        );
+        let expected = format!(
+            "(null)|N/A|1|0|{}|(null)|root|OK|1|sleeper|(null)|10:00|0||(null)|0.99998474121093|(null)|None||R|\
+             root|(null)|(null)||0|*:*:*|1|n1|2|2|(null)|1|0|*|*|*|N/A|9:39|0:21|n[1-2]|0|debug|4294901759|\
+             n[1-2]|{}|RUNNING|0|{}|(null)|N/A|(null)|/tmp/fmtjobs",
+            ts(T0 + 601),
+            ts(T0 + 1),
+            ts(T0)
+        );
+        assert_eq!(lines[1], expected);
+    }
+
+    #[test]
+    fn times_left_used_and_unset() {
+        let (mut fmt, _) = SqueueFormat::user_format("%i|%L|%l|%e|%M|%S|%B|%D|%m|%p");
+        fmt.states = Some("all".to_string());
+        let mut jobs = sample_jobs();
+        // The time-limited job has now run past its limit.
+        jobs[4].state = JobState::Timeout;
+        jobs[4].reason = "TimeLimit".to_string();
+        jobs[4].end_time = Some(T0 + 85);
+        let out = render(&jobs, &fmt, T0 + 109).unwrap();
+        let line = |id: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("{id}|")))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            line("6"),
+            "6|UNLIMITED|UNLIMITED|N/A|0:00|N/A|n/a|6|0|0.99998474004678"
+        );
+        assert_eq!(
+            line("9"),
+            "9|6:00|6:00|N/A|0:00|N/A|n/a|1|100M|0.99998473958112"
+        );
+        assert_eq!(
+            line("7"),
+            "7|UNLIMITED|UNLIMITED|N/A|0:00|N/A|n/a|1|0|0.00000000000000"
+        );
+        assert_eq!(
+            line("5"),
+            format!(
+                "5|INVALID|1:00|{}|1:24|{}|n/a|1|0|0.99998474027961",
+                ts(T0 + 85),
+                ts(T0 + 1)
+            )
+        );
+        assert_eq!(
+            line("2"),
+            format!(
+                "2|23:58:12|1-00:00:00|N/A|1:48|{}|n/a|1|0|0.99998474097810",
+                ts(T0 + 1)
+            )
+        );
+        assert_eq!(
+            line("4"),
+            format!(
+                "4|UNLIMITED|UNLIMITED|{}|0:00|{}|n5|1|0|0.99998474051244",
+                ts(T0 + 1),
+                ts(T0 + 1)
+            )
+        );
+    }
+
+    #[test]
+    fn reason_shown_for_bad_endings_nodes_otherwise() {
+        let mut j = job(20, "x", "debug", JobState::NodeFail);
+        j.nodes = "n7".to_string();
+        j.reason = "NodeDown".to_string();
+        assert_eq!(reason_or_nodes(&j), "n7");
+        for state in [
+            JobState::OutOfMemory,
+            JobState::Deadline,
+            JobState::Timeout,
+            JobState::Failed,
+        ] {
+            j.state = state;
+            assert_eq!(reason_or_nodes(&j), "(NodeDown)");
+        }
+    }
+
+    #[test]
+    fn group_name_falls_back_to_gid() {
+        let (mut fmt, _) = SqueueFormat::user_format("%g|%G|%U|%u");
+        fmt.no_header = true;
+        let mut j = job(30, "x", "debug", JobState::Running);
+        assert_eq!(
+            render(std::slice::from_ref(&j), &fmt, NOW).unwrap(),
+            "root|0|0|root\n"
+        );
+        j.gid = 4_242_424;
+        assert_eq!(render(&[j], &fmt, NOW).unwrap(), "4242424|4242424|0|root\n");
+    }
+
+    #[test]
+    fn field_list_extras() {
+        let (mut fmt, _) = SqueueFormat::field_list(
+            "JobID:3 ,exit_code:4 ,tres-alloc:35 ,NumTasks:2 ,STDIN: ,RestartCnt: ,cpus-per-task:",
+        );
+        fmt.no_header = true;
+        fmt.states = Some("all".to_string());
+        let mut jobs = sample_jobs();
+        jobs[0].mem_per_node_mb = 1000;
+        jobs[0].restarts = 2;
+        let out = render(&jobs[..3], &fmt, NOW).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            "3   768  cpu=1,node=1,billing=1              1  /dev/null 0 1"
+        );
+        assert_eq!(
+            lines[1],
+            "1   0    cpu=2,mem=2000M,node=2,billing=2    2  /dev/null 2 1"
+        );
+    }
+
+    #[test]
+    fn sort_keys_from_dash_s() {
+        let mut fmt = SqueueFormat::default_format();
+        fmt.states = Some("all".to_string());
+        fmt.no_header = true;
+        let ids = |fmt: &SqueueFormat| -> Vec<String> {
+            render(&sample_jobs(), fmt, NOW)
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.split_whitespace().next().map(String::from))
+                .collect()
+        };
+        fmt.sort = Some("-i".to_string());
+        assert_eq!(ids(&fmt), ["9", "8", "7", "6", "5", "4", "3", "2", "1"]);
+        fmt.sort = Some("+j".to_string());
+        assert_eq!(ids(&fmt), ["2", "6", "8", "3", "7", "9", "4", "1", "5"]);
+        // Unknown keys are ignored; ties fall back to the job id.
+        fmt.sort = Some("z,-D".to_string());
+        assert_eq!(ids(&fmt), ["6", "1", "2", "3", "4", "5", "7", "8", "9"]);
+    }
+
+    #[test]
+    fn date_line_out_of_range_is_an_error() {
+        let err = render(&sample_jobs(), &SqueueFormat::long_format(), i64::MAX).unwrap_err();
+        assert_eq!(err, FormatError::TimeOutOfRange { secs: i64::MAX });
+    }
+}

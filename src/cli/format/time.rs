@@ -75,8 +75,9 @@ pub fn fmt_timestamp(t: Option<i64>) -> String {
     fmt_timestamp_in(t, &Local)
 }
 
-/// The `ctime`-style line squeue/sinfo `-l` print first: `Sat Nov 21 05:43:45 2026`
-/// (day of month padded with a space). `None` if `now` is not a representable time.
+/// The date line squeue/sinfo `-l` print first: `Sat Nov 21 05:43:45 2026`,
+/// day of month zero-padded (`Thu Jan 01 ...`). `None` if `now` is not a
+/// representable time.
 pub fn fmt_date_line(now: i64) -> Option<String> {
     fmt_date_line_in(now, &Local)
 }
@@ -97,7 +98,7 @@ where
 {
     tz.timestamp_opt(now, 0)
         .earliest()
-        .map(|dt| dt.format("%a %b %e %H:%M:%S %Y").to_string())
+        .map(|dt| dt.format("%a %b %d %H:%M:%S %Y").to_string())
 }
 
 fn split(secs: u64) -> (u64, u64, u64, u64) {
@@ -182,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn date_line_pads_day_with_space() {
+    fn date_line_zero_pads_day() {
         let utc = FixedOffset::east_opt(0).unwrap();
         assert_eq!(
             fmt_date_line_in(1_795_240_000, &utc).as_deref(),
@@ -191,7 +192,7 @@ mod tests {
         // 2026-11-01T10:00:00Z
         assert_eq!(
             fmt_date_line_in(1_793_527_200, &utc).as_deref(),
-            Some("Sun Nov  1 10:00:00 2026")
+            Some("Sun Nov 01 10:00:00 2026")
         );
         assert_eq!(fmt_date_line_in(i64::MAX, &utc), None);
     }
@@ -208,7 +209,7 @@ mod tests {
         let expect = Local
             .timestamp_opt(t, 0)
             .unwrap()
-            .format("%a %b %e %H:%M:%S %Y")
+            .format("%a %b %d %H:%M:%S %Y")
             .to_string();
         assert_eq!(fmt_date_line(t), Some(expect));
     }

@@ -1,0 +1,278 @@
+//! Test harness: a real canopy cluster (controller + node daemons as separate
+//! processes) on 127.0.0.1 with ephemeral ports in a temp dir, plus helpers to
+//! run CLI commands against it and query the controller over the wire.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use canopy::cli::client::Client;
+use canopy::wire::messages::{Body, JobQuery, NodeQuery};
+use canopy::wire::types::{JobInfo, NodeInfo};
+
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub conf: PathBuf,
+    pub nodes: u32,
+    pub ctld: Option<Child>,
+    pub noded: HashMap<String, Child>,
+    rt: tokio::runtime::Runtime,
+}
+
+fn port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    // Cargo builds every binary of the package for integration tests.
+    let me = std::env::current_exe().unwrap();
+    me.parent().unwrap().parent().unwrap().join(name)
+}
+
+impl Cluster {
+    /// Write a config for `nodes` nodes with the given TreeWidth and SlurmdTimeout,
+    /// start every daemon and wait until all nodes are IDLE.
+    pub fn start(nodes: u32, tree_width: u32, slurmd_timeout: u32) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("slurm.conf");
+        let mut text = format!(
+            "ClusterName=test\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={}\n\
+             SlurmdTimeout={slurmd_timeout}\nTreeWidth={tree_width}\nStateSaveLocation={}/state\n\
+             SlurmdSpoolDir={}/spool/%n\nReturnToService=1\nKillWait=2\nMinJobAge=600\n\
+             NodeName=DEFAULT CPUs=2 RealMemory=1000\n",
+            port(),
+            dir.path().display(),
+            dir.path().display()
+        );
+        for i in 1..=nodes {
+            text.push_str(&format!(
+                "NodeName=n{i} NodeAddr=127.0.0.1 Port={}\n",
+                port()
+            ));
+        }
+        text.push_str("PartitionName=debug Nodes=ALL Default=YES MaxTime=60 State=UP\n");
+        text.push_str("PartitionName=short Nodes=n[1-2] MaxTime=5 MaxNodes=2 State=UP\n");
+        std::fs::write(&conf, text).unwrap();
+        canopy::wire::auth::generate_key_file(&dir.path().join("slurm.key")).unwrap();
+        std::fs::create_dir_all(dir.path().join("log")).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut c = Cluster {
+            dir,
+            conf,
+            nodes,
+            ctld: None,
+            noded: HashMap::new(),
+            rt,
+        };
+        c.start_ctld();
+        for i in 1..=nodes {
+            c.start_node(&format!("n{i}"));
+        }
+        c.wait_for(Duration::from_secs(60), "all nodes IDLE", |c| {
+            c.nodes_info()
+                .iter()
+                .filter(|n| n.scontrol_state() == "IDLE")
+                .count()
+                == nodes as usize
+        });
+        c.wait_for(
+            Duration::from_secs(30),
+            "every node on its natural parent",
+            |c| {
+                c.nodes_info()
+                    .iter()
+                    .all(|n| n.attached_to == c.natural_parent(&n.name))
+            },
+        );
+        c
+    }
+
+    /// The node `name` hangs under in the relay tree's arithmetic (`None` = controller).
+    pub fn natural_parent(&self, name: &str) -> Option<String> {
+        let conf = canopy::config::Config::load(&self.conf).unwrap();
+        let topo = canopy::tree::topology::Topology::new(self.nodes, conf.tree_width).unwrap();
+        let rank = conf.node_index(name).unwrap() as u32;
+        topo.parent(rank)
+            .map(|p| conf.nodes[p as usize].name.clone())
+    }
+
+    fn log(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("log").join(format!("{name}.log")))
+            .unwrap()
+    }
+
+    pub fn start_ctld(&mut self) {
+        let child = Command::new(bin("canopy-ctld"))
+            .args(["-f", self.conf.to_str().unwrap()])
+            .env("CANOPY_LOG", "debug,sled=info")
+            .stdout(self.log("ctld"))
+            .stderr(self.log("ctld"))
+            .spawn()
+            .unwrap();
+        self.ctld = Some(child);
+    }
+
+    pub fn start_node(&mut self, name: &str) {
+        let child = Command::new(bin("canopy-noded"))
+            .args(["-f", self.conf.to_str().unwrap(), "-N", name])
+            .env("CANOPY_LOG", "debug,sled=info")
+            .stdout(self.log(name))
+            .stderr(self.log(name))
+            .spawn()
+            .unwrap();
+        self.noded.insert(name.to_string(), child);
+    }
+
+    /// SIGKILL the controller.
+    pub fn kill_ctld(&mut self) {
+        if let Some(mut c) = self.ctld.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// SIGKILL one node daemon.
+    pub fn kill_node(&mut self, name: &str) {
+        let mut c = self.noded.remove(name).unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    /// Run a canopy CLI command (`sbatch`, `squeue`, ... or `status`) in `cwd`.
+    pub fn cli(&self, cwd: &Path, cmd: &str, args: &[&str]) -> Output {
+        Command::new(bin("canopy"))
+            .arg(cmd)
+            .args(args)
+            .current_dir(cwd)
+            .env("CANOPY_CONF", &self.conf)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// `sbatch --parsable` a script file; returns the job id.
+    pub fn sbatch(&self, cwd: &Path, args: &[&str]) -> u32 {
+        let mut all = vec!["--parsable"];
+        all.extend_from_slice(args);
+        let out = self.cli(cwd, "sbatch", &all);
+        assert!(
+            out.status.success(),
+            "sbatch failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    pub fn call(&self, body: Body) -> Body {
+        self.rt.block_on(async {
+            let mut c = Client::connect(Some(&self.conf)).await.unwrap();
+            c.call(body).await.unwrap()
+        })
+    }
+
+    pub fn try_call(&self, body: Body) -> Option<Body> {
+        self.rt.block_on(async {
+            let mut c = Client::connect(Some(&self.conf)).await.ok()?;
+            c.call(body).await.ok()
+        })
+    }
+
+    pub fn nodes_info(&self) -> Vec<NodeInfo> {
+        match self.try_call(Body::QueryNodes(NodeQuery::default())) {
+            Some(Body::Nodes(n)) => n,
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn node(&self, name: &str) -> NodeInfo {
+        self.nodes_info()
+            .into_iter()
+            .find(|n| n.name == name)
+            .unwrap()
+    }
+
+    pub fn job(&self, id: u32) -> Option<JobInfo> {
+        match self.try_call(Body::QueryJobs(JobQuery {
+            job_ids: vec![id],
+            include_finished: true,
+        })) {
+            Some(Body::Jobs(j)) => j.into_iter().next(),
+            _ => None,
+        }
+    }
+
+    /// Poll `cond` every 100 ms; panic with `what` and the logs' tails on timeout.
+    pub fn wait_for(&self, limit: Duration, what: &str, mut cond: impl FnMut(&Cluster) -> bool) {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if cond(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let ctld =
+            std::fs::read_to_string(self.dir.path().join("log/ctld.log")).unwrap_or_default();
+        let tail: Vec<&str> = ctld.lines().rev().take(40).collect();
+        panic!(
+            "timed out after {limit:?} waiting for {what}\nctld log tail:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+
+    /// Wait until job `id` reaches a finished state and return it.
+    pub fn wait_done(&self, id: u32, limit: Duration) -> JobInfo {
+        self.wait_for(limit, &format!("job {id} to finish"), |c| {
+            c.job(id).is_some_and(|j| j.state.is_finished())
+        });
+        self.job(id).unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        keep_logs(self);
+        for (_, mut c) in self.noded.drain() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(mut c) = self.ctld.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// True if a process with this pid exists.
+pub fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+/// Keep the cluster's logs when CANOPY_KEEP_LOGS is set (for debugging a failure).
+pub fn keep_logs(c: &Cluster) {
+    if let Ok(dest) = std::env::var("CANOPY_KEEP_LOGS") {
+        let _ = std::process::Command::new("cp")
+            .args(["-r", c.dir.path().join("log").to_str().unwrap(), &dest])
+            .status();
+    }
+}
