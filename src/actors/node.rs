@@ -202,13 +202,14 @@ impl Handler<Registered> for NodeActor {
         self.stats.handled();
         let h = &msg.hello;
         let rebooted = self.status.registered && self.status.boot_id != h.boot_id;
+        // Reachability comes only from the relay tree's health deltas (see
+        // `Reachable`): a registration and a death inside one flush interval
+        // must not leave the node marked responding.
         self.status.registered = true;
-        self.status.responding = true;
         self.status.boot_id = h.boot_id;
         self.status.boot_time = Some(h.started);
         self.status.resources = Some(h.resources.clone());
         self.status.attached_to = msg.via;
-        self.epoch += 1;
         // ReturnToService: 1 revives nodes DOWN for not responding, 2 any DOWN.
         let revive = match &self.status.admin.down {
             Some(r) if r.text == "Not responding" => self.return_to_service >= 1,
