@@ -62,6 +62,11 @@ impl Client {
         })
     }
 
+    /// Only load the configuration (for commands that need it without a connection).
+    pub fn connect_config(explicit: Option<&std::path::Path>) -> Result<Arc<Config>, CliError> {
+        Ok(Arc::new(Config::load(&Config::locate(explicit))?))
+    }
+
     /// Send one request and return the reply body; an `Error` reply is a `CliError::Refused`.
     pub async fn call(&mut self, body: Body) -> Result<Body, CliError> {
         let env = self.conn.request(&body).await?;

@@ -1,4 +1,260 @@
-//! placeholder
-pub fn run(_a: &[String]) -> i32 {
+//! `scontrol`: `show job|node|partition|hostnames|hostlist|hostlistsorted`,
+//! `ping`, and `update NodeName=... State=... Reason=...`. Records print in
+//! Slurm's `Key=Value` layout (see `format::scontrol`).
+
+use super::client::{CliError, Client};
+use super::format::scontrol::{ping_line, show_job, show_node, show_partition};
+use crate::config::hostlist;
+use crate::wire::messages::{Body, JobQuery, NodeQuery, NodeUpdate, NodeUpdateState};
+
+const USAGE: &str = "Usage: scontrol [-o] <command> [args]
+  show job [id] | node [name] | partition [name] | hostnames [list] | hostlist <list> | hostlistsorted <list>
+  ping
+  update NodeName=<nodes> State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE [Reason=<text>]";
+
+pub fn run(args: &[String]) -> i32 {
+    let mut one_liner = false;
+    let mut rest: Vec<&str> = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "-o" | "--oneliner" => one_liner = true,
+            "-d" | "--details" | "-Q" | "--quiet" | "-v" | "--verbose" => {}
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return 0;
+            }
+            _ => rest.push(a),
+        }
+    }
+    let Some((cmd, args)) = rest.split_first() else {
+        eprintln!("{USAGE}");
+        return 1;
+    };
+    match cmd.to_ascii_lowercase().as_str() {
+        "show" => show(args, one_liner),
+        "ping" => ping(),
+        "update" => update(args),
+        other => {
+            eprintln!("invalid keyword: {other}");
+            1
+        }
+    }
+}
+
+fn call(body: Body) -> Result<Body, CliError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut c = Client::connect(None).await?;
+        c.call(body).await
+    })
+}
+
+fn show(args: &[&str], one_liner: bool) -> i32 {
+    let Some(entity) = args.first() else {
+        eprintln!("scontrol: error: show what? (job, node, partition, hostnames, hostlist)");
+        return 1;
+    };
+    let target = args.get(1).copied();
+    let now = chrono::Utc::now().timestamp();
+    match entity.to_ascii_lowercase().as_str() {
+        "job" | "jobs" => {
+            let ids = match target.map(|t| t.parse::<u32>()) {
+                None => vec![],
+                Some(Ok(id)) => vec![id],
+                Some(Err(_)) => {
+                    eprintln!("Invalid job id specified");
+                    return 1;
+                }
+            };
+            let q = JobQuery {
+                job_ids: ids.clone(),
+                include_finished: true,
+            };
+            match call(Body::QueryJobs(q)) {
+                Ok(Body::Jobs(jobs)) => {
+                    if jobs.is_empty() {
+                        if ids.is_empty() {
+                            println!("No jobs in the system");
+                            return 0;
+                        }
+                        eprintln!("slurm_load_jobs error: Invalid job id specified");
+                        return 1;
+                    }
+                    for j in &jobs {
+                        print!("{}", show_job(j, now, one_liner));
+                    }
+                    0
+                }
+                r => fail("slurm_load_jobs error", r),
+            }
+        }
+        "node" | "nodes" => {
+            let names = match target.map(hostlist::expand).transpose() {
+                Ok(n) => n.unwrap_or_default(),
+                Err(e) => {
+                    eprintln!("Invalid node name specified: {e}");
+                    return 1;
+                }
+            };
+            match call(Body::QueryNodes(NodeQuery {
+                names: names.clone(),
+            })) {
+                Ok(Body::Nodes(nodes)) => {
+                    if nodes.is_empty() && !names.is_empty() {
+                        eprintln!("Node {} not found", target.unwrap_or_default());
+                        return 1;
+                    }
+                    for n in &nodes {
+                        print!("{}", show_node(n, now, one_liner));
+                    }
+                    0
+                }
+                r => fail("slurm_load_node error", r),
+            }
+        }
+        "partition" | "partitions" => match call(Body::QueryPartitions) {
+            Ok(Body::Partitions(parts)) => {
+                let shown: Vec<_> = parts
+                    .iter()
+                    .filter(|p| target.is_none_or(|t| p.name == t))
+                    .collect();
+                if shown.is_empty() && target.is_some() {
+                    eprintln!("Partition {} not found", target.unwrap_or_default());
+                    return 1;
+                }
+                for p in shown {
+                    print!("{}", show_partition(p, one_liner));
+                }
+                0
+            }
+            r => fail("slurm_load_partitions error", r),
+        },
+        "hostnames" => {
+            let expr = target
+                .map(str::to_string)
+                .or_else(|| std::env::var("SLURM_JOB_NODELIST").ok());
+            let Some(expr) = expr else {
+                eprintln!("scontrol: error: host list is empty");
+                return 1;
+            };
+            match hostlist::expand(&expr) {
+                Ok(names) => {
+                    for n in names {
+                        println!("{n}");
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("scontrol: error: Invalid hostlist: {e}");
+                    1
+                }
+            }
+        }
+        kind @ ("hostlist" | "hostlistsorted") => {
+            let Some(expr) = target else {
+                eprintln!("scontrol: error: hostlist requires a list of hosts");
+                return 1;
+            };
+            match hostlist::expand(expr) {
+                Ok(names) => {
+                    if kind == "hostlist" {
+                        println!("{}", hostlist::compress(&names));
+                    } else {
+                        println!("{}", hostlist::compress_sorted(&names));
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("scontrol: error: Invalid hostlist: {e}");
+                    1
+                }
+            }
+        }
+        other => {
+            eprintln!("invalid entity: {other} for keyword: show");
+            1
+        }
+    }
+}
+
+fn fail(what: &str, r: Result<Body, CliError>) -> i32 {
+    match r {
+        Ok(b) => eprintln!("{what}: unexpected reply {}", b.kind()),
+        Err(e) => eprintln!("{what}: {e}"),
+    }
     1
+}
+
+fn ping() -> i32 {
+    let host = Client::connect_config(None)
+        .map(|c| c.control_host.clone())
+        .unwrap_or_else(|_| "(unknown)".into());
+    let up = matches!(call(Body::Ping), Ok(Body::Pong(_)));
+    println!("{}", ping_line(&host, up));
+    i32::from(!up)
+}
+
+/// `update NodeName=<list> State=<s> [Reason=<text>]` (keys case-insensitive;
+/// the reason may be several words, as when a shell passed `Reason="a b"`).
+fn update(args: &[&str]) -> i32 {
+    let mut nodes = None;
+    let mut state = None;
+    let mut reason: Option<String> = None;
+    for a in args {
+        let Some((k, v)) = a.split_once('=') else {
+            if let Some(r) = reason.as_mut() {
+                r.push(' ');
+                r.push_str(a);
+                continue;
+            }
+            eprintln!("scontrol: error: Invalid input: {a}\nRequest aborted");
+            return 1;
+        };
+        match k.to_ascii_lowercase().as_str() {
+            "nodename" => nodes = Some(v.to_string()),
+            "state" => {
+                state = Some(match v.to_ascii_uppercase().as_str() {
+                    "DRAIN" => NodeUpdateState::Drain,
+                    "DOWN" => NodeUpdateState::Down,
+                    "RESUME" => NodeUpdateState::Resume,
+                    "UNDRAIN" => NodeUpdateState::Undrain,
+                    "IDLE" => NodeUpdateState::Idle,
+                    other => {
+                        eprintln!("scontrol: error: Invalid node state specified: {other}");
+                        return 1;
+                    }
+                })
+            }
+            "reason" => reason = Some(v.trim_matches('"').to_string()),
+            other => {
+                eprintln!("scontrol: error: Update of this parameter is not supported: {other}={v}\nRequest aborted");
+                return 1;
+            }
+        }
+    }
+    let Some(nodes) = nodes else {
+        eprintln!("scontrol: error: No valid entity in update command\nInput line must include \"NodeName\"");
+        return 1;
+    };
+    if matches!(state, Some(NodeUpdateState::Drain | NodeUpdateState::Down)) && reason.is_none() {
+        eprintln!("You must specify a reason when DOWNING or DRAINING a node. Request denied");
+        return 1;
+    }
+    match call(Body::UpdateNodes(NodeUpdate {
+        nodes,
+        state,
+        reason,
+    })) {
+        Ok(_) => 0,
+        Err(CliError::Refused(e)) => {
+            eprintln!("slurm_update error: {}", e.message);
+            1
+        }
+        Err(e) => {
+            eprintln!("slurm_update error: {e}");
+            1
+        }
+    }
 }
