@@ -417,6 +417,7 @@ impl ControllerActor {
             self.relay_stats.clone(),
             ctx.address().recipient(),
             st.clone(),
+            self.topo.max_depth(),
         )
         .start();
         self.steps.insert(id, StepHandle { addr, stats: st });
@@ -1038,6 +1039,7 @@ impl Handler<UpdateNodes> for ControllerActor {
         };
         let reason = msg.update.reason;
         let user = msg.user;
+        let store = self.store.clone();
         Box::pin(async move {
             for (addr, st) in targets {
                 st.sent();
@@ -1053,7 +1055,12 @@ impl Handler<UpdateNodes> for ControllerActor {
                     });
                 }
             }
-            Ok(())
+            // The store applies batches in order: an empty commit is a barrier
+            // behind the admin-state writes queued above.
+            store.commit(Vec::new()).await.map_err(|e| ErrorReply {
+                code: ErrorCode::Internal,
+                message: format!("could not save node state: {e}"),
+            })
         })
     }
 }

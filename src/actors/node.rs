@@ -252,8 +252,8 @@ impl Handler<Reachable> for NodeActor {
 }
 
 impl Handler<AdminUpdate> for NodeActor {
-    type Result = Result<(), String>;
-    fn handle(&mut self, msg: AdminUpdate, ctx: &mut Context<Self>) -> Self::Result {
+    type Result = ResponseActFuture<Self, Result<(), String>>;
+    fn handle(&mut self, msg: AdminUpdate, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
         let reason = |r: Option<String>| Reason {
             text: r.unwrap_or_default(),
@@ -273,8 +273,15 @@ impl Handler<AdminUpdate> for NodeActor {
             }
             NodeUpdateState::Undrain => self.status.admin.drain = None,
         }
-        self.push(lost, None, ctx);
-        Ok(())
+        // Answer only once the controller has the change (and has queued it
+        // for the store), so the operator's command returns after it is durable.
+        let change = NodeChanged {
+            status: self.status.clone(),
+            lost,
+            registration: None,
+        };
+        let c = self.controller.clone();
+        Box::pin(async move { c.send(change).await.map_err(|e| e.to_string()) }.into_actor(self))
     }
 }
 

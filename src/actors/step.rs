@@ -14,13 +14,14 @@ use serde::Serialize;
 
 use super::relay::{Fanout, RelayActor};
 use super::stats::ActorStats;
+use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{ExitStatus, JobLaunch, NodeCommand, Outcome};
 use crate::wire::types::JobState;
 
 const MAILBOX: usize = 64;
 /// Time for a launch to reach every node and be answered, before depth scaling.
-const LAUNCH_BUDGET: Duration = Duration::from_secs(10);
+const LAUNCH_BASE: Duration = Duration::from_secs(10);
 /// Extra time on top of KillWait for a teardown to be confirmed.
 const TEARDOWN_SLACK: Duration = Duration::from_secs(5);
 
@@ -88,6 +89,8 @@ pub struct StepActor {
     relay_stats: Arc<ActorStats>,
     controller: Recipient<StepEnded>,
     stats: Arc<ActorStats>,
+    /// Depth of the relay tree: every deadline grows with it.
+    tree_depth: u32,
 }
 
 impl StepActor {
@@ -103,6 +106,7 @@ impl StepActor {
         relay_stats: Arc<ActorStats>,
         controller: Recipient<StepEnded>,
         stats: Arc<ActorStats>,
+        tree_depth: u32,
     ) -> Self {
         let phase = if launch.is_some() {
             Phase::Launching
@@ -122,7 +126,12 @@ impl StepActor {
             relay_stats,
             controller,
             stats,
+            tree_depth,
         }
+    }
+
+    fn budget(&self, base: Duration) -> Duration {
+        root_budget(base, self.tree_depth)
     }
 
     fn fanout(
@@ -172,7 +181,7 @@ impl StepActor {
         );
         self.phase = Phase::Ending;
         self.ending = Some((state, exit, reason));
-        let budget = Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK;
+        let budget = self.budget(Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK);
         let cmd = NodeCommand::Terminate {
             job_id: self.job_id,
             kill_wait_s: self.kill_wait_s,
@@ -234,7 +243,8 @@ impl Actor for StepActor {
             return;
         };
         let cmd = NodeCommand::Launch(Box::new(launch));
-        self.fanout(cmd, LAUNCH_BUDGET, ctx, |act, outcomes, ctx| {
+        let budget = self.budget(LAUNCH_BASE);
+        self.fanout(cmd, budget, ctx, |act, outcomes, ctx| {
             let failed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result.is_err()).collect();
             if failed.is_empty() {
                 if act.phase == Phase::Launching {
@@ -311,7 +321,8 @@ impl Handler<SignalStep> for StepActor {
             signal: msg.signal,
             batch_only: msg.batch_only,
         };
-        self.fanout(cmd, LAUNCH_BUDGET, ctx, |_, _, _| {});
+        let budget = self.budget(LAUNCH_BASE);
+        self.fanout(cmd, budget, ctx, |_, _, _| {});
     }
 }
 

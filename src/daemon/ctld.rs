@@ -123,7 +123,7 @@ async fn serve_conn(
         Ok(Ok(Some(env))) => env,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
-            tracing::warn!(%peer, error = %e, "rejected frame");
+            reject(&mut conn, peer, &e).await;
             return;
         }
         Err(_) => return,
@@ -141,8 +141,11 @@ async fn serve_conn(
                 Ok(Some(e)) => e,
                 Ok(None) => return,
                 Err(e) => {
-                    tracing::warn!(%peer, error = %e, "rejected frame");
-                    return;
+                    reject(&mut conn, peer, &e).await;
+                    if e.ends_connection() {
+                        return;
+                    }
+                    continue;
                 }
             },
         };
@@ -152,4 +155,14 @@ async fn serve_conn(
             return;
         }
     }
+}
+
+/// Log a rejected frame and tell the peer why (best effort; the stream may be gone).
+async fn reject(conn: &mut Connection, peer: SocketAddr, e: &crate::wire::error::WireError) {
+    tracing::warn!(%peer, error = %e, "rejected frame");
+    let reply = Body::Error(crate::wire::messages::ErrorReply {
+        code: crate::wire::messages::ErrorCode::PermissionDenied,
+        message: format!("request rejected: {e}"),
+    });
+    let _ = conn.send(0, &reply).await;
 }

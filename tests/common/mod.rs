@@ -58,7 +58,10 @@ impl Cluster {
             ));
         }
         text.push_str("PartitionName=debug Nodes=ALL Default=YES MaxTime=60 State=UP\n");
-        text.push_str("PartitionName=short Nodes=n[1-2] MaxTime=5 MaxNodes=2 State=UP\n");
+        let short = if nodes >= 2 { "n[1-2]" } else { "n1" };
+        text.push_str(&format!(
+            "PartitionName=short Nodes={short} MaxTime=5 MaxNodes=2 State=UP\n"
+        ));
         std::fs::write(&conf, text).unwrap();
         canopy::wire::auth::generate_key_file(&dir.path().join("slurm.key")).unwrap();
         std::fs::create_dir_all(dir.path().join("log")).unwrap();
@@ -214,7 +217,7 @@ impl Cluster {
         }
     }
 
-    /// Poll `cond` every 100 ms; panic with `what` and the logs' tails on timeout.
+    /// Poll `cond` every 100 ms; panic with `what` and the controller log's tail on timeout.
     pub fn wait_for(&self, limit: Duration, what: &str, mut cond: impl FnMut(&Cluster) -> bool) {
         let t = Instant::now();
         while t.elapsed() < limit {

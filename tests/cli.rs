@@ -1,0 +1,144 @@
+//! The Slurm commands as users run them, against a live cluster: exact
+//! output of squeue, sinfo and scontrol, their errors and exit codes.
+
+mod common;
+
+use std::time::Duration;
+
+use canopy::wire::types::JobState;
+use common::Cluster;
+
+fn text(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn slurm_commands_print_slurm_formats() {
+    let c = Cluster::start(3, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let held = c.sbatch(w, &["--hold", "-J", "waiting", "--wrap", "true"]);
+    let run = c.sbatch(
+        w,
+        &["-N", "2", "-c", "2", "-J", "busy", "--wrap", "sleep 30"],
+    );
+    c.wait_for(Duration::from_secs(10), "job running", |c| {
+        c.job(run).is_some_and(|j| j.state == JobState::Running)
+    });
+
+    let o = c.cli(w, "squeue", &[]);
+    assert!(o.status.success(), "{}", err(&o));
+    let out = text(&o);
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    );
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap()
+        .name;
+    let user8: String = user.chars().take(8).collect();
+    assert_eq!(
+        lines.next().unwrap(),
+        format!("{held:>18}     debug  waiting {user8:>8} PD       0:00      1 (JobHeldUser)")
+    );
+    let row = lines.next().unwrap();
+    assert!(
+        row.starts_with(&format!("{run:>18}     debug     busy {user8:>8}  R ")),
+        "{row}"
+    );
+    assert!(row.ends_with("      2 n[1-2]"), "{row}");
+
+    let o = c.cli(w, "squeue", &["-h", "-t", "PD", "-o", "%i|%j|%T|%r"]);
+    assert_eq!(text(&o), format!("{held}|waiting|PENDING|JobHeldUser\n"));
+    let o = c.cli(w, "squeue", &["-j", "99999"]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("slurm_load_jobs error: Invalid job id specified"));
+
+    let o = c.cli(w, "sinfo", &[]);
+    assert_eq!(
+        text(&o),
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST\n\
+         debug*       up    1:00:00      2  alloc n[1-2]\n\
+         debug*       up    1:00:00      1   idle n3\n\
+         short        up       5:00      2  alloc n[1-2]\n"
+    );
+
+    let o = c.cli(w, "scontrol", &["show", "node", "n3"]);
+    let out = text(&o);
+    assert!(out.starts_with("NodeName=n3 "), "{out}");
+    assert!(out.contains("   State=IDLE ThreadsPerCore=1"), "{out}");
+    let o = c.cli(w, "scontrol", &["show", "job", &run.to_string()]);
+    let out = text(&o);
+    assert!(
+        out.starts_with(&format!("JobId={run} JobName=busy\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains("   JobState=RUNNING Reason=None Dependency=(null)\n"),
+        "{out}"
+    );
+    assert!(out.contains("   NodeList=n[1-2]\n"), "{out}");
+    let o = c.cli(w, "scontrol", &["show", "job", "99999"]);
+    assert!(!o.status.success());
+    let o = c.cli(w, "scontrol", &["ping"]);
+    assert_eq!(text(&o), "Slurmctld(primary) at localhost is UP\n");
+    let o = c.cli(w, "scontrol", &["show", "hostnames", "n[1-3]"]);
+    assert_eq!(text(&o), "n1\nn2\nn3\n");
+
+    let o = c.cli(w, "scontrol", &["update", "NodeName=n3", "State=DRAIN"]);
+    assert!(!o.status.success());
+    assert!(err(&o)
+        .contains("You must specify a reason when DOWNING or DRAINING a node. Request denied"));
+    let o = c.cli(
+        w,
+        "scontrol",
+        &["update", "NodeName=n3", "State=DRAIN", "Reason=disk swap"],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let o = c.cli(w, "sinfo", &["-R", "-h", "-o", "%E|%N"]);
+    assert_eq!(text(&o), "disk swap|n3\n");
+    let o = c.cli(w, "scontrol", &["update", "NodeName=n3", "State=RESUME"]);
+    assert!(o.status.success());
+    let o = c.cli(
+        w,
+        "sinfo",
+        &["-h", "-p", "debug", "-t", "idle", "-o", "%D %t %N"],
+    );
+    assert_eq!(text(&o), "1 idle n3\n");
+
+    let o = c.cli(w, "status", &[]);
+    let out = text(&o);
+    assert!(out.contains("controller localhost (TreeWidth=2)"), "{out}");
+    assert!(out.contains("RELAY TREE"), "{out}");
+    assert!(out.contains("\n  n1\n    n2\n"), "{out}");
+}
+
+#[test]
+fn bad_options_are_rejected_with_slurm_messages() {
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let o = c.cli(w.path(), "sbatch", &["--bogus", "--wrap", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("unrecognized option '--bogus'"),
+        "{}",
+        err(&o)
+    );
+    let o = c.cli(w.path(), "sbatch", &["-N", "x", "--wrap", "true"]);
+    assert!(!o.status.success());
+    let o = c.cli(w.path(), "squeue", &["-t", "NOPE"]);
+    assert!(!o.status.success());
+    let o = c.cli(w.path(), "scancel", &["abc"]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("Invalid job id abc"));
+    // Unknown job ids: error printed, exit 0 (Slurm's behaviour).
+    let o = c.cli(w.path(), "scancel", &["424242"]);
+    assert!(o.status.success());
+    assert!(err(&o).contains("Kill job error on job id 424242: Invalid job id specified"));
+}
