@@ -84,12 +84,15 @@ pub struct GetStatus;
 #[rtype(result = "()")]
 struct RunSchedule;
 
+/// Partition actors by name, with their mailbox counters.
+pub type PartitionMap = HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>;
+
 /// Handles the controller hands to its connection layer.
 #[derive(Clone)]
 pub struct ControllerHandles {
     pub controller: Addr<ControllerActor>,
     pub controller_stats: Arc<ActorStats>,
-    pub partitions: Arc<HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>>,
+    pub partitions: Arc<PartitionMap>,
     pub default_partition: Option<String>,
     pub relay: Addr<RelayActor>,
     pub relay_stats: Arc<ActorStats>,
@@ -110,7 +113,7 @@ pub struct ControllerActor {
     nodes: Vec<NodeStatus>,
     node_addrs: Vec<(Addr<NodeActor>, Arc<ActorStats>)>,
     part_ranks: Vec<(String, Vec<u32>)>,
-    partitions: Arc<HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>>,
+    partitions: Arc<PartitionMap>,
     steps: HashMap<u32, StepHandle>,
     relay: Addr<RelayActor>,
     relay_stats: Arc<ActorStats>,
@@ -371,18 +374,14 @@ impl ControllerActor {
         }
         self.update_partition_counts();
         let durable = self.persist(&started);
-        ctx.spawn(
-            async move { durable.await }
-                .into_actor(self)
-                .map(move |res, act, ctx| {
-                    if !matches!(res, Ok(Ok(()))) {
-                        tracing::error!("could not persist job starts; launching anyway");
-                    }
-                    for id in started {
-                        act.spawn_step(id, true, ctx);
-                    }
-                }),
-        );
+        ctx.spawn(durable.into_actor(self).map(move |res, act, ctx| {
+            if !matches!(res, Ok(Ok(()))) {
+                tracing::error!("could not persist job starts; launching anyway");
+            }
+            for id in started {
+                act.spawn_step(id, true, ctx);
+            }
+        }));
     }
 
     fn set_reason(&mut self, id: u32, reason: &str) {
@@ -598,7 +597,7 @@ impl ControllerActor {
                 .conf
                 .partitions
                 .iter()
-                .filter(|p| p.nodes.iter().any(|n| *n == c.name))
+                .filter(|p| p.nodes.contains(&c.name))
                 .map(|p| p.name.clone())
                 .collect(),
             reason: reason.map(|r| r.text.clone()),
@@ -749,9 +748,11 @@ impl ControllerActor {
         for id in &old {
             self.jobs.remove(id);
         }
-        let _ = self
-            .store
-            .submit(old.into_iter().map(Op::DeleteJob).collect());
+        // Purging is best effort: a crash before it is durable only delays it.
+        drop(
+            self.store
+                .submit(old.into_iter().map(Op::DeleteJob).collect()),
+        );
     }
 
     fn alloc_next_id(&mut self) -> u32 {
@@ -1080,7 +1081,8 @@ impl Handler<NodeChanged> for ControllerActor {
             } else {
                 rmp_serde::to_vec_named(&msg.status.admin).ok()
             };
-            let _ = self.store.submit(vec![Op::NodeAdmin { name, state }]);
+            // Durability barrier for operators: see `UpdateNodes`.
+            drop(self.store.submit(vec![Op::NodeAdmin { name, state }]));
         }
         if let Some(slot) = self.slots.get_mut(rank as usize) {
             slot.available = msg.status.schedulable();

@@ -253,7 +253,7 @@ impl Actor for StepActor {
                 }
                 return;
             }
-            act.failed_nodes = failed.iter().map(|o| o.ranks.len() as u64).sum();
+            act.failed_nodes = failed.iter().map(|o| o.ranks.len()).sum();
             for o in &failed {
                 tracing::error!(job_id = act.job_id, nodes = o.ranks.len(), error = ?o.result, "launch failed");
             }
@@ -333,7 +333,7 @@ impl Handler<GetStepStatus> for StepActor {
         MessageResult(StepStatus {
             job_id: self.job_id,
             phase: self.phase,
-            nodes: self.ranks.len() as u64,
+            nodes: self.ranks.len(),
             failed_nodes: self.failed_nodes,
         })
     }

@@ -24,6 +24,9 @@ use crate::wire::messages::{Body, NodeResources};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// How often an adopted node tries to move back to a closer parent. A refused
+/// connect is cheap, and the tree's shape (and message locality) recovers fast.
+const PROBE_CLOSER: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Error)]
 pub enum NodedError {
@@ -273,7 +276,7 @@ impl Uplink {
             })
             .await;
         let silence = heartbeat * 3;
-        let mut probe = tokio::time::interval(heartbeat * 2);
+        let mut probe = tokio::time::interval(PROBE_CLOSER);
         probe.tick().await;
         loop {
             tokio::select! {

@@ -703,10 +703,10 @@ fn build_groups<'a>(
     let shown = |n: &NodeInfo| {
         opts.nodes
             .as_ref()
-            .map_or(true, |names| names.contains(&n.name))
+            .is_none_or(|names| names.contains(&n.name))
             && states
                 .as_ref()
-                .map_or(true, |sels| sels.iter().any(|&s| state_matches(s, n)))
+                .is_none_or(|sels| sels.iter().any(|&s| state_matches(s, n)))
     };
     let selected: Vec<(usize, &PartitionInfo)> = parts
         .iter()
@@ -714,7 +714,7 @@ fn build_groups<'a>(
         .filter(|(_, p)| {
             opts.partitions
                 .as_ref()
-                .map_or(true, |names| names.contains(&p.name))
+                .is_none_or(|names| names.contains(&p.name))
         })
         .collect();
     let mut groups: Vec<Group> = Vec::new();

@@ -465,7 +465,7 @@ pub fn filter_states<'a>(
     };
     Ok(jobs
         .iter()
-        .filter(|j| wanted.as_ref().map_or(true, |w| w.contains(&j.state)))
+        .filter(|j| wanted.as_ref().is_none_or(|w| w.contains(&j.state)))
         .collect())
 }
 
