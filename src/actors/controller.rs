@@ -8,7 +8,7 @@
 //! client is answered (submit, cancel) or before the effect leaves the
 //! controller (a start is durable before its launch is fanned out).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use super::stats::ActorStats;
 use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded};
 use crate::config::hostlist;
 use crate::config::Config;
+use crate::sched::table::{JobTable, PartitionView};
 use crate::sched::{self, Infeasible, NodeSlot, Request};
 use crate::state::record::JobRecord;
 use crate::state::store::{Op, Recovered, Store};
@@ -32,13 +33,13 @@ use crate::wire::messages::{
     ActorStatus, CancelReply, CancelRequest, ErrorCode, ErrorReply, ExitStatus, JobLaunch,
     JobOnNode, NodeCommand, NodeUpdate, StatusReport, TreePlace,
 };
-use crate::wire::types::{
-    JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo, PartitionState,
-};
+use crate::wire::types::{JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo};
 
 const MAILBOX: usize = 8192;
 /// How often finished jobs older than MinJobAge are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(5);
+/// How often partition actors' advisory counters are refreshed.
+const COUNTS_EVERY: Duration = Duration::from_secs(1);
 
 /// Admit a validated submission: assign an id and make it durable.
 #[derive(Message)]
@@ -107,7 +108,11 @@ pub struct ControllerActor {
     conf: Arc<Config>,
     topo: Arc<Topology>,
     store: Store,
-    jobs: BTreeMap<u32, JobRecord>,
+    jobs: JobTable,
+    /// Node rank → the partitions it belongs to (precomputed for node views).
+    node_parts: Vec<Vec<String>>,
+    /// Partition counters changed since they were last pushed to partition actors.
+    counts_dirty: bool,
     next_job_id: u32,
     slots: Vec<NodeSlot>,
     nodes: Vec<NodeStatus>,
@@ -206,9 +211,14 @@ impl ControllerActor {
             }
             let partitions = Arc::new(partitions);
             partitions_out = Some(partitions.clone());
-            let mut jobs = BTreeMap::new();
-            for j in recovered.jobs {
-                jobs.insert(j.job_id, j);
+            let jobs = JobTable::from_records(recovered.jobs);
+            let mut node_parts = vec![Vec::new(); conf.nodes.len()];
+            for (name, ranks) in &part_ranks {
+                for &r in ranks {
+                    if let Some(v) = node_parts.get_mut(r as usize) {
+                        v.push(name.clone());
+                    }
+                }
             }
             let next_job_id = recovered
                 .next_job_id
@@ -219,6 +229,8 @@ impl ControllerActor {
                 topo: topo.clone(),
                 store,
                 jobs,
+                node_parts,
+                counts_dirty: true,
                 next_job_id,
                 slots,
                 nodes,
@@ -250,14 +262,9 @@ impl ControllerActor {
     /// After a restart: re-reserve resources of running jobs and re-create
     /// their step actors without launching anything.
     fn adopt_running(&mut self, ctx: &mut Context<Self>) {
-        let running: Vec<u32> = self
-            .jobs
-            .values()
-            .filter(|j| matches!(j.state, JobState::Running | JobState::Completing))
-            .map(|j| j.job_id)
-            .collect();
+        let running: Vec<u32> = self.jobs.running().map(|j| j.job_id).collect();
         for id in running {
-            let Some(job) = self.jobs.get(&id) else {
+            let Some(job) = self.jobs.get(id) else {
                 continue;
             };
             if let Some(a) = &job.alloc {
@@ -287,7 +294,7 @@ impl ControllerActor {
     fn persist(&self, ids: &[u32]) -> tokio::sync::oneshot::Receiver<Result<(), String>> {
         let ops = ids
             .iter()
-            .filter_map(|id| self.jobs.get(id))
+            .filter_map(|&id| self.jobs.get(id))
             .map(|j| Op::PutJob(Box::new(j.clone())))
             .collect();
         self.store.submit(ops)
@@ -308,71 +315,23 @@ impl ControllerActor {
 
     fn schedule(&mut self, ctx: &mut Context<Self>) {
         self.schedule_queued = false;
-        let mut blocked: HashMap<String, bool> = HashMap::new();
-        let mut started = Vec::new();
-        let pending: Vec<u32> = self
-            .jobs
-            .values()
-            .filter(|j| j.state == JobState::Pending)
-            .map(|j| j.job_id)
+        let parts: Vec<PartitionView<'_>> = self
+            .conf
+            .partitions
+            .iter()
+            .zip(&self.part_ranks)
+            .map(|(p, (_, ranks))| PartitionView {
+                name: &p.name,
+                state: p.state,
+                ranks,
+            })
             .collect();
-        for id in pending {
-            let Some(job) = self.jobs.get(&id) else {
-                continue;
-            };
-            if job.submit.hold || job.priority == 0 {
-                continue;
-            }
-            let part = job.partition.clone();
-            let part_state = self
-                .conf
-                .partitions
-                .iter()
-                .find(|p| p.name == part)
-                .map(|p| p.state)
-                .unwrap_or(PartitionState::Up);
-            if part_state != PartitionState::Up {
-                let r = if part_state == PartitionState::Down {
-                    "PartitionDown"
-                } else {
-                    "PartitionInactive"
-                };
-                self.set_reason(id, r);
-                continue;
-            }
-            if blocked.get(&part).copied().unwrap_or(false) {
-                self.set_reason(id, "Priority");
-                continue;
-            }
-            let req = Request::from_submit(&job.submit);
-            let ranks = self
-                .part_ranks
-                .iter()
-                .find(|(n, _)| *n == part)
-                .map(|(_, r)| r.as_slice())
-                .unwrap_or(&[]);
-            match sched::place(&req, ranks, &self.slots) {
-                Some(alloc) => {
-                    sched::apply(&alloc, &mut self.slots);
-                    let now = chrono::Utc::now().timestamp();
-                    if let Some(j) = self.jobs.get_mut(&id) {
-                        j.state = JobState::Running;
-                        j.reason = "None".into();
-                        j.start_time = Some(now);
-                        j.alloc = Some(alloc);
-                    }
-                    started.push(id);
-                }
-                None => {
-                    blocked.insert(part, true);
-                    self.set_reason(id, "Resources");
-                }
-            }
-        }
+        let now = chrono::Utc::now().timestamp();
+        let started = self.jobs.schedule(&parts, &mut self.slots, now);
         if started.is_empty() {
             return;
         }
-        self.update_partition_counts();
+        self.counts_dirty = true;
         let durable = self.persist(&started);
         ctx.spawn(durable.into_actor(self).map(move |res, act, ctx| {
             if !matches!(res, Ok(Ok(()))) {
@@ -384,16 +343,8 @@ impl ControllerActor {
         }));
     }
 
-    fn set_reason(&mut self, id: u32, reason: &str) {
-        if let Some(j) = self.jobs.get_mut(&id) {
-            if j.reason != reason {
-                j.reason = reason.to_string();
-            }
-        }
-    }
-
     fn spawn_step(&mut self, id: u32, launch: bool, ctx: &mut Context<Self>) {
-        let Some(job) = self.jobs.get(&id) else {
+        let Some(job) = self.jobs.get(id) else {
             return;
         };
         let Some(alloc) = &job.alloc else {
@@ -469,18 +420,23 @@ impl ControllerActor {
         }
     }
 
-    fn update_partition_counts(&self) {
+    /// Push partition counters to the partition actors (advisory: at most
+    /// once per `COUNTS_EVERY`, and only if they changed).
+    fn push_partition_counts(&mut self) {
+        if !self.counts_dirty {
+            return;
+        }
+        self.counts_dirty = false;
         for (name, (addr, st)) in self.partitions.iter() {
-            let (mut pending, mut running) = (0, 0);
-            for j in self.jobs.values().filter(|j| &j.partition == name) {
-                match j.state {
-                    JobState::Pending => pending += 1,
-                    JobState::Running | JobState::Completing => running += 1,
-                    _ => {}
-                }
-            }
+            let c = self.jobs.counts(name);
             st.sent();
-            if addr.try_send(JobCounts { pending, running }).is_err() {
+            if addr
+                .try_send(JobCounts {
+                    pending: c.pending,
+                    running: c.running,
+                })
+                .is_err()
+            {
                 st.handled(); // dropped: counters are advisory
             }
         }
@@ -520,7 +476,7 @@ impl ControllerActor {
             gid: s.gid,
             partition: j.partition.clone(),
             state,
-            reason: j.reason.clone(),
+            reason: self.jobs.reason(j).to_string(),
             priority: j.priority,
             submit_time: j.submit_time,
             eligible_time: Some(j.submit_time),
@@ -593,13 +549,7 @@ impl ControllerActor {
             features: c.features.clone(),
             gres: c.gres.clone(),
             weight: c.weight,
-            partitions: self
-                .conf
-                .partitions
-                .iter()
-                .filter(|p| p.nodes.contains(&c.name))
-                .map(|p| p.name.clone())
-                .collect(),
+            partitions: self.node_parts.get(rank).cloned().unwrap_or_default(),
             reason: reason.map(|r| r.text.clone()),
             reason_user: reason.map(|r| r.user.clone()),
             reason_time: reason.map(|r| r.time),
@@ -616,43 +566,33 @@ impl ControllerActor {
 
     fn end_job(&mut self, ev: StepEnded, ctx: &mut Context<Self>) {
         self.steps.remove(&ev.job_id);
-        let Some(job) = self.jobs.get_mut(&ev.job_id) else {
+        let now = chrono::Utc::now().timestamp();
+        let (id, state, exit) = (ev.job_id, ev.state, ev.exit);
+        let Some(alloc) = self.jobs.finish(id, state, exit, ev.reason, now) else {
             return;
         };
-        if let Some(a) = job.alloc.take() {
-            sched::release(&a, &mut self.slots);
-            job.alloc = Some(a);
-        }
-        job.state = ev.state;
-        job.ending_as = None;
-        job.exit = ev.exit;
-        job.reason = ev.reason;
-        job.end_time = Some(chrono::Utc::now().timestamp());
+        sched::release(&alloc, &mut self.slots);
         tracing::info!(
-            job_id = ev.job_id,
-            state = ev.state.name(),
-            code = ev.exit.code,
-            signal = ev.exit.signal,
+            job_id = id,
+            state = state.name(),
+            code = exit.code,
+            signal = exit.signal,
             "job ended"
         );
-        let durable = self.persist(&[ev.job_id]);
+        let durable = self.persist(&[id]);
         ctx.spawn(
             async move {
                 let _ = durable.await;
             }
             .into_actor(self),
         );
-        self.update_partition_counts();
+        self.counts_dirty = true;
         self.queue_schedule(ctx);
     }
 
     /// Mark a running job as tearing down (shown CG) and tell its step.
     fn end_step(&mut self, id: u32, state: JobState, reason: &str) {
-        if let Some(j) = self.jobs.get_mut(&id) {
-            if j.ending_as.is_none() {
-                j.ending_as = Some(state);
-            }
-        }
+        self.jobs.mark_ending(id, state);
         if let Some(h) = self.steps.get(&id) {
             h.stats.sent();
             let addr = h.addr.clone();
@@ -674,7 +614,7 @@ impl ControllerActor {
     ) {
         let mut stray = Vec::new();
         for rep in &hello.jobs {
-            let ours = self.jobs.get(&rep.job_id).filter(|j| {
+            let ours = self.jobs.get(rep.job_id).filter(|j| {
                 matches!(j.state, JobState::Running | JobState::Completing)
                     && j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank))
             });
@@ -699,7 +639,7 @@ impl ControllerActor {
         // Jobs we believe run here but a freshly started daemon cannot have.
         let lost: Vec<u32> = self
             .jobs
-            .values()
+            .running()
             .filter(|j| j.state == JobState::Running && j.ending_as.is_none())
             .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
             .filter(|j| j.start_time.unwrap_or(0) < hello.started)
@@ -732,21 +672,13 @@ impl ControllerActor {
     }
 
     fn purge_old(&mut self) {
-        let cutoff = chrono::Utc::now().timestamp() - self.conf.min_job_age_s as i64;
         if self.conf.min_job_age_s == 0 {
             return;
         }
-        let old: Vec<u32> = self
-            .jobs
-            .values()
-            .filter(|j| j.state.is_finished() && j.end_time.is_some_and(|t| t < cutoff))
-            .map(|j| j.job_id)
-            .collect();
+        let cutoff = chrono::Utc::now().timestamp() - self.conf.min_job_age_s as i64;
+        let old = self.jobs.purge_finished_before(cutoff);
         if old.is_empty() {
             return;
-        }
-        for id in &old {
-            self.jobs.remove(id);
         }
         // Purging is best effort: a crash before it is durable only delays it.
         drop(
@@ -763,7 +695,7 @@ impl ControllerActor {
         loop {
             let id = self.next_job_id;
             self.next_job_id = if id >= max { first } else { id + 1 };
-            if !self.jobs.contains_key(&id) {
+            if !self.jobs.contains(id) {
                 return id;
             }
         }
@@ -775,6 +707,7 @@ impl Actor for ControllerActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
         ctx.run_interval(PURGE_EVERY, |act, _| act.purge_old());
+        ctx.run_interval(COUNTS_EVERY, |act, _| act.push_partition_counts());
     }
 }
 
@@ -789,12 +722,7 @@ impl Handler<Admit> for ControllerActor {
     type Result = ResponseFuture<Result<u32, ErrorReply>>;
     fn handle(&mut self, msg: Admit, ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        let active = self
-            .jobs
-            .values()
-            .filter(|j| !j.state.is_finished())
-            .count();
-        if active >= self.conf.max_job_count as usize {
+        if self.jobs.active() >= self.conf.max_job_count as usize {
             return Box::pin(async {
                 Err(ErrorReply {
                     code: ErrorCode::QueueFull,
@@ -850,9 +778,9 @@ impl Handler<Admit> for ControllerActor {
             Op::PutJob(Box::new(rec.clone())),
             Op::NextJobId(self.next_job_id),
         ];
-        self.jobs.insert(id, rec);
+        self.jobs.admit(rec);
         let durable = self.store.submit(ops);
-        self.update_partition_counts();
+        self.counts_dirty = true;
         self.queue_schedule(ctx);
         Box::pin(async move {
             match durable.await {
@@ -875,7 +803,7 @@ impl Handler<GetJobs> for ControllerActor {
         } else {
             msg.ids
                 .iter()
-                .filter_map(|id| self.jobs.get(id))
+                .filter_map(|&id| self.jobs.get(id))
                 .map(|j| self.job_info(j))
                 .collect()
         };
@@ -946,7 +874,7 @@ impl Handler<Cancel> for ControllerActor {
         let mut changed = Vec::new();
         let now = chrono::Utc::now().timestamp();
         for id in req.job_ids {
-            let Some(job) = self.jobs.get_mut(&id) else {
+            let Some(job) = self.jobs.get(id) else {
                 results.push((id, Some("Invalid job id specified".to_string())));
                 continue;
             };
@@ -955,9 +883,7 @@ impl Handler<Cancel> for ControllerActor {
                     results.push((id, Some("Job/step already completing or completed".into())))
                 }
                 (JobState::Pending, None) => {
-                    job.state = JobState::Cancelled;
-                    job.reason = "None".into();
-                    job.end_time = Some(now);
+                    self.jobs.cancel_pending(id, now);
                     changed.push(id);
                     results.push((id, None));
                 }
@@ -979,23 +905,15 @@ impl Handler<Cancel> for ControllerActor {
                     results.push((id, None));
                 }
                 (_, None) => {
+                    // Running: shown CG while every node tears it down.
+                    self.end_step(id, JobState::Cancelled, "None");
                     changed.push(id);
                     results.push((id, None));
                 }
             }
         }
-        // Running jobs: mark CG and tear down; pending ones are already final.
-        for &id in &changed {
-            if self
-                .jobs
-                .get(&id)
-                .is_some_and(|j| j.state == JobState::Running)
-            {
-                self.end_step(id, JobState::Cancelled, "None");
-            }
-        }
         let durable = self.persist(&changed);
-        self.update_partition_counts();
+        self.counts_dirty = true;
         self.queue_schedule(ctx);
         Box::pin(async move {
             let _ = durable.await;
@@ -1093,7 +1011,7 @@ impl Handler<NodeChanged> for ControllerActor {
         if msg.lost {
             let victims: Vec<u32> = self
                 .jobs
-                .values()
+                .running()
                 .filter(|j| j.state == JobState::Running)
                 .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
                 .map(|j| j.job_id)
@@ -1172,16 +1090,12 @@ impl Handler<GetStatus> for ControllerActor {
     type Result = ResponseFuture<StatusReport>;
     fn handle(&mut self, _msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        let pending = self
-            .jobs
-            .values()
-            .filter(|j| j.state == JobState::Pending)
-            .count();
-        let running = self
-            .jobs
-            .values()
-            .filter(|j| j.state == JobState::Running)
-            .count();
+        let (pending, running) = self
+            .conf
+            .partitions
+            .iter()
+            .map(|p| self.jobs.counts(&p.name))
+            .fold((0, 0), |(pd, r), c| (pd + c.pending, r + c.running));
         let mut actors = vec![ActorStatus {
             kind: "controller".into(),
             name: self.conf.control_host.clone(),
@@ -1197,14 +1111,8 @@ impl Handler<GetStatus> for ControllerActor {
         }];
         for p in &self.conf.partitions {
             if let Some((_, st)) = self.partitions.get(&p.name) {
-                let (pd, r) = self.jobs.values().filter(|j| j.partition == p.name).fold(
-                    (0, 0),
-                    |(pd, r), j| match j.state {
-                        JobState::Pending => (pd + 1, r),
-                        JobState::Running => (pd, r + 1),
-                        _ => (pd, r),
-                    },
-                );
+                let c = self.jobs.counts(&p.name);
+                let (pd, r) = (c.pending, c.running);
                 actors.push(ActorStatus {
                     kind: "partition".into(),
                     name: p.name.clone(),

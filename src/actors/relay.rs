@@ -31,8 +31,11 @@ use crate::wire::messages::{
 
 /// Mailbox bound: network readers wait (back-pressure) once it is full.
 const MAILBOX: usize = 4096;
-/// How often pending health changes are pushed upward (only if changed).
+/// Health changes are batched for this long before going upward, so a burst
+/// (a relay dying and its children re-attaching) becomes one net delta.
 const HEALTH_FLUSH: Duration = Duration::from_millis(100);
+/// Retry delay for held upward messages when the parent link is congested.
+const HELD_RETRY: Duration = Duration::from_millis(50);
 /// Upward messages kept while this relay has no parent (oldest dropped beyond).
 const DETACHED_QUEUE: usize = 65_536;
 
@@ -163,6 +166,9 @@ pub struct RelayActor {
     up: Upstream,
     /// Registrations and job events that arrived while no parent was attached.
     held: std::collections::VecDeque<Body>,
+    /// A health flush is scheduled (no periodic timers: an idle relay costs nothing).
+    flush_armed: bool,
+    held_retry_armed: bool,
     stats: Arc<ActorStats>,
 }
 
@@ -181,6 +187,8 @@ impl RelayActor {
             next_id: 1,
             up,
             held: std::collections::VecDeque::new(),
+            flush_armed: false,
+            held_retry_armed: false,
             stats,
         }
     }
@@ -278,7 +286,7 @@ impl RelayActor {
         }
     }
 
-    fn maybe_finish(&mut self, id: u64, _ctx: &mut Context<Self>) {
+    fn maybe_finish(&mut self, id: u64, ctx: &mut Context<Self>) {
         let done = self
             .pending
             .get(&id)
@@ -301,12 +309,12 @@ impl RelayActor {
                 let _ = tx.send(outcomes);
             }
             ReplyTo::Parent { id } => {
-                self.send_parent(Body::ForwardReply(ForwardReply { id, outcomes }));
+                self.send_parent(Body::ForwardReply(ForwardReply { id, outcomes }), ctx);
             }
         }
     }
 
-    fn send_parent(&mut self, body: Body) {
+    fn send_parent(&mut self, body: Body, ctx: &mut Context<Self>) {
         let Upstream::Node { parent, .. } = &self.up else {
             return;
         };
@@ -326,6 +334,7 @@ impl RelayActor {
                 tracing::warn!("upward queue full; dropping the oldest held message");
             }
             self.held.push_back(body);
+            self.flush_held(ctx);
         } else {
             tracing::debug!(
                 msg_kind = body.kind(),
@@ -334,8 +343,9 @@ impl RelayActor {
         }
     }
 
-    /// Send what was held while detached, in order, until the link is full.
-    fn flush_held(&mut self) {
+    /// Send what was held while detached, in order, until the link is full;
+    /// retry shortly if anything is left.
+    fn flush_held(&mut self, ctx: &mut Context<Self>) {
         let Upstream::Node {
             parent: Some(tx), ..
         } = &self.up
@@ -347,6 +357,24 @@ impl RelayActor {
                 self.held.push_front(e.into_inner());
                 break;
             }
+        }
+        if !self.held.is_empty() && !self.held_retry_armed {
+            self.held_retry_armed = true;
+            ctx.run_later(HELD_RETRY, |act, ctx| {
+                act.held_retry_armed = false;
+                act.flush_held(ctx);
+            });
+        }
+    }
+
+    /// Schedule one health flush after `HEALTH_FLUSH`, unless one is pending.
+    fn arm_flush(&mut self, ctx: &mut Context<Self>) {
+        if !self.flush_armed {
+            self.flush_armed = true;
+            ctx.run_later(HEALTH_FLUSH, |act, ctx| {
+                act.flush_armed = false;
+                act.flush_health(ctx);
+            });
         }
     }
 
@@ -377,10 +405,13 @@ impl RelayActor {
                 },
                 ctx,
             ),
-            Upstream::Node { .. } => self.send_parent(Body::Health(HealthDelta {
-                added: delta.added,
-                removed: delta.removed,
-            })),
+            Upstream::Node { .. } => self.send_parent(
+                Body::Health(HealthDelta {
+                    added: delta.added,
+                    removed: delta.removed,
+                }),
+                ctx,
+            ),
         }
     }
 
@@ -410,10 +441,8 @@ impl Actor for RelayActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
-        ctx.run_interval(HEALTH_FLUSH, |act, ctx| {
-            act.flush_held();
-            act.flush_health(ctx);
-        });
+        // The root's own first flush reports nothing; kept for symmetry.
+        self.arm_flush(ctx);
     }
 }
 
@@ -434,6 +463,7 @@ impl Handler<ChildAttached> for RelayActor {
             },
         );
         self.health.attach(msg.rank);
+        self.arm_flush(ctx);
         let reg = Registration {
             hello: msg.hello,
             parent: self.me,
@@ -452,7 +482,7 @@ impl RelayActor {
                 },
                 ctx,
             ),
-            Upstream::Node { .. } => self.send_parent(Body::Register(reg)),
+            Upstream::Node { .. } => self.send_parent(Body::Register(reg), ctx),
         }
     }
 }
@@ -468,6 +498,7 @@ impl Handler<ChildDetached> for RelayActor {
         tracing::warn!(rank = msg.rank, "child link lost");
         self.links.remove(&msg.rank);
         self.health.detach(msg.rank);
+        self.arm_flush(ctx);
         self.fail_via(msg.rank, ctx);
     }
 }
@@ -486,6 +517,7 @@ impl Handler<FromChild> for RelayActor {
                     removed: d.removed,
                 };
                 self.health.apply(msg.rank, &delta);
+                self.arm_flush(ctx);
             }
             Body::ForwardReply(r) => {
                 if let Some(p) = self.pending.get_mut(&r.id) {
@@ -504,7 +536,7 @@ impl Handler<FromChild> for RelayActor {
             Body::Register(reg) => self.forward_register(reg, ctx),
             Body::BatchFinished(b) => match &self.up {
                 Upstream::Controller(_) => self.emit(UpEvent::BatchFinished(b), ctx),
-                Upstream::Node { .. } => self.send_parent(Body::BatchFinished(b)),
+                Upstream::Node { .. } => self.send_parent(Body::BatchFinished(b), ctx),
             },
             Body::Keepalive => {}
             other => {
@@ -566,11 +598,14 @@ impl Handler<SetUpstream> for RelayActor {
             // A new parent knows nothing of our subtree: report all of it, and
             // ask every live descendant to re-register through us.
             let full = self.health.full_report();
-            self.send_parent(Body::Health(HealthDelta {
-                added: full.added,
-                removed: full.removed,
-            }));
-            self.flush_held();
+            self.send_parent(
+                Body::Health(HealthDelta {
+                    added: full.added,
+                    removed: full.removed,
+                }),
+                ctx,
+            );
+            self.flush_held(ctx);
             let mut below = self.health.live();
             if let Some(me) = self.me {
                 below = below.difference(&RankSet::from_ranks([me]));
@@ -591,7 +626,7 @@ impl Handler<SetUpstream> for RelayActor {
 
 impl Handler<SendUp> for RelayActor {
     type Result = ();
-    fn handle(&mut self, msg: SendUp, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: SendUp, ctx: &mut Context<Self>) {
         self.stats.handled();
         let body = match (msg.0, &self.up) {
             // Only the relay knows where this node is attached right now.
@@ -601,7 +636,7 @@ impl Handler<SendUp> for RelayActor {
             }
             (b, _) => b,
         };
-        self.send_parent(body);
+        self.send_parent(body, ctx);
     }
 }
 

@@ -1,0 +1,421 @@
+//! The controller's job table: every job record plus the indexes that keep
+//! scheduling and queries independent of how many jobs are queued.
+//!
+//! - one FIFO queue of *schedulable* pending jobs per partition (held jobs
+//!   are not in it), so a pass starts jobs until each partition is blocked
+//!   and then stops: O(started + partitions), not O(pending);
+//! - the set of running jobs, for node failures and reconciliation;
+//! - per-partition counters and a "blocked at job N" marker, from which the
+//!   `Priority` reason of every job behind the blocked one is derived instead
+//!   of being rewritten on each pass.
+//!
+//! Pure: no clock (callers pass `now`), no I/O, no actors.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::{apply, place, NodeSlot, Request};
+use crate::state::record::{Allocation, JobRecord};
+use crate::wire::messages::ExitStatus;
+use crate::wire::types::{JobState, PartitionState, UnixTime};
+
+/// Why a partition's queue stopped at `head` in the last pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    pub head: u32,
+    pub reason: &'static str,
+}
+
+/// What a scheduling pass needs to know about one partition.
+pub struct PartitionView<'a> {
+    pub name: &'a str,
+    pub state: PartitionState,
+    /// Node ranks in preference order.
+    pub ranks: &'a [u32],
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub pending: u32,
+    pub running: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct JobTable {
+    jobs: BTreeMap<u32, JobRecord>,
+    queues: HashMap<String, BTreeSet<u32>>,
+    running: BTreeSet<u32>,
+    counts: HashMap<String, Counts>,
+    blocked: HashMap<String, Block>,
+    finished: usize,
+}
+
+fn schedulable(j: &JobRecord) -> bool {
+    j.state == JobState::Pending && !j.submit.hold && j.priority > 0
+}
+
+impl JobTable {
+    /// Rebuild the table and its indexes from stored records.
+    pub fn from_records(records: impl IntoIterator<Item = JobRecord>) -> JobTable {
+        let mut t = JobTable::default();
+        for r in records {
+            t.add(r);
+        }
+        t
+    }
+
+    fn add(&mut self, r: JobRecord) {
+        let c = self.counts.entry(r.partition.clone()).or_default();
+        match r.state {
+            JobState::Pending => c.pending += 1,
+            JobState::Running | JobState::Completing | JobState::Suspended => {
+                c.running += 1;
+                self.running.insert(r.job_id);
+            }
+            _ => self.finished += 1,
+        }
+        if schedulable(&r) {
+            self.queues
+                .entry(r.partition.clone())
+                .or_default()
+                .insert(r.job_id);
+        }
+        self.jobs.insert(r.job_id, r);
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Jobs that are not finished.
+    pub fn active(&self) -> usize {
+        self.jobs.len() - self.finished
+    }
+
+    pub fn contains(&self, id: u32) -> bool {
+        self.jobs.contains_key(&id)
+    }
+
+    pub fn get(&self, id: u32) -> Option<&JobRecord> {
+        self.jobs.get(&id)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &JobRecord> {
+        self.jobs.values()
+    }
+
+    pub fn running(&self) -> impl Iterator<Item = &JobRecord> {
+        self.running.iter().filter_map(|id| self.jobs.get(id))
+    }
+
+    pub fn counts(&self, partition: &str) -> Counts {
+        self.counts.get(partition).copied().unwrap_or_default()
+    }
+
+    /// Admit a new pending job.
+    pub fn admit(&mut self, r: JobRecord) {
+        self.add(r);
+    }
+
+    /// The reason squeue shows for `j`: derived for jobs behind a blocked head.
+    pub fn reason<'a>(&'a self, j: &'a JobRecord) -> &'a str {
+        if !schedulable(j) {
+            return &j.reason;
+        }
+        match self.blocked.get(&j.partition) {
+            Some(b) if j.job_id == b.head => b.reason,
+            Some(b) if j.job_id > b.head && b.reason == "Resources" => "Priority",
+            Some(b) if j.job_id > b.head => b.reason,
+            _ => &j.reason,
+        }
+    }
+
+    /// One FIFO pass: start jobs in id order per partition until one does not
+    /// fit. Returns the started ids; their records are Running with `alloc`.
+    pub fn schedule(
+        &mut self,
+        parts: &[PartitionView<'_>],
+        slots: &mut [NodeSlot],
+        now: UnixTime,
+    ) -> Vec<u32> {
+        let mut started = Vec::new();
+        for p in parts {
+            self.blocked.remove(p.name);
+            let Some(queue) = self.queues.get(p.name) else {
+                continue;
+            };
+            let Some(&head) = queue.first() else {
+                continue;
+            };
+            if p.state != PartitionState::Up {
+                let reason = if p.state == PartitionState::Down {
+                    "PartitionDown"
+                } else {
+                    "PartitionInactive"
+                };
+                self.blocked
+                    .insert(p.name.to_string(), Block { head, reason });
+                continue;
+            }
+            let ids: Vec<u32> = queue.iter().copied().collect();
+            for id in ids {
+                let Some(job) = self.jobs.get(&id) else {
+                    continue;
+                };
+                let req = Request::from_submit(&job.submit);
+                match place(&req, p.ranks, slots) {
+                    Some(alloc) => {
+                        apply(&alloc, slots);
+                        self.start(id, alloc, now);
+                        started.push(id);
+                    }
+                    None => {
+                        self.blocked.insert(
+                            p.name.to_string(),
+                            Block {
+                                head: id,
+                                reason: "Resources",
+                            },
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+        started
+    }
+
+    fn start(&mut self, id: u32, alloc: Allocation, now: UnixTime) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if let Some(q) = self.queues.get_mut(&j.partition) {
+            q.remove(&id);
+        }
+        let c = self.counts.entry(j.partition.clone()).or_default();
+        c.pending = c.pending.saturating_sub(1);
+        c.running += 1;
+        j.state = JobState::Running;
+        j.reason = "None".into();
+        j.start_time = Some(now);
+        j.alloc = Some(alloc);
+        self.running.insert(id);
+    }
+
+    /// Cancel a pending job. False if it is not pending.
+    pub fn cancel_pending(&mut self, id: u32, now: UnixTime) -> bool {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        if j.state != JobState::Pending {
+            return false;
+        }
+        if let Some(q) = self.queues.get_mut(&j.partition) {
+            q.remove(&id);
+        }
+        let c = self.counts.entry(j.partition.clone()).or_default();
+        c.pending = c.pending.saturating_sub(1);
+        j.state = JobState::Cancelled;
+        j.reason = "None".into();
+        j.end_time = Some(now);
+        self.finished += 1;
+        true
+    }
+
+    /// Record how a running job will end while its teardown is in flight.
+    /// False if it is not running (or already ending).
+    pub fn mark_ending(&mut self, id: u32, state: JobState) -> bool {
+        match self.jobs.get_mut(&id) {
+            Some(j) if self.running.contains(&id) && j.ending_as.is_none() => {
+                j.ending_as = Some(state);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A running job ended; returns its allocation to release.
+    pub fn finish(
+        &mut self,
+        id: u32,
+        state: JobState,
+        exit: ExitStatus,
+        reason: String,
+        now: UnixTime,
+    ) -> Option<Allocation> {
+        if !self.running.remove(&id) {
+            return None;
+        }
+        let j = self.jobs.get_mut(&id)?;
+        let c = self.counts.entry(j.partition.clone()).or_default();
+        c.running = c.running.saturating_sub(1);
+        j.state = state;
+        j.ending_as = None;
+        j.exit = exit;
+        j.reason = reason;
+        j.end_time = Some(now);
+        self.finished += 1;
+        j.alloc.clone()
+    }
+
+    /// Forget finished jobs that ended before `cutoff`; returns their ids.
+    pub fn purge_finished_before(&mut self, cutoff: UnixTime) -> Vec<u32> {
+        let old: Vec<u32> = self
+            .jobs
+            .values()
+            .filter(|j| j.state.is_finished() && j.end_time.is_some_and(|t| t < cutoff))
+            .map(|j| j.job_id)
+            .collect();
+        for id in &old {
+            self.jobs.remove(id);
+        }
+        self.finished -= old.len();
+        old
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::types::JobSubmit;
+
+    fn job(id: u32, part: &str, nodes: u32, hold: bool) -> JobRecord {
+        JobRecord {
+            job_id: id,
+            submit: JobSubmit {
+                min_nodes: Some(nodes),
+                hold,
+                ..Default::default()
+            },
+            partition: part.into(),
+            time_limit_min: None,
+            state: JobState::Pending,
+            reason: "None".into(),
+            priority: if hold { 0 } else { 1 },
+            submit_time: 0,
+            start_time: None,
+            end_time: None,
+            alloc: None,
+            exit: ExitStatus::default(),
+            restarts: 0,
+            ending_as: None,
+        }
+    }
+
+    fn slots(n: usize) -> Vec<NodeSlot> {
+        (0..n)
+            .map(|_| NodeSlot {
+                cpus: 1,
+                mem_mb: 100,
+                alloc_cpus: 0,
+                alloc_mem_mb: 0,
+                available: true,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fifo_stops_at_the_first_blocked_job_and_derives_reasons() {
+        let mut t = JobTable::default();
+        t.admit(job(1, "p", 1, false));
+        t.admit(job(2, "p", 2, false));
+        t.admit(job(3, "p", 1, false));
+        t.admit(job(4, "p", 1, true));
+        let mut s = slots(2);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1],
+        }];
+        assert_eq!(t.schedule(&parts, &mut s, 10), vec![1]);
+        // Job 2 needs both nodes: it blocks; job 3 (would fit) waits behind it.
+        assert_eq!(t.reason(t.get(2).unwrap()), "Resources");
+        assert_eq!(t.reason(t.get(3).unwrap()), "Priority");
+        assert_eq!(t.reason(t.get(4).unwrap()), "None");
+        assert_eq!(
+            t.counts("p"),
+            Counts {
+                pending: 3,
+                running: 1
+            }
+        );
+        assert_eq!(t.active(), 4);
+        let alloc = t
+            .finish(
+                1,
+                JobState::Completed,
+                ExitStatus::default(),
+                "None".into(),
+                20,
+            )
+            .unwrap();
+        super::super::release(&alloc, &mut s);
+        assert_eq!(t.schedule(&parts, &mut s, 21), vec![2]);
+        assert_eq!(
+            t.counts("p"),
+            Counts {
+                pending: 2,
+                running: 1
+            }
+        );
+        assert_eq!(t.active(), 3);
+        assert!(t.cancel_pending(4, 22));
+        assert!(!t.cancel_pending(4, 22));
+        assert_eq!(t.purge_finished_before(21), vec![1]);
+        assert_eq!(t.purge_finished_before(100), vec![4]);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn down_partition_blocks_with_its_reason() {
+        let mut t = JobTable::default();
+        t.admit(job(1, "p", 1, false));
+        t.admit(job(2, "p", 1, false));
+        let mut s = slots(2);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Down,
+            ranks: &[0, 1],
+        }];
+        assert!(t.schedule(&parts, &mut s, 0).is_empty());
+        assert_eq!(t.reason(t.get(1).unwrap()), "PartitionDown");
+        assert_eq!(t.reason(t.get(2).unwrap()), "PartitionDown");
+    }
+
+    #[test]
+    fn rebuild_from_records_restores_indexes() {
+        let mut running = job(1, "p", 1, false);
+        running.state = JobState::Running;
+        let mut done = job(2, "p", 1, false);
+        done.state = JobState::Completed;
+        let t = JobTable::from_records([running, done, job(3, "p", 1, false)]);
+        assert_eq!(t.running().map(|j| j.job_id).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(t.active(), 2);
+        assert_eq!(
+            t.counts("p"),
+            Counts {
+                pending: 1,
+                running: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_pass_costs_nothing_for_held_jobs() {
+        let mut t = JobTable::default();
+        for id in 1..=50_000 {
+            t.admit(job(id, "p", 1, true));
+        }
+        assert!(t.queues.get("p").is_none_or(|q| q.is_empty()));
+        let mut s = slots(1);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0],
+        }];
+        assert!(t.schedule(&parts, &mut s, 0).is_empty());
+    }
+}
