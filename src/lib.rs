@@ -14,6 +14,7 @@
 //! - [`daemon`]: the controller and node daemon entry points and their links.
 //! - [`cli`]: the Slurm-compatible commands and `canopy` operator commands.
 //! - [`cluster`]: `canopy cluster up/down`, a local cluster on loopback.
+//! - [`sim`]: many production node daemons in one process, for load tests.
 
 pub mod actors;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod config;
 pub mod daemon;
 pub mod exec;
 pub mod sched;
+pub mod sim;
 pub mod state;
 pub mod tree;
 pub mod wire;

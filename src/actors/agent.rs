@@ -51,6 +51,11 @@ struct ProcessExited {
 #[rtype(result = "AgentState")]
 pub struct GetAgentState;
 
+/// Stop the agent (its daemon is shutting down). Running jobs keep running.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AgentState {
     pub node: String,
@@ -350,5 +355,13 @@ impl Handler<RunCommand> for NodeAgent {
                 )
             }
         }
+    }
+}
+
+impl Handler<Stop> for NodeAgent {
+    type Result = ();
+    fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
+        self.relay = None;
+        ctx.stop();
     }
 }

@@ -30,8 +30,8 @@ use crate::state::store::{Op, Recovered, Store};
 use crate::tree::rankset::RankSet;
 use crate::tree::topology::Topology;
 use crate::wire::messages::{
-    ActorStatus, CancelReply, CancelRequest, ErrorCode, ErrorReply, ExitStatus, JobLaunch,
-    JobOnNode, NodeCommand, NodeUpdate, StatusReport, TreePlace,
+    ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply, ExitStatus,
+    JobLaunch, JobOnNode, NodeCommand, NodeCounts, NodeUpdate, StatusReport, TreePlace,
 };
 use crate::wire::types::{JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo};
 
@@ -85,6 +85,24 @@ pub struct GetStatus;
 #[rtype(result = "()")]
 struct RunSchedule;
 
+/// Node and job counters for statistics (traffic fields left empty).
+#[derive(Message)]
+#[rtype(result = "CtldStats")]
+pub struct GetCounts;
+
+/// Resolve a hostlist to node ranks.
+#[derive(Message)]
+#[rtype(result = "GetRanksReply")]
+pub struct GetRanks(pub String);
+
+#[derive(MessageResponse)]
+pub struct GetRanksReply(pub Result<RankSet, String>);
+
+/// Compress a rank set to a hostlist of node names.
+#[derive(Message)]
+#[rtype(result = "String")]
+pub struct NamesOf(pub RankSet);
+
 /// Partition actors by name, with their mailbox counters.
 pub type PartitionMap = HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>;
 
@@ -97,6 +115,7 @@ pub struct ControllerHandles {
     pub default_partition: Option<String>,
     pub relay: Addr<RelayActor>,
     pub relay_stats: Arc<ActorStats>,
+    pub node_count: u32,
 }
 
 struct StepHandle {
@@ -123,6 +142,10 @@ pub struct ControllerActor {
     relay: Addr<RelayActor>,
     relay_stats: Arc<ActorStats>,
     schedule_queued: bool,
+    /// Lifetime counters (sdiag-style).
+    submitted: u64,
+    started: u64,
+    ended: HashMap<JobState, u64>,
     stats: Arc<ActorStats>,
 }
 
@@ -241,6 +264,9 @@ impl ControllerActor {
                 relay,
                 relay_stats: rstats.clone(),
                 schedule_queued: false,
+                submitted: 0,
+                started: 0,
+                ended: HashMap::new(),
                 stats: cstats.clone(),
             };
             actor.adopt_running(ctx);
@@ -256,6 +282,7 @@ impl ControllerActor {
                 .or_else(|| conf.partitions.first().map(|p| p.name.clone())),
             relay: relay_out.expect("relay is created in the controller's constructor"),
             relay_stats,
+            node_count: conf.nodes.len() as u32,
         }
     }
 
@@ -331,6 +358,7 @@ impl ControllerActor {
         if started.is_empty() {
             return;
         }
+        self.started += started.len() as u64;
         self.counts_dirty = true;
         let durable = self.persist(&started);
         ctx.spawn(durable.into_actor(self).map(move |res, act, ctx| {
@@ -884,6 +912,7 @@ impl Handler<Cancel> for ControllerActor {
                 }
                 (JobState::Pending, None) => {
                     self.jobs.cancel_pending(id, now);
+                    *self.ended.entry(JobState::Cancelled).or_default() += 1;
                     changed.push(id);
                     results.push((id, None));
                 }
@@ -1190,5 +1219,85 @@ impl Handler<GetStatus> for ControllerActor {
                 tree,
             }
         })
+    }
+}
+
+impl Handler<GetCounts> for ControllerActor {
+    type Result = MessageResult<GetCounts>;
+    fn handle(&mut self, _msg: GetCounts, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let mut n = NodeCounts {
+            total: self.nodes.len() as u32,
+            ..Default::default()
+        };
+        for (st, slot) in self.nodes.iter().zip(&self.slots) {
+            if !st.responding && !st.future {
+                n.not_responding += 1;
+            }
+            if st.admin.drain.is_some() {
+                n.drain += 1;
+            }
+            if st.admin.down.is_some() {
+                n.down += 1;
+            } else if !st.registered {
+                n.unknown += 1;
+            } else if slot.alloc_cpus == 0 {
+                n.idle += 1;
+            } else if slot.alloc_cpus >= slot.cpus {
+                n.allocated += 1;
+            } else {
+                n.mixed += 1;
+            }
+        }
+        let (pending, running) = self
+            .conf
+            .partitions
+            .iter()
+            .map(|p| self.jobs.counts(&p.name))
+            .fold((0, 0), |(pd, r), c| (pd + c.pending, r + c.running));
+        let ended = |s: JobState| self.ended.get(&s).copied().unwrap_or(0);
+        MessageResult(CtldStats {
+            nodes: n,
+            jobs_pending: pending,
+            jobs_running: running,
+            jobs_submitted: self.submitted,
+            jobs_started: self.started,
+            jobs_completed: ended(JobState::Completed),
+            jobs_failed: ended(JobState::Failed)
+                + ended(JobState::NodeFail)
+                + ended(JobState::Timeout),
+            jobs_cancelled: ended(JobState::Cancelled),
+            ..Default::default()
+        })
+    }
+}
+
+impl Handler<GetRanks> for ControllerActor {
+    type Result = GetRanksReply;
+    fn handle(&mut self, msg: GetRanks, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let names = match hostlist::expand(&msg.0) {
+            Ok(n) => n,
+            Err(e) => return GetRanksReply(Err(format!("Invalid node name specified: {e}"))),
+        };
+        let mut ranks = RankSet::new();
+        for n in names {
+            match self.conf.node_index(&n) {
+                Some(r) => {
+                    ranks.insert(r as u32);
+                }
+                None => return GetRanksReply(Err(format!("Invalid node name specified: {n}"))),
+            }
+        }
+        GetRanksReply(Ok(ranks))
+    }
+}
+
+impl Handler<NamesOf> for ControllerActor {
+    type Result = String;
+    fn handle(&mut self, msg: NamesOf, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let ranks: Vec<u32> = msg.0.iter().collect();
+        self.nodelist(&ranks)
     }
 }

@@ -117,6 +117,11 @@ pub struct SendUp(pub Body);
 #[rtype(result = "RelayState")]
 pub struct GetRelayState;
 
+/// Stop the relay (its daemon is shutting down).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RelayState {
     pub me: Option<u32>,
@@ -656,5 +661,13 @@ impl Handler<GetRelayState> for RelayActor {
             mailbox_depth: self.stats.depth(),
             handled: self.stats.total(),
         })
+    }
+}
+
+impl Handler<Stop> for RelayActor {
+    type Result = ();
+    fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
+        self.links.clear();
+        ctx.stop();
     }
 }

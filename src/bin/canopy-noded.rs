@@ -49,9 +49,22 @@ fn main() -> anyhow::Result<()> {
     };
     let system = actix::System::new();
     system.block_on(async move {
-        start(conf, auth, NodeOptions { node, mode }).await?;
-        // Serve until killed.
-        std::future::pending::<()>().await;
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let opts = NodeOptions {
+            node,
+            mode,
+            shutdown: shutdown.clone(),
+        };
+        start(conf, auth, opts).await?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        tracing::info!("shutting down");
+        shutdown.cancel();
+        // Let the link tasks close their sockets cleanly.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         Ok::<(), anyhow::Error>(())
     })?;
     Ok(())

@@ -5,7 +5,7 @@ use std::io::Read;
 
 use super::client::{CliError, Client};
 use super::sbatch_args::{parse_submission, SbatchError, SubmitContext};
-use crate::wire::messages::Body;
+use crate::wire::messages::{Body, JobQuery};
 
 pub fn run(args: &[String]) -> i32 {
     let ctx = match context() {
@@ -45,30 +45,68 @@ pub fn run(args: &[String]) -> i32 {
     super::block_on(async move {
         let reply = async {
             let mut c = Client::connect(None).await?;
-            c.call(Body::SubmitJob(Box::new(sub.submit))).await
+            let r = c.call(Body::SubmitJob(Box::new(sub.submit))).await?;
+            Ok::<_, CliError>((c, r))
         }
         .await;
-        match reply {
-            Ok(Body::SubmitReply(r)) => {
-                if sub.quiet {
-                } else if sub.parsable {
-                    println!("{}", r.job_id);
-                } else {
-                    println!("Submitted batch job {}", r.job_id);
-                }
-                0
-            }
-            Ok(other) => {
+        let (mut client, job_id) = match reply {
+            Ok((c, Body::SubmitReply(r))) => (c, r.job_id),
+            Ok((_, other)) => {
                 eprintln!("sbatch: error: unexpected reply {}", other.kind());
-                1
+                return 1;
             }
             Err(CliError::Refused(e)) => {
                 eprintln!("sbatch: error: Batch job submission failed: {}", e.message);
-                1
+                return 1;
             }
-            Err(e) => super::report("sbatch", &e),
+            Err(e) => return super::report("sbatch", &e),
+        };
+        if sub.quiet {
+        } else if sub.parsable {
+            println!("{job_id}");
+        } else {
+            println!("Submitted batch job {job_id}");
         }
+        if sub.wait {
+            return wait_for(&mut client, job_id).await;
+        }
+        0
     })
+}
+
+/// `-W`: poll until the job ends; exit with its exit code (Slurm's behaviour).
+async fn wait_for(client: &mut Client, job_id: u32) -> i32 {
+    let mut delay = std::time::Duration::from_millis(2);
+    loop {
+        let q = Body::QueryJobs(JobQuery {
+            job_ids: vec![job_id],
+            include_finished: true,
+        });
+        match client.call(q).await {
+            Ok(Body::Jobs(jobs)) => match jobs.first() {
+                Some(j) if j.state.is_finished() => {
+                    return if j.exit_code.1 != 0 {
+                        128 + j.exit_code.1
+                    } else {
+                        j.exit_code.0
+                    };
+                }
+                Some(_) => {}
+                None => {
+                    eprintln!("sbatch: error: job {job_id} disappeared");
+                    return 1;
+                }
+            },
+            Ok(other) => {
+                eprintln!("sbatch: error: unexpected reply {}", other.kind());
+                return 1;
+            }
+            Err(e) => return super::report("sbatch", &e),
+        }
+        tokio::time::sleep(delay).await;
+        // Start fast (short jobs), back off to a gentle poll for long ones.
+        delay = (delay * 2).min(std::time::Duration::from_millis(500));
+    }
 }
 
 fn context() -> Result<SubmitContext, std::io::Error> {

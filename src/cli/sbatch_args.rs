@@ -54,6 +54,8 @@ pub struct Submission {
     pub parsable: bool,
     /// `-Q`: print nothing on success.
     pub quiet: bool,
+    /// `-W`: wait for the job to end and exit with its exit code.
+    pub wait: bool,
     /// Complete `sbatch: ...` lines for stderr.
     pub warnings: Vec<String>,
 }
@@ -223,6 +225,7 @@ enum Action {
     Wrap,
     Export,
     Parsable,
+    Wait,
     Hold,
     Quiet,
     OpenMode,
@@ -361,7 +364,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("uid", None, Required, A::Unsupported),
     spec("use-min-nodes", None, Flag, A::Unsupported),
     spec("verbose", Some('v'), Flag, A::Unsupported),
-    spec("wait", Some('W'), Flag, A::Unsupported),
+    spec("wait", Some('W'), Flag, A::Wait),
     spec("wait-all-nodes", None, Required, A::Unsupported),
     spec("wckey", None, Required, A::Unsupported),
 ];
@@ -549,6 +552,7 @@ struct Layer {
     parsable: bool,
     hold: bool,
     quiet: bool,
+    wait: bool,
 }
 
 impl Layer {
@@ -573,6 +577,7 @@ impl Layer {
             parsable: self.parsable || lower.parsable,
             hold: self.hold || lower.hold,
             quiet: self.quiet || lower.quiet,
+            wait: self.wait || lower.wait,
         }
     }
 }
@@ -606,6 +611,7 @@ fn apply(
         A::Parsable => layer.parsable = true,
         A::Hold => layer.hold = true,
         A::Quiet => layer.quiet = true,
+        A::Wait => layer.wait = true,
         A::OpenMode => check_open_mode(v, source, warnings),
         A::Help | A::Usage | A::Version => return informational(spec.action, source),
         A::Unsupported => warn_unsupported(spec.long, source, warnings),
@@ -1139,11 +1145,12 @@ pub fn parse_submission(
     let env = env_layer(ctx, &mut warnings)?;
     let (mem, mem_per_cpu) = resolve_memory(&cmd, &env, &dir)?;
     let opts = cmd.over(env).over(dir);
-    let (parsable, quiet) = (opts.parsable, opts.quiet);
+    let (parsable, quiet, wait) = (opts.parsable, opts.quiet, opts.wait);
     Ok(Submission {
         submit: build_submit(opts, (mem, mem_per_cpu), script, args, ctx),
         parsable,
         quiet,
+        wait,
         warnings,
     })
 }

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 
 use super::link::{serve_child, RelayCtx};
 use super::rpc::{self, CtldInfo};
+use super::stats::{Source, Traffic};
 use crate::actors::controller::{ControllerActor, ControllerHandles};
 use crate::config::Config;
 use crate::state::store::{Store, StoreError};
@@ -73,6 +74,12 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         boot_id,
         started: chrono::Utc::now().timestamp(),
         slurm_uid: nix::unistd::getuid().as_raw(),
+        traffic: Arc::default(),
+    };
+    let traffic = Arc::new(Traffic::default());
+    let info = CtldInfo {
+        traffic: traffic.clone(),
+        ..info
     };
     let relay_ctx = RelayCtx {
         conf: conf.clone(),
@@ -82,6 +89,8 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         relay: handles.relay.clone(),
         relay_stats: handles.relay_stats.clone(),
         heartbeat: conf.heartbeat_interval(),
+        traffic: Some(traffic),
+        shutdown: tokio_util::sync::CancellationToken::new(),
     };
     tracing::info!(%addr, nodes = conf.nodes.len(), tree_width = conf.tree_width, "canopy-ctld listening");
     serve(listener, auth, boot_id, handles, info, relay_ctx).await;
@@ -119,7 +128,7 @@ async fn serve_conn(
     info: CtldInfo,
     relay_ctx: RelayCtx,
 ) {
-    let first = match tokio::time::timeout(FIRST_FRAME, conn.recv()).await {
+    let first = match tokio::time::timeout(FIRST_FRAME, conn.recv_sized()).await {
         Ok(Ok(Some(env))) => env,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
@@ -128,16 +137,17 @@ async fn serve_conn(
         }
         Err(_) => return,
     };
+    let (first, first_len) = first;
     if let Body::Hello(hello) = first.body {
         serve_child(conn, hello, relay_ctx).await;
         return;
     }
     // A CLI client: request/response until it hangs up.
-    let mut next = Some(first);
+    let mut next = Some((first, first_len));
     loop {
-        let env = match next.take() {
+        let (env, bytes) = match next.take() {
             Some(e) => e,
-            None => match conn.recv().await {
+            None => match conn.recv_sized().await {
                 Ok(Some(e)) => e,
                 Ok(None) => return,
                 Err(e) => {
@@ -150,7 +160,11 @@ async fn serve_conn(
             },
         };
         let corr = env.header.corr;
+        let kind = env.body.kind();
+        let t0 = std::time::Instant::now();
         let reply = rpc::handle(env, &h, &info).await;
+        info.traffic
+            .record(Source::Client, kind, bytes, t0.elapsed());
         if conn.send(corr, &reply).await.is_err() {
             return;
         }

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use actix::Addr;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
+use super::stats::{Source, Traffic};
 use crate::actors::relay::{ChildAttached, ChildDetached, FromChild, RelayActor};
 use crate::actors::stats::ActorStats;
 use crate::config::Config;
@@ -38,13 +40,26 @@ pub struct RelayCtx {
     pub relay: Addr<RelayActor>,
     pub relay_stats: Arc<ActorStats>,
     pub heartbeat: Duration,
+    /// Traffic counters (the controller only).
+    pub traffic: Option<Arc<Traffic>>,
+    /// Cancelled when the daemon stops: every link task ends with it.
+    pub shutdown: CancellationToken,
 }
 
 /// Write frames from `rx` to the socket; keepalive when idle. Ends when the
 /// queue closes or the socket fails.
-pub async fn write_loop(mut w: ConnWriter, mut rx: mpsc::Receiver<Body>, heartbeat: Duration) {
+pub async fn write_loop(
+    mut w: ConnWriter,
+    mut rx: mpsc::Receiver<Body>,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+) {
     loop {
-        let body = match tokio::time::timeout(heartbeat, rx.recv()).await {
+        let next = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = tokio::time::timeout(heartbeat, rx.recv()) => r,
+        };
+        let body = match next {
             Ok(Some(b)) => b,
             Ok(None) => return,
             Err(_) => Body::Keepalive,
@@ -103,7 +118,7 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
     let link_id = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel(LINK_QUEUE);
     let (mut reader, writer) = conn.into_split();
-    let writer = tokio::spawn(write_loop(writer, rx, ctx.heartbeat));
+    let writer = tokio::spawn(write_loop(writer, rx, ctx.heartbeat, ctx.shutdown.clone()));
     ctx.relay_stats.sent();
     if ctx
         .relay
@@ -121,8 +136,15 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
     }
     let silence = ctx.heartbeat * MISSES;
     loop {
-        match tokio::time::timeout(silence, reader.recv()).await {
-            Ok(Ok(Some(env))) => {
+        let next = tokio::select! {
+            _ = ctx.shutdown.cancelled() => break,
+            r = tokio::time::timeout(silence, reader.recv_sized()) => r,
+        };
+        match next {
+            Ok(Ok(Some((env, bytes)))) => {
+                if let Some(t) = &ctx.traffic {
+                    t.record(Source::Node, env.body.kind(), bytes, Duration::ZERO);
+                }
                 ctx.relay_stats.sent();
                 let msg = FromChild {
                     rank,

@@ -6,6 +6,7 @@ pub mod ctld;
 pub mod link;
 pub mod noded;
 pub mod rpc;
+pub mod stats;
 
 use std::path::Path;
 use std::sync::Arc;

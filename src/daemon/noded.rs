@@ -10,6 +10,7 @@ use actix::{Actor, Addr};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::link::{serve_child, write_loop, RelayCtx, LINK_QUEUE};
 use crate::actors::agent::{ExecMode, GetHello, NodeAgent, SetRelay};
@@ -47,6 +48,9 @@ pub enum NodedError {
 pub struct NodeOptions {
     pub node: String,
     pub mode: ExecMode,
+    /// Cancel to stop this daemon: its listener, links and actors end, and its
+    /// sockets close (so its parent and children see it gone at once).
+    pub shutdown: CancellationToken,
 }
 
 /// Handles to a running node daemon (used by tests and the load harness).
@@ -117,6 +121,8 @@ pub async fn start(
         relay: relay.clone(),
         relay_stats,
         heartbeat: conf.heartbeat_interval(),
+        traffic: None,
+        shutdown: opts.shutdown.clone(),
     };
     tracing::info!(node = %nc.name, rank, %addr, parent = ?topo.parent(rank), "canopy-noded listening");
     let accept_auth = auth.clone();
@@ -130,14 +136,26 @@ pub async fn start(
         auth,
         agent: agent.clone(),
         relay: relay.clone(),
+        shutdown: opts.shutdown.clone(),
     };
     actix::spawn(async move { up.run().await });
+    let (a, r, token) = (agent.clone(), relay.clone(), opts.shutdown);
+    actix::spawn(async move {
+        token.cancelled().await;
+        // The agent and relay hold each other's address: stop them explicitly.
+        let _ = r.send(crate::actors::relay::Stop).await;
+        let _ = a.send(crate::actors::agent::Stop).await;
+    });
     Ok(NodeHandles { agent, relay })
 }
 
 async fn accept_loop(listener: TcpListener, auth: Arc<Authenticator>, boot_id: u64, ctx: RelayCtx) {
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let (stream, peer) = match accepted {
             Ok(x) => x,
             Err(e) => {
                 tracing::error!(error = %e, "accept failed");
@@ -171,6 +189,7 @@ struct Uplink {
     auth: Arc<Authenticator>,
     agent: Addr<NodeAgent>,
     relay: Addr<RelayActor>,
+    shutdown: CancellationToken,
 }
 
 impl Uplink {
@@ -230,6 +249,14 @@ impl Uplink {
     }
 
     async fn run(self) {
+        let token = self.shutdown.clone();
+        tokio::select! {
+            _ = token.cancelled() => {}
+            _ = self.attach_forever() => {}
+        }
+    }
+
+    async fn attach_forever(&self) {
         let mut backoff = Duration::from_millis(100);
         loop {
             let cands = self.candidates();
@@ -266,7 +293,7 @@ impl Uplink {
         let heartbeat = self.conf.heartbeat_interval();
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
         let (mut reader, writer) = conn.into_split();
-        let writer = tokio::spawn(write_loop(writer, rx, heartbeat));
+        let writer = tokio::spawn(write_loop(writer, rx, heartbeat, self.shutdown.clone()));
         let _ = self
             .relay
             .send(SetUpstream {

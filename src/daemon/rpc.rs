@@ -6,14 +6,19 @@
 
 use std::sync::Arc;
 
+use super::stats::Traffic;
+use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
-    Admit, Cancel, ControllerHandles, GetJobs, GetNodes, GetPartitions, GetStatus, UpdateNodes,
+    Admit, Cancel, ControllerHandles, GetJobs, GetNodes, GetPartitions, GetRanks, GetRanksReply,
+    GetStatus, NamesOf, UpdateNodes,
 };
 use crate::actors::partition::ValidateSubmit;
+use crate::actors::relay::Fanout;
 use crate::actors::stats::send_counted;
+use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
-    Body, CancelRequest, Envelope, ErrorCode, ErrorReply, JobQuery, NodeQuery, NodeUpdate,
-    PongReply, SubmitReply,
+    Body, BroadcastReply, BroadcastRequest, CancelRequest, CtldStats, Envelope, ErrorCode,
+    ErrorReply, JobQuery, NodeCommand, NodeQuery, NodeUpdate, PongReply, SubmitReply,
 };
 use crate::wire::types::JobSubmit;
 
@@ -25,6 +30,7 @@ pub struct CtldInfo {
     pub started: i64,
     /// The uid the controller runs as: it and root are operators.
     pub slurm_uid: u32,
+    pub traffic: Arc<Traffic>,
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> Body {
@@ -83,6 +89,9 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
                 Err(_) => gone(),
             }
         }
+        Body::QueryStats => stats(h, info).await,
+        Body::Broadcast(req) if operator => broadcast(req, h).await,
+        Body::Broadcast(_) => error(ErrorCode::PermissionDenied, "Access/permission denied"),
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),
@@ -168,4 +177,76 @@ async fn update_nodes(update: NodeUpdate, uid: u32, operator: bool, h: &Controll
         Ok(Err(e)) => Body::Error(e),
         Err(_) => gone(),
     }
+}
+
+async fn stats(h: &ControllerHandles, info: &CtldInfo) -> Body {
+    let Ok(c) = send_counted(&h.controller, &h.controller_stats, GetCounts).await else {
+        return gone();
+    };
+    let (node_frames_in, node_bytes_in, client_frames_in, client_bytes_in, by_kind) =
+        info.traffic.snapshot();
+    Body::Stats(Box::new(CtldStats {
+        started: info.started,
+        node_frames_in,
+        node_bytes_in,
+        client_frames_in,
+        client_bytes_in,
+        by_kind,
+        ..c
+    }))
+}
+
+/// Fan a no-op out and check the outcomes cover every target exactly once.
+async fn broadcast(req: BroadcastRequest, h: &ControllerHandles) -> Body {
+    let ranks = match &req.nodes {
+        None => None,
+        Some(list) => {
+            let Ok(GetRanksReply(r)) =
+                send_counted(&h.controller, &h.controller_stats, GetRanks(list.clone())).await
+            else {
+                return gone();
+            };
+            match r {
+                Ok(r) => Some(r),
+                Err(e) => return error(ErrorCode::InvalidNodeName, e),
+            }
+        }
+    };
+    let targets = match ranks {
+        Some(r) => r,
+        None => RankSet::from_range(0..h.node_count),
+    };
+    let t0 = std::time::Instant::now();
+    let msg = Fanout {
+        targets: targets.clone(),
+        cmd: NodeCommand::Noop,
+        budget: std::time::Duration::from_millis(req.budget_ms.max(1)),
+    };
+    let Ok(outcomes) = send_counted(&h.relay, &h.relay_stats, msg).await else {
+        return gone();
+    };
+    let elapsed_us = t0.elapsed().as_micros() as u64;
+    let mut covered = RankSet::new();
+    let mut reply = BroadcastReply {
+        targets: targets.len(),
+        elapsed_us,
+        ..Default::default()
+    };
+    let mut seen = 0u64;
+    for o in outcomes {
+        seen += o.ranks.len();
+        covered = covered.union(&o.ranks);
+        match o.result {
+            Ok(_) => reply.ok += o.ranks.len(),
+            Err(reason) => {
+                let names = send_counted(&h.controller, &h.controller_stats, NamesOf(o.ranks))
+                    .await
+                    .unwrap_or_default();
+                reply.failed.push((names, reason));
+            }
+        }
+    }
+    reply.missing = targets.difference(&covered).len();
+    reply.duplicates = seen.saturating_sub(covered.len());
+    Body::BroadcastReply(reply)
 }

@@ -83,6 +83,11 @@ impl Connection {
         read_envelope(&mut self.framed, &self.auth).await
     }
 
+    /// As [`Connection::recv`], with the frame's size in bytes (for traffic statistics).
+    pub async fn recv_sized(&mut self) -> Result<Option<(Envelope, usize)>, WireError> {
+        read_sized(&mut self.framed, &self.auth).await
+    }
+
     /// Sends `body` under a fresh correlation id and waits for the frame that
     /// answers it. Late replies to earlier requests (abandoned after a
     /// timeout) are skipped; any other frame is an error.
@@ -179,6 +184,11 @@ impl ConnReader {
         read_envelope(&mut self.framed, &self.auth).await
     }
 
+    /// As [`ConnReader::recv`], with the frame's size in bytes (for traffic statistics).
+    pub async fn recv_sized(&mut self) -> Result<Option<(Envelope, usize)>, WireError> {
+        read_sized(&mut self.framed, &self.auth).await
+    }
+
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         self.peer
     }
@@ -249,9 +259,25 @@ async fn read_envelope<S>(
 where
     S: Stream<Item = Result<BytesMut, WireError>> + Unpin,
 {
+    Ok(read_sized(frames, auth).await?.map(|(env, _)| env))
+}
+
+/// As `read_envelope`, also returning the frame's size on the wire.
+async fn read_sized<S>(
+    frames: &mut S,
+    auth: &Authenticator,
+) -> Result<Option<(Envelope, usize)>, WireError>
+where
+    S: Stream<Item = Result<BytesMut, WireError>> + Unpin,
+{
     match frames.next().await {
         None => Ok(None),
-        Some(payload) => frame::decode(auth, &payload?, SystemTime::now()).map(Some),
+        Some(payload) => {
+            let payload = payload?;
+            // 4 bytes of length prefix plus the payload.
+            let len = payload.len() + 4;
+            frame::decode(auth, &payload, SystemTime::now()).map(|e| Some((e, len)))
+        }
     }
 }
 

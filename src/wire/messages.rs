@@ -142,6 +142,72 @@ pub struct StatusReport {
     pub tree: Vec<TreePlace>,
 }
 
+/// Traffic and handling time for one message kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindStat {
+    pub kind: String,
+    pub count: u64,
+    pub bytes: u64,
+    /// Total time spent answering (client requests only), microseconds.
+    pub total_us: u64,
+}
+
+/// Node counts by state, as the controller sees them now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeCounts {
+    pub total: u32,
+    pub idle: u32,
+    pub mixed: u32,
+    pub allocated: u32,
+    pub down: u32,
+    pub drain: u32,
+    pub unknown: u32,
+    pub not_responding: u32,
+}
+
+/// Controller statistics (`canopy stats`, sdiag, the load harness).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CtldStats {
+    pub started: UnixTime,
+    /// Frames and bytes received from node links (heartbeats, events, replies).
+    pub node_frames_in: u64,
+    pub node_bytes_in: u64,
+    /// Frames and bytes received from clients (CLI and tools).
+    pub client_frames_in: u64,
+    pub client_bytes_in: u64,
+    pub by_kind: Vec<KindStat>,
+    pub nodes: NodeCounts,
+    pub jobs_pending: u32,
+    pub jobs_running: u32,
+    pub jobs_submitted: u64,
+    pub jobs_started: u64,
+    pub jobs_completed: u64,
+    pub jobs_failed: u64,
+    pub jobs_cancelled: u64,
+}
+
+/// Fan a no-op out to nodes through the relay tree (operators only).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BroadcastRequest {
+    /// Hostlist; `None` = every node.
+    pub nodes: Option<String>,
+    pub budget_ms: u64,
+}
+
+/// How a broadcast went: exactly one outcome per target is checked here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BroadcastReply {
+    pub targets: u64,
+    pub ok: u64,
+    /// Failed node sets (hostlists) with their reasons.
+    pub failed: Vec<(String, String)>,
+    /// Targets with no outcome at all (must be 0).
+    pub missing: u64,
+    /// Outcomes beyond one per target (must be 0).
+    pub duplicates: u64,
+    pub elapsed_us: u64,
+}
+
 /// Hardware a node daemon found (or was told to report).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeResources {
@@ -341,6 +407,10 @@ pub enum Body {
     UpdateNodes(NodeUpdate),
     QueryStatus,
     Status(Box<StatusReport>),
+    QueryStats,
+    Stats(Box<CtldStats>),
+    Broadcast(BroadcastRequest),
+    BroadcastReply(BroadcastReply),
 
     // node daemons and relays
     Hello(Hello),
@@ -375,6 +445,10 @@ impl Body {
             Body::UpdateNodes(_) => "UpdateNodes",
             Body::QueryStatus => "QueryStatus",
             Body::Status(_) => "Status",
+            Body::QueryStats => "QueryStats",
+            Body::Stats(_) => "Stats",
+            Body::Broadcast(_) => "Broadcast",
+            Body::BroadcastReply(_) => "BroadcastReply",
             Body::Hello(_) => "Hello",
             Body::Welcome(_) => "Welcome",
             Body::Register(_) => "Register",
