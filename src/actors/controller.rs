@@ -600,6 +600,7 @@ impl ControllerActor {
             return;
         };
         sched::release(&alloc, &mut self.slots);
+        *self.ended.entry(state).or_default() += 1;
         tracing::info!(
             job_id = id,
             state = state.name(),
@@ -802,6 +803,7 @@ impl Handler<Admit> for ControllerActor {
             ending_as: None,
         };
         tracing::info!(job_id = id, partition = %rec.partition, user = %rec.submit.user, "job submitted");
+        self.submitted += 1;
         let ops = vec![
             Op::PutJob(Box::new(rec.clone())),
             Op::NextJobId(self.next_job_id),

@@ -1,0 +1,309 @@
+//! canopy-loadtest: drives a real canopy controller with many clients and
+//! thousands of simulated node daemons (production code with a sleeping
+//! executor), and real Slurm side by side (`peer`). Prints a table, or one
+//! JSON object per measured configuration with `--json`.
+
+mod harness;
+mod peer;
+mod report;
+mod scenarios;
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+
+use report::Row;
+use scenarios::rpc::Mix;
+
+#[derive(Parser)]
+#[command(
+    name = "canopy-loadtest",
+    version,
+    about = "Load tests for canopy (and real Slurm side by side)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    scenario: Scenario,
+    /// One JSON object per measured configuration on stdout (progress stays on stderr).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Small sizes and short runs (the CI smoke test): correctness, not timing.
+    #[arg(long, global = true)]
+    quick: bool,
+}
+
+#[derive(Args, Clone)]
+struct Topo {
+    /// Node counts to measure (comma list).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Option<Vec<u32>>,
+    /// TreeWidth values to measure (comma list).
+    #[arg(long = "tree-width", value_delimiter = ',')]
+    tree_width: Option<Vec<u32>>,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Idle cluster: controller messages, bytes, CPU and RSS spent on liveness.
+    Heartbeat {
+        #[command(flatten)]
+        topo: Topo,
+        /// Heartbeat intervals to measure over.
+        #[arg(long, default_value_t = 5)]
+        intervals: u32,
+        #[arg(long = "slurmd-timeout", default_value_t = 6)]
+        slurmd_timeout: u32,
+    },
+    /// Broadcast a no-op to all nodes; latency percentiles; then 1% of relays killed mid-run.
+    Fanout {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 30)]
+        rounds: u32,
+    },
+    /// All nodes start at once; then 100 leaves and one relay die.
+    Storm {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 100)]
+        leaves: u32,
+        #[arg(long = "slurmd-timeout", default_value_t = 6)]
+        slurmd_timeout: u32,
+    },
+    /// Concurrent wire-protocol clients: query/submit mixes, closed and open loop.
+    Rpc {
+        #[arg(long, default_value_t = 32)]
+        clients: u32,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+        #[arg(long = "query-rate", default_value_t = 30000)]
+        query_rate: u32,
+        #[arg(long = "submit-rate", default_value_t = 10000)]
+        submit_rate: u32,
+        #[arg(long, default_value_t = 1000)]
+        preload: u32,
+    },
+    /// Short jobs end to end on simulated nodes: jobs completed per second.
+    Throughput {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 20000)]
+        jobs: u32,
+        #[arg(long, default_value_t = 16)]
+        clients: u32,
+    },
+    /// Controller RSS with many nodes and a deep pending queue.
+    Memory {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 100000)]
+        jobs: u32,
+        #[arg(long, default_value_t = 16)]
+        clients: u32,
+    },
+    /// The same user-visible operations against real Slurm (Debian packages) and canopy.
+    Peer {
+        /// Node counts for the K-node launch test.
+        #[arg(long, value_delimiter = ',', default_values_t = [8u32, 128, 512])]
+        ks: Vec<u32>,
+        #[arg(long = "tree-width", default_value_t = 50)]
+        tree_width: u32,
+        #[arg(long, default_value_t = 200)]
+        submits: u32,
+        #[arg(long, default_value_t = 2000)]
+        queued: u32,
+    },
+}
+
+fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
+    let out = match v {
+        Some(v) if !v.is_empty() => v.clone(),
+        _ if quick.is_empty() => default.to_vec(),
+        _ => quick.to_vec(),
+    };
+    if out.contains(&0) {
+        bail!("node counts and tree widths must be positive");
+    }
+    Ok(out)
+}
+
+fn widths(t: &Topo, default: &[u32], quick: bool) -> Result<Vec<u32>> {
+    let w = pick(&t.tree_width, default, if quick { &[8] } else { &[] })?;
+    if let Some(bad) = w.iter().find(|&&w| w < 2) {
+        bail!("--tree-width must be at least 2 (got {bad})");
+    }
+    Ok(w)
+}
+
+fn nodes(t: &Topo, default: &[u32], quick: bool) -> Result<Vec<u32>> {
+    let n = pick(&t.nodes, default, if quick { &[200] } else { &[] })?;
+    // 127.1.0.0 – 127.255.255.255 holds the simulated nodes' addresses.
+    if let Some(bad) = n.iter().find(|&&n| n > 254 * 65536) {
+        bail!("--nodes {bad} exceeds the loopback addresses available for simulated nodes");
+    }
+    Ok(n)
+}
+
+fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
+    let q = cli.quick;
+    match &cli.scenario {
+        Scenario::Heartbeat {
+            topo,
+            intervals,
+            slurmd_timeout,
+        } => scenarios::heartbeat::run(
+            &scenarios::heartbeat::Opts {
+                nodes: nodes(topo, &[1000, 10000, 50000], q)?,
+                widths: widths(topo, &[16, 32, 64], q)?,
+                intervals: if q { 2 } else { (*intervals).max(1) },
+                slurmd_timeout: if q { 3 } else { *slurmd_timeout },
+            },
+            progress,
+        ),
+        Scenario::Fanout { topo, rounds } => scenarios::fanout::run(
+            &scenarios::fanout::Opts {
+                nodes: nodes(topo, &[1000, 10000, 50000], q)?,
+                widths: widths(topo, &[16, 32, 64], q)?,
+                rounds: if q { 6 } else { (*rounds).max(2) },
+                budget: Duration::from_secs(10),
+            },
+            progress,
+        ),
+        Scenario::Storm {
+            topo,
+            leaves,
+            slurmd_timeout,
+        } => scenarios::storm::run(
+            &scenarios::storm::Opts {
+                nodes: nodes(topo, &[10000], q)?,
+                widths: widths(topo, &[32], q)?,
+                leaves: if q { 10 } else { *leaves },
+                slurmd_timeout: if q { 3 } else { (*slurmd_timeout).max(1) },
+            },
+            progress,
+        ),
+        Scenario::Rpc {
+            clients,
+            duration,
+            query_rate,
+            submit_rate,
+            preload,
+        } => scenarios::rpc::run(
+            &scenarios::rpc::Opts {
+                clients: if q { 4 } else { *clients },
+                duration: Duration::from_secs(if q { 1 } else { (*duration).max(1) }),
+                mixes: vec![Mix::Query, Mix::Submit, Mix::Mixed],
+                query_rate: if q { 500 } else { *query_rate },
+                submit_rate: if q { 200 } else { *submit_rate },
+                preload: if q { 50 } else { *preload },
+            },
+            progress,
+        ),
+        Scenario::Throughput {
+            topo,
+            jobs,
+            clients,
+        } => {
+            let n = nodes(topo, &[1000], q)?;
+            let w = widths(topo, &[32], q)?;
+            scenarios::throughput::run(
+                &scenarios::throughput::Opts {
+                    nodes: n[0],
+                    tree_width: w[0],
+                    jobs: if q { 500 } else { *jobs },
+                    clients: if q { 4 } else { *clients },
+                },
+                progress,
+            )
+        }
+        Scenario::Memory {
+            topo,
+            jobs,
+            clients,
+        } => {
+            let n = nodes(topo, &[10000], q)?;
+            let w = widths(topo, &[32], q)?;
+            scenarios::memory::run(
+                &scenarios::memory::Opts {
+                    nodes: n[0],
+                    tree_width: w[0],
+                    jobs: if q { 2000 } else { *jobs },
+                    clients: if q { 4 } else { *clients },
+                },
+                progress,
+            )
+        }
+        Scenario::Peer {
+            ks,
+            tree_width,
+            submits,
+            queued,
+        } => {
+            if *tree_width < 2 {
+                bail!("--tree-width must be at least 2");
+            }
+            let work = tempfile::Builder::new().prefix("canopy-peer").tempdir()?;
+            let opts = peer::PeerOpts {
+                canopy_bin: harness::bin_dir()?,
+                work_dir: work.path().to_path_buf(),
+                ks: ks.clone(),
+                tree_width: *tree_width,
+                submits: *submits,
+                queued: *queued,
+                quick: q,
+            };
+            match peer::run(&opts, progress) {
+                Ok(rows) => Ok(rows
+                    .into_iter()
+                    .map(|r| {
+                        let mut row = Row::new("peer")
+                            .set("metric", r.metric)
+                            .set("unit", r.unit)
+                            .set("tree_width", *tree_width);
+                        if let Some(n) = r.nodes {
+                            row = row.set("nodes", n);
+                        }
+                        row = row.num("canopy", r.canopy);
+                        row = match r.slurm {
+                            Some(s) => row.num("slurm", s),
+                            None => row.set("slurm", serde_json::Value::Null),
+                        };
+                        row = match r.ratio {
+                            Some(x) => row.num("ratio", x),
+                            None => row.set("ratio", serde_json::Value::Null),
+                        };
+                        row.set("note", r.note)
+                    })
+                    .collect()),
+                Err(e) => {
+                    progress(&format!("peer: skipped: {e}"));
+                    Ok(vec![Row::new("peer")
+                        .set("skipped", true)
+                        .set("note", e.to_string())])
+                }
+            }
+        }
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let mut progress = |line: &str| eprintln!("loadtest: {line}");
+    match run(&cli, &mut progress) {
+        Ok(rows) => {
+            if cli.json {
+                for r in &rows {
+                    println!("{}", r.json());
+                }
+            } else {
+                print!("{}", report::table(&rows));
+            }
+        }
+        Err(e) => {
+            eprintln!("canopy-loadtest: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

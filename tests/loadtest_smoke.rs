@@ -1,0 +1,117 @@
+//! CI smoke test of the load harness: every scenario at a small size
+//! (`--quick`: 200 simulated nodes), asserting correctness — outcome counts,
+//! no node wrongly DOWN, every job completed — never timing.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn run(scenario: &str) -> Vec<Value> {
+    let exe = env!("CARGO_BIN_EXE_canopy-loadtest");
+    let out = Command::new(exe)
+        .args([scenario, "--quick", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{scenario} failed:\n{stderr}");
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!rows.is_empty(), "{scenario} printed no rows:\n{stderr}");
+    for r in &rows {
+        assert_eq!(r["scenario"], scenario, "{r}");
+    }
+    rows
+}
+
+fn num(r: &Value, k: &str) -> f64 {
+    r[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} missing in {r}"))
+}
+
+#[test]
+fn heartbeat_controller_sees_about_treewidth_messages_per_interval() {
+    for r in run("heartbeat") {
+        assert_eq!(num(&r, "nodes"), 200.0);
+        assert_eq!(num(&r, "false_down"), 0.0, "{r}");
+        assert_eq!(num(&r, "not_responding"), 0.0, "{r}");
+        // Keepalives from the direct children only (plus slack for timing).
+        assert!(
+            num(&r, "ctld_msgs_per_interval") <= 2.0 * num(&r, "tree_width"),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn fanout_gives_exactly_one_outcome_per_target() {
+    let rows = run("fanout");
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(num(r, "missing_outcomes"), 0.0, "{r}");
+        assert_eq!(num(r, "duplicate_outcomes"), 0.0, "{r}");
+    }
+    assert_eq!(
+        num(&rows[0], "failed_targets"),
+        0.0,
+        "healthy tree: {}",
+        rows[0]
+    );
+    assert!(num(&rows[1], "relays_killed") >= 1.0);
+    // Killed relays fail explicitly (their own outcome), and nothing goes missing.
+    assert!(num(&rows[1], "failed_targets") >= 1.0, "{}", rows[1]);
+}
+
+#[test]
+fn storm_reattaches_the_dead_relays_subtree_without_false_down() {
+    for r in run("storm") {
+        assert_eq!(num(&r, "false_down"), 0.0, "{r}");
+        assert!(num(&r, "killed_relay_subtree") >= 1.0, "{r}");
+        // Only the killed nodes remain not responding.
+        assert_eq!(
+            num(&r, "still_not_responding"),
+            num(&r, "killed_leaves") + 1.0,
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn rpc_mixes_complete_without_errors() {
+    let rows = run("rpc");
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        assert_eq!(num(&r, "errors"), 0.0, "{r}");
+        assert!(num(&r, "ops_per_s") > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn throughput_completes_every_job() {
+    for r in run("throughput") {
+        assert_eq!(num(&r, "completed"), num(&r, "jobs"), "{r}");
+        assert_eq!(num(&r, "failed"), 0.0, "{r}");
+    }
+}
+
+#[test]
+fn memory_lists_every_pending_job() {
+    for r in run("memory") {
+        assert_eq!(num(&r, "listed_jobs"), num(&r, "pending_jobs"), "{r}");
+    }
+}
+
+#[test]
+fn peer_runs_or_skips_cleanly() {
+    for r in run("peer") {
+        if r.get("skipped").is_some() {
+            assert!(r["note"].as_str().is_some_and(|n| !n.is_empty()), "{r}");
+            continue;
+        }
+        assert!(num(&r, "canopy") > 0.0, "{r}");
+        if let Some(s) = r["slurm"].as_f64() {
+            assert!(s > 0.0 && num(&r, "ratio") > 0.0, "{r}");
+        }
+    }
+}
