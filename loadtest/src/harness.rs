@@ -14,7 +14,6 @@ use canopy::sim;
 use canopy::wire::auth::{load_key, Authenticator};
 use canopy::wire::connection::Connection;
 use canopy::wire::messages::{Body, CtldStats, ErrorReply};
-use tokio::sync::mpsc;
 
 /// How a scenario wants its cluster.
 #[derive(Debug, Clone)]
@@ -31,9 +30,16 @@ pub struct ClusterSpec {
     pub start_nodes: bool,
 }
 
-enum SimCmd {
-    Start,
-    Kill(Vec<u32>),
+/// Nodes per simulation process: each node needs about three descriptors
+/// (listener, upward link, children's links) and both ends of every loopback
+/// link live on this machine, so the per-process fd limit caps a process.
+const MAX_PER_PROCESS: u64 = 5000;
+
+/// One `canopy-noded --simulate` process and the ranks it runs.
+struct SimProc {
+    child: Child,
+    ranks: std::ops::Range<u32>,
+    stdin: std::process::ChildStdin,
 }
 
 pub struct Harness {
@@ -44,8 +50,8 @@ pub struct Harness {
     pub spec: ClusterSpec,
     ctld: Child,
     pub ctld_pid: i32,
-    sim_tx: mpsc::UnboundedSender<SimCmd>,
-    sim_ready: std::sync::mpsc::Receiver<Result<(), String>>,
+    /// Behind a lock so scenarios can kill nodes through `&Harness`.
+    sims: std::sync::Mutex<Vec<SimProc>>,
     pub auth: Arc<Authenticator>,
     pub rt: tokio::runtime::Runtime,
 }
@@ -93,14 +99,12 @@ impl Harness {
         if spec.tree_width < 2 {
             bail!("--tree-width must be at least 2 (got {})", spec.tree_width);
         }
-        // Each simulated node holds a listener, its upward link and its children's links.
-        let wanted = u64::from(spec.nodes) * 3 + 4096;
-        sim::raise_fd_limit(wanted).map_err(|e| {
-            anyhow::anyhow!(
-                "{e}: {} simulated nodes need about {wanted} descriptors",
-                spec.nodes
-            )
-        })?;
+        // Every simulation process must fit its nodes' descriptors.
+        let (soft, hard) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+        if hard < 3 * 64 + 1024 {
+            bail!("the open-file limit ({soft}, hard {hard}) is too low to simulate nodes");
+        }
         let dir = tempfile::Builder::new()
             .prefix("canopy-loadtest")
             .tempdir()?;
@@ -132,12 +136,6 @@ impl Harness {
             .spawn()
             .context("cannot start canopy-ctld (build it next to canopy-loadtest)")?;
         let ctld_pid = ctld.id() as i32;
-        let (sim_tx, sim_rx) = mpsc::unbounded_channel();
-        let (ready_tx, sim_ready) = std::sync::mpsc::channel();
-        let (c2, a2, run_for) = (conf.clone(), auth.clone(), spec.job_runtime);
-        std::thread::Builder::new()
-            .name("sim-nodes".into())
-            .spawn(move || sim_thread(c2, a2, run_for, sim_rx, ready_tx))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -150,8 +148,7 @@ impl Harness {
             spec,
             ctld,
             ctld_pid,
-            sim_tx,
-            sim_ready,
+            sims: std::sync::Mutex::new(Vec::new()),
             auth,
             rt,
         };
@@ -171,34 +168,104 @@ impl Harness {
 
     /// Start every simulated node and wait until all are IDLE; returns the time taken.
     pub fn start_nodes(&mut self, progress: &mut dyn FnMut(&str)) -> Result<Duration> {
+        use std::io::BufRead;
         let t0 = Instant::now();
-        self.sim_tx
-            .send(SimCmd::Start)
-            .map_err(|_| anyhow::anyhow!("simulation thread is gone"))?;
-        match self.sim_ready.recv_timeout(Duration::from_secs(600)) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => bail!("simulated nodes failed to start: {e}"),
-            Err(_) => bail!("simulated nodes did not start within 600 s"),
+        let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+        let per = ((hard.saturating_sub(1024)) / 3).clamp(64, MAX_PER_PROCESS) as u32;
+        let n = self.spec.nodes;
+        let noded = bin_dir()?.join("canopy-noded");
+        let mut first = 0;
+        while first < n {
+            let last = (first + per).min(n) - 1;
+            let log = std::fs::File::create(self.path.join(format!("sim-{first}.log")))?;
+            let mut child = Command::new(&noded)
+                .args(["-f", &self.conf_path_str(), "--simulate"])
+                .arg(format!("--ranks={first}-{last}"))
+                .arg(format!(
+                    "--job-runtime-ms={}",
+                    self.spec.job_runtime.as_millis()
+                ))
+                .env(
+                    "CANOPY_LOG",
+                    std::env::var("CANOPY_LOG").unwrap_or_else(|_| "warn".into()),
+                )
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(log)
+                .spawn()
+                .context("cannot start canopy-noded --simulate")?;
+            let stdin = child
+                .stdin
+                .take()
+                .context("no stdin for simulation process")?;
+            let stdout = child
+                .stdout
+                .take()
+                .context("no stdout for simulation process")?;
+            let mut line = String::new();
+            std::io::BufReader::new(stdout).read_line(&mut line)?;
+            if !line.starts_with("ready") {
+                bail!(
+                    "simulation process for ranks {first}-{last} failed to start (see {})",
+                    self.path.join(format!("sim-{first}.log")).display()
+                );
+            }
+            self.sims
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .push(SimProc {
+                    child,
+                    ranks: first..last + 1,
+                    stdin,
+                });
+            first = last + 1;
         }
         progress(&format!(
-            "{} node daemons started in {:.2} s; waiting for IDLE",
-            self.spec.nodes,
+            "{n} node daemons started in {} processes in {:.2} s; waiting for IDLE",
+            n.div_ceil(per),
             t0.elapsed().as_secs_f64()
         ));
-        let n = self.spec.nodes;
         let limit = Duration::from_secs(60 + u64::from(n) / 200);
-        self.wait(limit, "every node IDLE", |h| {
-            h.try_stats()
-                .is_ok_and(|s| s.nodes.idle == n && s.nodes.not_responding == 0)
-        })?;
+        let mut last_report = Instant::now();
+        let mut seen = String::new();
+        let r = self.wait(limit, "every node IDLE", |h| match h.try_stats() {
+            Ok(s) => {
+                seen = format!(
+                    "idle={} unknown={} not_responding={} down={}",
+                    s.nodes.idle, s.nodes.unknown, s.nodes.not_responding, s.nodes.down
+                );
+                if last_report.elapsed() > Duration::from_secs(5) {
+                    last_report = Instant::now();
+                    progress(&format!("waiting for IDLE: {seen}"));
+                }
+                s.nodes.idle == n && s.nodes.not_responding == 0
+            }
+            Err(_) => false,
+        });
+        r.with_context(|| format!("last seen: {seen}"))?;
         Ok(t0.elapsed())
+    }
+
+    fn conf_path_str(&self) -> String {
+        self.path.join("slurm.conf").to_string_lossy().into_owned()
     }
 
     /// Stop simulated nodes (their sockets close, as when a process dies).
     pub fn kill(&self, ranks: Vec<u32>) -> Result<()> {
-        self.sim_tx
-            .send(SimCmd::Kill(ranks))
-            .map_err(|_| anyhow::anyhow!("simulation thread is gone"))
+        use std::io::Write;
+        let mut sims = self.sims.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        for p in sims.iter_mut() {
+            let mine: Vec<String> = ranks
+                .iter()
+                .filter(|r| p.ranks.contains(r))
+                .map(|r| r.to_string())
+                .collect();
+            if !mine.is_empty() {
+                writeln!(p.stdin, "kill {}", mine.join(","))?;
+                p.stdin.flush()?;
+            }
+        }
+        Ok(())
     }
 
     /// Poll `cond` every 50 ms until it holds or `limit` passes.
@@ -274,52 +341,17 @@ impl Drop for Harness {
     fn drop(&mut self) {
         let _ = self.ctld.kill();
         let _ = self.ctld.wait();
-        // The simulation thread ends when its command channel closes; the
-        // process exits soon after a scenario anyway.
+        let sims = self.sims.get_mut().map(std::mem::take).unwrap_or_default();
+        for mut p in sims {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
         if std::env::var_os("CANOPY_KEEP_LOGS").is_some() {
             if let Some(d) = self.dir.take() {
                 eprintln!("loadtest: logs kept in {}", d.keep().display());
             }
         }
     }
-}
-
-/// The simulation thread: one actix System running every simulated node.
-fn sim_thread(
-    conf: Arc<Config>,
-    auth: Arc<Authenticator>,
-    run_for: Duration,
-    mut rx: mpsc::UnboundedReceiver<SimCmd>,
-    ready: std::sync::mpsc::Sender<Result<(), String>>,
-) {
-    let system = actix::System::new();
-    system.block_on(async move {
-        let mut nodes = Vec::new();
-        while let Some(cmd) = rx.recv().await {
-            match cmd {
-                SimCmd::Start => {
-                    let n = conf.nodes.len() as u32;
-                    match sim::start_nodes(conf.clone(), auth.clone(), 0..n, run_for).await {
-                        Ok(v) => {
-                            nodes = v;
-                            let _ = ready.send(Ok(()));
-                        }
-                        Err(e) => {
-                            let _ = ready.send(Err(e.to_string()));
-                        }
-                    }
-                }
-                SimCmd::Kill(ranks) => {
-                    for node in nodes.iter().filter(|n| ranks.contains(&n.rank)) {
-                        node.shutdown.cancel();
-                    }
-                }
-            }
-        }
-        for n in &nodes {
-            n.shutdown.cancel();
-        }
-    });
 }
 
 fn proc_cpu(pid: i32) -> Result<Duration> {

@@ -168,6 +168,19 @@ impl NodeActor {
         );
     }
 
+    /// ReturnToService: 1 revives nodes DOWN for not responding, 2 any DOWN.
+    fn maybe_revive(&mut self) {
+        let revive = match &self.status.admin.down {
+            Some(r) if r.text == "Not responding" => self.return_to_service >= 1,
+            Some(_) => self.return_to_service >= 2,
+            None => false,
+        };
+        if revive {
+            tracing::info!(node = %self.conf.name, "node responding again, returned to service");
+            self.status.admin.down = None;
+        }
+    }
+
     fn check_timeout(&mut self, epoch: u64, ctx: &mut Context<Self>) {
         if epoch != self.epoch || self.status.responding || self.status.admin.down.is_some() {
             return;
@@ -210,16 +223,7 @@ impl Handler<Registered> for NodeActor {
         self.status.boot_time = Some(h.started);
         self.status.resources = Some(h.resources.clone());
         self.status.attached_to = msg.via;
-        // ReturnToService: 1 revives nodes DOWN for not responding, 2 any DOWN.
-        let revive = match &self.status.admin.down {
-            Some(r) if r.text == "Not responding" => self.return_to_service >= 1,
-            Some(_) => self.return_to_service >= 2,
-            None => false,
-        };
-        if revive {
-            tracing::info!(node = %self.conf.name, "node responding again, returned to service");
-            self.status.admin.down = None;
-        }
+        self.maybe_revive();
         if rebooted {
             tracing::info!(node = %self.conf.name, boot_id = h.boot_id, "node daemon restarted");
         }
@@ -238,6 +242,10 @@ impl Handler<Reachable> for NodeActor {
         self.status.responding = msg.0;
         if msg.0 {
             tracing::info!(node = %self.conf.name, "node reachable again");
+            // Registration and reachability arrive separately; either may be last.
+            if self.status.registered {
+                self.maybe_revive();
+            }
         } else {
             tracing::info!(node = %self.conf.name, "node unreachable");
             if !self.slurmd_timeout.is_zero() {

@@ -243,7 +243,10 @@ impl RelayActor {
             }
         }
         if plan.local {
-            if let (Some(me), Upstream::Node { agent, .. }) = (self.me, &self.up) {
+            if let (Some(me), NodeCommand::Noop) = (self.me, &cmd) {
+                // A no-op needs no trip to the agent: this daemon answering is the point.
+                collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::Ack));
+            } else if let (Some(me), Upstream::Node { agent, .. }) = (self.me, &self.up) {
                 let agent = agent.clone();
                 let cmd2 = cmd.clone();
                 ctx.spawn(
@@ -259,6 +262,7 @@ impl RelayActor {
                 );
             }
         }
+        let done = collector.is_complete();
         self.pending.insert(
             id,
             Pending {
@@ -267,8 +271,13 @@ impl RelayActor {
                 reply,
             },
         );
-        ctx.run_later(budget, move |act, ctx| act.expire(id, ctx));
-        self.maybe_finish(id, ctx);
+        if done {
+            // Answered synchronously (a leaf's no-op, or nothing reachable):
+            // no deadline timer needed.
+            self.maybe_finish(id, ctx);
+        } else {
+            ctx.run_later(budget, move |act, ctx| act.expire(id, ctx));
+        }
     }
 
     fn record(

@@ -1,10 +1,16 @@
 //! canopy-noded: the node daemon (like slurmd); also hosts the relay agent
 //! for its subtree. Parses arguments and runs `canopy::daemon::noded`.
+//!
+//! `--simulate --ranks A-B` runs the daemons of nodes A..=B (config order) in
+//! this one process with a sleeping executor, for load tests; it prints
+//! `ready <count>` once all are listening, takes `kill <rank,...>` lines on
+//! stdin, and exits when stdin closes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Parser;
 
 use canopy::actors::agent::ExecMode;
@@ -24,6 +30,29 @@ struct Args {
     foreground: bool,
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Load testing: run many simulated nodes (see --ranks) in this process.
+    #[arg(long)]
+    simulate: bool,
+    /// With --simulate: the node ranks to run, `A-B` (inclusive, 0-based config order).
+    #[arg(long, requires = "simulate")]
+    ranks: Option<String>,
+    /// With --simulate: how long a job "runs", milliseconds.
+    #[arg(long = "job-runtime-ms", default_value_t = 0, requires = "simulate")]
+    job_runtime_ms: u64,
+}
+
+fn parse_ranks(s: &str, n: usize) -> anyhow::Result<std::ops::Range<u32>> {
+    let (a, b) = s
+        .split_once('-')
+        .with_context(|| format!("--ranks {s}: expected A-B"))?;
+    let a: u32 = a
+        .parse()
+        .with_context(|| format!("--ranks {s}: bad start"))?;
+    let b: u32 = b.parse().with_context(|| format!("--ranks {s}: bad end"))?;
+    if a > b || b as usize >= n {
+        bail!("--ranks {s}: must satisfy A <= B < {n} (the configured node count)");
+    }
+    Ok(a..b + 1)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,6 +61,13 @@ fn main() -> anyhow::Result<()> {
     let path = canopy::config::Config::locate(args.config.as_deref());
     let conf = canopy::config::Config::load(&path)
         .with_context(|| format!("cannot load configuration {}", path.display()))?;
+    let conf = Arc::new(conf);
+    let auth = canopy::daemon::authenticator(&conf)?;
+    if args.simulate {
+        let ranks = parse_ranks(args.ranks.as_deref().unwrap_or("0-0"), conf.nodes.len())?;
+        let run_for = Duration::from_millis(args.job_runtime_ms);
+        return simulate(conf, auth, ranks, run_for);
+    }
     let host = nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
@@ -41,8 +77,6 @@ fn main() -> anyhow::Result<()> {
     let spool = canopy::daemon::spool_dir(&conf.slurmd_spool_dir, &node, &short);
     std::fs::create_dir_all(&spool)
         .with_context(|| format!("cannot create SlurmdSpoolDir {}", spool.display()))?;
-    let conf = Arc::new(conf);
-    let auth = canopy::daemon::authenticator(&conf)?;
     let mode = ExecMode::Real {
         spool,
         conf_path: path.display().to_string(),
@@ -64,8 +98,40 @@ fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down");
         shutdown.cancel();
         // Let the link tasks close their sockets cleanly.
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         Ok::<(), anyhow::Error>(())
     })?;
     Ok(())
+}
+
+fn simulate(
+    conf: Arc<canopy::config::Config>,
+    auth: Arc<canopy::wire::auth::Authenticator>,
+    ranks: std::ops::Range<u32>,
+    run_for: Duration,
+) -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    // A listener, an upward link and the children's links per node.
+    let wanted = u64::from(ranks.end - ranks.start) * 3 + 1024;
+    canopy::sim::raise_fd_limit(wanted)?;
+    let system = actix::System::new();
+    system.block_on(async move {
+        let nodes = canopy::sim::start_nodes(conf, auth, ranks, run_for).await?;
+        println!("ready {}", nodes.len());
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Some(line) = lines.next_line().await? {
+            let Some(list) = line.strip_prefix("kill ") else {
+                eprintln!("canopy-noded: unknown command {line:?}");
+                continue;
+            };
+            let kill: Vec<u32> = list
+                .split(',')
+                .filter_map(|r| r.trim().parse().ok())
+                .collect();
+            for n in nodes.iter().filter(|n| kill.contains(&n.rank)) {
+                n.shutdown.cancel();
+            }
+        }
+        Ok::<(), anyhow::Error>(())
+    })
 }
