@@ -105,6 +105,16 @@ impl Harness {
         if hard < 3 * 64 + 1024 {
             bail!("the open-file limit ({soft}, hard {hard}) is too low to simulate nodes");
         }
+        // ... and all of them together must fit the system's.
+        if let Some(free) = system_fds_free() {
+            let need = u64::from(spec.nodes) * 3;
+            if need > free {
+                bail!(
+                    "{} simulated nodes need about {need} open files but the system has {free} left (fs.file-max)",
+                    spec.nodes
+                );
+            }
+        }
         let dir = tempfile::Builder::new()
             .prefix("canopy-loadtest")
             .tempdir()?;
@@ -352,6 +362,16 @@ impl Drop for Harness {
             }
         }
     }
+}
+
+/// Open files the system can still hand out (`/proc/sys/fs/file-nr`: used, 0, max).
+fn system_fds_free() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/sys/fs/file-nr").ok()?;
+    let v: Vec<u64> = t
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Some(v.get(2)?.saturating_sub(*v.first()?))
 }
 
 fn proc_cpu(pid: i32) -> Result<Duration> {

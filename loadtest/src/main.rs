@@ -277,12 +277,14 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                         row.set("note", r.note)
                     })
                     .collect()),
-                Err(e) => {
+                // Only a missing Slurm is a skip; canopy failing is an error.
+                Err(e @ peer::PeerError::SlurmUnavailable(_)) => {
                     progress(&format!("peer: skipped: {e}"));
                     Ok(vec![Row::new("peer")
                         .set("skipped", true)
                         .set("note", e.to_string())])
                 }
+                Err(e) => Err(e.into()),
             }
         }
     }

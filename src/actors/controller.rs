@@ -19,7 +19,7 @@ use super::node::{
 };
 use super::partition::{JobCounts, PartitionActor};
 use super::relay::{Fanout, GetRelayState, RelayActor, UpEvent};
-use super::stats::ActorStats;
+use super::stats::{ActorStats, Counted};
 use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded};
 use crate::config::hostlist;
 use crate::config::Config;
@@ -171,7 +171,10 @@ impl ControllerActor {
             let relay = RelayActor::new(
                 None,
                 topo.clone(),
-                super::relay::Upstream::Controller(me.clone().recipient()),
+                super::relay::Upstream::Controller(Counted::new(
+                    me.clone().recipient(),
+                    cstats.clone(),
+                )),
                 rstats.clone(),
             )
             .start();
@@ -195,7 +198,7 @@ impl ControllerActor {
                     admin.get(&nc.name).cloned().unwrap_or_default(),
                     timeout,
                     conf.return_to_service,
-                    me.clone().recipient(),
+                    Counted::new(me.clone().recipient(), cstats.clone()),
                     st.clone(),
                 );
                 let addr = actor.start();
@@ -393,7 +396,7 @@ impl ControllerActor {
             self.conf.kill_wait_s,
             self.relay.clone(),
             self.relay_stats.clone(),
-            ctx.address().recipient(),
+            Counted::new(ctx.address().recipient(), self.stats.clone()),
             st.clone(),
             self.topo.max_depth(),
         )

@@ -11,7 +11,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::stats::ActorStats;
+use super::stats::{ActorStats, Counted};
 use crate::config::{ConfNodeState, NodeConf};
 use crate::wire::messages::{Hello, NodeResources, NodeUpdateState};
 use crate::wire::types::UnixTime;
@@ -102,7 +102,7 @@ pub struct NodeActor {
     return_to_service: u8,
     /// Bumped on every reachability change so stale timeout checks are ignored.
     epoch: u64,
-    controller: Recipient<NodeChanged>,
+    controller: Counted<NodeChanged>,
     stats: Arc<ActorStats>,
 }
 
@@ -113,7 +113,7 @@ impl NodeActor {
         admin: AdminState,
         slurmd_timeout: Duration,
         return_to_service: u8,
-        controller: Recipient<NodeChanged>,
+        controller: Counted<NodeChanged>,
         stats: Arc<ActorStats>,
     ) -> Self {
         let mut admin = admin;
@@ -298,5 +298,121 @@ impl Handler<GetNodeStatus> for NodeActor {
     fn handle(&mut self, _msg: GetNodeStatus, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
         MessageResult(self.status.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::messages::Hello;
+
+    /// Swallows the status pushes.
+    struct Sink;
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+    impl Handler<NodeChanged> for Sink {
+        type Result = ();
+        fn handle(&mut self, _msg: NodeChanged, _ctx: &mut Context<Self>) {}
+    }
+
+    fn conf() -> Arc<NodeConf> {
+        let c = crate::config::Config::parse_str(
+            "SlurmctldHost=h\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n",
+            std::path::Path::new("/tmp/x.conf"),
+        )
+        .unwrap();
+        Arc::new(c.nodes[0].clone())
+    }
+
+    fn hello() -> Hello {
+        Hello {
+            node: "n1".into(),
+            rank: 0,
+            boot_id: 7,
+            started: 0,
+            version: "t".into(),
+            resources: Default::default(),
+            jobs: vec![],
+        }
+    }
+
+    #[test]
+    fn silent_node_goes_down_and_returns_when_reachable_again() {
+        actix::System::new().block_on(async {
+            let sink = Counted::new(Sink.start().recipient(), ActorStats::new());
+            let timeout = Duration::from_millis(100);
+            let node = NodeActor::new(
+                0,
+                conf(),
+                AdminState::default(),
+                timeout,
+                1,
+                sink,
+                ActorStats::new(),
+            )
+            .start();
+            // Registered, but reachability never arrives before the timeout.
+            node.send(Registered {
+                hello: hello(),
+                via: None,
+            })
+            .await
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let st = node.send(GetNodeStatus).await.unwrap();
+            assert!(st.registered && !st.responding);
+            assert_eq!(
+                st.admin.down.as_ref().map(|r| r.text.as_str()),
+                Some("Not responding")
+            );
+            // ReturnToService=1: becoming reachable revives it.
+            node.send(Reachable(true)).await.unwrap();
+            let st = node.send(GetNodeStatus).await.unwrap();
+            assert!(st.responding && st.admin.down.is_none() && st.schedulable());
+            // Losing reachability again starts a new timeout, not an instant DOWN.
+            node.send(Reachable(false)).await.unwrap();
+            assert!(node.send(GetNodeStatus).await.unwrap().admin.down.is_none());
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            assert!(node.send(GetNodeStatus).await.unwrap().admin.down.is_some());
+        });
+    }
+
+    #[test]
+    fn return_to_service_zero_keeps_a_down_node_down() {
+        actix::System::new().block_on(async {
+            let sink = Counted::new(Sink.start().recipient(), ActorStats::new());
+            let node = NodeActor::new(
+                0,
+                conf(),
+                AdminState::default(),
+                Duration::from_millis(50),
+                0,
+                sink,
+                ActorStats::new(),
+            )
+            .start();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            node.send(Registered {
+                hello: hello(),
+                via: None,
+            })
+            .await
+            .unwrap();
+            node.send(Reachable(true)).await.unwrap();
+            let st = node.send(GetNodeStatus).await.unwrap();
+            assert!(st.responding && st.admin.down.is_some() && !st.schedulable());
+            // An operator's RESUME brings it back.
+            let r = node
+                .send(AdminUpdate {
+                    state: NodeUpdateState::Resume,
+                    reason: None,
+                    user: "root".into(),
+                })
+                .await
+                .unwrap();
+            assert!(r.is_ok());
+            assert!(node.send(GetNodeStatus).await.unwrap().schedulable());
+        });
     }
 }

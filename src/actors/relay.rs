@@ -18,7 +18,7 @@ use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
 
 use super::agent::{NodeAgent, RunCommand};
-use super::stats::ActorStats;
+use super::stats::{ActorStats, Counted};
 use crate::tree::collect::{child_budget, Collector};
 use crate::tree::health::SubtreeHealth;
 use crate::tree::plan::split;
@@ -136,7 +136,7 @@ pub struct RelayState {
 
 /// Where this relay's upward traffic goes.
 pub enum Upstream {
-    Controller(Recipient<UpEvent>),
+    Controller(Counted<UpEvent>),
     Node {
         agent: Addr<NodeAgent>,
         parent: Option<mpsc::Sender<Body>>,

@@ -59,3 +59,47 @@ where
     }
     r
 }
+
+/// A recipient that counts what it sends against the receiving actor's stats,
+/// so the receiver's mailbox depth stays right whoever sends to it.
+pub struct Counted<M>
+where
+    M: actix::Message + Send,
+    M::Result: Send,
+{
+    recipient: actix::Recipient<M>,
+    stats: Arc<ActorStats>,
+}
+
+impl<M> Clone for Counted<M>
+where
+    M: actix::Message + Send,
+    M::Result: Send,
+{
+    fn clone(&self) -> Self {
+        Counted {
+            recipient: self.recipient.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+impl<M> Counted<M>
+where
+    M: actix::Message + Send + 'static,
+    M::Result: Send,
+{
+    pub fn new(recipient: actix::Recipient<M>, stats: Arc<ActorStats>) -> Self {
+        Counted { recipient, stats }
+    }
+
+    /// Send, waiting while the mailbox is full.
+    pub async fn send(&self, msg: M) -> Result<M::Result, actix::MailboxError> {
+        self.stats.sent();
+        let r = self.recipient.send(msg).await;
+        if r.is_err() {
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        r
+    }
+}

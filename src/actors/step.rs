@@ -13,7 +13,7 @@ use actix::prelude::*;
 use serde::Serialize;
 
 use super::relay::{Fanout, RelayActor};
-use super::stats::ActorStats;
+use super::stats::{ActorStats, Counted};
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{ExitStatus, JobLaunch, NodeCommand, Outcome};
@@ -87,7 +87,7 @@ pub struct StepActor {
     failed_nodes: u64,
     relay: Addr<RelayActor>,
     relay_stats: Arc<ActorStats>,
-    controller: Recipient<StepEnded>,
+    controller: Counted<StepEnded>,
     stats: Arc<ActorStats>,
     /// Depth of the relay tree: every deadline grows with it.
     tree_depth: u32,
@@ -104,7 +104,7 @@ impl StepActor {
         kill_wait_s: u32,
         relay: Addr<RelayActor>,
         relay_stats: Arc<ActorStats>,
-        controller: Recipient<StepEnded>,
+        controller: Counted<StepEnded>,
         stats: Arc<ActorStats>,
         tree_depth: u32,
     ) -> Self {

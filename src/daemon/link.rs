@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::Addr;
 use tokio::sync::mpsc;
@@ -54,20 +54,46 @@ pub async fn write_loop(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) {
+    // One ticker and one cancellation waiter per link, not one timer per
+    // frame: the hot path of a fan-out is a frame per link.
+    let cancelled = shutdown.cancelled();
+    tokio::pin!(cancelled);
+    let mut tick = tokio::time::interval(heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_sent = Instant::now();
     loop {
-        let next = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            r = tokio::time::timeout(heartbeat, rx.recv()) => r,
-        };
-        let body = match next {
-            Ok(Some(b)) => b,
-            Ok(None) => return,
-            Err(_) => Body::Keepalive,
+        let body = tokio::select! {
+            _ = &mut cancelled => return,
+            b = rx.recv() => match b {
+                Some(b) => b,
+                None => return,
+            },
+            _ = tick.tick() => {
+                if last_sent.elapsed() < heartbeat {
+                    continue;
+                }
+                Body::Keepalive
+            }
         };
         if let Err(e) = w.send(0, &body).await {
             tracing::debug!(error = %e, "link write failed");
             return;
         }
+        last_sent = Instant::now();
+    }
+}
+
+/// Hand a frame to the relay: without a reply channel when its mailbox has
+/// room, otherwise wait for room (back-pressure; nothing is dropped).
+pub async fn to_relay<M>(relay: &Addr<RelayActor>, msg: M) -> Result<(), ()>
+where
+    M: actix::Message<Result = ()> + Send + 'static,
+    RelayActor: actix::Handler<M>,
+{
+    match relay.try_send(msg) {
+        Ok(()) => Ok(()),
+        Err(actix::dev::SendError::Full(msg)) => relay.send(msg).await.map_err(|_| ()),
+        Err(actix::dev::SendError::Closed(_)) => Err(()),
     }
 }
 
@@ -135,13 +161,26 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
         return;
     }
     let silence = ctx.heartbeat * MISSES;
+    let cancelled = ctx.shutdown.cancelled();
+    tokio::pin!(cancelled);
+    let mut tick = tokio::time::interval(ctx.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heard = Instant::now();
     loop {
-        let next = tokio::select! {
-            _ = ctx.shutdown.cancelled() => break,
-            r = tokio::time::timeout(silence, reader.recv_sized()) => r,
+        let frame = tokio::select! {
+            _ = &mut cancelled => break,
+            f = reader.recv_sized() => f,
+            _ = tick.tick() => {
+                if last_heard.elapsed() > silence {
+                    tracing::warn!(rank, "child silent for {:?}; dropping link", silence);
+                    break;
+                }
+                continue;
+            }
         };
-        match next {
-            Ok(Ok(Some((env, bytes)))) => {
+        match frame {
+            Ok(Some((env, bytes))) => {
+                last_heard = Instant::now();
                 if let Some(t) = &ctx.traffic {
                     t.record(Source::Node, env.body.kind(), bytes, Duration::ZERO);
                 }
@@ -151,17 +190,13 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
                     link_id,
                     body: env.body,
                 };
-                if ctx.relay.send(msg).await.is_err() {
+                if to_relay(&ctx.relay, msg).await.is_err() {
                     break;
                 }
             }
-            Ok(Ok(None)) => break,
-            Ok(Err(e)) => {
+            Ok(None) => break,
+            Err(e) => {
                 tracing::warn!(rank, error = %e, "bad frame from child; dropping link");
-                break;
-            }
-            Err(_) => {
-                tracing::warn!(rank, "child silent for {:?}; dropping link", silence);
                 break;
             }
         }

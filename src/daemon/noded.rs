@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::link::{serve_child, write_loop, RelayCtx, LINK_QUEUE};
+use super::link::{serve_child, to_relay, write_loop, RelayCtx, LINK_QUEUE};
 use crate::actors::agent::{ExecMode, GetHello, NodeAgent, SetRelay};
 use crate::actors::relay::{FromParent, RelayActor, SetUpstream, Upstream};
 use crate::actors::stats::ActorStats;
@@ -305,28 +305,36 @@ impl Uplink {
         let silence = heartbeat * 3;
         let mut probe = tokio::time::interval(PROBE_CLOSER);
         probe.tick().await;
+        let mut tick = tokio::time::interval(heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_heard = std::time::Instant::now();
         loop {
             tokio::select! {
-                r = tokio::time::timeout(silence, reader.recv()) => match r {
-                    Ok(Ok(Some(env))) => match env.body {
-                        Body::Forward(f) => {
-                            if self.relay.send(FromParent(*f)).await.is_err() {
-                                break;
+                r = reader.recv() => match r {
+                    Ok(Some(env)) => {
+                        last_heard = std::time::Instant::now();
+                        match env.body {
+                            Body::Forward(f) => {
+                                if to_relay(&self.relay, FromParent(*f)).await.is_err() {
+                                    break;
+                                }
                             }
+                            Body::Keepalive => {}
+                            other => tracing::debug!(msg_kind = other.kind(), "ignored from parent"),
                         }
-                        Body::Keepalive => {}
-                        other => tracing::debug!(msg_kind = other.kind(), "ignored from parent"),
-                    },
-                    Ok(Ok(None)) => break,
-                    Ok(Err(e)) => {
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
                         tracing::warn!(error = %e, "bad frame from parent");
                         break;
                     }
-                    Err(_) => {
+                },
+                _ = tick.tick() => {
+                    if last_heard.elapsed() > silence {
                         tracing::warn!("parent silent; re-attaching");
                         break;
                     }
-                },
+                }
                 _ = probe.tick(), if !closer.is_empty() => {
                     // Adopted by a more distant ancestor: move back as soon as a
                     // closer one answers, without dropping the current link first.

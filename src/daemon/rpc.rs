@@ -183,15 +183,14 @@ async fn stats(h: &ControllerHandles, info: &CtldInfo) -> Body {
     let Ok(c) = send_counted(&h.controller, &h.controller_stats, GetCounts).await else {
         return gone();
     };
-    let (node_frames_in, node_bytes_in, client_frames_in, client_bytes_in, by_kind) =
-        info.traffic.snapshot();
+    let t = info.traffic.snapshot();
     Body::Stats(Box::new(CtldStats {
         started: info.started,
-        node_frames_in,
-        node_bytes_in,
-        client_frames_in,
-        client_bytes_in,
-        by_kind,
+        node_frames_in: t.node_frames,
+        node_bytes_in: t.node_bytes,
+        client_frames_in: t.client_frames,
+        client_bytes_in: t.client_bytes,
+        by_kind: t.kinds,
         ..c
     }))
 }

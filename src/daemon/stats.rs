@@ -20,6 +20,16 @@ struct Inner {
     kinds: HashMap<&'static str, KindStat>,
 }
 
+/// The counters at one moment; `kinds` sorted by name.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub node_frames: u64,
+    pub node_bytes: u64,
+    pub client_frames: u64,
+    pub client_bytes: u64,
+    pub kinds: Vec<KindStat>,
+}
+
 #[derive(Default)]
 pub struct Traffic {
     inner: Mutex<Inner>,
@@ -56,20 +66,19 @@ impl Traffic {
         k.total_us += took.as_micros() as u64;
     }
 
-    /// (node frames, node bytes, client frames, client bytes, per kind sorted by name).
-    pub fn snapshot(&self) -> (u64, u64, u64, u64, Vec<KindStat>) {
+    pub fn snapshot(&self) -> Snapshot {
         let Ok(g) = self.inner.lock() else {
-            return (0, 0, 0, 0, Vec::new());
+            return Snapshot::default();
         };
         let mut kinds: Vec<KindStat> = g.kinds.values().cloned().collect();
         kinds.sort_by(|a, b| a.kind.cmp(&b.kind));
-        (
-            g.node_frames,
-            g.node_bytes,
-            g.client_frames,
-            g.client_bytes,
+        Snapshot {
+            node_frames: g.node_frames,
+            node_bytes: g.node_bytes,
+            client_frames: g.client_frames,
+            client_bytes: g.client_bytes,
             kinds,
-        )
+        }
     }
 }
 
@@ -83,8 +92,12 @@ mod tests {
         t.record(Source::Node, "Keepalive", 100, Duration::ZERO);
         t.record(Source::Node, "Keepalive", 100, Duration::ZERO);
         t.record(Source::Client, "Ping", 50, Duration::from_micros(30));
-        let (nf, nb, cf, cb, kinds) = t.snapshot();
-        assert_eq!((nf, nb, cf, cb), (2, 200, 1, 50));
+        let s = t.snapshot();
+        assert_eq!(
+            (s.node_frames, s.node_bytes, s.client_frames, s.client_bytes),
+            (2, 200, 1, 50)
+        );
+        let kinds = s.kinds;
         assert_eq!(kinds[0].kind, "Keepalive");
         assert_eq!(kinds[0].count, 2);
         assert_eq!(kinds[1].kind, "Ping");
