@@ -39,8 +39,11 @@ pub fn init_tracing(verbose: u8) {
 
 /// Run an async command body on a small current-thread runtime.
 pub fn block_on<F: Future<Output = i32>>(f: F) -> i32 {
+    // I/O and timers only: a CLI needs no signal or child-process driver,
+    // and every command pays for whatever it starts here.
     match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_io()
+        .enable_time()
         .build()
     {
         Ok(rt) => rt.block_on(f),

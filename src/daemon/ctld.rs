@@ -75,6 +75,7 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         started: chrono::Utc::now().timestamp(),
         slurm_uid: nix::unistd::getuid().as_raw(),
         traffic: Arc::default(),
+        users: Arc::default(),
     };
     let traffic = Arc::new(Traffic::default());
     let info = CtldInfo {

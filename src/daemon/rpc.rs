@@ -31,6 +31,17 @@ pub struct CtldInfo {
     /// The uid the controller runs as: it and root are operators.
     pub slurm_uid: u32,
     pub traffic: Arc<Traffic>,
+    /// uid → user name, so submissions do not each cost a passwd lookup.
+    pub users: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
+}
+
+impl CtldInfo {
+    fn user_name(&self, uid: u32) -> String {
+        if let Ok(mut cache) = self.users.lock() {
+            return cache.entry(uid).or_insert_with(|| user_name(uid)).clone();
+        }
+        user_name(uid)
+    }
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> Body {
@@ -62,7 +73,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             started: info.started,
             version: env!("CARGO_PKG_VERSION").to_string(),
         }),
-        Body::SubmitJob(s) => submit(*s, env.uid, operator, h).await,
+        Body::SubmitJob(s) => submit(*s, env.uid, operator, h, info).await,
         Body::QueryJobs(JobQuery { job_ids, .. }) => {
             match send_counted(&h.controller, &h.controller_stats, GetJobs { ids: job_ids }).await {
                 Ok(jobs) => Body::Jobs(jobs),
@@ -99,14 +110,19 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
     }
 }
 
-async fn submit(mut s: JobSubmit, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
-    // The credential, not the request body, says who is submitting.
+async fn submit(
+    mut s: JobSubmit,
+    uid: u32,
+    operator: bool,
+    h: &ControllerHandles,
+    info: &CtldInfo,
+) -> Body {
+    // The credential, not the request body, says who is submitting (an
+    // operator may submit on behalf of another uid).
     if !operator && s.uid != uid {
         return error(ErrorCode::PermissionDenied, "Access/permission denied");
     }
-    if s.user.is_empty() {
-        s.user = user_name(s.uid);
-    }
+    s.user = info.user_name(s.uid);
     let part_name = match s.partition.clone().or_else(|| h.default_partition.clone()) {
         Some(p) => p,
         None => {
