@@ -159,6 +159,8 @@ struct Pending {
     collector: Collector<NodeReply>,
     via: Vec<(u32, RankSet)>,
     reply: ReplyTo,
+    /// The deadline timer, cancelled when the fan-out completes first.
+    timer: Option<SpawnHandle>,
 }
 
 pub struct RelayActor {
@@ -262,22 +264,20 @@ impl RelayActor {
                 );
             }
         }
-        let done = collector.is_complete();
+        // Answered synchronously (a leaf's no-op, or nothing reachable):
+        // no deadline timer needed.
+        let timer = (!collector.is_complete())
+            .then(|| ctx.run_later(budget, move |act, ctx| act.expire(id, ctx)));
         self.pending.insert(
             id,
             Pending {
                 collector,
                 via,
                 reply,
+                timer,
             },
         );
-        if done {
-            // Answered synchronously (a leaf's no-op, or nothing reachable):
-            // no deadline timer needed.
-            self.maybe_finish(id, ctx);
-        } else {
-            ctx.run_later(budget, move |act, ctx| act.expire(id, ctx));
-        }
+        self.maybe_finish(id, ctx);
     }
 
     fn record(
@@ -312,6 +312,9 @@ impl RelayActor {
             return;
         };
         tracing::debug!(me = ?self.me, id, "fan-out complete");
+        if let Some(t) = p.timer {
+            ctx.cancel_future(t);
+        }
         let outcomes: Vec<Outcome> = p
             .collector
             .finish()

@@ -58,7 +58,9 @@ pub async fn write_loop(
     // frame: the hot path of a fan-out is a frame per link.
     let cancelled = shutdown.cancelled();
     tokio::pin!(cancelled);
-    let mut tick = tokio::time::interval(heartbeat);
+    // Ticking at half the interval keeps an idle link's keepalives 1–1.5
+    // intervals apart, well inside the receiver's three-interval silence limit.
+    let mut tick = tokio::time::interval(heartbeat / 2);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sent = Instant::now();
     loop {
