@@ -164,10 +164,11 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for &mix in &o.mixes {
         for open in [false, true] {
-            let rate = open.then(|| match mix {
+            let target = match mix {
                 Mix::Submit => o.submit_rate,
                 _ => o.query_rate,
-            });
+            };
+            let rate = open.then_some(target);
             progress(&format!(
                 "rpc: {} {} with {} clients for {:?}",
                 mix.name(),
