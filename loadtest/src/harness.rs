@@ -14,6 +14,7 @@ use canopy::sim;
 use canopy::wire::auth::{load_key, Authenticator};
 use canopy::wire::connection::Connection;
 use canopy::wire::messages::{Body, CtldStats, ErrorReply};
+use canopy::wire::types::JobSubmit;
 
 /// How a scenario wants its cluster.
 #[derive(Debug, Clone)]
@@ -398,4 +399,65 @@ fn proc_rss_mb(pid: i32) -> Result<f64> {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(0.0);
     Ok(kb / 1024.0)
+}
+
+/// A small batch job as the load generators submit it.
+pub fn job(name: String, hold: bool, nodes: Option<u32>) -> JobSubmit {
+    let uid = nix::unistd::getuid().as_raw();
+    JobSubmit {
+        name,
+        hold,
+        min_nodes: nodes,
+        script: "#!/bin/sh\n#SBATCH -N 1\nsrun ./simulate --input data.h5\n".into(),
+        workdir: "/tmp".into(),
+        submit_dir: "/tmp".into(),
+        uid,
+        gid: uid,
+        command: "/tmp/job.sh".into(),
+        ..Default::default()
+    }
+}
+
+impl Harness {
+    /// Submit `jobs` jobs over `clients` concurrent connections (closed loop);
+    /// `make(i)` builds job `i`. Returns the job ids.
+    pub fn submit_many(
+        &self,
+        jobs: u32,
+        clients: u32,
+        make: impl Fn(u32) -> JobSubmit + Send + Sync + 'static,
+    ) -> Result<Vec<u32>> {
+        if clients == 0 {
+            bail!("--clients must be at least 1");
+        }
+        let make = Arc::new(make);
+        let per = jobs.div_ceil(clients);
+        self.rt.block_on(async {
+            let mut tasks = Vec::new();
+            for c in 0..clients {
+                let mut conn = self.connect().await?;
+                let range = (c * per).min(jobs)..((c + 1) * per).min(jobs);
+                let make = make.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut ids = Vec::with_capacity(range.len());
+                    for i in range {
+                        match conn
+                            .request(&Body::SubmitJob(Box::new(make(i))))
+                            .await?
+                            .body
+                        {
+                            Body::SubmitReply(r) => ids.push(r.job_id),
+                            other => bail!("submit failed: {other:?}"),
+                        }
+                    }
+                    Ok::<_, anyhow::Error>(ids)
+                }));
+            }
+            let mut ids = Vec::with_capacity(jobs as usize);
+            for t in tasks {
+                ids.extend(t.await??);
+            }
+            Ok(ids)
+        })
+    }
 }

@@ -5,10 +5,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::harness::{ClusterSpec, Harness};
+use crate::harness::{job, ClusterSpec, Harness};
 use crate::report::Row;
 use canopy::wire::messages::{Body, JobQuery};
-use canopy::wire::types::JobSubmit;
 
 pub struct Opts {
     pub nodes: u32,
@@ -18,9 +17,6 @@ pub struct Opts {
 }
 
 pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
-    if o.clients == 0 {
-        bail!("--clients must be at least 1");
-    }
     let spec = ClusterSpec {
         nodes: o.nodes,
         tree_width: o.tree_width,
@@ -31,42 +27,9 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     };
     let h = Harness::start(spec, progress)?;
     let rss_idle = h.ctld_rss_mb()?;
-    let uid = nix::unistd::getuid().as_raw();
     progress(&format!("memory: queueing {} pending jobs", o.jobs));
-    let per = o.jobs.div_ceil(o.clients);
     let t0 = Instant::now();
-    h.rt.block_on(async {
-        let mut tasks = Vec::new();
-        for c in 0..o.clients {
-            let mut conn = h.connect().await?;
-            let count = per.min(o.jobs.saturating_sub(c * per));
-            tasks.push(tokio::spawn(async move {
-                for i in 0..count {
-                    let s = JobSubmit {
-                        name: format!("m{c}-{i}"),
-                        hold: true,
-                        script: "#!/bin/sh\n#SBATCH -N 1\nsrun ./simulate --input data.h5\n".into(),
-                        workdir: "/home/user/project".into(),
-                        submit_dir: "/home/user/project".into(),
-                        user: "loadtest".into(),
-                        uid,
-                        gid: uid,
-                        command: "/home/user/project/job.sh".into(),
-                        ..Default::default()
-                    };
-                    match conn.request(&Body::SubmitJob(Box::new(s))).await?.body {
-                        Body::SubmitReply(_) => {}
-                        other => bail!("submit failed: {other:?}"),
-                    }
-                }
-                Ok::<(), anyhow::Error>(())
-            }));
-        }
-        for t in tasks {
-            t.await??;
-        }
-        Ok::<(), anyhow::Error>(())
-    })?;
+    h.submit_many(o.jobs, o.clients, |i| job(format!("m{i}"), true, None))?;
     let submit_s = t0.elapsed().as_secs_f64();
     let rss = h.ctld_rss_mb()?;
     let t1 = Instant::now();

@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use hdrhistogram::Histogram;
 
-use crate::harness::{ClusterSpec, Harness};
+use crate::harness::{job, ClusterSpec, Harness};
 use crate::report::{latency, Row};
 use canopy::wire::messages::{Body, JobQuery};
-use canopy::wire::types::JobSubmit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mix {
@@ -44,22 +43,6 @@ pub struct Opts {
     pub submit_rate: u32,
     /// Held jobs queued before measuring (what the queries look up).
     pub preload: u32,
-}
-
-fn submission(i: u64) -> JobSubmit {
-    let uid = nix::unistd::getuid().as_raw();
-    JobSubmit {
-        name: format!("rpc{i}"),
-        hold: true,
-        script: "#!/bin/sh\ntrue\n".into(),
-        workdir: "/tmp".into(),
-        submit_dir: "/tmp".into(),
-        user: "loadtest".into(),
-        uid,
-        gid: uid,
-        command: "(null)".into(),
-        ..Default::default()
-    }
 }
 
 struct Outcome {
@@ -111,7 +94,7 @@ fn drive(
                         Mix::Mixed => (seed >> 40) % 10 == 0,
                     };
                     let body = if submit || ids.is_empty() {
-                        Body::SubmitJob(Box::new(submission(seed)))
+                        Body::SubmitJob(Box::new(job(format!("rpc{seed}"), true, None)))
                     } else {
                         let id = ids[((seed >> 33) % ids.len() as u64) as usize];
                         Body::QueryJobs(JobQuery {
@@ -159,7 +142,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     };
     let h = Harness::start(spec, progress)?;
     progress(&format!("rpc: preloading {} held jobs", o.preload));
-    let pre = drive_preload(&h, o.preload)?;
+    let pre = h.submit_many(o.preload, 1, |i| job(format!("pre{i}"), true, None))?;
     let ids = Arc::new(pre);
     let mut rows = Vec::new();
     for &mix in &o.mixes {
@@ -198,22 +181,4 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         }
     }
     Ok(rows)
-}
-
-fn drive_preload(h: &Harness, n: u32) -> Result<Vec<u32>> {
-    h.rt.block_on(async {
-        let mut conn = h.connect().await?;
-        let mut ids = Vec::with_capacity(n as usize);
-        for i in 0..n {
-            match conn
-                .request(&Body::SubmitJob(Box::new(submission(u64::from(i)))))
-                .await?
-                .body
-            {
-                Body::SubmitReply(r) => ids.push(r.job_id),
-                other => bail!("preload submit failed: {other:?}"),
-            }
-        }
-        Ok(ids)
-    })
 }

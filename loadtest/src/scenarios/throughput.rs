@@ -6,10 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::harness::{ClusterSpec, Harness};
+use crate::harness::{job, ClusterSpec, Harness};
 use crate::report::Row;
-use canopy::wire::messages::Body;
-use canopy::wire::types::JobSubmit;
 
 pub struct Opts {
     pub nodes: u32,
@@ -19,8 +17,8 @@ pub struct Opts {
 }
 
 pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
-    if o.clients == 0 || o.jobs == 0 {
-        bail!("--clients and --jobs must be at least 1");
+    if o.jobs == 0 {
+        bail!("--jobs must be at least 1");
     }
     let spec = ClusterSpec {
         nodes: o.nodes,
@@ -31,47 +29,15 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         start_nodes: true,
     };
     let h = Harness::start(spec, progress)?;
-    let uid = nix::unistd::getuid().as_raw();
     progress(&format!(
         "throughput: {} jobs from {} clients on {} nodes",
         o.jobs, o.clients, o.nodes
     ));
     let c0 = h.ctld_cpu()?;
     let t0 = Instant::now();
-    let per = o.jobs.div_ceil(o.clients);
-    let submitted: u32 = h.rt.block_on(async {
-        let mut tasks = Vec::new();
-        for c in 0..o.clients {
-            let mut conn = h.connect().await?;
-            let count = per.min(o.jobs.saturating_sub(c * per));
-            tasks.push(tokio::spawn(async move {
-                for i in 0..count {
-                    let s = JobSubmit {
-                        name: format!("t{c}-{i}"),
-                        min_nodes: Some(1),
-                        script: "#!/bin/sh\ntrue\n".into(),
-                        workdir: "/tmp".into(),
-                        submit_dir: "/tmp".into(),
-                        user: "loadtest".into(),
-                        uid,
-                        gid: uid,
-                        command: "(null)".into(),
-                        ..Default::default()
-                    };
-                    match conn.request(&Body::SubmitJob(Box::new(s))).await?.body {
-                        Body::SubmitReply(_) => {}
-                        other => bail!("submit failed: {other:?}"),
-                    }
-                }
-                Ok::<u32, anyhow::Error>(count)
-            }));
-        }
-        let mut n = 0;
-        for t in tasks {
-            n += t.await??;
-        }
-        Ok::<u32, anyhow::Error>(n)
-    })?;
+    let submitted = h
+        .submit_many(o.jobs, o.clients, |i| job(format!("t{i}"), false, Some(1)))?
+        .len() as u32;
     let submit_s = t0.elapsed().as_secs_f64();
     let limit = Duration::from_secs(60 + u64::from(o.jobs) / 100);
     h.wait(limit, "every job to complete", |h| {
