@@ -16,10 +16,10 @@ use nix::sys::signal::Signal;
 
 use super::relay::{RelayActor, SendUp};
 use super::stats::ActorStats;
-use crate::exec::process::{exit_status, signal_group, spawn_batch};
+use crate::exec::process::{signal_group, spawn_batch, wait_with_usage};
 use crate::wire::messages::{
     BatchFinished, Body, ExitStatus, Hello, JobLaunch, JobOnNode, JobReport, NodeCommand,
-    NodeReply, NodeResources, Registration, PROTOCOL_VERSION,
+    NodeReply, NodeResources, Registration, Usage, PROTOCOL_VERSION,
 };
 use crate::wire::types::UnixTime;
 
@@ -45,6 +45,7 @@ pub struct SetRelay(pub Addr<RelayActor>);
 struct ProcessExited {
     job_id: u32,
     status: ExitStatus,
+    usage: Usage,
 }
 
 #[derive(Message)]
@@ -166,13 +167,18 @@ impl NodeAgent {
                     },
                 );
                 let me = ctx.address();
-                let mut child = proc.child;
+                let pid = proc.pid;
                 actix::spawn(async move {
-                    let status = match child.wait().await {
-                        Ok(s) => exit_status(s),
-                        Err(_) => ExitStatus { code: 1, signal: 0 },
-                    };
-                    let _ = me.send(ProcessExited { job_id, status }).await;
+                    let (status, usage) = tokio::task::spawn_blocking(move || wait_with_usage(pid))
+                        .await
+                        .unwrap_or((ExitStatus { code: 1, signal: 0 }, Usage::default()));
+                    let _ = me
+                        .send(ProcessExited {
+                            job_id,
+                            status,
+                            usage,
+                        })
+                        .await;
                 });
             }
             ExecMode::Simulated { run_for } => {
@@ -187,6 +193,7 @@ impl NodeAgent {
                     ctx.notify(ProcessExited {
                         job_id,
                         status: ExitStatus::default(),
+                        usage: Usage::default(),
                     })
                 });
             }
@@ -274,6 +281,7 @@ impl Handler<ProcessExited> for NodeAgent {
             job_id: msg.job_id,
             node: self.node.clone(),
             status: msg.status,
+            usage: msg.usage,
         });
         self.send_up(body, ctx);
     }

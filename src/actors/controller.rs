@@ -30,10 +30,13 @@ use crate::state::store::{Op, Recovered, Store};
 use crate::tree::rankset::RankSet;
 use crate::tree::topology::Topology;
 use crate::wire::messages::{
-    ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply, ExitStatus,
-    JobLaunch, JobOnNode, NodeCommand, NodeCounts, NodeUpdate, StatusReport, TreePlace,
+    AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
+    ExitStatus, JobLaunch, JobOnNode, NodeCommand, NodeCounts, NodeUpdate, StatusReport, TreePlace,
+    Usage,
 };
-use crate::wire::types::{JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo};
+use crate::wire::types::{
+    AcctJob, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo,
+};
 
 const MAILBOX: usize = 8192;
 /// How often finished jobs older than MinJobAge are purged.
@@ -97,6 +100,19 @@ pub struct GetRanks(pub String);
 
 #[derive(MessageResponse)]
 pub struct GetRanksReply(pub Result<RankSet, String>);
+
+/// The accounting records a `sacct` query selects.
+#[derive(Message)]
+#[rtype(result = "AcctReply")]
+pub struct GetAcct(pub AcctQuery);
+
+#[derive(MessageResponse)]
+pub struct AcctReply {
+    /// Records answered here: active jobs, and finished ones looked up by id.
+    pub jobs: Vec<AcctJob>,
+    /// Set when finished jobs must also be scanned from the store (no ids given).
+    pub scan: Option<Store>,
+}
 
 /// Compress a rank set to a hostlist of node names.
 #[derive(Message)]
@@ -328,6 +344,32 @@ impl ControllerActor {
             .map(|j| Op::PutJob(Box::new(j.clone())))
             .collect();
         self.store.submit(ops)
+    }
+
+    /// Persist finished jobs together with their accounting records.
+    fn persist_final(
+        &self,
+        ids: &[u32],
+        usage: Usage,
+    ) -> tokio::sync::oneshot::Receiver<Result<(), String>> {
+        let mut ops = Vec::with_capacity(ids.len() * 2);
+        for j in ids.iter().filter_map(|&id| self.jobs.get(id)) {
+            ops.push(Op::PutJob(Box::new(j.clone())));
+            ops.push(Op::PutAcct(Box::new(self.acct_of(j, usage))));
+        }
+        self.store.submit(ops)
+    }
+
+    /// A job's accounting view, with node names resolved.
+    fn acct_of(&self, j: &JobRecord, usage: Usage) -> AcctJob {
+        let (nodes, batch_host) = match &j.alloc {
+            Some(a) => (
+                self.nodelist(&a.ranks),
+                a.ranks.first().map(|&r| self.node_name(r).to_string()),
+            ),
+            None => (String::new(), None),
+        };
+        j.to_acct(nodes, batch_host, &self.conf.cluster_name, usage)
     }
 
     fn node_name(&self, rank: u32) -> &str {
@@ -598,7 +640,7 @@ impl ControllerActor {
     fn end_job(&mut self, ev: StepEnded, ctx: &mut Context<Self>) {
         self.steps.remove(&ev.job_id);
         let now = chrono::Utc::now().timestamp();
-        let (id, state, exit) = (ev.job_id, ev.state, ev.exit);
+        let (id, state, exit, usage) = (ev.job_id, ev.state, ev.exit, ev.usage);
         let Some(alloc) = self.jobs.finish(id, state, exit, ev.reason, now) else {
             return;
         };
@@ -611,7 +653,7 @@ impl ControllerActor {
             signal = exit.signal,
             "job ended"
         );
-        let durable = self.persist(&[id]);
+        let durable = self.persist_final(&[id], usage);
         ctx.spawn(
             async move {
                 let _ = durable.await;
@@ -657,7 +699,7 @@ impl ControllerActor {
                         if let Some(h) = self.steps.get(&rep.job_id) {
                             h.stats.sent();
                             let addr = h.addr.clone();
-                            let msg = ScriptExited(*status);
+                            let msg = ScriptExited(*status, Usage::default());
                             actix::spawn(async move {
                                 let _ = addr.send(msg).await;
                             });
@@ -946,11 +988,17 @@ impl Handler<Cancel> for ControllerActor {
                 }
             }
         }
-        let durable = self.persist(&changed);
+        // Pending jobs cancelled here are final: record them for accounting too.
+        let (finals, others): (Vec<u32>, Vec<u32>) = changed
+            .iter()
+            .partition(|&&id| self.jobs.get(id).is_some_and(|j| j.state.is_finished()));
+        let durable = self.persist(&others);
+        let durable_final = self.persist_final(&finals, Usage::default());
         self.counts_dirty = true;
         self.queue_schedule(ctx);
         Box::pin(async move {
             let _ = durable.await;
+            let _ = durable_final.await;
             CancelReply { results }
         })
     }
@@ -1104,7 +1152,7 @@ impl Handler<UpEvent> for ControllerActor {
                 Box::pin(async move {
                     if let Some((addr, st)) = step {
                         st.sent();
-                        let _ = addr.send(ScriptExited(b.status)).await;
+                        let _ = addr.send(ScriptExited(b.status, b.usage)).await;
                     }
                 })
             }
@@ -1304,5 +1352,39 @@ impl Handler<NamesOf> for ControllerActor {
         self.stats.handled();
         let ranks: Vec<u32> = msg.0.iter().collect();
         self.nodelist(&ranks)
+    }
+}
+
+impl Handler<GetAcct> for ControllerActor {
+    type Result = AcctReply;
+    fn handle(&mut self, msg: GetAcct, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let q = msg.0;
+        let now = chrono::Utc::now().timestamp();
+        let live = |j: &JobRecord| !j.state.is_finished();
+        let mut jobs = Vec::new();
+        if q.job_ids.is_empty() {
+            for j in self.jobs.values().filter(|j| live(j)) {
+                let a = self.acct_of(j, Usage::default());
+                if crate::state::acct::matches(&a, &q, now) {
+                    jobs.push(a);
+                }
+            }
+            return AcctReply {
+                jobs,
+                scan: Some(self.store.clone()),
+            };
+        }
+        for &id in &q.job_ids {
+            let rec = match self.jobs.get(id) {
+                Some(j) if live(j) => Some(self.acct_of(j, Usage::default())),
+                // Finished: the stored record has the step's usage.
+                _ => self.store.acct_get(id).ok().flatten(),
+            };
+            if let Some(a) = rec.filter(|a| crate::state::acct::matches(a, &q, now)) {
+                jobs.push(a);
+            }
+        }
+        AcctReply { jobs, scan: None }
     }
 }

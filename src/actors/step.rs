@@ -16,7 +16,7 @@ use super::relay::{Fanout, RelayActor};
 use super::stats::{ActorStats, Counted};
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
-use crate::wire::messages::{ExitStatus, JobLaunch, NodeCommand, Outcome};
+use crate::wire::messages::{ExitStatus, JobLaunch, NodeCommand, Outcome, Usage};
 use crate::wire::types::JobState;
 
 const MAILBOX: usize = 64;
@@ -33,12 +33,14 @@ pub struct StepEnded {
     pub state: JobState,
     pub exit: ExitStatus,
     pub reason: String,
+    /// What the batch script used (zero if it never ran or was not reaped).
+    pub usage: Usage,
 }
 
 /// The batch script exited on the batch host.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ScriptExited(pub ExitStatus);
+pub struct ScriptExited(pub ExitStatus, pub Usage);
 
 /// Stop the step: cancel, node failure, or time limit.
 #[derive(Message)]
@@ -84,6 +86,7 @@ pub struct StepActor {
     phase: Phase,
     /// How the step ends once teardown completes.
     ending: Option<(JobState, ExitStatus, String)>,
+    usage: Usage,
     failed_nodes: u64,
     relay: Addr<RelayActor>,
     relay_stats: Arc<ActorStats>,
@@ -121,6 +124,7 @@ impl StepActor {
             kill_wait_s,
             phase,
             ending: None,
+            usage: Usage::default(),
             failed_nodes: 0,
             relay,
             relay_stats,
@@ -206,6 +210,7 @@ impl StepActor {
             state,
             exit,
             reason,
+            usage: self.usage,
         };
         let c = self.controller.clone();
         // Stop only once the controller has the message: stopping cancels
@@ -272,6 +277,7 @@ impl Handler<ScriptExited> for StepActor {
     fn handle(&mut self, msg: ScriptExited, ctx: &mut Context<Self>) {
         self.stats.handled();
         let s = msg.0;
+        self.usage = msg.1;
         let (state, reason) = if s.signal != 0 {
             (
                 JobState::Failed,

@@ -9,16 +9,16 @@ use std::sync::Arc;
 use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
-    Admit, Cancel, ControllerHandles, GetJobs, GetNodes, GetPartitions, GetRanks, GetRanksReply,
-    GetStatus, NamesOf, UpdateNodes,
+    Admit, Cancel, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions, GetRanks,
+    GetRanksReply, GetStatus, NamesOf, UpdateNodes,
 };
 use crate::actors::partition::ValidateSubmit;
 use crate::actors::relay::Fanout;
 use crate::actors::stats::send_counted;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
-    Body, BroadcastReply, BroadcastRequest, CancelRequest, CtldStats, Envelope, ErrorCode,
-    ErrorReply, JobQuery, NodeCommand, NodeQuery, NodeUpdate, PongReply, SubmitReply,
+    AcctQuery, Body, BroadcastReply, BroadcastRequest, CancelRequest, CtldStats, Envelope,
+    ErrorCode, ErrorReply, JobQuery, NodeCommand, NodeQuery, NodeUpdate, PongReply, SubmitReply,
 };
 use crate::wire::types::JobSubmit;
 
@@ -101,6 +101,13 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryStats => stats(h, info).await,
+        Body::QueryAcct(mut q) => {
+            // Users see their own jobs unless they are operators.
+            if !operator {
+                q.uids = vec![env.uid];
+            }
+            acct(q, h).await
+        }
         Body::Broadcast(req) if operator => broadcast(req, h).await,
         Body::Broadcast(_) => error(ErrorCode::PermissionDenied, "Access/permission denied"),
         other => error(
@@ -264,4 +271,32 @@ async fn broadcast(req: BroadcastRequest, h: &ControllerHandles) -> Body {
     reply.missing = targets.difference(&covered).len();
     reply.duplicates = seen.saturating_sub(covered.len());
     Body::BroadcastReply(reply)
+}
+
+async fn acct(q: AcctQuery, h: &ControllerHandles) -> Body {
+    let Ok(reply) = send_counted(&h.controller, &h.controller_stats, GetAcct(q.clone())).await
+    else {
+        return gone();
+    };
+    let mut jobs = reply.jobs;
+    if let Some(store) = reply.scan {
+        // A scan of every finished job must not stall the controller's thread.
+        let now = chrono::Utc::now().timestamp();
+        let scanned = tokio::task::spawn_blocking(move || {
+            store.acct_scan(|a| crate::state::acct::matches(a, &q, now))
+        })
+        .await;
+        match scanned {
+            Ok(Ok(found)) => {
+                let live: std::collections::HashSet<u32> = jobs.iter().map(|j| j.job_id).collect();
+                jobs.extend(found.into_iter().filter(|a| !live.contains(&a.job_id)));
+            }
+            Ok(Err(e)) => {
+                return error(ErrorCode::Internal, format!("accounting read failed: {e}"))
+            }
+            Err(e) => return error(ErrorCode::Internal, format!("accounting read failed: {e}")),
+        }
+    }
+    jobs.sort_by_key(|j| j.job_id);
+    Body::Acct(jobs)
 }

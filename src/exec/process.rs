@@ -18,7 +18,7 @@ use thiserror::Error;
 
 use super::env::batch_env;
 use super::pattern::{expand, resolve, PatternContext};
-use crate::wire::messages::{ExitStatus, JobLaunch};
+use crate::wire::messages::{ExitStatus, JobLaunch, Usage};
 
 #[derive(Debug, Error)]
 pub enum ExecError {
@@ -37,10 +37,10 @@ pub enum ExecError {
     Spawn { job_id: u32, source: std::io::Error },
 }
 
-/// A started batch script.
+/// A started batch script. Reap it with [`wait_with_usage`], not through
+/// `std::process::Child` (whose wait would not report resource usage).
 pub struct BatchProcess {
     pub pid: i32,
-    pub child: tokio::process::Child,
 }
 
 /// Write the script under `spool` and start it with the job's environment.
@@ -114,15 +114,55 @@ pub fn spawn_batch(
             Ok(())
         });
     }
-    let child = tokio::process::Command::from(cmd)
-        .kill_on_drop(false)
-        .spawn()
-        .map_err(|source| ExecError::Spawn {
-            job_id: launch.job_id,
-            source,
-        })?;
-    let pid = child.id().map(|p| p as i32).unwrap_or(0);
-    Ok(BatchProcess { pid, child })
+    let child = cmd.spawn().map_err(|source| ExecError::Spawn {
+        job_id: launch.job_id,
+        source,
+    })?;
+    // Dropping a std Child neither kills nor reaps it; `wait_with_usage` reaps.
+    Ok(BatchProcess {
+        pid: child.id() as i32,
+    })
+}
+
+/// Block until `pid` exits; its exit status and resource usage (Slurm's
+/// MaxRSS, UserCPU, SystemCPU for the step). Run on a blocking thread.
+pub fn wait_with_usage(pid: i32) -> (ExitStatus, Usage) {
+    use nix::libc;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: plain syscall on our own child with valid out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            break;
+        }
+        if r == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return (ExitStatus { code: 1, signal: 0 }, Usage::default());
+    }
+    let exit = if libc::WIFEXITED(status) {
+        ExitStatus {
+            code: libc::WEXITSTATUS(status),
+            signal: 0,
+        }
+    } else if libc::WIFSIGNALED(status) {
+        ExitStatus {
+            code: 0,
+            signal: libc::WTERMSIG(status),
+        }
+    } else {
+        ExitStatus { code: 1, signal: 0 }
+    };
+    let ms = |t: libc::timeval| (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000;
+    let usage = Usage {
+        // ru_maxrss is in KiB on Linux.
+        max_rss_kb: ru.ru_maxrss.max(0) as u64,
+        user_cpu_ms: ms(ru.ru_utime),
+        system_cpu_ms: ms(ru.ru_stime),
+    };
+    (exit, usage)
 }
 
 fn open_output(path: &Path, what: &'static str) -> Result<fs::File, ExecError> {
@@ -148,17 +188,4 @@ fn open_output(path: &Path, what: &'static str) -> Result<fs::File, ExecError> {
 /// Signal a job's whole process group. Returns false if it no longer exists.
 pub fn signal_group(pgid: i32, sig: Signal) -> bool {
     pgid > 0 && killpg(Pid::from_raw(pgid), sig).is_ok()
-}
-
-/// Convert a wait status to Slurm's `code:signal`.
-pub fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => ExitStatus { code, signal: 0 },
-        (None, Some(sig)) => ExitStatus {
-            code: 0,
-            signal: sig,
-        },
-        (None, None) => ExitStatus { code: 1, signal: 0 },
-    }
 }

@@ -3,5 +3,6 @@
 //! `store` owns the database and the group-commit writer; `record` defines what
 //! is persisted for each job. Nothing here knows about actors or the network.
 
+pub mod acct;
 pub mod record;
 pub mod store;

@@ -14,6 +14,7 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use super::record::JobRecord;
+use crate::wire::types::AcctJob;
 
 /// Most operations applied under one flush.
 const MAX_GROUP: usize = 4096;
@@ -48,6 +49,8 @@ pub enum Op {
         name: String,
         state: Option<Vec<u8>>,
     },
+    /// The accounting record of a finished job (kept for good).
+    PutAcct(Box<AcctJob>),
 }
 
 struct Batch {
@@ -68,6 +71,8 @@ pub struct Recovered {
 #[derive(Clone)]
 pub struct Store {
     tx: mpsc::Sender<Batch>,
+    /// Read side of the accounting tree (sled trees are safe to read from any thread).
+    acct: sled::Tree,
 }
 
 struct Trees {
@@ -75,6 +80,7 @@ struct Trees {
     jobs: sled::Tree,
     meta: sled::Tree,
     nodes: sled::Tree,
+    acct: sled::Tree,
 }
 
 impl Store {
@@ -93,8 +99,10 @@ impl Store {
             jobs: db.open_tree("jobs")?,
             meta: db.open_tree("meta")?,
             nodes: db.open_tree("nodes")?,
+            acct: db.open_tree("acct")?,
             db,
         };
+        let acct = trees.acct.clone();
         let recovered = recover(&trees)?;
         let (tx, rx) = mpsc::channel::<Batch>();
         thread::Builder::new()
@@ -104,7 +112,33 @@ impl Store {
                 what: "writer thread",
                 detail: e.to_string(),
             })?;
-        Ok((Store { tx }, recovered))
+        Ok((Store { tx, acct }, recovered))
+    }
+
+    /// The accounting record of finished job `id`, if any.
+    pub fn acct_get(&self, id: u32) -> Result<Option<AcctJob>, StoreError> {
+        match self.acct.get(id.to_be_bytes())? {
+            Some(v) => decode_acct(&v, id).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Every finished job's record for which `keep` holds, in job id order.
+    /// (A full scan: callers run it off the actor thread.)
+    pub fn acct_scan(
+        &self,
+        mut keep: impl FnMut(&AcctJob) -> bool,
+    ) -> Result<Vec<AcctJob>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.acct.iter() {
+            let (k, v) = item?;
+            let id = k.as_ref().try_into().map(u32::from_be_bytes).unwrap_or(0);
+            let rec = decode_acct(&v, id)?;
+            if keep(&rec) {
+                out.push(rec);
+            }
+        }
+        Ok(out)
     }
 
     /// Queue `ops`; the returned receiver resolves once they are durable.
@@ -129,6 +163,14 @@ impl Store {
             Err(_) => Err(StoreError::WriterGone),
         }
     }
+}
+
+fn decode_acct(v: &[u8], id: u32) -> Result<AcctJob, StoreError> {
+    rmp_serde::from_slice(v).map_err(|e| StoreError::Corrupt {
+        what: "accounting",
+        key: id.to_string(),
+        detail: e.to_string(),
+    })
 }
 
 fn recover(t: &Trees) -> Result<Recovered, StoreError> {
@@ -172,6 +214,12 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
         Op::NextJobId(id) => {
             t.meta
                 .insert(b"next_job_id", &id.to_be_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        Op::PutAcct(rec) => {
+            let bytes = rmp_serde::to_vec_named(rec.as_ref()).map_err(|e| e.to_string())?;
+            t.acct
+                .insert(rec.job_id.to_be_bytes(), bytes)
                 .map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {

@@ -277,12 +277,22 @@ pub struct HealthDelta {
     pub removed: RankSet,
 }
 
+/// Resources a step's processes used, as the kernel reported at reaping.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub max_rss_kb: u64,
+    pub user_cpu_ms: u64,
+    pub system_cpu_ms: u64,
+}
+
 /// Step events flowing up from a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatchFinished {
     pub job_id: u32,
     pub node: String,
     pub status: ExitStatus,
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 /// Everything the node needs to start a job's batch script (or, on the
@@ -409,6 +419,8 @@ pub enum Body {
     Status(Box<StatusReport>),
     QueryStats,
     Stats(Box<CtldStats>),
+    QueryAcct(AcctQuery),
+    Acct(Vec<crate::wire::types::AcctJob>),
     Broadcast(BroadcastRequest),
     BroadcastReply(BroadcastReply),
 
@@ -446,6 +458,8 @@ impl Body {
             Body::QueryStatus => "QueryStatus",
             Body::Status(_) => "Status",
             Body::QueryStats => "QueryStats",
+            Body::QueryAcct(_) => "QueryAcct",
+            Body::Acct(_) => "Acct",
             Body::Stats(_) => "Stats",
             Body::Broadcast(_) => "Broadcast",
             Body::BroadcastReply(_) => "BroadcastReply",
@@ -469,4 +483,19 @@ pub struct Envelope {
     pub uid: u32,
     pub gid: u32,
     pub body: Body,
+}
+
+/// What `sacct` asks for. Filters combine with AND; empty lists match all.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AcctQuery {
+    pub job_ids: Vec<u32>,
+    /// Only these users' jobs (uids); empty = all users (`-a`) or, for
+    /// non-operators, the caller's own (decided by the CLI).
+    pub uids: Vec<u32>,
+    pub names: Vec<String>,
+    pub partitions: Vec<String>,
+    pub states: Vec<crate::wire::types::JobState>,
+    /// Jobs that were eligible/running/ended within [start, end]; `None` = open.
+    pub start: Option<crate::wire::types::UnixTime>,
+    pub end: Option<crate::wire::types::UnixTime>,
 }

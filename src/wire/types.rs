@@ -304,3 +304,82 @@ pub struct PartitionInfo {
     pub total_cpus: u32,
     pub total_nodes: u32,
 }
+
+/// Which step of a job an accounting row describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepKind {
+    /// The batch script (`N.batch`).
+    Batch,
+    /// The external step created with PrologFlags=Contain (`N.extern`).
+    Extern,
+    /// An srun step (`N.0`, `N.1`, ...).
+    Numbered(u32),
+}
+
+/// Resources and outcome of one step, as `sacct` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcctStep {
+    pub kind: StepKind,
+    /// `batch`, `extern`, or the srun command name.
+    pub name: String,
+    pub state: JobState,
+    pub exit_code: (i32, i32),
+    pub start_time: Option<UnixTime>,
+    pub end_time: Option<UnixTime>,
+    /// Compressed hostlist.
+    pub nodes: String,
+    pub num_nodes: u32,
+    pub num_tasks: u32,
+    pub alloc_cpus: u32,
+    /// Peak resident memory of the step's processes, KiB (0 = not measured).
+    pub max_rss_kb: u64,
+    /// Peak virtual memory, KiB (0 = not measured).
+    pub max_vmsize_kb: u64,
+    /// CPU time used, milliseconds.
+    pub user_cpu_ms: u64,
+    pub system_cpu_ms: u64,
+}
+
+/// One job as `sacct` shows it: the allocation plus its steps. Kept by the
+/// controller for good (unlike squeue's view, which forgets after MinJobAge).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcctJob {
+    pub job_id: u32,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub partition: String,
+    /// Empty when no account was given.
+    pub account: String,
+    pub qos: String,
+    pub cluster: String,
+    pub state: JobState,
+    /// Pending or terminal reason (`None`, `NonZeroExitCode`, ...).
+    pub reason: String,
+    pub exit_code: (i32, i32),
+    /// Highest exit code of any step (`code:signal`).
+    pub derived_exit_code: (i32, i32),
+    pub submit_time: UnixTime,
+    pub eligible_time: Option<UnixTime>,
+    pub start_time: Option<UnixTime>,
+    pub end_time: Option<UnixTime>,
+    /// Minutes; `None` = UNLIMITED.
+    pub time_limit_min: Option<u32>,
+    /// Compressed hostlist; empty while pending.
+    pub nodes: String,
+    pub num_nodes: u32,
+    pub req_nodes: u32,
+    pub alloc_cpus: u32,
+    pub req_cpus: u32,
+    pub num_tasks: u32,
+    /// Requested memory: MiB per node, or per CPU when `mem_per_cpu`.
+    pub req_mem_mb: u64,
+    pub mem_per_cpu: bool,
+    pub workdir: String,
+    pub submit_line: String,
+    pub priority: u32,
+    pub restarts: u32,
+    pub comment: String,
+    pub steps: Vec<AcctStep>,
+}

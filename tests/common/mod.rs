@@ -40,6 +40,11 @@ impl Cluster {
     /// Write a config for `nodes` nodes with the given TreeWidth and SlurmdTimeout,
     /// start every daemon and wait until all nodes are IDLE.
     pub fn start(nodes: u32, tree_width: u32, slurmd_timeout: u32) -> Cluster {
+        Self::start_with(nodes, tree_width, slurmd_timeout, "")
+    }
+
+    /// As `start`, with extra global slurm.conf lines (later keys win).
+    pub fn start_with(nodes: u32, tree_width: u32, slurmd_timeout: u32, extra: &str) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("slurm.conf");
         let mut text = format!(
@@ -51,6 +56,7 @@ impl Cluster {
             dir.path().display(),
             dir.path().display()
         );
+        text.push_str(extra);
         for i in 1..=nodes {
             text.push_str(&format!(
                 "NodeName=n{i} NodeAddr=127.0.0.1 Port={}\n",
