@@ -118,3 +118,63 @@ fn jobs_are_accounted_for_good_with_step_usage() {
     );
     assert!(before.is_empty(), "{before:?}");
 }
+
+#[test]
+fn sacct_prints_what_client_libraries_parse() {
+    let c = Cluster::start(2, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let ok = c.sbatch(w.path(), &["-J", "ok", "--wrap", "true"]);
+    let bad = c.sbatch(w.path(), &["-N", "2", "--wrap", "exit 3"]);
+    let held = c.sbatch(w.path(), &["--hold", "--wrap", "true"]);
+    c.wait_done(ok, Duration::from_secs(20));
+    c.wait_done(bad, Duration::from_secs(20));
+    let (o, b, h) = (ok.to_string(), bad.to_string(), held.to_string());
+    // submitit's exact call: repeated -j accumulate; steps follow their job.
+    let out = c.cli(
+        w.path(),
+        "sacct",
+        &[
+            "-o",
+            "JobID,State,NodeList",
+            "--parsable2",
+            "-j",
+            &o,
+            "-j",
+            &b,
+            "-j",
+            &h,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "JobID|State|NodeList\n{ok}|COMPLETED|n1\n{ok}.batch|COMPLETED|n1\n\
+             {bad}|FAILED|n[1-2]\n{bad}.batch|FAILED|n1\n{held}|PENDING|None assigned\n"
+        )
+    );
+    // Fixed-width default view, allocations only.
+    let out = c.cli(w.path(), "sacct", &["-X", "-j", &b]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode "
+    );
+    assert_eq!(
+        lines[1],
+        "------------ ---------- ---------- ---------- ---------- ---------- -------- "
+    );
+    assert_eq!(
+        lines[2],
+        format!("{bad:<12}       wrap      debug                     2     FAILED      3:0 ")
+    );
+    assert_eq!(lines.len(), 3);
+    // Unknown options fail like Slurm's.
+    let out = c.cli(w.path(), "sacct", &["--bogus"]);
+    assert!(!out.status.success());
+}

@@ -6,6 +6,8 @@
 
 pub mod client;
 pub mod format;
+pub mod sacct;
+pub mod sacct_args;
 pub mod sbatch;
 pub mod sbatch_args;
 pub mod scancel;
@@ -19,7 +21,7 @@ use std::future::Future;
 use client::CliError;
 
 /// The Slurm commands canopy answers to when invoked under their names.
-pub const SLURM_COMMANDS: &[&str] = &["sbatch", "squeue", "sinfo", "scancel", "scontrol"];
+pub const SLURM_COMMANDS: &[&str] = &["sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct"];
 
 /// Log to stderr; `CANOPY_LOG` (an EnvFilter) overrides the -v level.
 pub fn init_tracing(verbose: u8) {
@@ -89,6 +91,7 @@ pub fn main() -> i32 {
         "sinfo" => sinfo::run(&rest),
         "scancel" => scancel::run(&rest),
         "scontrol" => scontrol::run(&rest),
+        "sacct" => sacct::run(&rest),
         "status" => status::run(&rest),
         "cluster" => crate::cluster::run(&rest),
         "-h" | "--help" | "help" => {
@@ -109,7 +112,7 @@ pub fn main() -> i32 {
 const USAGE: &str = "usage: canopy <command> [args]
 
 Slurm commands (also available under their own names):
-  sbatch, squeue, sinfo, scancel, scontrol
+  sbatch, squeue, sinfo, scancel, scontrol, sacct
 Operator commands:
   status                         print the live actor tree and relay tree
   cluster up --nodes N [--tree-width W] [--dir DIR]

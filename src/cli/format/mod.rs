@@ -8,6 +8,7 @@
 //! `now`. It does not parse command lines or talk to the controller; warnings
 //! about bad format letters are returned for the caller to print on stderr.
 
+pub mod sacct;
 pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
