@@ -142,3 +142,73 @@ fn bad_options_are_rejected_with_slurm_messages() {
     assert!(o.status.success());
     assert!(err(&o).contains("Kill job error on job id 424242: Invalid job id specified"));
 }
+
+#[test]
+fn scontrol_holds_releases_and_updates_pending_jobs() {
+    let c = Cluster::start(2, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let id = c.sbatch(w, &["--hold", "-J", "first", "--wrap", "true"]);
+    let ids = id.to_string();
+    // Held by the user at submission; root's hold makes it an admin hold.
+    assert_eq!(c.job(id).unwrap().reason, "JobHeldUser");
+    assert!(c.cli(w, "scontrol", &["hold", &ids]).status.success());
+    assert_eq!(c.job(id).unwrap().reason, "JobHeldAdmin");
+    // Updates: validated like submissions.
+    let o = c.cli(
+        w,
+        "scontrol",
+        &["update", &format!("JobId={id}"), "Partition=nope"],
+    );
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("Invalid partition name specified"),
+        "{}",
+        err(&o)
+    );
+    let o = c.cli(
+        w,
+        "scontrol",
+        &[
+            "update",
+            &format!("JobId={id}"),
+            "TimeLimit=3",
+            "Name=second",
+            "Partition=short",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let j = c.job(id).unwrap();
+    assert_eq!(
+        (j.name.as_str(), j.partition.as_str(), j.time_limit_min),
+        ("second", "short", Some(3))
+    );
+    // Release by name; the job then runs to completion.
+    assert!(c
+        .cli(w, "scontrol", &["release", "jobname=second"])
+        .status
+        .success());
+    assert_eq!(
+        c.wait_done(id, Duration::from_secs(10)).state,
+        JobState::Completed
+    );
+    // Finished jobs cannot be changed; unknown ids are errors.
+    let o = c.cli(w, "scontrol", &["hold", &ids]);
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("already completing or completed"),
+        "{}",
+        err(&o)
+    );
+    let o = c.cli(w, "scontrol", &["release", "99999"]);
+    assert!(err(&o).contains("Invalid job id specified"));
+
+    // sdiag reports what happened, in the layout monitoring tools parse.
+    let o = c.cli(w, "sdiag", &[]);
+    assert!(o.status.success());
+    let out = text(&o);
+    assert!(out.contains("Jobs submitted: 1\n"), "{out}");
+    assert!(out.contains("Jobs completed: 1\n"), "{out}");
+    assert!(out.contains("Server thread count:  1\n"), "{out}");
+    assert!(out.contains("\tSubmitJob "), "{out}");
+}

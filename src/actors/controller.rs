@@ -31,8 +31,8 @@ use crate::tree::rankset::RankSet;
 use crate::tree::topology::Topology;
 use crate::wire::messages::{
     AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
-    ExitStatus, JobLaunch, JobOnNode, NodeCommand, NodeCounts, NodeUpdate, StatusReport, TreePlace,
-    Usage,
+    ExitStatus, JobLaunch, JobOnNode, JobUpdate, NodeCommand, NodeCounts, NodeUpdate, StatusReport,
+    TreePlace, Usage,
 };
 use crate::wire::types::{
     AcctJob, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo,
@@ -101,6 +101,17 @@ pub struct GetRanks(pub String);
 #[derive(MessageResponse)]
 pub struct GetRanksReply(pub Result<RankSet, String>);
 
+/// `scontrol hold/release/uhold/update JobId=...`.
+#[derive(Message)]
+#[rtype(result = "CancelReply")]
+pub struct UpdateJobs {
+    pub update: JobUpdate,
+    /// Operators may set priorities, place admin holds and raise limits.
+    pub operator: bool,
+    /// Only the owner (or an operator) may change a job.
+    pub uid: u32,
+}
+
 /// The accounting records a `sacct` query selects.
 #[derive(Message)]
 #[rtype(result = "AcctReply")]
@@ -158,6 +169,8 @@ pub struct ControllerActor {
     relay: Addr<RelayActor>,
     relay_stats: Arc<ActorStats>,
     schedule_queued: bool,
+    /// Scheduler pass timing: (passes, last, max, total) in microseconds.
+    sched_timing: (u64, u64, u64, u64),
     /// Lifetime counters (sdiag-style).
     submitted: u64,
     started: u64,
@@ -283,6 +296,7 @@ impl ControllerActor {
                 relay,
                 relay_stats: rstats.clone(),
                 schedule_queued: false,
+                sched_timing: (0, 0, 0, 0),
                 submitted: 0,
                 started: 0,
                 ended: HashMap::new(),
@@ -399,7 +413,11 @@ impl ControllerActor {
             })
             .collect();
         let now = chrono::Utc::now().timestamp();
+        let t0 = std::time::Instant::now();
         let started = self.jobs.schedule(&parts, &mut self.slots, now);
+        let us = t0.elapsed().as_micros() as u64;
+        let (n, _, max, total) = self.sched_timing;
+        self.sched_timing = (n + 1, us, max.max(us), total + us);
         if started.is_empty() {
             return;
         }
@@ -1320,6 +1338,11 @@ impl Handler<GetCounts> for ControllerActor {
                 + ended(JobState::NodeFail)
                 + ended(JobState::Timeout),
             jobs_cancelled: ended(JobState::Cancelled),
+            sched_cycles: self.sched_timing.0,
+            sched_last_us: self.sched_timing.1,
+            sched_max_us: self.sched_timing.2,
+            sched_total_us: self.sched_timing.3,
+            now: chrono::Utc::now().timestamp(),
             ..Default::default()
         })
     }
@@ -1386,5 +1409,128 @@ impl Handler<GetAcct> for ControllerActor {
             }
         }
         AcctReply { jobs, scan: None }
+    }
+}
+
+impl ControllerActor {
+    /// Apply `u` to job `id` (most fields only while pending); the error text is Slurm's.
+    fn update_one(
+        &mut self,
+        id: u32,
+        u: &JobUpdate,
+        operator: bool,
+        uid: u32,
+    ) -> Result<(), String> {
+        let Some(job) = self.jobs.get(id) else {
+            return Err("Invalid job id specified".into());
+        };
+        if !operator && job.submit.uid != uid {
+            return Err("Access/permission denied".into());
+        }
+        let pending = job.state == JobState::Pending;
+        let only_name = u.hold.is_none()
+            && u.time_limit_min.is_none()
+            && u.partition.is_none()
+            && u.num_nodes.is_none()
+            && u.priority.is_none();
+        if !pending && !only_name {
+            return Err(if job.state.is_finished() {
+                "Job/step already completing or completed".into()
+            } else {
+                "Job is no longer pending execution".into()
+            });
+        }
+        if u.priority.is_some() && !operator {
+            return Err("Access/permission denied".into());
+        }
+        if u.hold == Some(false) && job.reason == "JobHeldAdmin" && !operator {
+            // Only an operator may release an admin hold.
+            return Err("Access/permission denied".into());
+        }
+        let part_name = u.partition.clone().unwrap_or_else(|| job.partition.clone());
+        let Some(part) = self.conf.partitions.iter().find(|p| p.name == part_name) else {
+            return Err("Invalid partition name specified".into());
+        };
+        let limit = match u.time_limit_min {
+            Some(0) => None,
+            Some(m) => Some(m),
+            None => job.time_limit_min,
+        };
+        let over = match (limit, part.max_time_min) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(l), Some(max)) => l > max,
+        };
+        if over && !operator {
+            return Err("Requested time limit is invalid (missing or exceeds some limit)".into());
+        }
+        let nodes = u.num_nodes.or(job.submit.min_nodes).unwrap_or(1);
+        if nodes as usize > part.nodes.len() {
+            return Err("Requested node configuration is not available".into());
+        }
+        let held_reason = if operator && !u.user_hold {
+            "JobHeldAdmin"
+        } else {
+            "JobHeldUser"
+        };
+        self.jobs.modify(id, |j| {
+            if let Some(n) = &u.name {
+                j.submit.name = n.clone();
+            }
+            if !pending {
+                return;
+            }
+            j.partition = part_name;
+            j.time_limit_min = limit;
+            if u.num_nodes.is_some() {
+                j.submit.min_nodes = u.num_nodes;
+            }
+            if let Some(p) = u.priority {
+                j.priority = p;
+                j.submit.hold = p == 0;
+                j.reason = if p == 0 {
+                    held_reason.into()
+                } else {
+                    "None".into()
+                };
+            }
+            match u.hold {
+                Some(true) => {
+                    j.submit.hold = true;
+                    j.priority = 0;
+                    j.reason = held_reason.into();
+                }
+                Some(false) => {
+                    j.submit.hold = false;
+                    j.priority = j.priority.max(1);
+                    j.reason = "None".into();
+                }
+                None => {}
+            }
+        });
+        Ok(())
+    }
+}
+
+impl Handler<UpdateJobs> for ControllerActor {
+    type Result = ResponseFuture<CancelReply>;
+    fn handle(&mut self, msg: UpdateJobs, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let mut results = Vec::new();
+        let mut changed = Vec::new();
+        for &id in &msg.update.job_ids {
+            let r = self.update_one(id, &msg.update, msg.operator, msg.uid);
+            if r.is_ok() {
+                changed.push(id);
+            }
+            results.push((id, r.err()));
+        }
+        let durable = self.persist(&changed);
+        self.counts_dirty = true;
+        self.queue_schedule(ctx);
+        Box::pin(async move {
+            let _ = durable.await;
+            CancelReply { results }
+        })
     }
 }

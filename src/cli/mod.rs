@@ -12,6 +12,7 @@ pub mod sbatch;
 pub mod sbatch_args;
 pub mod scancel;
 pub mod scontrol;
+pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
 pub mod status;
@@ -21,7 +22,9 @@ use std::future::Future;
 use client::CliError;
 
 /// The Slurm commands canopy answers to when invoked under their names.
-pub const SLURM_COMMANDS: &[&str] = &["sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct"];
+pub const SLURM_COMMANDS: &[&str] = &[
+    "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag",
+];
 
 /// Log to stderr; `CANOPY_LOG` (an EnvFilter) overrides the -v level.
 pub fn init_tracing(verbose: u8) {
@@ -92,6 +95,7 @@ pub fn main() -> i32 {
         "scancel" => scancel::run(&rest),
         "scontrol" => scontrol::run(&rest),
         "sacct" => sacct::run(&rest),
+        "sdiag" => sdiag::run(&rest),
         "status" => status::run(&rest),
         "cluster" => crate::cluster::run(&rest),
         "-h" | "--help" | "help" => {
@@ -112,7 +116,7 @@ pub fn main() -> i32 {
 const USAGE: &str = "usage: canopy <command> [args]
 
 Slurm commands (also available under their own names):
-  sbatch, squeue, sinfo, scancel, scontrol, sacct
+  sbatch, squeue, sinfo, scancel, scontrol, sacct, sdiag
 Operator commands:
   status                         print the live actor tree and relay tree
   cluster up --nodes N [--tree-width W] [--dir DIR]

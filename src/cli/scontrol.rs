@@ -5,11 +5,13 @@
 use super::client::{CliError, Client};
 use super::format::scontrol::{ping_line, show_job, show_node, show_partition};
 use crate::config::hostlist;
-use crate::wire::messages::{Body, JobQuery, NodeQuery, NodeUpdate, NodeUpdateState};
+use crate::wire::messages::{Body, JobQuery, JobUpdate, NodeQuery, NodeUpdate, NodeUpdateState};
 
 const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   show job [id] | node [name] | partition [name] | hostnames [list] | hostlist <list> | hostlistsorted <list>
   ping
+  hold|uhold|release <job_id>[,<job_id>...] | jobname=<name>
+  update JobId=<id> [TimeLimit=<t>] [Partition=<p>] [NumNodes=<n>] [Name=<n>] [Priority=<n>]
   update NodeName=<nodes> State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE [Reason=<text>]";
 
 pub fn run(args: &[String]) -> i32 {
@@ -33,7 +35,15 @@ pub fn run(args: &[String]) -> i32 {
     match cmd.to_ascii_lowercase().as_str() {
         "show" => show(args, one_liner),
         "ping" => ping(),
-        "update" => update(args),
+        "update" => match args.first().and_then(|a| a.split_once('=')) {
+            Some((k, _))
+                if k.eq_ignore_ascii_case("jobid") || k.eq_ignore_ascii_case("jobname") =>
+            {
+                update_job(args)
+            }
+            _ => update(args),
+        },
+        kind @ ("hold" | "uhold" | "release") => hold(kind, args),
         other => {
             eprintln!("invalid keyword: {other}");
             1
@@ -257,4 +267,133 @@ fn update(args: &[&str]) -> i32 {
             1
         }
     }
+}
+
+/// Job ids from `12,13 14` or `jobname=<name>` (every active job of that name).
+fn job_ids(args: &[&str]) -> Result<Vec<u32>, String> {
+    let mut ids = Vec::new();
+    for a in args {
+        if let Some((k, name)) = a.split_once('=') {
+            if !k.eq_ignore_ascii_case("jobname") {
+                return Err(format!("Invalid job id specified: {a}"));
+            }
+            let jobs = match call(Body::QueryJobs(JobQuery::default())) {
+                Ok(Body::Jobs(j)) => j,
+                Ok(b) => return Err(format!("unexpected reply {}", b.kind())),
+                Err(e) => return Err(e.to_string()),
+            };
+            ids.extend(
+                jobs.iter()
+                    .filter(|j| j.name == name && !j.state.is_finished())
+                    .map(|j| j.job_id),
+            );
+            continue;
+        }
+        for part in a.split(',').filter(|p| !p.is_empty()) {
+            ids.push(
+                part.parse()
+                    .map_err(|_| format!("Invalid job id specified: {part}"))?,
+            );
+        }
+    }
+    Ok(ids)
+}
+
+fn send_update(u: JobUpdate) -> i32 {
+    match call(Body::UpdateJobs(u)) {
+        Ok(Body::UpdateJobsReply(r)) => {
+            let mut rc = 0;
+            for (id, err) in r.results {
+                if let Some(msg) = err {
+                    eprintln!("Job {id}: {msg}");
+                    rc = 1;
+                }
+            }
+            rc
+        }
+        Ok(b) => {
+            eprintln!("slurm_update error: unexpected reply {}", b.kind());
+            1
+        }
+        Err(e) => {
+            eprintln!("slurm_update error: {e}");
+            1
+        }
+    }
+}
+
+/// `hold`, `uhold` and `release`.
+fn hold(kind: &str, args: &[&str]) -> i32 {
+    let ids = match job_ids(args) {
+        Ok(ids) if !ids.is_empty() => ids,
+        Ok(_) => {
+            eprintln!("Invalid job id specified");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    send_update(JobUpdate {
+        job_ids: ids,
+        hold: Some(kind != "release"),
+        user_hold: kind == "uhold",
+        ..Default::default()
+    })
+}
+
+/// `update JobId=<id>[,<id>] Key=Value ...`.
+fn update_job(args: &[&str]) -> i32 {
+    let mut u = JobUpdate::default();
+    for a in args {
+        let Some((k, v)) = a.split_once('=') else {
+            eprintln!("scontrol: error: Invalid input: {a}\nRequest aborted");
+            return 1;
+        };
+        let bad = |what: &str| {
+            eprintln!("scontrol: error: Invalid {what} specification: {v}");
+            1
+        };
+        match k.to_ascii_lowercase().as_str() {
+            "jobid" => match job_ids(&[v]) {
+                Ok(ids) => u.job_ids.extend(ids),
+                Err(e) => {
+                    eprintln!("{e}");
+                    return 1;
+                }
+            },
+            "jobname" => match job_ids(&[a]) {
+                Ok(ids) => u.job_ids.extend(ids),
+                Err(e) => {
+                    eprintln!("{e}");
+                    return 1;
+                }
+            },
+            "timelimit" => match crate::config::units::parse_time_limit_min(v) {
+                Ok(Some(m)) => u.time_limit_min = Some(m.max(1)),
+                Ok(None) => u.time_limit_min = Some(0),
+                Err(_) => return bad("time limit"),
+            },
+            "partition" => u.partition = Some(v.to_string()),
+            "numnodes" | "reqnodes" => match v.split('-').next().and_then(|n| n.parse().ok()) {
+                Some(n) if n > 0 => u.num_nodes = Some(n),
+                _ => return bad("node count"),
+            },
+            "name" => u.name = Some(v.to_string()),
+            "priority" => match v.parse() {
+                Ok(p) => u.priority = Some(p),
+                Err(_) => return bad("priority"),
+            },
+            other => {
+                eprintln!("scontrol: error: Update of this parameter is not supported: {other}={v}\nRequest aborted");
+                return 1;
+            }
+        }
+    }
+    if u.job_ids.is_empty() {
+        eprintln!("Invalid job id specified");
+        return 1;
+    }
+    send_update(u)
 }

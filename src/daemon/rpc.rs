@@ -10,7 +10,7 @@ use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
     Admit, Cancel, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions, GetRanks,
-    GetRanksReply, GetStatus, NamesOf, UpdateNodes,
+    GetRanksReply, GetStatus, NamesOf, UpdateJobs, UpdateNodes,
 };
 use crate::actors::partition::ValidateSubmit;
 use crate::actors::relay::Fanout;
@@ -101,6 +101,17 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryStats => stats(h, info).await,
+        Body::UpdateJobs(update) => {
+            let msg = UpdateJobs {
+                update,
+                operator,
+                uid: env.uid,
+            };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
+                Ok(r) => Body::UpdateJobsReply(r),
+                Err(_) => gone(),
+            }
+        }
         Body::QueryAcct(mut q) => {
             // Users see their own jobs unless they are operators.
             if !operator {

@@ -63,6 +63,30 @@ impl JobTable {
         t
     }
 
+    /// Change a job through `f`, keeping every index right: the job leaves its
+    /// queue and counters, `f` edits it (hold, partition, size...), and it is
+    /// re-indexed from what it has become. False if there is no such job.
+    pub fn modify(&mut self, id: u32, f: impl FnOnce(&mut JobRecord)) -> bool {
+        let Some(mut r) = self.jobs.remove(&id) else {
+            return false;
+        };
+        if let Some(q) = self.queues.get_mut(&r.partition) {
+            q.remove(&id);
+        }
+        let c = self.counts.entry(r.partition.clone()).or_default();
+        match r.state {
+            JobState::Pending => c.pending = c.pending.saturating_sub(1),
+            JobState::Running | JobState::Completing | JobState::Suspended => {
+                c.running = c.running.saturating_sub(1);
+                self.running.remove(&id);
+            }
+            _ => self.finished -= 1,
+        }
+        f(&mut r);
+        self.add(r);
+        true
+    }
+
     fn add(&mut self, r: JobRecord) {
         let c = self.counts.entry(r.partition.clone()).or_default();
         match r.state {
@@ -367,6 +391,50 @@ mod tests {
         assert_eq!(t.purge_finished_before(21), vec![1]);
         assert_eq!(t.purge_finished_before(100), vec![4]);
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn modify_reindexes_holds_and_partition_moves() {
+        let mut t = JobTable::default();
+        t.admit(job(1, "a", 1, false));
+        t.admit(job(2, "a", 1, true));
+        assert!(t.modify(2, |j| {
+            j.submit.hold = false;
+            j.priority = 1;
+            j.partition = "b".into();
+        }));
+        assert_eq!(
+            t.counts("a"),
+            Counts {
+                pending: 1,
+                running: 0
+            }
+        );
+        assert_eq!(
+            t.counts("b"),
+            Counts {
+                pending: 1,
+                running: 0
+            }
+        );
+        assert!(t.modify(1, |j| j.submit.hold = true));
+        let mut s = slots(2);
+        let parts = [
+            PartitionView {
+                name: "a",
+                state: PartitionState::Up,
+                ranks: &[0],
+            },
+            PartitionView {
+                name: "b",
+                state: PartitionState::Up,
+                ranks: &[1],
+            },
+        ];
+        // Held job 1 is skipped; released job 2 runs in its new partition.
+        assert_eq!(t.schedule(&parts, &mut s, 0), vec![2]);
+        assert!(!t.modify(99, |_| {}));
+        assert_eq!(t.active(), 2);
     }
 
     #[test]

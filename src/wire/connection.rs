@@ -159,6 +159,11 @@ impl Connection {
             if got == corr {
                 return Ok(envelope);
             }
+            // A peer that could not read our frame cannot know its id: it
+            // answers with an error under id 0, which is the answer to this request.
+            if got == 0 && matches!(envelope.body, Body::Error(_)) {
+                return Ok(envelope);
+            }
             if got == 0 || got > corr {
                 return Err(WireError::UnexpectedReply {
                     expected: corr,

@@ -94,6 +94,23 @@ pub struct CancelReply {
     pub results: Vec<(u32, Option<String>)>,
 }
 
+/// `scontrol hold/release/uhold/update JobId=...`: what to change on each job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobUpdate {
+    pub job_ids: Vec<u32>,
+    /// `Some(true)` hold, `Some(false)` release.
+    pub hold: Option<bool>,
+    /// `uhold`: a user hold even when an operator asks.
+    pub user_hold: bool,
+    /// Minutes; `Some(0)` = UNLIMITED.
+    pub time_limit_min: Option<u32>,
+    pub partition: Option<String>,
+    pub num_nodes: Option<u32>,
+    pub name: Option<String>,
+    /// Operators only; 0 holds the job.
+    pub priority: Option<u32>,
+}
+
 /// `scontrol update NodeName=... State=...`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeUpdateState {
@@ -184,6 +201,18 @@ pub struct CtldStats {
     pub jobs_completed: u64,
     pub jobs_failed: u64,
     pub jobs_cancelled: u64,
+    /// Scheduling passes and their cost, microseconds.
+    #[serde(default)]
+    pub sched_cycles: u64,
+    #[serde(default)]
+    pub sched_last_us: u64,
+    #[serde(default)]
+    pub sched_max_us: u64,
+    #[serde(default)]
+    pub sched_total_us: u64,
+    /// When the job counters were last reset (controller start).
+    #[serde(default)]
+    pub now: UnixTime,
 }
 
 /// Fan a no-op out to nodes through the relay tree (operators only).
@@ -419,6 +448,9 @@ pub enum Body {
     Status(Box<StatusReport>),
     QueryStats,
     Stats(Box<CtldStats>),
+    UpdateJobs(JobUpdate),
+    /// Per job: `None` = done, `Some(message)` = why not.
+    UpdateJobsReply(CancelReply),
     QueryAcct(AcctQuery),
     Acct(Vec<crate::wire::types::AcctJob>),
     Broadcast(BroadcastRequest),
@@ -458,6 +490,8 @@ impl Body {
             Body::QueryStatus => "QueryStatus",
             Body::Status(_) => "Status",
             Body::QueryStats => "QueryStats",
+            Body::UpdateJobs(_) => "UpdateJobs",
+            Body::UpdateJobsReply(_) => "UpdateJobsReply",
             Body::QueryAcct(_) => "QueryAcct",
             Body::Acct(_) => "Acct",
             Body::Stats(_) => "Stats",

@@ -1,0 +1,150 @@
+//! `sdiag`: the controller's statistics in Slurm's layout (the sections whose
+//! keys monitoring tools such as prometheus-slurm-exporter parse).
+//!
+//! canopy's controller is one event loop, so "Server thread count" is 1, and
+//! it has no agent queue (fan-outs go through the relay actor). There is no
+//! backfill scheduler yet: those counters are reported as zero, which is what
+//! Slurm prints when backfill has done nothing.
+
+use super::client::Client;
+use crate::wire::messages::{Body, CtldStats};
+
+fn stamp(t: i64) -> String {
+    use chrono::TimeZone;
+    match chrono::Local.timestamp_opt(t, 0).single() {
+        Some(d) => format!("{} ({t})", d.format("%a %b %d %H:%M:%S %Y")),
+        None => format!("({t})"),
+    }
+}
+
+/// The report for `s`.
+pub fn render(s: &CtldStats) -> String {
+    let mut o = String::new();
+    let line = "*******************************************************\n";
+    o.push_str(line);
+    o.push_str(&format!("sdiag output at {}\n", stamp(s.now)));
+    o.push_str(&format!("Data since      {}\n", stamp(s.started)));
+    o.push_str(line);
+    o.push_str("Server thread count:  1\n");
+    o.push_str("Agent queue size:     0\n");
+    o.push_str("Agent count:          0\n");
+    o.push_str("Agent thread count:   0\n");
+    o.push_str("DBD Agent queue size: 0\n\n");
+    o.push_str(&format!("Jobs submitted: {}\n", s.jobs_submitted));
+    o.push_str(&format!("Jobs started:   {}\n", s.jobs_started));
+    o.push_str(&format!("Jobs completed: {}\n", s.jobs_completed));
+    o.push_str(&format!("Jobs canceled:  {}\n", s.jobs_cancelled));
+    o.push_str(&format!("Jobs failed:    {}\n\n", s.jobs_failed));
+    o.push_str(&format!("Job states ts:  {}\n", stamp(s.now)));
+    o.push_str(&format!("Jobs pending:   {}\n", s.jobs_pending));
+    o.push_str(&format!("Jobs running:   {}\n\n", s.jobs_running));
+    let mean = s.sched_total_us.checked_div(s.sched_cycles).unwrap_or(0);
+    let minutes = ((s.now - s.started).max(1) as u64).div_ceil(60);
+    o.push_str("Main schedule statistics (microseconds):\n");
+    o.push_str(&format!("\tLast cycle:   {}\n", s.sched_last_us));
+    o.push_str(&format!("\tMax cycle:    {}\n", s.sched_max_us));
+    o.push_str(&format!("\tTotal cycles: {}\n", s.sched_cycles));
+    o.push_str(&format!("\tMean cycle:   {mean}\n"));
+    o.push_str(&format!(
+        "\tCycles per minute: {}\n",
+        s.sched_cycles / minutes
+    ));
+    o.push_str(&format!("\tLast queue length: {}\n\n", s.jobs_pending));
+    o.push_str("Backfilling stats\n");
+    o.push_str("\tTotal backfilled jobs (since last slurm start): 0\n");
+    o.push_str("\tTotal backfilled jobs (since last stats cycle start): 0\n");
+    o.push_str("\tTotal backfilled heterogeneous job components: 0\n");
+    o.push_str("\tTotal cycles: 0\n");
+    o.push_str("\tDepth Mean: 0\n\n");
+    o.push_str("Remote Procedure Call statistics by message type\n");
+    let mut kinds: Vec<_> = s
+        .by_kind
+        .iter()
+        .filter(|k| k.total_us > 0 || k.count > 0)
+        .collect();
+    kinds.sort_by(|a, b| b.count.cmp(&a.count).then(a.kind.cmp(&b.kind)));
+    for k in kinds {
+        let ave = k.total_us.checked_div(k.count).unwrap_or(0);
+        o.push_str(&format!(
+            "\t{:<24} count:{:<8} ave_time:{:<8} total_time:{}\n",
+            k.kind, k.count, ave, k.total_us
+        ));
+    }
+    o
+}
+
+pub fn run(args: &[String]) -> i32 {
+    if let Some(a) = args.iter().find(|a| !matches!(a.as_str(), "-a" | "--all")) {
+        if a == "-h" || a == "--help" {
+            println!("Usage: sdiag [-a]");
+            return 0;
+        }
+        eprintln!("sdiag: unrecognized option '{a}'");
+        return 1;
+    }
+    super::block_on(async {
+        let r = async {
+            let mut c = Client::connect(None).await?;
+            c.call(Body::QueryStats).await
+        }
+        .await;
+        match r {
+            Ok(Body::Stats(s)) => {
+                print!("{}", render(&s));
+                0
+            }
+            Ok(other) => {
+                eprintln!("sdiag: error: unexpected reply {}", other.kind());
+                1
+            }
+            Err(e) => super::report("sdiag", &e),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::messages::KindStat;
+
+    #[test]
+    fn keys_monitoring_tools_parse_are_present() {
+        let s = CtldStats {
+            started: 1_000_000,
+            now: 1_000_600,
+            jobs_submitted: 5,
+            sched_cycles: 10,
+            sched_last_us: 40,
+            sched_max_us: 900,
+            sched_total_us: 1000,
+            by_kind: vec![KindStat {
+                kind: "SubmitJob".into(),
+                count: 4,
+                bytes: 100,
+                total_us: 400,
+            }],
+            ..Default::default()
+        };
+        let out = render(&s);
+        for key in [
+            "Server thread count:  1\n",
+            "Agent queue size:     0\n",
+            "DBD Agent queue size: 0\n",
+            "Jobs submitted: 5\n",
+            "\tLast cycle:   40\n",
+            "\tMean cycle:   100\n",
+            "\tCycles per minute: 1\n",
+            "\tDepth Mean: 0\n",
+            "\tTotal backfilled jobs (since last slurm start): 0\n",
+            "\tTotal backfilled heterogeneous job components: 0\n",
+        ] {
+            assert!(out.contains(key), "missing {key:?} in\n{out}");
+        }
+        assert!(
+            out.contains(
+                "\tSubmitJob                count:4        ave_time:100      total_time:400\n"
+            ),
+            "{out}"
+        );
+    }
+}
