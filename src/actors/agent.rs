@@ -76,7 +76,26 @@ pub enum ExecMode {
 struct LocalJob {
     /// Process group of the batch script (0 if it does not run here).
     pgid: i32,
+    /// Process groups of srun tasks started here (one per task).
+    tasks: Vec<i32>,
     finished: Option<ExitStatus>,
+}
+
+impl LocalJob {
+    fn new(pgid: i32) -> LocalJob {
+        LocalJob {
+            pgid,
+            tasks: Vec::new(),
+            finished: None,
+        }
+    }
+
+    /// Every process group of the job on this node.
+    fn groups(&self) -> impl Iterator<Item = i32> + '_ {
+        std::iter::once(self.pgid)
+            .chain(self.tasks.iter().copied())
+            .filter(|&g| g > 0)
+    }
 }
 
 pub struct NodeAgent {
@@ -89,6 +108,8 @@ pub struct NodeAgent {
     jobs: HashMap<u32, LocalJob>,
     relay: Option<Addr<RelayActor>>,
     mode: ExecMode,
+    /// Signs the links to srun that carry step output.
+    auth: Option<Arc<crate::wire::auth::Authenticator>>,
     stats: Arc<ActorStats>,
 }
 
@@ -110,8 +131,40 @@ impl NodeAgent {
             jobs: HashMap::new(),
             relay: None,
             mode,
+            auth: None,
             stats,
         }
+    }
+
+    /// Give the agent the key it signs step I/O links with.
+    pub fn with_auth(mut self, auth: Arc<crate::wire::auth::Authenticator>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    fn run_step(&mut self, l: &crate::wire::messages::StepLaunch) -> Result<NodeReply, String> {
+        let ExecMode::Real { .. } = &self.mode else {
+            return Err("simulated nodes do not run srun steps".into());
+        };
+        let Some(auth) = self.auth.clone() else {
+            return Err("node agent has no key to reach srun".into());
+        };
+        let Some(job) = self.jobs.get_mut(&l.job_id) else {
+            return Err(format!("job {} is not running on this node", l.job_id));
+        };
+        let index = crate::config::hostlist::expand(&l.nodelist)
+            .ok()
+            .and_then(|v| v.iter().position(|n| *n == self.node))
+            .ok_or_else(|| format!("{} is not in step nodelist {}", self.node, l.nodelist))?;
+        let groups = crate::exec::tasks::spawn_tasks(l, &self.node, index, auth)?;
+        tracing::info!(
+            job_id = l.job_id,
+            step_id = l.step_id,
+            tasks = groups.len(),
+            "step tasks started"
+        );
+        job.tasks.extend(groups);
+        Ok(NodeReply::Launched)
     }
 
     fn hello(&self) -> Hello {
@@ -142,14 +195,9 @@ impl NodeAgent {
         if self.jobs.contains_key(&l.job_id) {
             return Ok(NodeReply::Launched); // a retried launch is idempotent
         }
-        if l.batch_host != self.node {
-            self.jobs.insert(
-                l.job_id,
-                LocalJob {
-                    pgid: 0,
-                    finished: None,
-                },
-            );
+        if l.batch_host != self.node || l.interactive {
+            // Holding the allocation; srun steps may start processes later.
+            self.jobs.insert(l.job_id, LocalJob::new(0));
             return Ok(NodeReply::Launched);
         }
         let job_id = l.job_id;
@@ -159,13 +207,7 @@ impl NodeAgent {
                 let proc = spawn_batch(l, &self.node, index, conf_path, spool)
                     .map_err(|e| e.to_string())?;
                 tracing::info!(job_id, pid = proc.pid, node = %self.node, "batch script started");
-                self.jobs.insert(
-                    job_id,
-                    LocalJob {
-                        pgid: proc.pid,
-                        finished: None,
-                    },
-                );
+                self.jobs.insert(job_id, LocalJob::new(proc.pid));
                 let me = ctx.address();
                 let pid = proc.pid;
                 actix::spawn(async move {
@@ -182,13 +224,7 @@ impl NodeAgent {
                 });
             }
             ExecMode::Simulated { run_for } => {
-                self.jobs.insert(
-                    job_id,
-                    LocalJob {
-                        pgid: 0,
-                        finished: None,
-                    },
-                );
+                self.jobs.insert(job_id, LocalJob::new(0));
                 ctx.run_later(*run_for, move |_, ctx| {
                     ctx.notify(ProcessExited {
                         job_id,
@@ -309,18 +345,28 @@ impl Handler<RunCommand> for NodeAgent {
                 let r = self.launch(&l, ctx);
                 now(r)
             }
+            NodeCommand::RunStep(l) => {
+                let r = self.run_step(&l);
+                now(r)
+            }
             NodeCommand::Signal {
                 job_id,
                 signal,
-                batch_only: _,
+                batch_only,
             } => {
+                let sig = match Signal::try_from(signal) {
+                    Ok(s) => s,
+                    Err(e) => return now(Err(format!("invalid signal {signal}: {e}"))),
+                };
                 let count = match self.jobs.get(&job_id) {
-                    Some(j) if j.finished.is_none() && j.pgid > 0 => {
-                        let sig = Signal::try_from(signal).map_err(|e| e.to_string());
-                        match sig {
-                            Ok(sig) => u32::from(signal_group(j.pgid, sig)),
-                            Err(e) => return now(Err(format!("invalid signal {signal}: {e}"))),
-                        }
+                    Some(j) if j.finished.is_none() || !j.tasks.is_empty() => {
+                        // -b: only the batch shell; otherwise every group of the job.
+                        let groups: Vec<i32> = if batch_only {
+                            vec![j.pgid]
+                        } else {
+                            j.groups().collect()
+                        };
+                        groups.into_iter().filter(|&g| signal_group(g, sig)).count() as u32
                     }
                     _ => 0,
                 };
@@ -333,25 +379,29 @@ impl Handler<RunCommand> for NodeAgent {
                 let Some(job) = self.jobs.get(&job_id) else {
                     return now(Ok(NodeReply::Terminated));
                 };
-                let pgid = job.pgid;
-                if pgid > 0 {
-                    signal_group(pgid, Signal::SIGCONT);
-                    signal_group(pgid, Signal::SIGTERM);
+                let groups: Vec<i32> = job.groups().collect();
+                for &g in &groups {
+                    signal_group(g, Signal::SIGCONT);
+                    signal_group(g, Signal::SIGTERM);
                 }
                 let wait = Duration::from_secs(u64::from(kill_wait_s));
                 Box::pin(
                     async move {
-                        if pgid > 0 {
-                            // Poll the group: done as soon as it is empty, SIGKILL at KillWait.
-                            let step = Duration::from_millis(50);
-                            let mut waited = Duration::ZERO;
-                            while signal_group(pgid, Signal::SIGCONT) && waited < wait {
-                                tokio::time::sleep(step).await;
-                                waited += step;
-                            }
-                            if signal_group(pgid, Signal::SIGKILL) {
-                                tokio::time::sleep(step).await;
-                            }
+                        // Poll the groups: done as soon as all are empty, SIGKILL at KillWait.
+                        let step = Duration::from_millis(50);
+                        let mut waited = Duration::ZERO;
+                        let alive =
+                            |gs: &[i32]| gs.iter().any(|&g| signal_group(g, Signal::SIGCONT));
+                        while alive(&groups) && waited < wait {
+                            tokio::time::sleep(step).await;
+                            waited += step;
+                        }
+                        let mut killed = false;
+                        for &g in &groups {
+                            killed |= signal_group(g, Signal::SIGKILL);
+                        }
+                        if killed {
+                            tokio::time::sleep(step).await;
                         }
                     }
                     .into_actor(self)

@@ -27,15 +27,17 @@ use crate::sched::table::{JobTable, PartitionView};
 use crate::sched::{self, Infeasible, NodeSlot, Request};
 use crate::state::record::JobRecord;
 use crate::state::store::{Op, Recovered, Store};
+use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
 use crate::tree::topology::Topology;
 use crate::wire::messages::{
     AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
     ExitStatus, JobLaunch, JobOnNode, JobUpdate, NodeCommand, NodeCounts, NodeUpdate, StatusReport,
-    TreePlace, Usage,
+    StepComplete, StepLaunch, StepLaunched, StepRequest, TreePlace, Usage,
 };
 use crate::wire::types::{
-    AcctJob, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo,
+    AcctJob, AcctStep, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo,
+    StepKind,
 };
 
 const MAILBOX: usize = 8192;
@@ -110,6 +112,24 @@ pub struct UpdateJobs {
     pub operator: bool,
     /// Only the owner (or an operator) may change a job.
     pub uid: u32,
+}
+
+/// srun: launch a step inside a running job.
+#[derive(Message)]
+#[rtype(result = "Result<StepLaunched, ErrorReply>")]
+pub struct StartStep {
+    pub req: StepRequest,
+    pub uid: u32,
+    pub operator: bool,
+}
+
+/// srun: a step ended (and, for its own allocation, the job too).
+#[derive(Message)]
+#[rtype(result = "Result<(), ErrorReply>")]
+pub struct StepDone {
+    pub done: StepComplete,
+    pub uid: u32,
+    pub operator: bool,
 }
 
 /// The accounting records a `sacct` query selects.
@@ -338,6 +358,7 @@ impl ControllerActor {
                 let _ = h.addr.try_send(EndStep {
                     state,
                     reason: "None".into(),
+                    exit: None,
                 });
             }
         }
@@ -508,6 +529,7 @@ impl ControllerActor {
             stdin: s.stdin.clone(),
             start_time: j.start_time.unwrap_or(0),
             restarts: j.restarts,
+            interactive: s.interactive,
         }
     }
 
@@ -684,6 +706,11 @@ impl ControllerActor {
 
     /// Mark a running job as tearing down (shown CG) and tell its step.
     fn end_step(&mut self, id: u32, state: JobState, reason: &str) {
+        self.end_step_with(id, state, reason, None)
+    }
+
+    /// As `end_step`, recording `exit` as the job's exit status.
+    fn end_step_with(&mut self, id: u32, state: JobState, reason: &str, exit: Option<ExitStatus>) {
         self.jobs.mark_ending(id, state);
         if let Some(h) = self.steps.get(&id) {
             h.stats.sent();
@@ -691,6 +718,7 @@ impl ControllerActor {
             let msg = EndStep {
                 state,
                 reason: reason.to_string(),
+                exit,
             };
             actix::spawn(async move {
                 let _ = addr.send(msg).await;
@@ -864,6 +892,8 @@ impl Handler<Admit> for ControllerActor {
             exit: ExitStatus::default(),
             restarts: 0,
             ending_as: None,
+            next_step: 0,
+            steps: Vec::new(),
         };
         tracing::info!(job_id = id, partition = %rec.partition, user = %rec.submit.user, "job submitted");
         self.submitted += 1;
@@ -1531,6 +1561,234 @@ impl Handler<UpdateJobs> for ControllerActor {
         Box::pin(async move {
             let _ = durable.await;
             CancelReply { results }
+        })
+    }
+}
+
+fn refused(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
+    ErrorReply {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Tasks per node for `ntasks` over `nodes` nodes, block-distributed
+/// (earlier nodes take the remainder). Fewer tasks than nodes use fewer nodes.
+pub fn step_layout(ntasks: u32, nodes: u32) -> Vec<u32> {
+    let nodes = nodes.min(ntasks).max(1);
+    let (base, extra) = (ntasks / nodes, ntasks % nodes);
+    (0..nodes).map(|i| base + u32::from(i < extra)).collect()
+}
+
+impl ControllerActor {
+    /// Validate a step request and lay it out over the job's allocation.
+    fn plan_step(&mut self, msg: &StartStep) -> Result<(StepLaunch, RankSet), ErrorReply> {
+        let r = &msg.req;
+        let job = self
+            .jobs
+            .get(r.job_id)
+            .ok_or_else(|| refused(ErrorCode::InvalidJobId, "Invalid job id specified"))?;
+        if !msg.operator && job.submit.uid != msg.uid {
+            return Err(refused(
+                ErrorCode::PermissionDenied,
+                "Access/permission denied",
+            ));
+        }
+        let alloc = match (&job.alloc, job.state, job.ending_as) {
+            (Some(a), JobState::Running, None) => a.clone(),
+            (_, JobState::Pending, _) => {
+                return Err(refused(ErrorCode::InvalidJobId, "Job is pending execution"))
+            }
+            _ => {
+                return Err(refused(
+                    ErrorCode::AlreadyDone,
+                    "Job/step already completing or completed",
+                ))
+            }
+        };
+        let have = alloc.ranks.len() as u32;
+        let nodes = r.nodes.unwrap_or(have);
+        if nodes == 0 || nodes > have {
+            return Err(refused(
+                ErrorCode::NodeConfigUnavailable,
+                "Requested node configuration is not available",
+            ));
+        }
+        let default_tasks: u32 = alloc.tasks.iter().take(nodes as usize).sum();
+        let ntasks = r
+            .ntasks
+            .or(r.ntasks_per_node.map(|p| p * nodes))
+            .unwrap_or(default_tasks.max(nodes))
+            .max(1);
+        let tasks_per_node = step_layout(ntasks, nodes);
+        let ranks: Vec<u32> = alloc
+            .ranks
+            .iter()
+            .take(tasks_per_node.len())
+            .copied()
+            .collect();
+        let step_id = job.next_step;
+        let now = chrono::Utc::now().timestamp();
+        let nodelist = self.nodelist(&ranks);
+        let launch = StepLaunch {
+            job_id: r.job_id,
+            step_id,
+            name: r.name.clone(),
+            user: job.submit.user.clone(),
+            uid: job.submit.uid,
+            gid: job.submit.gid,
+            argv: r.argv.clone(),
+            env: r.env.clone(),
+            cwd: r.cwd.clone(),
+            nodelist: nodelist.clone(),
+            tasks_per_node: tasks_per_node.clone(),
+            cpus_per_task: r.cpus_per_task,
+            job_nodelist: self.nodelist(&alloc.ranks),
+            partition: job.partition.clone(),
+            cluster: self.conf.cluster_name.clone(),
+            io_addr: r.io_addr.clone(),
+            io_token: r.io_token,
+            stdout: r.stdout.clone(),
+            stderr: r.stderr.clone(),
+        };
+        let step = AcctStep {
+            kind: StepKind::Numbered(step_id),
+            name: r.name.clone(),
+            state: JobState::Running,
+            exit_code: (0, 0),
+            start_time: Some(now),
+            end_time: None,
+            nodes: nodelist,
+            num_nodes: ranks.len() as u32,
+            num_tasks: ntasks,
+            alloc_cpus: ntasks * r.cpus_per_task.unwrap_or(1).max(1),
+            max_rss_kb: 0,
+            max_vmsize_kb: 0,
+            user_cpu_ms: 0,
+            system_cpu_ms: 0,
+        };
+        self.jobs.modify(r.job_id, |j| {
+            j.next_step += 1;
+            j.steps.push(step);
+        });
+        Ok((launch, RankSet::from_ranks(ranks)))
+    }
+
+    fn set_step_end(&mut self, job_id: u32, step_id: u32, exit: ExitStatus) {
+        let now = chrono::Utc::now().timestamp();
+        self.jobs.modify(job_id, |j| {
+            if let Some(s) = j
+                .steps
+                .iter_mut()
+                .find(|s| s.kind == StepKind::Numbered(step_id))
+            {
+                s.state = if exit.signal != 0 {
+                    JobState::Cancelled
+                } else if exit.code != 0 {
+                    JobState::Failed
+                } else {
+                    JobState::Completed
+                };
+                s.exit_code = (exit.code, exit.signal);
+                s.end_time = Some(now);
+            }
+        });
+    }
+}
+
+impl Handler<StartStep> for ControllerActor {
+    type Result = ResponseActFuture<Self, Result<StepLaunched, ErrorReply>>;
+    fn handle(&mut self, msg: StartStep, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let (launch, targets) = match self.plan_step(&msg) {
+            Ok(p) => p,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
+        let (job_id, step_id) = (launch.job_id, launch.step_id);
+        tracing::info!(job_id, step_id, nodes = %launch.nodelist, "launching step");
+        let reply = StepLaunched {
+            job_id,
+            step_id,
+            nodelist: launch.nodelist.clone(),
+            tasks_per_node: launch.tasks_per_node.clone(),
+        };
+        let durable = self.persist(&[job_id]);
+        let relay = self.relay.clone();
+        self.relay_stats.sent();
+        let fanout = Fanout {
+            targets,
+            cmd: NodeCommand::RunStep(Box::new(launch)),
+            budget: root_budget(Duration::from_secs(10), self.topo.max_depth()),
+        };
+        Box::pin(
+            async move {
+                let _ = durable.await;
+                relay.send(fanout).await
+            }
+            .into_actor(self)
+            .map(move |outcomes, act, _| {
+                let failed: Vec<String> = match outcomes {
+                    Ok(o) => o.into_iter().filter_map(|o| o.result.err()).collect(),
+                    Err(e) => vec![e.to_string()],
+                };
+                if failed.is_empty() {
+                    return Ok(reply);
+                }
+                act.set_step_end(job_id, step_id, ExitStatus { code: 1, signal: 0 });
+                Err(refused(
+                    ErrorCode::Internal,
+                    format!("step launch failed: {}", failed.join("; ")),
+                ))
+            }),
+        )
+    }
+}
+
+impl Handler<StepDone> for ControllerActor {
+    type Result = ResponseFuture<Result<(), ErrorReply>>;
+    fn handle(&mut self, msg: StepDone, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let d = msg.done;
+        let owner = self.jobs.get(d.job_id).map(|j| j.submit.uid);
+        match owner {
+            None => {
+                return Box::pin(async {
+                    Err(refused(ErrorCode::InvalidJobId, "Invalid job id specified"))
+                })
+            }
+            Some(uid) if !msg.operator && uid != msg.uid => {
+                return Box::pin(async {
+                    Err(refused(
+                        ErrorCode::PermissionDenied,
+                        "Access/permission denied",
+                    ))
+                })
+            }
+            Some(_) => {}
+        }
+        self.set_step_end(d.job_id, d.step_id, d.exit);
+        let interactive = self
+            .jobs
+            .get(d.job_id)
+            .is_some_and(|j| j.submit.interactive);
+        if d.release && interactive {
+            // srun made this allocation for one step: the job ends as the step did.
+            let state = if d.exit.code == 0 && d.exit.signal == 0 {
+                JobState::Completed
+            } else {
+                JobState::Failed
+            };
+            let reason = if state == JobState::Completed {
+                "None"
+            } else {
+                "NonZeroExitCode"
+            };
+            self.end_step_with(d.job_id, state, reason, Some(d.exit));
+        }
+        let durable = self.persist(&[d.job_id]);
+        Box::pin(async move {
+            let _ = durable.await;
+            Ok(())
         })
     }
 }

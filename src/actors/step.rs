@@ -48,6 +48,8 @@ pub struct ScriptExited(pub ExitStatus, pub Usage);
 pub struct EndStep {
     pub state: JobState,
     pub reason: String,
+    /// The exit status to record (default: what the state implies).
+    pub exit: Option<ExitStatus>,
 }
 
 /// Deliver a signal to the step's processes on every node.
@@ -303,17 +305,13 @@ impl Handler<EndStep> for StepActor {
     type Result = ();
     fn handle(&mut self, msg: EndStep, ctx: &mut Context<Self>) {
         self.stats.handled();
-        let exit = match msg.state {
-            JobState::Cancelled => ExitStatus {
-                code: 0,
-                signal: 15,
-            },
-            JobState::Timeout => ExitStatus {
+        let exit = msg.exit.unwrap_or(match msg.state {
+            JobState::Cancelled | JobState::Timeout => ExitStatus {
                 code: 0,
                 signal: 15,
             },
             _ => ExitStatus::default(),
-        };
+        });
         self.begin_end(msg.state, exit, msg.reason, ctx);
     }
 }

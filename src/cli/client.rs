@@ -67,6 +67,12 @@ impl Client {
         Ok(Arc::new(Config::load(&Config::locate(explicit))?))
     }
 
+    /// The local address of the link to the controller: an interface the
+    /// cluster can reach this client on (srun listens there for task I/O).
+    pub fn local_ip(&self) -> Option<std::net::IpAddr> {
+        self.conn.local_addr().map(|a| a.ip())
+    }
+
     /// Send one request and return the reply body; an `Error` reply is a `CliError::Refused`.
     pub async fn call(&mut self, body: Body) -> Result<Body, CliError> {
         let env = self.conn.request(&body).await?;

@@ -15,6 +15,7 @@ pub mod scontrol;
 pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
+pub mod srun;
 pub mod status;
 
 use std::future::Future;
@@ -23,7 +24,7 @@ use client::CliError;
 
 /// The Slurm commands canopy answers to when invoked under their names.
 pub const SLURM_COMMANDS: &[&str] = &[
-    "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag",
+    "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag", "srun",
 ];
 
 /// Log to stderr; `CANOPY_LOG` (an EnvFilter) overrides the -v level.
@@ -96,6 +97,7 @@ pub fn main() -> i32 {
         "scontrol" => scontrol::run(&rest),
         "sacct" => sacct::run(&rest),
         "sdiag" => sdiag::run(&rest),
+        "srun" => srun::run(&rest),
         "status" => status::run(&rest),
         "cluster" => crate::cluster::run(&rest),
         "-h" | "--help" | "help" => {
@@ -116,7 +118,7 @@ pub fn main() -> i32 {
 const USAGE: &str = "usage: canopy <command> [args]
 
 Slurm commands (also available under their own names):
-  sbatch, squeue, sinfo, scancel, scontrol, sacct, sdiag
+  sbatch, squeue, sinfo, scancel, scontrol, sacct, sdiag, srun
 Operator commands:
   status                         print the live actor tree and relay tree
   cluster up --nodes N [--tree-width W] [--dir DIR]

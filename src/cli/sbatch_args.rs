@@ -1198,6 +1198,7 @@ fn build_submit(
         gid: ctx.gid,
         submit_line,
         script_args: script.args,
+        interactive: false,
         script: script.text,
     }
 }

@@ -90,6 +90,7 @@ pub async fn start(
         opts.mode,
         ActorStats::new(),
     )
+    .with_auth(auth.clone())
     .start();
     let relay_stats = ActorStats::new();
     let relay = RelayActor::new(

@@ -10,7 +10,7 @@ use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
     Admit, Cancel, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions, GetRanks,
-    GetRanksReply, GetStatus, NamesOf, UpdateJobs, UpdateNodes,
+    GetRanksReply, GetStatus, NamesOf, StartStep, StepDone, UpdateJobs, UpdateNodes,
 };
 use crate::actors::partition::ValidateSubmit;
 use crate::actors::relay::Fanout;
@@ -101,6 +101,30 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryStats => stats(h, info).await,
+        Body::LaunchStep(req) => {
+            let msg = StartStep {
+                req: *req,
+                uid: env.uid,
+                operator,
+            };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
+                Ok(Ok(l)) => Body::StepLaunched(l),
+                Ok(Err(e)) => Body::Error(e),
+                Err(_) => gone(),
+            }
+        }
+        Body::StepComplete(done) => {
+            let msg = StepDone {
+                done,
+                uid: env.uid,
+                operator,
+            };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
+                Ok(Ok(())) => Body::Ok,
+                Ok(Err(e)) => Body::Error(e),
+                Err(_) => gone(),
+            }
+        }
         Body::UpdateJobs(update) => {
             let msg = UpdateJobs {
                 update,

@@ -199,6 +199,7 @@ mod tests {
             stdin: None,
             start_time: 1_700_000_000,
             restarts: 0,
+            interactive: false,
             script_args: Vec::new(),
         }
     }

@@ -4,3 +4,4 @@
 pub mod env;
 pub mod pattern;
 pub mod process;
+pub mod tasks;

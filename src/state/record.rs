@@ -47,6 +47,12 @@ pub struct JobRecord {
     /// node has confirmed.
     #[serde(default)]
     pub ending_as: Option<JobState>,
+    /// The next srun step id.
+    #[serde(default)]
+    pub next_step: u32,
+    /// srun steps, for accounting.
+    #[serde(default)]
+    pub steps: Vec<AcctStep>,
 }
 
 impl JobRecord {
@@ -74,7 +80,8 @@ impl JobRecord {
             .map(|_| JobState::Completing)
             .unwrap_or(self.state);
         let mut steps = Vec::new();
-        if let (Some(start), Some(alloc)) = (self.start_time, &self.alloc) {
+        let batch = !s.interactive;
+        if let (true, Some(start), Some(alloc)) = (batch, self.start_time, &self.alloc) {
             let batch_state = match self.state {
                 // The script itself was killed by the cancel/timeout/failure.
                 JobState::Cancelled | JobState::Timeout | JobState::NodeFail => JobState::Cancelled,
@@ -133,7 +140,10 @@ impl JobRecord {
             priority: self.priority,
             restarts: self.restarts,
             comment: String::new(),
-            steps,
+            steps: steps
+                .into_iter()
+                .chain(self.steps.iter().cloned())
+                .collect(),
         }
     }
 }

@@ -285,6 +285,8 @@ mod tests {
             exit: ExitStatus::default(),
             restarts: 0,
             ending_as: None,
+            next_step: 0,
+            steps: vec![],
         }
     }
 

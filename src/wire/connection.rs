@@ -71,6 +71,11 @@ impl Connection {
         self.peer
     }
 
+    /// This end's address (the interface that reaches the peer).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.framed.get_ref().local_addr().ok()
+    }
+
     /// Sends one frame and flushes it.
     pub async fn send(&mut self, corr: u64, body: &Body) -> Result<(), WireError> {
         let payload = encode_frame(&self.auth, self.boot_id, corr, body)?;

@@ -508,6 +508,7 @@ mod tests {
             stdin: Some("/dev/null".into()),
             start_time: 1_700_000_000,
             restarts: 0,
+            interactive: false,
         }
     }
 

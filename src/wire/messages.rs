@@ -363,6 +363,97 @@ pub struct JobLaunch {
     pub stdin: Option<String>,
     pub start_time: UnixTime,
     pub restarts: u32,
+    /// An srun/salloc allocation: nothing runs until steps are launched.
+    #[serde(default)]
+    pub interactive: bool,
+}
+
+/// `srun`: run a step inside a running job's allocation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepRequest {
+    pub job_id: u32,
+    /// `-N`: the first N nodes of the allocation (default: all).
+    pub nodes: Option<u32>,
+    /// `-n` (default: the job's task count on those nodes).
+    pub ntasks: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    pub cpus_per_task: Option<u32>,
+    pub name: String,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+    /// Where node daemons send task output and exit statuses.
+    pub io_addr: String,
+    /// Echoed by the nodes so srun knows their connections belong to this step.
+    pub io_token: u64,
+    /// `-o`/`-e` per-task file patterns (`%t`, `%j`, ...); `None` = stream to srun.
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
+/// Where a step runs, as the controller laid it out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepLaunched {
+    pub job_id: u32,
+    pub step_id: u32,
+    /// Compressed hostlist of the step's nodes, in order.
+    pub nodelist: String,
+    pub tasks_per_node: Vec<u32>,
+}
+
+/// What a node needs to start its share of a step's tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepLaunch {
+    pub job_id: u32,
+    pub step_id: u32,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+    pub nodelist: String,
+    pub tasks_per_node: Vec<u32>,
+    pub cpus_per_task: Option<u32>,
+    pub job_nodelist: String,
+    pub partition: String,
+    pub cluster: String,
+    pub io_addr: String,
+    pub io_token: u64,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
+/// Output of one task, streamed to srun.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskOutput {
+    pub task: u32,
+    pub stderr: bool,
+    #[serde(with = "serde_bytes")]
+    pub data: Vec<u8>,
+}
+
+/// A node's I/O link to srun introduces itself with this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepIoHello {
+    pub job_id: u32,
+    pub step_id: u32,
+    pub token: u64,
+    pub node: String,
+    /// Global ranks of the tasks this node runs.
+    pub tasks: Vec<u32>,
+}
+
+/// srun reports a finished step for accounting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepComplete {
+    pub job_id: u32,
+    pub step_id: u32,
+    pub exit: ExitStatus,
+    pub start_time: UnixTime,
+    /// For an allocation srun created itself: end the job too.
+    pub release: bool,
 }
 
 /// A command fanned out to a set of nodes.
@@ -386,6 +477,8 @@ pub enum NodeCommand {
     /// Send a fresh `Register` upward (after a relay re-attached, or the
     /// controller restarted).
     Reregister,
+    /// Start this node's tasks of an srun step.
+    RunStep(Box<StepLaunch>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -448,6 +541,15 @@ pub enum Body {
     Status(Box<StatusReport>),
     QueryStats,
     Stats(Box<CtldStats>),
+    LaunchStep(Box<StepRequest>),
+    StepLaunched(StepLaunched),
+    StepComplete(StepComplete),
+    StepIoHello(StepIoHello),
+    TaskOutput(TaskOutput),
+    TaskExit {
+        task: u32,
+        status: ExitStatus,
+    },
     UpdateJobs(JobUpdate),
     /// Per job: `None` = done, `Some(message)` = why not.
     UpdateJobsReply(CancelReply),
@@ -490,6 +592,12 @@ impl Body {
             Body::QueryStatus => "QueryStatus",
             Body::Status(_) => "Status",
             Body::QueryStats => "QueryStats",
+            Body::LaunchStep(_) => "LaunchStep",
+            Body::StepLaunched(_) => "StepLaunched",
+            Body::StepComplete(_) => "StepComplete",
+            Body::StepIoHello(_) => "StepIoHello",
+            Body::TaskOutput(_) => "TaskOutput",
+            Body::TaskExit { .. } => "TaskExit",
             Body::UpdateJobs(_) => "UpdateJobs",
             Body::UpdateJobsReply(_) => "UpdateJobsReply",
             Body::QueryAcct(_) => "QueryAcct",

@@ -172,6 +172,10 @@ pub struct JobSubmit {
     /// Arguments given after the script path.
     #[serde(default)]
     pub script_args: Vec<String>,
+    /// An allocation for srun/salloc: no batch script runs; the job ends
+    /// when its client releases it.
+    #[serde(default)]
+    pub interactive: bool,
 }
 
 /// One job as the controller reports it.

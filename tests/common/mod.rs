@@ -70,6 +70,12 @@ impl Cluster {
         ));
         std::fs::write(&conf, text).unwrap();
         canopy::wire::auth::generate_key_file(&dir.path().join("slurm.key")).unwrap();
+        // Like `canopy cluster up`: the Slurm command names, linked to canopy,
+        // first on PATH (so `srun` inside a batch script is canopy's).
+        std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+        for cmd in canopy::cli::SLURM_COMMANDS {
+            std::os::unix::fs::symlink(bin("canopy"), dir.path().join("bin").join(cmd)).unwrap();
+        }
         std::fs::create_dir_all(dir.path().join("log")).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -167,9 +173,19 @@ impl Cluster {
             .args(args)
             .current_dir(cwd)
             .env("CANOPY_CONF", &self.conf)
+            .env("PATH", self.path_env())
             .stdin(Stdio::null())
             .output()
             .unwrap()
+    }
+
+    /// PATH with this cluster's command links first.
+    pub fn path_env(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path().join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
     }
 
     /// `sbatch --parsable` a script file; returns the job id.

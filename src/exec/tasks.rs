@@ -1,0 +1,272 @@
+//! Running the tasks of an srun step on this node: one process per task
+//! with its own Slurm environment, output to files or streamed to srun, and
+//! every exit status reported to srun over one signed connection per node.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use nix::unistd::Uid;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+
+use super::env::compress_counts;
+use super::pattern::{expand, resolve, PatternContext};
+use crate::wire::auth::Authenticator;
+use crate::wire::connection::Connection;
+use crate::wire::messages::{Body, ExitStatus, StepIoHello, StepLaunch, TaskOutput};
+
+/// The global ranks this node runs, given its position in the step's nodelist.
+pub fn local_ranks(tasks_per_node: &[u32], node_index: usize) -> std::ops::Range<u32> {
+    let first: u32 = tasks_per_node.iter().take(node_index).sum();
+    let count = tasks_per_node.get(node_index).copied().unwrap_or(0);
+    first..first + count
+}
+
+/// The environment of task `rank` (its `local` index on node `node_index`).
+pub fn task_env(
+    l: &StepLaunch,
+    node: &str,
+    node_index: usize,
+    rank: u32,
+    local: u32,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = l.env.clone();
+    let ntasks: u32 = l.tasks_per_node.iter().sum();
+    let ranks = local_ranks(&l.tasks_per_node, node_index);
+    let set = |env: &mut Vec<(String, String)>, k: &str, v: String| match env
+        .iter_mut()
+        .find(|(key, _)| key == k)
+    {
+        Some(slot) => slot.1 = v,
+        None => env.push((k.to_string(), v)),
+    };
+    let tpn = compress_counts(&l.tasks_per_node);
+    let nnodes = l.tasks_per_node.len().to_string();
+    for (k, v) in [
+        ("SLURM_JOB_ID", l.job_id.to_string()),
+        ("SLURM_JOBID", l.job_id.to_string()),
+        ("SLURM_STEP_ID", l.step_id.to_string()),
+        ("SLURM_STEPID", l.step_id.to_string()),
+        ("SLURM_PROCID", rank.to_string()),
+        ("SLURM_LOCALID", local.to_string()),
+        ("SLURM_NODEID", node_index.to_string()),
+        ("SLURM_STEP_NODELIST", l.nodelist.clone()),
+        ("SLURM_STEP_NUM_NODES", nnodes.clone()),
+        ("SLURM_STEP_NUM_TASKS", ntasks.to_string()),
+        ("SLURM_STEP_TASKS_PER_NODE", tpn.clone()),
+        ("SLURM_NTASKS", ntasks.to_string()),
+        ("SLURM_NPROCS", ntasks.to_string()),
+        ("SLURM_NNODES", nnodes),
+        ("SLURM_TASKS_PER_NODE", tpn),
+        ("SLURM_JOB_NODELIST", l.job_nodelist.clone()),
+        ("SLURM_NODELIST", l.job_nodelist.clone()),
+        ("SLURM_JOB_PARTITION", l.partition.clone()),
+        ("SLURM_CLUSTER_NAME", l.cluster.clone()),
+        ("SLURM_JOB_USER", l.user.clone()),
+        ("SLURM_JOB_UID", l.uid.to_string()),
+        ("SLURM_JOB_GID", l.gid.to_string()),
+        ("SLURMD_NODENAME", node.to_string()),
+        (
+            "SLURM_GTIDS",
+            ranks.map(|r| r.to_string()).collect::<Vec<_>>().join(","),
+        ),
+    ] {
+        set(&mut env, k, v);
+    }
+    if let Some(c) = l.cpus_per_task {
+        set(&mut env, "SLURM_CPUS_PER_TASK", c.to_string());
+    }
+    env
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    // Append: tasks sharing one file, or a file the batch script also writes
+    // (submitit's pattern), must not clobber each other.
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+/// Start this node's tasks; returns their process groups. Output not sent to
+/// files and every exit status go to srun at `l.io_addr`.
+pub fn spawn_tasks(
+    l: &StepLaunch,
+    node: &str,
+    node_index: usize,
+    auth: Arc<Authenticator>,
+) -> Result<Vec<i32>, String> {
+    let ranks = local_ranks(&l.tasks_per_node, node_index);
+    let Some(program) = l.argv.first() else {
+        return Err("no command given".into());
+    };
+    let (tx, rx) = mpsc::channel::<Body>(1024);
+    let mut pgids = Vec::new();
+    let cwd = Path::new(&l.cwd);
+    for (local, rank) in ranks.clone().enumerate() {
+        let ctx = PatternContext {
+            job_id: l.job_id,
+            array_job_id: None,
+            array_task_id: None,
+            job_name: l.name.clone(),
+            user: l.user.clone(),
+            first_node: node.to_string(),
+            node_index: node_index as u32,
+            step_id: Some(l.step_id),
+            task_id: Some(rank),
+            restart: 0,
+        };
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(&l.argv[1..])
+            .env_clear()
+            .envs(task_env(l, node, node_index, rank, local as u32))
+            .current_dir(cwd)
+            .stdin(Stdio::null());
+        let file = |p: &Option<String>| -> Result<Option<std::fs::File>, String> {
+            p.as_ref()
+                .map(|p| {
+                    let path = resolve(&expand(p, &ctx), cwd);
+                    open_append(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))
+                })
+                .transpose()
+        };
+        let out_file = file(&l.stdout)?;
+        let err_file = match (&l.stderr, &out_file) {
+            (Some(_), _) => file(&l.stderr)?,
+            (None, Some(f)) => Some(f.try_clone().map_err(|e| e.to_string())?),
+            (None, None) => None,
+        };
+        let piped_out = out_file.is_none();
+        let piped_err = err_file.is_none();
+        cmd.stdout(out_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
+        cmd.stderr(err_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
+        if Uid::effective().is_root() {
+            cmd.uid(l.uid).gid(l.gid);
+        }
+        // SAFETY: setsid is async-signal-safe; each task gets its own group so
+        // a cancel can kill whatever it started.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        let mut child = tokio::process::Command::from(cmd)
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        pgids.push(child.id().map(|p| p as i32).unwrap_or(0));
+        for (pipe, stderr) in [
+            (
+                child.stdout.take().filter(|_| piped_out).map(PipeKind::Out),
+                false,
+            ),
+            (
+                child.stderr.take().filter(|_| piped_err).map(PipeKind::Err),
+                true,
+            ),
+        ] {
+            if let Some(p) = pipe {
+                let tx = tx.clone();
+                actix::spawn(pump(p, rank, stderr, tx));
+            }
+        }
+        let tx = tx.clone();
+        actix::spawn(async move {
+            let status = match child.wait().await {
+                Ok(s) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    ExitStatus {
+                        code: s.code().unwrap_or(0),
+                        signal: s.signal().unwrap_or(0),
+                    }
+                }
+                Err(_) => ExitStatus { code: 1, signal: 0 },
+            };
+            let _ = tx.send(Body::TaskExit { task: rank, status }).await;
+        });
+    }
+    drop(tx);
+    let hello = StepIoHello {
+        job_id: l.job_id,
+        step_id: l.step_id,
+        token: l.io_token,
+        node: node.to_string(),
+        tasks: ranks.collect(),
+    };
+    actix::spawn(io_link(l.io_addr.clone(), auth, hello, rx));
+    Ok(pgids)
+}
+
+enum PipeKind {
+    Out(tokio::process::ChildStdout),
+    Err(tokio::process::ChildStderr),
+}
+
+/// Forward one pipe's bytes as they arrive.
+async fn pump(mut p: PipeKind, task: u32, stderr: bool, tx: mpsc::Sender<Body>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let r = match &mut p {
+            PipeKind::Out(o) => o.read(&mut buf).await,
+            PipeKind::Err(e) => e.read(&mut buf).await,
+        };
+        match r {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let out = TaskOutput {
+                    task,
+                    stderr,
+                    data: buf[..n].to_vec(),
+                };
+                if tx.send(Body::TaskOutput(out)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One connection to srun carries every task's output and exit from this node.
+async fn io_link(
+    addr: String,
+    auth: Arc<Authenticator>,
+    hello: StepIoHello,
+    mut rx: mpsc::Receiver<Body>,
+) {
+    let mut conn = match Connection::connect(addr.as_str(), auth, rand::random()).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(job_id = hello.job_id, step_id = hello.step_id, error = %e, "cannot reach srun; step output is lost");
+            // Keep draining so the tasks never block on a full pipe.
+            while rx.recv().await.is_some() {}
+            return;
+        }
+    };
+    if conn.send(0, &Body::StepIoHello(hello)).await.is_err() {
+        while rx.recv().await.is_some() {}
+        return;
+    }
+    while let Some(body) = rx.recv().await {
+        if conn.send(0, &body).await.is_err() {
+            while rx.recv().await.is_some() {}
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_follow_the_block_layout() {
+        assert_eq!(local_ranks(&[2, 2, 1], 0), 0..2);
+        assert_eq!(local_ranks(&[2, 2, 1], 2), 4..5);
+        assert_eq!(local_ranks(&[2, 2, 1], 7), 5..5);
+    }
+}
