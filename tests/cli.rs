@@ -212,3 +212,70 @@ fn scontrol_holds_releases_and_updates_pending_jobs() {
     assert!(out.contains("Server thread count:  1\n"), "{out}");
     assert!(out.contains("\tSubmitJob "), "{out}");
 }
+
+#[test]
+fn users_cancel_their_own_jobs_and_are_refused_others_per_job() {
+    use canopy::wire::auth::{load_key, Authenticator};
+    use canopy::wire::connection::Connection;
+    use canopy::wire::messages::{Body, CancelRequest};
+    use std::sync::Arc;
+
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let mine = c.sbatch(w.path(), &["--hold", "--wrap", "true"]);
+    // A second user, 4242, signing with the cluster key as a local signer would vouch.
+    let key = load_key(&c.dir.path().join("slurm.key")).unwrap();
+    let user = Arc::new(Authenticator::new(key, 4242, 4242));
+    let conf = canopy::config::Config::load(&c.conf).unwrap();
+    let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (theirs, reply) = rt.block_on(async {
+        let mut conn = Connection::connect(addr.as_str(), user, 1).await.unwrap();
+        let submit = canopy::wire::types::JobSubmit {
+            name: "theirs".into(),
+            hold: true,
+            script: "#!/bin/sh\ntrue\n".into(),
+            workdir: "/tmp".into(),
+            uid: 4242,
+            gid: 4242,
+            ..Default::default()
+        };
+        let theirs = match conn
+            .request(&Body::SubmitJob(Box::new(submit)))
+            .await
+            .unwrap()
+            .body
+        {
+            Body::SubmitReply(r) => r.job_id,
+            other => panic!("{other:?}"),
+        };
+        let req = CancelRequest {
+            job_ids: vec![theirs, mine],
+            signal: None,
+            batch_only: false,
+        };
+        (
+            theirs,
+            conn.request(&Body::CancelJobs(req)).await.unwrap().body,
+        )
+    });
+    let Body::CancelReply(r) = reply else {
+        panic!("{reply:?}")
+    };
+    let result = |id| {
+        r.results
+            .iter()
+            .find(|(j, _)| *j == id)
+            .map(|(_, e)| e.clone())
+    };
+    assert_eq!(result(theirs), Some(None), "own job cancelled");
+    assert_eq!(
+        result(mine),
+        Some(Some("Access/permission denied".to_string()))
+    );
+    assert_eq!(c.job(theirs).unwrap().state, JobState::Cancelled);
+    assert_eq!(c.job(mine).unwrap().state, JobState::Pending);
+}

@@ -198,26 +198,34 @@ async fn submit(
     }
 }
 
-async fn cancel(req: CancelRequest, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
+async fn cancel(mut req: CancelRequest, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
+    // Users may only touch their own jobs; others' are refused one by one
+    // (as Slurm does), while the caller's own are still acted on.
+    let mut denied = Vec::new();
     if !operator {
-        // Users may only touch their own jobs.
         let ids = req.job_ids.clone();
         let jobs = match send_counted(&h.controller, &h.controller_stats, GetJobs { ids }).await {
             Ok(j) => j,
             Err(_) => return gone(),
         };
-        if let Some(j) = jobs.iter().find(|j| j.uid != uid) {
-            return error(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "Kill job error on job id {}: Access/permission denied",
-                    j.job_id
-                ),
-            );
-        }
+        let foreign: std::collections::HashSet<u32> = jobs
+            .iter()
+            .filter(|j| j.uid != uid)
+            .map(|j| j.job_id)
+            .collect();
+        req.job_ids.retain(|id| {
+            let mine = !foreign.contains(id);
+            if !mine {
+                denied.push((*id, Some("Access/permission denied".to_string())));
+            }
+            mine
+        });
     }
     match send_counted(&h.controller, &h.controller_stats, Cancel(req)).await {
-        Ok(r) => Body::CancelReply(r),
+        Ok(mut r) => {
+            r.results.extend(denied);
+            Body::CancelReply(r)
+        }
         Err(_) => gone(),
     }
 }
