@@ -384,10 +384,8 @@ fn measure_all(
             canopy,
             &slurm,
             format!(
-                "slurm: `srun -N {k} true`, a task on every node; canopy has no srun yet, so \
-                 `sbatch -W -N {k} --wrap true`: submit to completion, launch and teardown \
-                 fanned out to all {k} node daemons through the relay tree, the script run \
-                 once on the first node; TreeWidth {}, median of {reps}",
+                "`srun -N {k} true` on both: allocation, a task on every node, release; \
+                 TreeWidth {}, median of {reps}",
                 ctx.tree_width
             ),
         ));
@@ -493,21 +491,13 @@ impl Client {
         cmd
     }
 
-    /// The K-node launch: `srun` on Slurm; on canopy, a batch job waited for with -W.
+    /// The K-node launch, the same command on both: `srun -N K true` creates an
+    /// allocation, runs `true` as a task on every node, and releases it.
     fn launch_command(&self, k: u32) -> Command {
         let n = k.to_string();
-        match self {
-            Client::Slurm { .. } => {
-                let mut c = self.command("srun");
-                c.args(["-N", &n, "true"]);
-                c
-            }
-            Client::Canopy { .. } => {
-                let mut c = self.command("sbatch");
-                c.args(["-W", "-N", &n, "--wrap", "true"]);
-                c
-            }
-        }
+        let mut c = self.command("srun");
+        c.args(["-N", &n, "true"]);
+        c
     }
 }
 
@@ -1759,7 +1749,7 @@ mod tests {
             dir: PathBuf::from("/w/c"),
         };
         let cmd = canopy.launch_command(4);
-        assert_eq!(describe(&cmd), "/b/canopy sbatch -W -N 4 --wrap true");
+        assert_eq!(describe(&cmd), "/b/canopy srun -N 4 true");
         assert_eq!(cmd.get_current_dir(), Some(Path::new("/w/c")));
         assert!(cmd
             .get_envs()

@@ -274,6 +274,8 @@ async fn allocate(c: &mut Client, a: &SrunArgs, cwd: &str) -> Result<u32, CliErr
         other => return Err(CliError::Unexpected(other.kind())),
     };
     let mut said = false;
+    // Start fast (an idle cluster grants at once), back off for a busy one.
+    let mut delay = Duration::from_millis(1);
     loop {
         let q = Body::QueryJobs(JobQuery {
             job_ids: vec![id],
@@ -302,7 +304,8 @@ async fn allocate(c: &mut Client, a: &SrunArgs, cwd: &str) -> Result<u32, CliErr
                 )))
             }
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(200));
     }
 }
 
