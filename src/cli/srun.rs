@@ -365,7 +365,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         }
         Err(e) => return Err(e),
     };
-    let exit = collect(listener, &launched, token, a.label).await;
+    let exit = collect(listener, &launched, token, a.label, &mut c).await;
     let done = StepComplete {
         job_id,
         step_id: launched.step_id,
@@ -395,6 +395,20 @@ enum Event {
     Closed,
 }
 
+/// True once the controller no longer runs `job_id` (or cannot say so).
+async fn job_ended(c: &mut Client, job_id: u32) -> bool {
+    let q = Body::QueryJobs(JobQuery {
+        job_ids: vec![job_id],
+        include_finished: true,
+    });
+    match c.call(q).await {
+        Ok(Body::Jobs(j)) => j
+            .first()
+            .is_none_or(|j| j.state.is_finished() || j.state == JobState::Completing),
+        _ => false,
+    }
+}
+
 struct StepExit {
     /// srun's own exit code: the highest task exit code (128+signal if killed).
     code: i32,
@@ -403,7 +417,13 @@ struct StepExit {
 }
 
 /// Print task output as it arrives and gather every task's exit.
-async fn collect(listener: TcpListener, l: &StepLaunched, token: u64, label: bool) -> StepExit {
+async fn collect(
+    listener: TcpListener,
+    l: &StepLaunched,
+    token: u64,
+    label: bool,
+    ctl: &mut Client,
+) -> StepExit {
     let ntasks: u32 = l.tasks_per_node.iter().sum();
     let width = ntasks.saturating_sub(1).to_string().len();
     let (tx, mut rx) = mpsc::channel::<Event>(1024);
@@ -460,12 +480,26 @@ async fn collect(listener: TcpListener, l: &StepLaunched, token: u64, label: boo
             let _ = o.flush();
         }
     };
+    // A node that cannot reach us (or dies) would leave us waiting forever:
+    // check now and then that the job itself is still running.
+    let mut check = tokio::time::interval(Duration::from_secs(5));
+    check.tick().await;
     while exits.len() < ntasks as usize {
         // Every node reported and all links are gone: nothing more can come.
         if links == nodes && closed == nodes {
             break;
         }
-        let Some(ev) = rx.recv().await else { break };
+        let ev = tokio::select! {
+            ev = rx.recv() => ev,
+            _ = check.tick() => {
+                if job_ended(ctl, l.job_id).await {
+                    eprintln!("srun: error: job {} ended before every task reported", l.job_id);
+                    break;
+                }
+                continue;
+            }
+        };
+        let Some(ev) = ev else { break };
         match ev {
             Event::Hello { node, tasks } => {
                 links += 1;

@@ -106,8 +106,16 @@ pub fn spawn_tasks(
         return Err("no command given".into());
     };
     let (tx, rx) = mpsc::channel::<Body>(1024);
-    let mut pgids = Vec::new();
+    let mut pgids: Vec<i32> = Vec::new();
     let cwd = Path::new(&l.cwd);
+    // If any task cannot start, the step fails: kill those already started
+    // rather than leave them running unrecorded.
+    let abort = |pgids: &[i32], e: String| -> Result<Vec<i32>, String> {
+        for &g in pgids {
+            super::process::signal_group(g, nix::sys::signal::Signal::SIGKILL);
+        }
+        Err(e)
+    };
     for (local, rank) in ranks.clone().enumerate() {
         let ctx = PatternContext {
             job_id: l.job_id,
@@ -135,10 +143,19 @@ pub fn spawn_tasks(
                 })
                 .transpose()
         };
-        let out_file = file(&l.stdout)?;
+        let out_file = match file(&l.stdout) {
+            Ok(f) => f,
+            Err(e) => return abort(&pgids, e),
+        };
         let err_file = match (&l.stderr, &out_file) {
-            (Some(_), _) => file(&l.stderr)?,
-            (None, Some(f)) => Some(f.try_clone().map_err(|e| e.to_string())?),
+            (Some(_), _) => match file(&l.stderr) {
+                Ok(f) => f,
+                Err(e) => return abort(&pgids, e),
+            },
+            (None, Some(f)) => match f.try_clone() {
+                Ok(f) => Some(f),
+                Err(e) => return abort(&pgids, e.to_string()),
+            },
             (None, None) => None,
         };
         let piped_out = out_file.is_none();
@@ -156,9 +173,10 @@ pub fn spawn_tasks(
                 Ok(())
             });
         }
-        let mut child = tokio::process::Command::from(cmd)
-            .spawn()
-            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        let mut child = match tokio::process::Command::from(cmd).spawn() {
+            Ok(c) => c,
+            Err(e) => return abort(&pgids, format!("cannot start {program}: {e}")),
+        };
         pgids.push(child.id().map(|p| p as i32).unwrap_or(0));
         for (pipe, stderr) in [
             (
