@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod format;
+pub mod getopt;
 pub mod sacct;
 pub mod sacct_args;
 pub mod sbatch;

@@ -33,6 +33,7 @@ use crate::config::hostlist;
 use crate::wire::messages::AcctQuery;
 use crate::wire::types::{AcctJob, JobState, StepKind, UnixTime};
 
+use super::getopt::{self, spec, Ambiguity, ArgKind, GetoptError, Word};
 use Action as A;
 use ArgKind::{Flag, Optional, Required};
 
@@ -245,15 +246,6 @@ Show accounting records of jobs and their steps.
 Times: YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], HH:MM[:SS][AM|PM],
 now[{+|-}N[seconds|minutes|hours|days|weeks]], today, midnight, noon.";
 
-/// Whether and how an option takes a value (getopt's three kinds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ArgKind {
-    Flag,
-    Required,
-    /// Only as `--opt=value`.
-    Optional,
-}
-
 /// What an option does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
@@ -288,23 +280,7 @@ enum Action {
     Unsupported,
 }
 
-#[derive(Debug)]
-struct OptSpec {
-    /// Empty for short-only options.
-    long: &'static str,
-    short: Option<char>,
-    arg: ArgKind,
-    action: Action,
-}
-
-const fn spec(long: &'static str, short: Option<char>, arg: ArgKind, action: Action) -> OptSpec {
-    OptSpec {
-        long,
-        short,
-        arg,
-        action,
-    }
-}
+type OptSpec = getopt::OptSpec<Action>;
 
 /// Every option Slurm's sacct knows (its getopt tables), and what canopy does with it.
 /// Long aliases carry their short letter even where getopt has no such short option of
@@ -374,11 +350,7 @@ static OPTIONS: &[OptSpec] = &[
 ];
 
 /// One option occurrence, as getopt would report it.
-#[derive(Debug)]
-struct Given {
-    spec: &'static OptSpec,
-    value: Option<String>,
-}
+type Given = getopt::Given<Action>;
 
 impl Given {
     fn value(&self) -> &str {
@@ -413,128 +385,47 @@ fn parse_in<Tz: TimeZone>(
             positionals.extend(args.iter().skip(i + 1).cloned());
             break;
         }
-        if let Some(body) = arg.strip_prefix("--") {
-            let (given, next) = long_option(body, args, i)?;
-            builder.apply(given, now, tz)?;
-            i = next;
-        } else if let Some(cluster) = arg.strip_prefix('-').filter(|c| !c.is_empty()) {
-            let (givens, problem, next) = short_options(cluster, args, i);
-            for given in givens {
-                builder.apply(given, now, tz)?;
+        match getopt::read_word(OPTIONS, args, i, Ambiguity::SameAction) {
+            Word::Options {
+                given,
+                problem,
+                next,
+            } => {
+                for g in given {
+                    builder.apply(g, now, tz)?;
+                }
+                if let Some(problem) = problem {
+                    return Err(problem.into());
+                }
+                i = next;
             }
-            if let Some(problem) = problem {
-                return Err(problem);
+            Word::EndOfOptions | Word::Positional => {
+                positionals.push(arg.clone());
+                i += 1;
             }
-            i = next;
-        } else {
-            positionals.push(arg.clone());
-            i += 1;
         }
     }
     builder.finish(&positionals, env, now, tz)
 }
 
-/// Handles `--name[=value]` at `args[i]`; returns the option and the index of the next word.
-fn long_option(body: &str, args: &[String], i: usize) -> Result<(Given, usize), SacctArgsError> {
-    let (name, inline) = match body.split_once('=') {
-        Some((name, value)) => (name, Some(value.to_string())),
-        None => (body, None),
-    };
-    let spec = find_long(name)?;
-    let (value, next) = match (spec.arg, inline) {
-        (Flag, Some(_)) => return Err(SacctArgsError::UnexpectedArgument { option: spec.long }),
-        (Flag, None) | (Optional, None) => (None, i + 1),
-        (Optional, Some(v)) | (Required, Some(v)) => (Some(v), i + 1),
-        (Required, None) => match args.get(i + 1) {
-            Some(v) => (Some(v.clone()), i + 2),
-            None => return Err(SacctArgsError::MissingLongArgument { option: spec.long }),
-        },
-    };
-    Ok((Given { spec, value }, next))
-}
-
-/// Splits a bundle of short options (`-nX`, `-o fmt`, `-ofmt`, `-nu user`) at `args[i]`:
-/// the options read before any problem, the problem, and the index of the next word.
-fn short_options(
-    cluster: &str,
-    args: &[String],
-    i: usize,
-) -> (Vec<Given>, Option<SacctArgsError>, usize) {
-    let mut givens = Vec::new();
-    for (pos, c) in cluster.char_indices() {
-        let Some(spec) = OPTIONS.iter().find(|s| s.short == Some(c)) else {
-            return (
-                givens,
-                Some(SacctArgsError::InvalidShortOption { option: c }),
-                i + 1,
-            );
-        };
-        let attached = &cluster[pos + c.len_utf8()..];
-        match spec.arg {
-            Flag => givens.push(Given { spec, value: None }),
-            Optional | Required if !attached.is_empty() => {
-                givens.push(Given {
-                    spec,
-                    value: Some(attached.to_string()),
-                });
-                return (givens, None, i + 1);
+impl From<GetoptError> for SacctArgsError {
+    fn from(e: GetoptError) -> Self {
+        match e {
+            GetoptError::Unrecognized { option } => SacctArgsError::UnrecognizedOption { option },
+            GetoptError::Ambiguous { option, candidates } => {
+                SacctArgsError::AmbiguousOption { option, candidates }
             }
-            Optional => {
-                givens.push(Given { spec, value: None });
-                return (givens, None, i + 1);
+            GetoptError::UnexpectedArgument { option } => {
+                SacctArgsError::UnexpectedArgument { option }
             }
-            Required => {
-                return match args.get(i + 1) {
-                    Some(value) => {
-                        givens.push(Given {
-                            spec,
-                            value: Some(value.clone()),
-                        });
-                        (givens, None, i + 2)
-                    }
-                    None => (
-                        givens,
-                        Some(SacctArgsError::MissingShortArgument { option: c }),
-                        i + 1,
-                    ),
-                }
+            GetoptError::MissingLongArgument { option } => {
+                SacctArgsError::MissingLongArgument { option }
+            }
+            GetoptError::InvalidShort { option } => SacctArgsError::InvalidShortOption { option },
+            GetoptError::MissingShortArgument { option } => {
+                SacctArgsError::MissingShortArgument { option }
             }
         }
-    }
-    (givens, None, i + 1)
-}
-
-/// Exact long name, else a unique prefix of one (as getopt_long allows; a prefix shared
-/// only by aliases of one option, like `--clu` for `--cluster`/`--clusters`, is fine).
-fn find_long(name: &str) -> Result<&'static OptSpec, SacctArgsError> {
-    let named = || OPTIONS.iter().filter(|s| !s.long.is_empty());
-    if let Some(spec) = named().find(|s| s.long == name) {
-        return Ok(spec);
-    }
-    let matches: Vec<&'static OptSpec> = if name.is_empty() {
-        Vec::new()
-    } else {
-        named().filter(|s| s.long.starts_with(name)).collect()
-    };
-    match matches.as_slice() {
-        [] => Err(SacctArgsError::UnrecognizedOption {
-            option: name.to_string(),
-        }),
-        [first, rest @ ..]
-            if rest.iter().all(|s| {
-                s.action == first.action && s.arg == first.arg && s.short == first.short
-            }) =>
-        {
-            Ok(first)
-        }
-        many => Err(SacctArgsError::AmbiguousOption {
-            option: name.to_string(),
-            candidates: many
-                .iter()
-                .map(|s| format!("'--{}'", s.long))
-                .collect::<Vec<_>>()
-                .join(" "),
-        }),
     }
 }
 

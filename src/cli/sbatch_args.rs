@@ -27,6 +27,7 @@ use thiserror::Error;
 use crate::config::units;
 use crate::wire::types::JobSubmit;
 
+use super::getopt::{self, spec, Ambiguity, ArgKind, GetoptError, Word};
 use Action as A;
 use ArgKind::{Flag, Optional, Required};
 
@@ -197,15 +198,6 @@ variables override them and the command line overrides both.
 
 Other Slurm sbatch options are accepted with a warning and ignored.";
 
-/// Whether and how an option takes a value (getopt's three kinds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ArgKind {
-    Flag,
-    Required,
-    /// Only as `--opt=value` or `-ovalue`.
-    Optional,
-}
-
 /// What an option does to a [`Layer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
@@ -236,22 +228,7 @@ enum Action {
     Unsupported,
 }
 
-#[derive(Debug)]
-struct OptSpec {
-    long: &'static str,
-    short: Option<char>,
-    arg: ArgKind,
-    action: Action,
-}
-
-const fn spec(long: &'static str, short: Option<char>, arg: ArgKind, action: Action) -> OptSpec {
-    OptSpec {
-        long,
-        short,
-        arg,
-        action,
-    }
-}
+type OptSpec = getopt::OptSpec<Action>;
 
 /// Every sbatch option canopy recognises (Slurm's set, slurm.md §6.1).
 static OPTIONS: &[OptSpec] = &[
@@ -407,125 +384,55 @@ enum Source {
 }
 
 /// One option occurrence, as getopt would report it.
-#[derive(Debug)]
-struct Given {
-    spec: &'static OptSpec,
-    value: Option<String>,
-}
+type Given = getopt::Given<Action>;
 
 /// Parse the parsable part of `args`: the options, and the index where the
 /// script path (first non-option, or the word after `--`) begins.
 fn split_options(args: &[String]) -> Result<(Vec<Given>, usize), SbatchError> {
     let mut given = Vec::new();
     let mut i = 0;
-    while let Some(arg) = args.get(i) {
-        if arg == "--" {
-            return Ok((given, i + 1));
-        }
-        i = if let Some(body) = arg.strip_prefix("--") {
-            long_option(body, args, i, &mut given)?
-        } else if let Some(cluster) = arg.strip_prefix('-').filter(|c| !c.is_empty()) {
-            short_options(cluster, args, i, &mut given)?
-        } else {
-            return Ok((given, i));
-        };
-    }
-    Ok((given, args.len()))
-}
-
-/// Handle `--name[=value]` at `args[i]`; returns the index of the next word.
-fn long_option(
-    body: &str,
-    args: &[String],
-    i: usize,
-    given: &mut Vec<Given>,
-) -> Result<usize, SbatchError> {
-    let (name, inline) = match body.split_once('=') {
-        Some((name, value)) => (name, Some(value.to_string())),
-        None => (body, None),
-    };
-    let spec = find_long(name)?;
-    let (value, next) = match (spec.arg, inline) {
-        (Flag, Some(_)) => return Err(SbatchError::UnexpectedArgument { option: spec.long }),
-        (Flag, None) | (Optional, None) => (None, i + 1),
-        (Optional, Some(v)) | (Required, Some(v)) => (Some(v), i + 1),
-        (Required, None) => match args.get(i + 1) {
-            Some(v) => (Some(v.clone()), i + 2),
-            None => return Err(SbatchError::MissingLongArgument { option: spec.long }),
-        },
-    };
-    given.push(Given { spec, value });
-    Ok(next)
-}
-
-/// Handle a bundle of short options (`-HQ`, `-J name`, `-Jname`) at `args[i]`.
-fn short_options(
-    cluster: &str,
-    args: &[String],
-    i: usize,
-    given: &mut Vec<Given>,
-) -> Result<usize, SbatchError> {
-    for (pos, c) in cluster.char_indices() {
-        let spec = OPTIONS
-            .iter()
-            .find(|s| s.short == Some(c))
-            .ok_or(SbatchError::InvalidShortOption { option: c })?;
-        let attached = &cluster[pos + c.len_utf8()..];
-        match spec.arg {
-            Flag => given.push(Given { spec, value: None }),
-            Optional => {
-                let value = Some(attached.to_string()).filter(|v| !v.is_empty());
-                given.push(Given { spec, value });
-                return Ok(i + 1);
-            }
-            Required if !attached.is_empty() => {
-                given.push(Given {
-                    spec,
-                    value: Some(attached.to_string()),
-                });
-                return Ok(i + 1);
-            }
-            Required => {
-                let value = args
-                    .get(i + 1)
-                    .ok_or(SbatchError::MissingShortArgument { option: c })?;
-                given.push(Given {
-                    spec,
-                    value: Some(value.clone()),
-                });
-                return Ok(i + 2);
+    loop {
+        match getopt::read_word(OPTIONS, args, i, Ambiguity::Error) {
+            Word::EndOfOptions => return Ok((given, i + 1)),
+            Word::Positional => return Ok((given, i.min(args.len()))),
+            Word::Options {
+                given: read,
+                problem,
+                next,
+            } => {
+                if let Some(p) = problem {
+                    return Err(p.into());
+                }
+                given.extend(read);
+                i = next;
             }
         }
     }
-    Ok(i + 1)
 }
 
 /// Exact long name, else a unique prefix of one (as getopt_long allows).
 fn find_long(name: &str) -> Result<&'static OptSpec, SbatchError> {
-    if let Some(spec) = OPTIONS.iter().find(|s| s.long == name) {
-        return Ok(spec);
-    }
-    let matches: Vec<&'static OptSpec> = if name.is_empty() {
-        Vec::new()
-    } else {
-        OPTIONS
-            .iter()
-            .filter(|s| s.long.starts_with(name))
-            .collect()
-    };
-    match matches.as_slice() {
-        [only] => Ok(only),
-        [] => Err(SbatchError::UnrecognizedOption {
-            option: name.to_string(),
-        }),
-        many => Err(SbatchError::AmbiguousOption {
-            option: name.to_string(),
-            candidates: many
-                .iter()
-                .map(|s| format!("'--{}'", s.long))
-                .collect::<Vec<_>>()
-                .join(" "),
-        }),
+    Ok(getopt::find_long(OPTIONS, name, Ambiguity::Error)?)
+}
+
+impl From<GetoptError> for SbatchError {
+    fn from(e: GetoptError) -> Self {
+        match e {
+            GetoptError::Unrecognized { option } => SbatchError::UnrecognizedOption { option },
+            GetoptError::Ambiguous { option, candidates } => {
+                SbatchError::AmbiguousOption { option, candidates }
+            }
+            GetoptError::UnexpectedArgument { option } => {
+                SbatchError::UnexpectedArgument { option }
+            }
+            GetoptError::MissingLongArgument { option } => {
+                SbatchError::MissingLongArgument { option }
+            }
+            GetoptError::InvalidShort { option } => SbatchError::InvalidShortOption { option },
+            GetoptError::MissingShortArgument { option } => {
+                SbatchError::MissingShortArgument { option }
+            }
+        }
     }
 }
 

@@ -33,6 +33,11 @@ use std::io::{BufRead, Write};
 use thiserror::Error;
 
 use super::client::Client;
+use super::getopt::{
+    self, spec, Ambiguity,
+    ArgKind::{Flag, Required},
+    GetoptError, Word,
+};
 use crate::config::hostlist;
 use crate::wire::messages::{Body, CancelRequest, JobQuery};
 use crate::wire::types::{JobInfo, JobState};
@@ -233,58 +238,39 @@ enum Opt {
     Ignored,
 }
 
-#[derive(Debug)]
-struct OptSpec {
-    /// Empty for short-only options.
-    long: &'static str,
-    short: Option<char>,
-    takes_value: bool,
-    opt: Opt,
-}
-
-const fn spec(long: &'static str, short: Option<char>, takes_value: bool, opt: Opt) -> OptSpec {
-    OptSpec {
-        long,
-        short,
-        takes_value,
-        opt,
-    }
-}
+type OptSpec = getopt::OptSpec<Opt>;
 
 /// Every option of Slurm's scancel (its getopt table), plus `-h`.
 static OPTIONS: &[OptSpec] = &[
-    spec("account", Some('A'), true, Opt::Account),
-    spec("batch", Some('b'), false, Opt::Batch),
-    spec("cluster", Some('M'), true, Opt::Clusters),
-    spec("clusters", Some('M'), true, Opt::Clusters),
-    spec("full", Some('f'), false, Opt::Full),
-    spec("help", Some('h'), false, Opt::Help),
-    spec("interactive", Some('i'), false, Opt::Interactive),
-    spec("jobname", Some('n'), true, Opt::Name),
-    spec("me", None, false, Opt::Me),
-    spec("name", Some('n'), true, Opt::Name),
-    spec("nodelist", Some('w'), true, Opt::NodeList),
-    spec("partition", Some('p'), true, Opt::Partition),
-    spec("qos", Some('q'), true, Opt::Qos),
-    spec("quiet", Some('Q'), false, Opt::Quiet),
-    spec("reservation", Some('R'), true, Opt::Reservation),
-    spec("signal", Some('s'), true, Opt::Signal),
-    spec("state", Some('t'), true, Opt::State),
-    spec("usage", None, false, Opt::Usage),
-    spec("user", Some('u'), true, Opt::User),
-    spec("verbose", Some('v'), false, Opt::Verbose),
-    spec("version", Some('V'), false, Opt::Version),
-    spec("wckey", None, true, Opt::Wckey),
+    spec("account", Some('A'), Required, Opt::Account),
+    spec("batch", Some('b'), Flag, Opt::Batch),
+    spec("cluster", Some('M'), Required, Opt::Clusters),
+    spec("clusters", Some('M'), Required, Opt::Clusters),
+    spec("full", Some('f'), Flag, Opt::Full),
+    spec("help", Some('h'), Flag, Opt::Help),
+    spec("interactive", Some('i'), Flag, Opt::Interactive),
+    spec("jobname", Some('n'), Required, Opt::Name),
+    spec("me", None, Flag, Opt::Me),
+    spec("name", Some('n'), Required, Opt::Name),
+    spec("nodelist", Some('w'), Required, Opt::NodeList),
+    spec("partition", Some('p'), Required, Opt::Partition),
+    spec("qos", Some('q'), Required, Opt::Qos),
+    spec("quiet", Some('Q'), Flag, Opt::Quiet),
+    spec("reservation", Some('R'), Required, Opt::Reservation),
+    spec("signal", Some('s'), Required, Opt::Signal),
+    spec("state", Some('t'), Required, Opt::State),
+    spec("usage", None, Flag, Opt::Usage),
+    spec("user", Some('u'), Required, Opt::User),
+    spec("verbose", Some('v'), Flag, Opt::Verbose),
+    spec("version", Some('V'), Flag, Opt::Version),
+    spec("wckey", None, Required, Opt::Wckey),
     // No burst buffers, scrontab or federation in canopy, and every request goes to the
     // controller anyway.
-    spec("hurry", Some('H'), false, Opt::Ignored),
-    spec("cron", Some('c'), false, Opt::Ignored),
-    spec("ctld", None, false, Opt::Ignored),
-    spec("sibling", None, true, Opt::Ignored),
+    spec("hurry", Some('H'), Flag, Opt::Ignored),
+    spec("cron", Some('c'), Flag, Opt::Ignored),
+    spec("ctld", None, Flag, Opt::Ignored),
+    spec("sibling", None, Required, Opt::Ignored),
 ];
-
-/// One option occurrence and its value.
-type Given = (&'static OptSpec, Option<String>);
 
 /// Parses `scancel`'s arguments (without argv[0]). Like GNU getopt, options may come
 /// anywhere and each takes effect as it is read, so `--help` or the first bad option in
@@ -298,17 +284,20 @@ pub fn parse(args: &[String]) -> Result<Command, ScancelError> {
             words.extend(args.iter().skip(i + 1).cloned());
             break;
         }
-        let (given, problem, next) = if let Some(body) = arg.strip_prefix("--") {
-            let (given, next) = long_option(body, args, i)?;
-            (vec![given], None, next)
-        } else if let Some(cluster) = arg.strip_prefix('-').filter(|c| !c.is_empty()) {
-            short_options(cluster, args, i)
-        } else {
-            words.push(arg.clone());
-            (Vec::new(), None, i + 1)
-        };
-        for (spec, value) in given {
-            if let Some(done) = apply(&mut a, spec, value)? {
+        let (given, problem, next) =
+            match getopt::read_word(OPTIONS, args, i, Ambiguity::SameAction) {
+                Word::Options {
+                    given,
+                    problem,
+                    next,
+                } => (given, problem.map(ScancelError::from), next),
+                Word::EndOfOptions | Word::Positional => {
+                    words.push(arg.clone());
+                    (Vec::new(), None, i + 1)
+                }
+            };
+        for g in given {
+            if let Some(done) = apply(&mut a, g.spec, g.value)? {
                 return Ok(done);
             }
         }
@@ -326,87 +315,24 @@ pub fn parse(args: &[String]) -> Result<Command, ScancelError> {
     Ok(Command::Cancel(Box::new(a)))
 }
 
-/// `--name[=value]` at `args[i]`: the option and the index of the next word.
-fn long_option(body: &str, args: &[String], i: usize) -> Result<(Given, usize), ScancelError> {
-    let (name, inline) = match body.split_once('=') {
-        Some((name, value)) => (name, Some(value.to_string())),
-        None => (body, None),
-    };
-    let spec = find_long(name)?;
-    match (spec.takes_value, inline) {
-        (false, Some(_)) => Err(ScancelError::UnexpectedArgument { option: spec.long }),
-        (false, None) => Ok(((spec, None), i + 1)),
-        (true, Some(v)) => Ok(((spec, Some(v)), i + 1)),
-        (true, None) => match args.get(i + 1) {
-            Some(v) => Ok(((spec, Some(v.clone())), i + 2)),
-            None => Err(ScancelError::MissingLongArgument { option: spec.long }),
-        },
-    }
-}
-
-/// A bundle of short options at `args[i]` (`-Qv`, `-s9`, `-s 9`, `-vs KILL`): the options
-/// read before any problem, the problem, and the index of the next word.
-fn short_options(
-    cluster: &str,
-    args: &[String],
-    i: usize,
-) -> (Vec<Given>, Option<ScancelError>, usize) {
-    let mut given = Vec::new();
-    for (pos, c) in cluster.char_indices() {
-        let Some(spec) = OPTIONS.iter().find(|s| s.short == Some(c)) else {
-            return (
-                given,
-                Some(ScancelError::InvalidShortOption { option: c }),
-                i + 1,
-            );
-        };
-        if !spec.takes_value {
-            given.push((spec, None));
-            continue;
-        }
-        let attached = &cluster[pos + c.len_utf8()..];
-        if !attached.is_empty() {
-            given.push((spec, Some(attached.to_string())));
-            return (given, None, i + 1);
-        }
-        return match args.get(i + 1) {
-            Some(value) => {
-                given.push((spec, Some(value.clone())));
-                (given, None, i + 2)
+impl From<GetoptError> for ScancelError {
+    fn from(e: GetoptError) -> Self {
+        match e {
+            GetoptError::Unrecognized { option } => ScancelError::UnrecognizedOption { option },
+            GetoptError::Ambiguous { option, candidates } => {
+                ScancelError::AmbiguousOption { option, candidates }
             }
-            None => (
-                given,
-                Some(ScancelError::MissingShortArgument { option: c }),
-                i + 1,
-            ),
-        };
-    }
-    (given, None, i + 1)
-}
-
-/// The exact long name, else a unique prefix (aliases of one option, like `--clu` for
-/// `--cluster`/`--clusters`, count as one), as getopt_long allows.
-fn find_long(name: &str) -> Result<&'static OptSpec, ScancelError> {
-    let named = || OPTIONS.iter().filter(|s| !s.long.is_empty());
-    if let Some(spec) = named().find(|s| s.long == name) {
-        return Ok(spec);
-    }
-    let matches: Vec<&'static OptSpec> = named()
-        .filter(|s| !name.is_empty() && s.long.starts_with(name))
-        .collect();
-    match matches.as_slice() {
-        [] => Err(ScancelError::UnrecognizedOption {
-            option: name.to_string(),
-        }),
-        [first, rest @ ..] if rest.iter().all(|s| s.opt == first.opt) => Ok(first),
-        many => Err(ScancelError::AmbiguousOption {
-            option: name.to_string(),
-            candidates: many
-                .iter()
-                .map(|s| format!("'--{}'", s.long))
-                .collect::<Vec<_>>()
-                .join(" "),
-        }),
+            GetoptError::UnexpectedArgument { option } => {
+                ScancelError::UnexpectedArgument { option }
+            }
+            GetoptError::MissingLongArgument { option } => {
+                ScancelError::MissingLongArgument { option }
+            }
+            GetoptError::InvalidShort { option } => ScancelError::InvalidShortOption { option },
+            GetoptError::MissingShortArgument { option } => {
+                ScancelError::MissingShortArgument { option }
+            }
+        }
     }
 }
 
@@ -418,7 +344,7 @@ fn apply(
 ) -> Result<Option<Command>, ScancelError> {
     let v = value.unwrap_or_default();
     let f = &mut a.filters;
-    match spec.opt {
+    match spec.action {
         Opt::Account => f.account = Some(v.to_lowercase()),
         Opt::Batch => a.batch = true,
         Opt::Clusters => a.clusters = Some(v),

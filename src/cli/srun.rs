@@ -12,6 +12,11 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::client::{CliError, Client};
+use super::getopt::{
+    self, spec, Ambiguity,
+    ArgKind::{Flag, Optional, Required},
+    GetoptError, OptSpec, Word,
+};
 use crate::wire::connection::Connection;
 use crate::wire::messages::{
     Body, ExitStatus, JobQuery, StepComplete, StepLaunched, StepRequest, TaskOutput,
@@ -38,50 +43,46 @@ pub struct SrunArgs {
     pub warnings: Vec<String>,
 }
 
-/// Options that take a value, by long name, with their short letter.
-const VALUED: &[(&str, Option<char>)] = &[
-    ("ntasks", Some('n')),
-    ("nodes", Some('N')),
-    ("ntasks-per-node", None),
-    ("cpus-per-task", Some('c')),
-    ("output", Some('o')),
-    ("error", Some('e')),
-    ("job-name", Some('J')),
-    ("partition", Some('p')),
-    ("time", Some('t')),
-    ("mem", None),
-    ("chdir", Some('D')),
+/// srun's options; the action is the long name (see `set`).
+static OPTIONS: &[OptSpec<&str>] = &[
+    spec("ntasks", Some('n'), Required, "ntasks"),
+    spec("nodes", Some('N'), Required, "nodes"),
+    spec("ntasks-per-node", None, Required, "ntasks-per-node"),
+    spec("cpus-per-task", Some('c'), Required, "cpus-per-task"),
+    spec("output", Some('o'), Required, "output"),
+    spec("error", Some('e'), Required, "error"),
+    spec("job-name", Some('J'), Required, "job-name"),
+    spec("partition", Some('p'), Required, "partition"),
+    spec("time", Some('t'), Required, "time"),
+    spec("mem", None, Required, "mem"),
+    spec("chdir", Some('D'), Required, "chdir"),
+    spec("label", Some('l'), Flag, "label"),
+    spec("unbuffered", Some('u'), Flag, "unbuffered"),
+    spec("quiet", Some('Q'), Flag, "quiet"),
+    spec("verbose", Some('v'), Flag, "verbose"),
     // Accepted so scripts keep working; they change nothing in canopy yet.
-    ("mpi", None),
-    ("cpu-bind", None),
-    ("export", None),
-    ("nodelist", Some('w')),
-    ("exclude", Some('x')),
-    ("account", Some('A')),
-    ("qos", Some('q')),
-    ("gres", None),
-    ("gpus", Some('G')),
-    ("distribution", Some('m')),
-    ("mem-per-cpu", None),
-    ("input", Some('i')),
-    ("kill-on-bad-exit", Some('K')),
-    ("signal", None),
-    ("constraint", Some('C')),
+    spec("mpi", None, Required, "mpi"),
+    spec("cpu-bind", None, Required, "cpu-bind"),
+    spec("export", None, Required, "export"),
+    spec("nodelist", Some('w'), Required, "nodelist"),
+    spec("exclude", Some('x'), Required, "exclude"),
+    spec("account", Some('A'), Required, "account"),
+    spec("qos", Some('q'), Required, "qos"),
+    spec("gres", None, Required, "gres"),
+    spec("gpus", Some('G'), Required, "gpus"),
+    spec("distribution", Some('m'), Required, "distribution"),
+    spec("mem-per-cpu", None, Required, "mem-per-cpu"),
+    spec("input", Some('i'), Required, "input"),
+    spec("kill-on-bad-exit", Some('K'), Optional, "kill-on-bad-exit"),
+    spec("signal", None, Required, "signal"),
+    spec("constraint", Some('C'), Required, "constraint"),
+    spec("exclusive", None, Optional, "exclusive"),
+    spec("overlap", None, Flag, "overlap"),
+    spec("exact", None, Flag, "exact"),
+    spec("pty", None, Flag, "pty"),
 ];
 
-/// Flags, by long name, with their short letter.
-const FLAGS: &[(&str, Option<char>)] = &[
-    ("label", Some('l')),
-    ("unbuffered", Some('u')),
-    ("quiet", Some('Q')),
-    ("verbose", Some('v')),
-    ("exclusive", None),
-    ("overlap", None),
-    ("exact", None),
-    ("pty", None),
-];
-
-/// Options canopy honours; the rest of VALUED/FLAGS only warn.
+/// Options canopy honours; the rest of OPTIONS only warn.
 const HONOURED: &[&str] = &[
     "ntasks",
     "nodes",
@@ -146,63 +147,51 @@ fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-/// Parse srun's command line: options (`--k=v`, `--k v`, `-kv`, `-k v`) up
-/// to the first non-option, which starts the command.
+/// Parse srun's command line: options (`--k=v`, `--k v`, `-kv`, `-k v`,
+/// unique prefixes) up to the first non-option, which starts the command.
 pub fn parse(args: &[String]) -> Result<SrunArgs, String> {
     let mut a = SrunArgs::default();
     let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        if arg == "--" {
-            i += 1;
-            break;
-        }
-        if let Some(long) = arg.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (long, None),
-            };
-            if FLAGS.iter().any(|(n, _)| *n == name) {
-                set(&mut a, name, None)?;
-            } else if VALUED.iter().any(|(n, _)| *n == name) {
-                let v = match inline {
-                    Some(v) => v.to_string(),
-                    None => {
-                        i += 1;
-                        args.get(i)
-                            .cloned()
-                            .ok_or(format!("srun: option '--{name}' requires an argument"))?
-                    }
-                };
-                set(&mut a, name, Some(&v))?;
-            } else {
-                return Err(format!("srun: unrecognized option '--{name}'"));
-            }
-        } else if let Some(short) = arg.strip_prefix('-').filter(|s| !s.is_empty()) {
-            for (pos, c) in short.char_indices() {
-                if let Some((name, _)) = FLAGS.iter().find(|(_, s)| *s == Some(c)) {
-                    set(&mut a, name, None)?;
-                    continue;
-                }
-                let Some((name, _)) = VALUED.iter().find(|(_, s)| *s == Some(c)) else {
-                    return Err(format!("srun: invalid option -- '{c}'"));
-                };
-                let rest = &short[pos + c.len_utf8()..];
-                let v = if rest.is_empty() {
-                    i += 1;
-                    args.get(i)
-                        .cloned()
-                        .ok_or(format!("srun: option requires an argument -- '{c}'"))?
-                } else {
-                    rest.to_string()
-                };
-                set(&mut a, name, Some(&v))?;
+    loop {
+        match getopt::read_word(OPTIONS, args, i, Ambiguity::Error) {
+            Word::EndOfOptions => {
+                i += 1;
                 break;
             }
-        } else {
-            break;
+            Word::Positional => break,
+            Word::Options {
+                given,
+                problem,
+                next,
+            } => {
+                for g in given {
+                    set(&mut a, g.spec.action, g.value.as_deref())?;
+                }
+                if let Some(p) = problem {
+                    return Err(match p {
+                        GetoptError::Unrecognized { option } => {
+                            format!("srun: unrecognized option '--{option}'")
+                        }
+                        GetoptError::Ambiguous { option, candidates } => format!(
+                            "srun: option '--{option}' is ambiguous; possibilities: {candidates}"
+                        ),
+                        GetoptError::UnexpectedArgument { option } => {
+                            format!("srun: option '--{option}' doesn't allow an argument")
+                        }
+                        GetoptError::MissingLongArgument { option } => {
+                            format!("srun: option '--{option}' requires an argument")
+                        }
+                        GetoptError::InvalidShort { option } => {
+                            format!("srun: invalid option -- '{option}'")
+                        }
+                        GetoptError::MissingShortArgument { option } => {
+                            format!("srun: option requires an argument -- '{option}'")
+                        }
+                    });
+                }
+                i = next;
+            }
         }
-        i += 1;
     }
     a.command = args[i.min(args.len())..].to_vec();
     if a.command.is_empty() {
