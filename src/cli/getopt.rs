@@ -78,6 +78,39 @@ pub enum GetoptError {
     },
 }
 
+impl GetoptError {
+    /// The message GNU getopt prints for this problem, as program `prog`.
+    pub fn message(&self, prog: &str) -> String {
+        match self {
+            GetoptError::Unrecognized { option } => {
+                format!("{prog}: unrecognized option '--{option}'")
+            }
+            GetoptError::Ambiguous { option, candidates } => {
+                format!("{prog}: option '--{option}' is ambiguous; possibilities: {candidates}")
+            }
+            GetoptError::UnexpectedArgument { option } => {
+                format!("{prog}: option '--{option}' doesn't allow an argument")
+            }
+            GetoptError::MissingLongArgument { option } => {
+                format!("{prog}: option '--{option}' requires an argument")
+            }
+            GetoptError::InvalidShort { option } => format!("{prog}: invalid option -- '{option}'"),
+            GetoptError::MissingShortArgument { option } => {
+                format!("{prog}: option requires an argument -- '{option}'")
+            }
+        }
+    }
+}
+
+/// Without a program name; commands print [`GetoptError::message`] instead.
+impl std::fmt::Display for GetoptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message("canopy"))
+    }
+}
+
+impl std::error::Error for GetoptError {}
+
 /// One option occurrence.
 #[derive(Debug)]
 pub struct Given<A: 'static> {

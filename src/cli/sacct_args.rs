@@ -123,18 +123,9 @@ impl SacctArgs {
 /// wording where Slurm has one); [`SacctArgsError::exit_code`] is the status to exit with.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SacctArgsError {
-    #[error("sacct: unrecognized option '--{option}'")]
-    UnrecognizedOption { option: String },
-    #[error("sacct: invalid option -- '{option}'")]
-    InvalidShortOption { option: char },
-    #[error("sacct: option '--{option}' is ambiguous; possibilities: {candidates}")]
-    AmbiguousOption { option: String, candidates: String },
-    #[error("sacct: option '--{option}' requires an argument")]
-    MissingLongArgument { option: &'static str },
-    #[error("sacct: option requires an argument -- '{option}'")]
-    MissingShortArgument { option: char },
-    #[error("sacct: option '--{option}' doesn't allow an argument")]
-    UnexpectedArgument { option: &'static str },
+    /// A getopt syntax problem (unknown, ambiguous or incomplete option).
+    #[error("{}", .0.message("sacct"))]
+    Syntax(#[from] GetoptError),
     #[error("{}", unknown_arguments_text(.args))]
     UnknownArguments { args: Vec<String> },
     /// Slurm prints this one bare, without the `sacct:` prefix; `pos` is where its parser
@@ -406,27 +397,6 @@ fn parse_in<Tz: TimeZone>(
         }
     }
     builder.finish(&positionals, env, now, tz)
-}
-
-impl From<GetoptError> for SacctArgsError {
-    fn from(e: GetoptError) -> Self {
-        match e {
-            GetoptError::Unrecognized { option } => SacctArgsError::UnrecognizedOption { option },
-            GetoptError::Ambiguous { option, candidates } => {
-                SacctArgsError::AmbiguousOption { option, candidates }
-            }
-            GetoptError::UnexpectedArgument { option } => {
-                SacctArgsError::UnexpectedArgument { option }
-            }
-            GetoptError::MissingLongArgument { option } => {
-                SacctArgsError::MissingLongArgument { option }
-            }
-            GetoptError::InvalidShort { option } => SacctArgsError::InvalidShortOption { option },
-            GetoptError::MissingShortArgument { option } => {
-                SacctArgsError::MissingShortArgument { option }
-            }
-        }
-    }
 }
 
 /// Which help was asked for last (`-e`, `-h` and `--usage` override each other).
@@ -1688,7 +1658,7 @@ mod tests {
         // snakemake's accidental `sacct -nu <user> -o Account%256 '|' tail -1`.
         assert_eq!(
             err(&["-nu", "root", "-o", "Account%256", "|", "tail", "-1"]),
-            SacctArgsError::InvalidShortOption { option: '1' }
+            SacctArgsError::Syntax(GetoptError::InvalidShort { option: '1' })
         );
         let e = err(&["-X", "|", "tail", "-n"]);
         assert_eq!(
@@ -1740,7 +1710,7 @@ mod tests {
         );
         assert_eq!(
             err(&["-Xj"]),
-            SacctArgsError::MissingShortArgument { option: 'j' }
+            SacctArgsError::Syntax(GetoptError::MissingShortArgument { option: 'j' })
         );
         assert_eq!(
             err(&["--noheader=1"]).to_string(),
@@ -1753,11 +1723,11 @@ mod tests {
         );
         assert!(matches!(
             err(&["--sta", "x"]),
-            SacctArgsError::AmbiguousOption { .. }
+            SacctArgsError::Syntax(GetoptError::Ambiguous { .. })
         ));
         assert!(matches!(
             err(&["--=x"]),
-            SacctArgsError::UnrecognizedOption { .. }
+            SacctArgsError::Syntax(GetoptError::Unrecognized { .. })
         ));
         // Prefixes shared only by aliases of one option are fine.
         assert!(run_env(&["--clu", "all"], &[]).is_ok());

@@ -65,18 +65,9 @@ pub struct Submission {
 /// print (one or more lines, Slurm's wording where Slurm has one).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SbatchError {
-    #[error("sbatch: unrecognized option '--{option}'\n{TRY_HELP}")]
-    UnrecognizedOption { option: String },
-    #[error("sbatch: invalid option -- '{option}'\n{TRY_HELP}")]
-    InvalidShortOption { option: char },
-    #[error("sbatch: option '--{option}' is ambiguous; possibilities: {candidates}\n{TRY_HELP}")]
-    AmbiguousOption { option: String, candidates: String },
-    #[error("sbatch: option '--{option}' requires an argument\n{TRY_HELP}")]
-    MissingLongArgument { option: &'static str },
-    #[error("sbatch: option requires an argument -- '{option}'\n{TRY_HELP}")]
-    MissingShortArgument { option: char },
-    #[error("sbatch: option '--{option}' doesn't allow an argument\n{TRY_HELP}")]
-    UnexpectedArgument { option: &'static str },
+    /// A getopt syntax problem (unknown, ambiguous or incomplete option).
+    #[error("{}\n{TRY_HELP}", .0.message("sbatch"))]
+    Syntax(#[from] GetoptError),
     #[error("sbatch: error: Invalid numeric value \"{value}\" for --{option}.")]
     InvalidNumber { option: &'static str, value: String },
     #[error("sbatch: error: \"{value}\" is not a valid node count")]
@@ -413,27 +404,6 @@ fn split_options(args: &[String]) -> Result<(Vec<Given>, usize), SbatchError> {
 /// Exact long name, else a unique prefix of one (as getopt_long allows).
 fn find_long(name: &str) -> Result<&'static OptSpec, SbatchError> {
     Ok(getopt::find_long(OPTIONS, name, Ambiguity::Error)?)
-}
-
-impl From<GetoptError> for SbatchError {
-    fn from(e: GetoptError) -> Self {
-        match e {
-            GetoptError::Unrecognized { option } => SbatchError::UnrecognizedOption { option },
-            GetoptError::Ambiguous { option, candidates } => {
-                SbatchError::AmbiguousOption { option, candidates }
-            }
-            GetoptError::UnexpectedArgument { option } => {
-                SbatchError::UnexpectedArgument { option }
-            }
-            GetoptError::MissingLongArgument { option } => {
-                SbatchError::MissingLongArgument { option }
-            }
-            GetoptError::InvalidShort { option } => SbatchError::InvalidShortOption { option },
-            GetoptError::MissingShortArgument { option } => {
-                SbatchError::MissingShortArgument { option }
-            }
-        }
-    }
 }
 
 /// The options from one source (command line, environment or directives).
@@ -1308,9 +1278,9 @@ mod tests {
         assert_eq!(e.exit_code(), 1);
         assert_eq!(
             f.err(&["--=x"]),
-            SbatchError::UnrecognizedOption {
+            SbatchError::Syntax(GetoptError::Unrecognized {
                 option: String::new()
-            }
+            })
         );
         assert_eq!(
             f.err(&["-Hz", "job.sh"]).to_string(),
@@ -1841,9 +1811,9 @@ mod tests {
         );
         assert_eq!(
             f.script("#!/bin/sh\n#SBATCH --bogus\n", &[]).unwrap_err(),
-            SbatchError::UnrecognizedOption {
+            SbatchError::Syntax(GetoptError::Unrecognized {
                 option: "bogus".to_string()
-            }
+            })
         );
     }
 

@@ -138,18 +138,9 @@ pub enum Command {
 /// for stderr, in Slurm's words where Slurm has them; the exit status is 1.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ScancelError {
-    #[error("scancel: unrecognized option '--{option}'\n{TRY_HELP}")]
-    UnrecognizedOption { option: String },
-    #[error("scancel: invalid option -- '{option}'\n{TRY_HELP}")]
-    InvalidShortOption { option: char },
-    #[error("scancel: option '--{option}' is ambiguous; possibilities: {candidates}\n{TRY_HELP}")]
-    AmbiguousOption { option: String, candidates: String },
-    #[error("scancel: option '--{option}' requires an argument\n{TRY_HELP}")]
-    MissingLongArgument { option: &'static str },
-    #[error("scancel: option requires an argument -- '{option}'\n{TRY_HELP}")]
-    MissingShortArgument { option: char },
-    #[error("scancel: option '--{option}' doesn't allow an argument\n{TRY_HELP}")]
-    UnexpectedArgument { option: &'static str },
+    /// A getopt syntax problem (unknown, ambiguous or incomplete option).
+    #[error("{}\n{TRY_HELP}", .0.message("scancel"))]
+    Syntax(#[from] GetoptError),
     #[error("scancel: error: Invalid job id {id}")]
     InvalidJobId { id: String },
     /// Slurm prints this one, and the state error, without the `scancel:` prefix.
@@ -313,27 +304,6 @@ pub fn parse(args: &[String]) -> Result<Command, ScancelError> {
         return Err(ScancelError::NoJobIdentification);
     }
     Ok(Command::Cancel(Box::new(a)))
-}
-
-impl From<GetoptError> for ScancelError {
-    fn from(e: GetoptError) -> Self {
-        match e {
-            GetoptError::Unrecognized { option } => ScancelError::UnrecognizedOption { option },
-            GetoptError::Ambiguous { option, candidates } => {
-                ScancelError::AmbiguousOption { option, candidates }
-            }
-            GetoptError::UnexpectedArgument { option } => {
-                ScancelError::UnexpectedArgument { option }
-            }
-            GetoptError::MissingLongArgument { option } => {
-                ScancelError::MissingLongArgument { option }
-            }
-            GetoptError::InvalidShort { option } => ScancelError::InvalidShortOption { option },
-            GetoptError::MissingShortArgument { option } => {
-                ScancelError::MissingShortArgument { option }
-            }
-        }
-    }
 }
 
 /// Applies one option; `Some` when it ends parsing (help, usage, version).
@@ -1044,9 +1014,9 @@ mod tests {
         assert_eq!(parse(&args(&["-vV"])), Ok(Command::Version));
         assert_eq!(
             error(&["--bogus", "--help"]),
-            ScancelError::UnrecognizedOption {
+            ScancelError::Syntax(GetoptError::Unrecognized {
                 option: "bogus".into()
-            }
+            })
         );
     }
 
@@ -1059,36 +1029,36 @@ mod tests {
         );
         assert_eq!(
             error(&["-z", "1"]),
-            ScancelError::InvalidShortOption { option: 'z' }
+            ScancelError::Syntax(GetoptError::InvalidShort { option: 'z' })
         );
         assert_eq!(
             error(&["-vz", "1"]),
-            ScancelError::InvalidShortOption { option: 'z' }
+            ScancelError::Syntax(GetoptError::InvalidShort { option: 'z' })
         );
         assert_eq!(
             error(&["1", "--signal"]),
-            ScancelError::MissingLongArgument { option: "signal" }
+            ScancelError::Syntax(GetoptError::MissingLongArgument { option: "signal" })
         );
         assert_eq!(
             error(&["1", "-s"]),
-            ScancelError::MissingShortArgument { option: 's' }
+            ScancelError::Syntax(GetoptError::MissingShortArgument { option: 's' })
         );
         assert_eq!(
             error(&["--batch=yes", "1"]),
-            ScancelError::UnexpectedArgument { option: "batch" }
+            ScancelError::Syntax(GetoptError::UnexpectedArgument { option: "batch" })
         );
         let e = error(&["--s=9", "1"]);
         assert_eq!(
             e,
-            ScancelError::AmbiguousOption {
+            ScancelError::Syntax(GetoptError::Ambiguous {
                 option: "s".into(),
                 candidates: "'--signal' '--state' '--sibling'".into()
-            }
+            })
         );
         assert!(e.to_string().contains("is ambiguous"));
         assert_eq!(
             error(&["--=x"]),
-            ScancelError::UnrecognizedOption { option: "".into() }
+            ScancelError::Syntax(GetoptError::Unrecognized { option: "".into() })
         );
     }
 

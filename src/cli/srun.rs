@@ -15,7 +15,7 @@ use super::client::{CliError, Client};
 use super::getopt::{
     self, spec, Ambiguity,
     ArgKind::{Flag, Optional, Required},
-    GetoptError, OptSpec, Word,
+    OptSpec, Word,
 };
 use crate::wire::connection::Connection;
 use crate::wire::messages::{
@@ -168,26 +168,7 @@ pub fn parse(args: &[String]) -> Result<SrunArgs, String> {
                     set(&mut a, g.spec.action, g.value.as_deref())?;
                 }
                 if let Some(p) = problem {
-                    return Err(match p {
-                        GetoptError::Unrecognized { option } => {
-                            format!("srun: unrecognized option '--{option}'")
-                        }
-                        GetoptError::Ambiguous { option, candidates } => format!(
-                            "srun: option '--{option}' is ambiguous; possibilities: {candidates}"
-                        ),
-                        GetoptError::UnexpectedArgument { option } => {
-                            format!("srun: option '--{option}' doesn't allow an argument")
-                        }
-                        GetoptError::MissingLongArgument { option } => {
-                            format!("srun: option '--{option}' requires an argument")
-                        }
-                        GetoptError::InvalidShort { option } => {
-                            format!("srun: invalid option -- '{option}'")
-                        }
-                        GetoptError::MissingShortArgument { option } => {
-                            format!("srun: option requires an argument -- '{option}'")
-                        }
-                    });
+                    return Err(p.message("srun"));
                 }
                 i = next;
             }
