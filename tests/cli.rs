@@ -256,6 +256,7 @@ fn users_cancel_their_own_jobs_and_are_refused_others_per_job() {
             job_ids: vec![theirs, mine],
             signal: None,
             batch_only: false,
+            exact: false,
         };
         (
             theirs,

@@ -143,7 +143,7 @@ fn signal_after_the_id_reaches_the_job_and_unknown_ids_exit_zero() {
     // Usage errors exit 1.
     for (args, text) in [
         (&["abc"][..], "scancel: error: Invalid job id abc"),
-        (&["1_2"], "scancel: error: Invalid job id 1_2"),
+        (&["1_x"], "scancel: error: Invalid job id 1_x"),
         (&[], "scancel: error: No job identification provided"),
         (&["--bogus", "1"], "scancel: unrecognized option '--bogus'"),
         (&["-s", "NOPE", "1"], "Unknown job signal: NOPE"),

@@ -23,7 +23,8 @@ use super::stats::{ActorStats, Counted};
 use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded};
 use crate::config::hostlist;
 use crate::config::Config;
-use crate::sched::table::{JobTable, PartitionView};
+use crate::sched::depend::Dependency;
+use crate::sched::table::{JobTable, PartitionView, Resolved};
 use crate::sched::{self, Infeasible, NodeSlot, Request};
 use crate::state::record::JobRecord;
 use crate::state::store::{Op, Recovered, Store};
@@ -36,8 +37,8 @@ use crate::wire::messages::{
     StepComplete, StepLaunch, StepLaunched, StepRequest, TreePlace, Usage,
 };
 use crate::wire::types::{
-    AcctJob, AcctStep, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo, PartitionInfo,
-    StepKind,
+    AcctJob, AcctStep, ArraySpec, ArrayTask, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo,
+    PartitionInfo, StepKind, UnixTime,
 };
 
 const MAILBOX: usize = 8192;
@@ -435,13 +436,17 @@ impl ControllerActor {
             .collect();
         let now = chrono::Utc::now().timestamp();
         let t0 = std::time::Instant::now();
+        let resolved = self.jobs.resolve_dependencies(now);
         let started = self.jobs.schedule(&parts, &mut self.slots, now);
         let us = t0.elapsed().as_micros() as u64;
         let (n, _, max, total) = self.sched_timing;
         self.sched_timing = (n + 1, us, max.max(us), total + us);
+        self.dependencies_resolved(resolved, ctx);
         if started.is_empty() {
             return;
         }
+        // Starting jobs may satisfy `after` dependencies: look again.
+        self.queue_schedule(ctx);
         self.started += started.len() as u64;
         self.counts_dirty = true;
         let durable = self.persist(&started);
@@ -453,6 +458,24 @@ impl ControllerActor {
                 act.spawn_step(id, true, ctx);
             }
         }));
+    }
+
+    /// Persist dependency changes; jobs killed for an impossible dependency
+    /// are final.
+    fn dependencies_resolved(&mut self, r: Resolved, ctx: &mut Context<Self>) {
+        if r.changed.is_empty() && r.killed.is_empty() {
+            return;
+        }
+        for &id in &r.killed {
+            tracing::info!(job_id = id, "cancelled: dependency can never be satisfied");
+            *self.ended.entry(JobState::Cancelled).or_default() += 1;
+        }
+        drop(self.persist(&r.changed));
+        drop(self.persist_final(&r.killed, Usage::default()));
+        self.counts_dirty = true;
+        if !r.changed.is_empty() {
+            self.queue_schedule(ctx);
+        }
     }
 
     fn spawn_step(&mut self, id: u32, launch: bool, ctx: &mut Context<Self>) {
@@ -524,12 +547,13 @@ impl ControllerActor {
             workdir: s.workdir.clone(),
             submit_dir: s.submit_dir.clone(),
             submit_host: s.submit_host.clone(),
-            stdout: s.stdout.clone().unwrap_or_else(|| "slurm-%j.out".into()),
+            stdout: s.stdout.clone().unwrap_or_else(|| default_stdout(j).into()),
             stderr: s.stderr.clone(),
             stdin: s.stdin.clone(),
             start_time: j.start_time.unwrap_or(0),
             restarts: j.restarts,
             interactive: s.interactive,
+            array: j.array,
         }
     }
 
@@ -604,12 +628,12 @@ impl ControllerActor {
             mem_per_node_mb: mem,
             exit_code: (j.exit.code, j.exit.signal),
             workdir: s.workdir.clone(),
-            stdout: s.stdout.clone().unwrap_or_else(|| "slurm-%j.out".into()),
+            stdout: s.stdout.clone().unwrap_or_else(|| default_stdout(j).into()),
             stderr: s
                 .stderr
                 .clone()
                 .or_else(|| s.stdout.clone())
-                .unwrap_or_else(|| "slurm-%j.out".into()),
+                .unwrap_or_else(|| default_stdout(j).into()),
             stdin: s.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
             command: s.command.clone(),
             submit_line: s.submit_line.clone(),
@@ -620,6 +644,14 @@ impl ControllerActor {
                 .map(|&r| self.node_name(r).to_string()),
             restarts: j.restarts,
             req_nodes: s.min_nodes.unwrap_or(1),
+            array: j.array,
+            dependency: j
+                .dependency
+                .as_ref()
+                .map(ToString::to_string)
+                .filter(|d| d != "(null)")
+                .unwrap_or_default(),
+            array_pending: None,
         }
     }
 
@@ -807,6 +839,105 @@ impl ControllerActor {
         );
     }
 
+    /// Ids for a submission of `n` jobs, in index order, and the id the
+    /// submission is known by. For an array that first id goes to the
+    /// highest index and the others follow in index order: what Slurm ends
+    /// up with when the tasks start in order.
+    fn alloc_ids(&mut self, n: usize) -> (u32, Vec<u32>) {
+        let mut ids: Vec<u32> = (0..n).map(|_| self.alloc_next_id()).collect();
+        let first = ids.first().copied().unwrap_or_default();
+        ids.rotate_left(1);
+        (first, ids)
+    }
+
+    /// One (not yet numbered) array task per index of `spec`, checked
+    /// against MaxArraySize.
+    fn array_tasks(&self, spec: &ArraySpec) -> Result<Vec<Option<ArrayTask>>, ErrorReply> {
+        let invalid = || ErrorReply {
+            code: ErrorCode::InvalidArraySpec,
+            message: "Invalid job array specification".into(),
+        };
+        let (Some(&min), Some(&max)) = (spec.indices.first(), spec.indices.last()) else {
+            return Err(invalid());
+        };
+        if max >= self.conf.max_array_size {
+            return Err(invalid());
+        }
+        let count = spec.indices.len() as u32;
+        Ok(spec
+            .indices
+            .iter()
+            .map(|&task_id| {
+                Some(ArrayTask {
+                    array_job_id: 0,
+                    task_id,
+                    min,
+                    max,
+                    count,
+                    step: spec.step.max(1),
+                    throttle: spec.throttle,
+                })
+            })
+            .collect())
+    }
+
+    /// Parse `--dependency` and check that every job it names is known (an
+    /// unknown id is refused, as Slurm does).
+    fn check_dependency(&self, spec: Option<&str>) -> Result<Option<Dependency>, ErrorReply> {
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        Dependency::parse(spec)
+            .and_then(|d| {
+                d.validate_targets(|t| self.jobs.target_exists(t))
+                    .map(|()| d)
+            })
+            .map(Some)
+            .map_err(|e| {
+                tracing::info!(dependency = spec, error = %e, "submission refused");
+                ErrorReply {
+                    code: ErrorCode::DependencyProblem,
+                    message: e.slurm_message().into(),
+                }
+            })
+    }
+
+    /// Requested ids with each array id standing for all of its tasks (as
+    /// in Slurm, `A` names the whole array), without duplicates, in order.
+    fn resolve_ids(&self, ids: &[u32]) -> Vec<u32> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut seen = std::collections::HashSet::new();
+        for &id in ids {
+            let members: Vec<u32> = self.jobs.array_members(id).map(|j| j.job_id).collect();
+            let expanded = if members.is_empty() {
+                vec![id]
+            } else {
+                members
+            };
+            for m in expanded {
+                if seen.insert(m) {
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
+    /// [`Self::resolve_ids`] for accounting: finished tasks are found in the
+    /// store's array index too.
+    fn acct_ids(&self, ids: &[u32]) -> Vec<u32> {
+        let mut out = self.resolve_ids(ids);
+        let mut seen: std::collections::HashSet<u32> = out.iter().copied().collect();
+        for &id in ids {
+            for m in self.store.acct_array_members(id).unwrap_or_default() {
+                if seen.insert(m) {
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
     fn alloc_next_id(&mut self) -> u32 {
         let (first, max) = (
             self.conf.first_job_id,
@@ -870,38 +1001,49 @@ impl Handler<Admit> for ControllerActor {
                 })
             });
         }
-        let id = self.alloc_next_id();
         let submit = Arc::unwrap_or_clone(msg.submit);
-        let held = submit.hold;
-        let rec = JobRecord {
-            job_id: id,
-            submit,
-            partition: msg.partition,
-            time_limit_min: msg.time_limit_min,
-            state: JobState::Pending,
-            reason: if held {
-                "JobHeldUser".into()
-            } else {
-                "None".into()
-            },
-            priority: if held { 0 } else { 1 },
-            submit_time: chrono::Utc::now().timestamp(),
-            start_time: None,
-            end_time: None,
-            alloc: None,
-            exit: ExitStatus::default(),
-            restarts: 0,
-            ending_as: None,
-            next_step: 0,
-            steps: Vec::new(),
+        let dependency = match self.check_dependency(submit.dependency.as_deref()) {
+            Ok(d) => d,
+            Err(e) => return Box::pin(async move { Err(e) }),
         };
-        tracing::info!(job_id = id, partition = %rec.partition, user = %rec.submit.user, "job submitted");
-        self.submitted += 1;
-        let ops = vec![
-            Op::PutJob(Box::new(rec.clone())),
-            Op::NextJobId(self.next_job_id),
-        ];
-        self.jobs.admit(rec);
+        let tasks = match &submit.array {
+            Some(spec) => match self.array_tasks(spec) {
+                Ok(t) => t,
+                Err(e) => return Box::pin(async move { Err(e) }),
+            },
+            None => vec![None],
+        };
+        if self.jobs.active() + tasks.len() > self.conf.max_job_count as usize {
+            return Box::pin(async {
+                Err(ErrorReply {
+                    code: ErrorCode::QueueFull,
+                    message: "Slurm temporarily unable to accept job, sleeping and retrying".into(),
+                })
+            });
+        }
+        let now = chrono::Utc::now().timestamp();
+        let (id, ids) = self.alloc_ids(tasks.len());
+        let mut ops = Vec::with_capacity(tasks.len() + 1);
+        for (job_id, array) in ids.into_iter().zip(tasks) {
+            let array = array.map(|a| ArrayTask {
+                array_job_id: id,
+                ..a
+            });
+            let mut rec = new_record(
+                job_id,
+                submit.clone(),
+                msg.partition.clone(),
+                msg.time_limit_min,
+                now,
+                array,
+            );
+            rec.dependency = dependency.clone();
+            ops.push(Op::PutJob(Box::new(rec.clone())));
+            self.jobs.admit(rec);
+            self.submitted += 1;
+        }
+        tracing::info!(job_id = id, partition = %msg.partition, user = %submit.user, tasks = ops.len(), "job submitted");
+        ops.push(Op::NextJobId(self.next_job_id));
         let durable = self.store.submit(ops);
         self.counts_dirty = true;
         self.queue_schedule(ctx);
@@ -924,9 +1066,9 @@ impl Handler<GetJobs> for ControllerActor {
         let out = if msg.ids.is_empty() {
             self.jobs.values().map(|j| self.job_info(j)).collect()
         } else {
-            msg.ids
-                .iter()
-                .filter_map(|&id| self.jobs.get(id))
+            self.resolve_ids(&msg.ids)
+                .into_iter()
+                .filter_map(|id| self.jobs.get(id))
                 .map(|j| self.job_info(j))
                 .collect()
         };
@@ -996,7 +1138,12 @@ impl Handler<Cancel> for ControllerActor {
         let mut results = Vec::new();
         let mut changed = Vec::new();
         let now = chrono::Utc::now().timestamp();
-        for id in req.job_ids {
+        let ids = if req.exact {
+            req.job_ids.clone()
+        } else {
+            self.resolve_ids(&req.job_ids)
+        };
+        for id in ids {
             let Some(job) = self.jobs.get(id) else {
                 results.push((id, Some("Invalid job id specified".to_string())));
                 continue;
@@ -1428,7 +1575,7 @@ impl Handler<GetAcct> for ControllerActor {
                 scan: Some(self.store.clone()),
             };
         }
-        for &id in &q.job_ids {
+        for id in self.acct_ids(&q.job_ids) {
             let rec = match self.jobs.get(id) {
                 Some(j) if live(j) => Some(self.acct_of(j, Usage::default())),
                 // Finished: the stored record has the step's usage.
@@ -1548,7 +1695,7 @@ impl Handler<UpdateJobs> for ControllerActor {
         self.stats.handled();
         let mut results = Vec::new();
         let mut changed = Vec::new();
-        for &id in &msg.update.job_ids {
+        for id in self.resolve_ids(&msg.update.job_ids) {
             let r = self.update_one(id, &msg.update, msg.operator, msg.uid);
             if r.is_ok() {
                 changed.push(id);
@@ -1562,6 +1709,51 @@ impl Handler<UpdateJobs> for ControllerActor {
             let _ = durable.await;
             CancelReply { results }
         })
+    }
+}
+
+/// A new pending job.
+fn new_record(
+    job_id: u32,
+    submit: JobSubmit,
+    partition: String,
+    time_limit_min: Option<u32>,
+    now: UnixTime,
+    array: Option<ArrayTask>,
+) -> JobRecord {
+    let held = submit.hold;
+    JobRecord {
+        job_id,
+        submit,
+        partition,
+        time_limit_min,
+        state: JobState::Pending,
+        reason: if held {
+            "JobHeldUser".into()
+        } else {
+            "None".into()
+        },
+        priority: if held { 0 } else { 1 },
+        submit_time: now,
+        start_time: None,
+        end_time: None,
+        alloc: None,
+        exit: ExitStatus::default(),
+        restarts: 0,
+        ending_as: None,
+        next_step: 0,
+        steps: Vec::new(),
+        array,
+        dependency: None,
+    }
+}
+
+/// `slurm-%j.out`, or `slurm-%A_%a.out` for an array task.
+fn default_stdout(j: &JobRecord) -> &'static str {
+    if j.array.is_some() {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
     }
 }
 
@@ -1650,6 +1842,7 @@ impl ControllerActor {
             io_token: r.io_token,
             stdout: r.stdout.clone(),
             stderr: r.stderr.clone(),
+            array: job.array,
         };
         let step = AcctStep {
             kind: StepKind::Numbered(step_id),

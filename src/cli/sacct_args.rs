@@ -71,19 +71,33 @@ pub struct SacctArgs {
     pub nodes: Vec<String>,
 }
 
-/// One `-j` entry: a job, and optionally one of its steps.
+/// One `-j` entry: a job (or array task), and optionally one of its steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepSelector {
+    /// A job id, or an array id (every task of the array).
     pub job_id: u32,
+    /// `N_T`: only task T of array N.
+    pub task: Option<u32>,
     /// `None` selects the whole job (its row and all its steps).
     pub step: Option<StepKind>,
+}
+
+impl StepSelector {
+    fn names(&self, job: &AcctJob) -> bool {
+        match (self.task, job.array) {
+            (None, Some(a)) => job.job_id == self.job_id || a.array_job_id == self.job_id,
+            (None, None) => job.job_id == self.job_id,
+            (Some(t), Some(a)) => a.array_job_id == self.job_id && a.task_id == t,
+            (Some(_), None) => false,
+        }
+    }
 }
 
 impl SacctArgs {
     /// Whether `job` belongs in the output: the filters the controller query cannot
     /// express (`-A`, `-N`), and the `-j` ids again, so extra records never leak through.
     pub fn selects(&self, job: &AcctJob) -> bool {
-        let id_ok = self.query.job_ids.is_empty() || self.query.job_ids.contains(&job.job_id);
+        let id_ok = self.selectors.is_empty() || self.selectors.iter().any(|s| s.names(job));
         let account_ok = self.accounts.is_empty()
             || self
                 .accounts
@@ -100,22 +114,18 @@ impl SacctArgs {
 
     /// Whether the job's own row is printed: yes unless `-j` named only steps of it
     /// (`sacct -j 7.batch` prints just the `7.batch` row).
-    pub fn shows_job_row(&self, job_id: u32) -> bool {
-        let mut mine = self
-            .selectors
-            .iter()
-            .filter(|s| s.job_id == job_id)
-            .peekable();
+    pub fn shows_job_row(&self, job: &AcctJob) -> bool {
+        let mut mine = self.selectors.iter().filter(|s| s.names(job)).peekable();
         mine.peek().is_none() || mine.any(|s| s.step.is_none())
     }
 
     /// Whether a step row is printed (before `-X`, which hides them all).
-    pub fn shows_step(&self, job_id: u32, step: StepKind) -> bool {
-        self.shows_job_row(job_id)
+    pub fn shows_step(&self, job: &AcctJob, step: StepKind) -> bool {
+        self.shows_job_row(job)
             || self
                 .selectors
                 .iter()
-                .any(|s| s.job_id == job_id && s.step == Some(step))
+                .any(|s| s.names(job) && s.step == Some(step))
     }
 }
 
@@ -149,9 +159,7 @@ pub enum SacctArgsError {
     BadJobStep { spec: String },
     #[error("sacct: fatal: Bad step specified: {spec}")]
     BadStep { spec: String },
-    #[error(
-        "sacct: fatal: job array and heterogeneous job ids are not supported by canopy yet: {spec}"
-    )]
+    #[error("sacct: fatal: heterogeneous job ids are not supported by canopy: {spec}")]
     CompositeJobId { spec: String },
     #[error(
         "sacct: error: Invalid unit type '{given}'. Possible options are 'KMGTP'\n\
@@ -769,8 +777,8 @@ fn classify_state(name: &str) -> StateName {
     }
 }
 
-/// One `-j` item: digits, optionally `.batch`, `.extern` or `.<number>`. Array tasks
-/// (`N_i`) and het components (`N+i`) are refused until canopy has them.
+/// One `-j` item: `N` or `N_T`, optionally `.batch`, `.extern` or `.<number>`. Het
+/// components (`N+i`) are refused: canopy has no het jobs.
 fn parse_selector(item: &str) -> Result<StepSelector, SacctArgsError> {
     let bad = || SacctArgsError::BadJobStep {
         spec: item.to_string(),
@@ -782,14 +790,18 @@ fn parse_selector(item: &str) -> Result<StepSelector, SacctArgsError> {
     if !job.starts_with(|c: char| c.is_ascii_digit()) {
         return Err(bad());
     }
-    if job.contains(['_', '+']) {
+    if job.contains('+') {
         return Err(SacctArgsError::CompositeJobId {
             spec: item.to_string(),
         });
     }
+    let (job, task) = match job.split_once('_') {
+        Some((job, task)) => (job, Some(task.parse::<u32>().map_err(|_| bad())?)),
+        None => (job, None),
+    };
     let job_id = job.parse::<u32>().map_err(|_| bad())?;
     let step = step.map(|step| parse_step(step, job)).transpose()?;
-    Ok(StepSelector { job_id, step })
+    Ok(StepSelector { job_id, task, step })
 }
 
 /// The part after `N.`: `batch`, `extern` or a step number. Slurm names only the job part
@@ -1269,26 +1281,32 @@ mod tests {
             vec![
                 StepSelector {
                     job_id: 12,
+                    task: None,
                     step: None
                 },
                 StepSelector {
                     job_id: 13,
+                    task: None,
                     step: None
                 },
                 StepSelector {
                     job_id: 14,
+                    task: None,
                     step: None
                 },
                 StepSelector {
                     job_id: 12,
+                    task: None,
                     step: Some(StepKind::Batch)
                 },
                 StepSelector {
                     job_id: 15,
+                    task: None,
                     step: Some(StepKind::Numbered(3))
                 },
                 StepSelector {
                     job_id: 15,
+                    task: None,
                     step: Some(StepKind::Extern)
                 },
             ]
@@ -1300,12 +1318,46 @@ mod tests {
 
     #[test]
     fn step_selection_rules() {
+        let id = |job_id| AcctJob {
+            job_id,
+            ..sample_job()
+        };
         let a = ok(&["-j", "12.batch,13,13.0"]);
-        assert!(!a.shows_job_row(12));
-        assert!(a.shows_step(12, StepKind::Batch));
-        assert!(!a.shows_step(12, StepKind::Numbered(0)));
-        assert!(a.shows_job_row(13) && a.shows_step(13, StepKind::Extern));
-        assert!(a.shows_job_row(99));
+        assert!(!a.shows_job_row(&id(12)));
+        assert!(a.shows_step(&id(12), StepKind::Batch));
+        assert!(!a.shows_step(&id(12), StepKind::Numbered(0)));
+        assert!(a.shows_job_row(&id(13)) && a.shows_step(&id(13), StepKind::Extern));
+        assert!(a.shows_job_row(&id(99)));
+    }
+
+    #[test]
+    fn array_ids_select_tasks() {
+        let task = |job_id, array_job_id, task_id| AcctJob {
+            job_id,
+            array: Some(crate::wire::types::ArrayTask {
+                array_job_id,
+                task_id,
+                min: 1,
+                max: 3,
+                count: 3,
+                step: 1,
+                throttle: None,
+            }),
+            ..sample_job()
+        };
+        let whole = ok(&["-j", "20"]);
+        assert!(whole.selects(&task(20, 20, 3)) && whole.selects(&task(21, 20, 1)));
+        assert!(!whole.selects(&task(31, 30, 1)));
+        let one = ok(&["-j", "20_1"]);
+        assert_eq!(one.query.job_ids, vec![20]);
+        assert!(one.selects(&task(21, 20, 1)) && !one.selects(&task(22, 20, 2)));
+        let step = ok(&["-j", "20_1.batch"]);
+        assert!(!step.shows_job_row(&task(21, 20, 1)));
+        assert!(step.shows_step(&task(21, 20, 1), StepKind::Batch));
+        assert!(matches!(
+            err(&["-j", "20_x"]),
+            SacctArgsError::BadJobStep { .. }
+        ));
     }
 
     #[test]
@@ -1343,8 +1395,8 @@ mod tests {
             }
         );
         assert_eq!(
-            err(&["-j", "12_3"]).to_string(),
-            "sacct: fatal: job array and heterogeneous job ids are not supported by canopy yet: 12_3"
+            err(&["-j", "12+3"]).to_string(),
+            "sacct: fatal: heterogeneous job ids are not supported by canopy: 12+3"
         );
         assert_eq!(
             err(&["-j", "12+1"]),
@@ -1826,6 +1878,7 @@ mod tests {
             restarts: 0,
             comment: String::new(),
             steps: Vec::new(),
+            array: None,
         }
     }
 

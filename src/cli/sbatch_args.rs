@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::config::units;
-use crate::wire::types::JobSubmit;
+use crate::sched::array;
+use crate::wire::types::{ArraySpec, JobSubmit};
 
 use super::getopt::{self, spec, Ambiguity, ArgKind, GetoptError, Word};
 use Action as A;
@@ -70,6 +71,10 @@ pub enum SbatchError {
     Syntax(#[from] GetoptError),
     #[error("sbatch: error: Invalid numeric value \"{value}\" for --{option}.")]
     InvalidNumber { option: &'static str, value: String },
+    #[error("sbatch: error: Invalid job array specification \"{value}\": {why}")]
+    InvalidArray { value: String, why: String },
+    #[error("sbatch: error: Invalid --{option} specification \"{value}\": expected yes or no")]
+    InvalidChoice { option: &'static str, value: String },
     #[error("sbatch: error: \"{value}\" is not a valid node count")]
     InvalidNodeCount { value: String },
     #[error("sbatch: error: Maximum node count {max} is less than minimum node count {min}")]
@@ -212,6 +217,9 @@ enum Action {
     Hold,
     Quiet,
     OpenMode,
+    Array,
+    Dependency,
+    KillOnInvalidDep,
     Help,
     Usage,
     Version,
@@ -243,13 +251,15 @@ static OPTIONS: &[OptSpec] = &[
     spec("hold", Some('H'), Flag, A::Hold),
     spec("quiet", Some('Q'), Flag, A::Quiet),
     spec("open-mode", None, Required, A::OpenMode),
+    spec("array", Some('a'), Required, A::Array),
+    spec("dependency", Some('d'), Required, A::Dependency),
+    spec("kill-on-invalid-dep", None, Required, A::KillOnInvalidDep),
     spec("help", Some('h'), Flag, A::Help),
     spec("usage", Some('u'), Flag, A::Usage),
     spec("version", Some('V'), Flag, A::Version),
     // Known but not implemented yet: values are consumed, then ignored.
     spec("account", Some('A'), Required, A::Unsupported),
     spec("acctg-freq", None, Required, A::Unsupported),
-    spec("array", Some('a'), Required, A::Unsupported),
     spec("batch", None, Required, A::Unsupported),
     spec("bb", None, Required, A::Unsupported),
     spec("bbf", None, Required, A::Unsupported),
@@ -267,7 +277,6 @@ static OPTIONS: &[OptSpec] = &[
     spec("cpus-per-gpu", None, Required, A::Unsupported),
     spec("deadline", None, Required, A::Unsupported),
     spec("delay-boot", None, Required, A::Unsupported),
-    spec("dependency", Some('d'), Required, A::Unsupported),
     spec("distribution", Some('m'), Required, A::Unsupported),
     spec("exclude", Some('x'), Required, A::Unsupported),
     spec("exclusive", None, Optional, A::Unsupported),
@@ -287,7 +296,6 @@ static OPTIONS: &[OptSpec] = &[
     spec("hint", None, Required, A::Unsupported),
     spec("ignore-pbs", None, Flag, A::Unsupported),
     spec("jobid", None, Required, A::Unsupported),
-    spec("kill-on-invalid-dep", None, Required, A::Unsupported),
     spec("licenses", Some('L'), Required, A::Unsupported),
     spec("mail-type", None, Required, A::Unsupported),
     spec("mail-user", None, Required, A::Unsupported),
@@ -430,6 +438,9 @@ struct Layer {
     hold: bool,
     quiet: bool,
     wait: bool,
+    array: Option<ArraySpec>,
+    dependency: Option<String>,
+    kill_on_invalid_dep: Option<bool>,
 }
 
 impl Layer {
@@ -455,6 +466,9 @@ impl Layer {
             hold: self.hold || lower.hold,
             quiet: self.quiet || lower.quiet,
             wait: self.wait || lower.wait,
+            array: self.array.or(lower.array),
+            dependency: self.dependency.or(lower.dependency),
+            kill_on_invalid_dep: self.kill_on_invalid_dep.or(lower.kill_on_invalid_dep),
         }
     }
 }
@@ -490,6 +504,25 @@ fn apply(
         A::Quiet => layer.quiet = true,
         A::Wait => layer.wait = true,
         A::OpenMode => check_open_mode(v, source, warnings),
+        A::Array => {
+            layer.array = Some(array::parse(v).map_err(|e| SbatchError::InvalidArray {
+                value: v.to_string(),
+                why: e.to_string(),
+            })?)
+        }
+        A::Dependency => layer.dependency = Some(v.to_string()),
+        A::KillOnInvalidDep => {
+            layer.kill_on_invalid_dep = Some(match v.to_ascii_lowercase().as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => {
+                    return Err(SbatchError::InvalidChoice {
+                        option: spec.long,
+                        value: v.to_string(),
+                    })
+                }
+            })
+        }
         A::Help | A::Usage | A::Version => return informational(spec.action, source),
         A::Unsupported => warn_unsupported(spec.long, source, warnings),
     }
@@ -1076,6 +1109,9 @@ fn build_submit(
         submit_line,
         script_args: script.args,
         interactive: false,
+        array: opts.array,
+        dependency: opts.dependency,
+        kill_on_invalid_dep: opts.kill_on_invalid_dep,
         script: script.text,
     }
 }
@@ -1454,7 +1490,6 @@ mod tests {
         let f = fixture();
         f.write("job.sh", SCRIPT);
         let sub = f.ok(&[
-            "--array=0-3",
             "--gres",
             "gpu:1",
             "--exclusive",
@@ -1468,7 +1503,6 @@ mod tests {
         assert_eq!(
             sub.warnings,
             vec![
-                unsupported("array"),
                 unsupported("gres"),
                 unsupported("exclusive"),
                 unsupported("account"),
@@ -1681,7 +1715,35 @@ mod tests {
         assert!(sub.parsable);
         assert_eq!(sub.submit.name, "n");
         assert_eq!(sub.submit.stdout.as_deref(), Some("o_%j.out"));
-        assert_eq!(sub.warnings, vec![unsupported("array")]);
+        assert!(sub.warnings.is_empty(), "{:?}", sub.warnings);
+        let array = sub.submit.array.unwrap();
+        assert_eq!((array.indices, array.throttle), (vec![0, 1, 2], None));
+    }
+
+    #[test]
+    fn arrays_and_dependencies() {
+        let f = fixture();
+        f.write("job.sh", SCRIPT);
+        let sub = f.ok(&["-a", "1-7:2%2", "-d", "afterok:5", "job.sh"]);
+        let array = sub.submit.array.unwrap();
+        assert_eq!(array.indices, vec![1, 3, 5, 7]);
+        assert_eq!((array.step, array.throttle), (2, Some(2)));
+        assert_eq!(sub.submit.dependency.as_deref(), Some("afterok:5"));
+        let sub = f.ok(&["--kill-on-invalid-dep=yes", "job.sh"]);
+        assert_eq!(sub.submit.kill_on_invalid_dep, Some(true));
+        let e = parse_submission(&argv(&["--array=3-1", "job.sh"]), None, &f.ctx).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "sbatch: error: Invalid job array specification \"3-1\": \
+             invalid --array range \"3-1\": the end is below the start"
+        );
+        let e = parse_submission(
+            &argv(&["--kill-on-invalid-dep=maybe", "job.sh"]),
+            None,
+            &f.ctx,
+        )
+        .unwrap_err();
+        assert!(matches!(e, SbatchError::InvalidChoice { .. }));
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! the controller does both.
 //!
 //! Where canopy cannot be Slurm yet, the choice made here:
-//! - No job arrays or het jobs: `N_T`, `N_[a-b]`, `N_*` and `N+C` are invalid job ids.
+//! - Arrays: `N` (or `N_*`) names every task of array N, `N_T` one task and
+//!   `N_[a-b,c]` several. Het jobs do not exist: `N+C` is an invalid job id.
 //! - Steps: a cancel request names whole jobs only (and Slurm's `N.S` cannot name the
 //!   batch step anyway: it rejects `N.batch`), so `N.S` is never acted on. It is reported
 //!   as Slurm reports a step that is not there (`Kill job error on job step id N.S:
@@ -50,11 +51,40 @@ const INVALID_JOB_ID: &str = "Invalid job id specified";
 const ALREADY_DONE: &str = "Job/step already completing or completed";
 const SIGKILL: i32 = 9;
 
-/// A job named on the command line: `N` or `N.S`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A job named on the command line: `N`, `N_T`, `N_[set]` or `N.S`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub job_id: u32,
+    /// Array indices (`N_T`, `N_[a-b]`); `None` = the job, or every task
+    /// of array N.
+    pub tasks: Option<Vec<u32>>,
     pub step: Option<u32>,
+}
+
+impl Target {
+    fn matches(&self, j: &JobInfo) -> bool {
+        match (&self.tasks, j.array) {
+            (None, Some(a)) => j.job_id == self.job_id || a.array_job_id == self.job_id,
+            (None, None) => j.job_id == self.job_id,
+            (Some(ts), Some(a)) => a.array_job_id == self.job_id && ts.contains(&a.task_id),
+            (Some(_), None) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.job_id)?;
+        match self.tasks.as_deref() {
+            Some([t]) => write!(f, "_{t}")?,
+            Some(ts) => write!(f, "_[{}]", crate::sched::array::compress(ts))?,
+            None => {}
+        }
+        if let Some(s) = self.step {
+            write!(f, ".{s}")?;
+        }
+        Ok(())
+    }
 }
 
 /// Whose jobs: `--me` or `-u list` (the later option wins, as in Slurm).
@@ -116,7 +146,10 @@ impl ScancelArgs {
         !self.filters.any()
             && !self.interactive
             && self.signal.is_none()
-            && self.targets.iter().all(|t| t.step.is_none())
+            && self
+                .targets
+                .iter()
+                .all(|t| t.step.is_none() && t.tasks.is_none())
     }
 
     /// `-f` signals the batch shell and the steps, so it overrides `-b`.
@@ -355,8 +388,10 @@ fn apply(
 fn parse_targets(word: &str, into: &mut Vec<Target>) -> Result<(), ScancelError> {
     let mut rest = word;
     loop {
-        let (head, tail) = match rest.split_once(',') {
-            Some((head, tail)) => (head, Some(tail)),
+        // A comma inside `N_[1,3]` belongs to the index set.
+        let cut = comma_outside_brackets(rest);
+        let (head, tail) = match cut {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
             None => (rest, None),
         };
         let target = parse_target(head).ok_or_else(|| ScancelError::InvalidJobId {
@@ -370,13 +405,48 @@ fn parse_targets(word: &str, into: &mut Vec<Target>) -> Result<(), ScancelError>
     }
 }
 
+fn comma_outside_brackets(text: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
 fn parse_target(text: &str) -> Option<Target> {
     let (job, step) = match text.split_once('.') {
         Some((job, step)) => (job, Some(digits(step)?)),
         None => (text, None),
     };
+    let (job, tasks) = match job.split_once('_') {
+        Some((job, "*")) => (job, None),
+        Some((job, set)) => {
+            let inner = match set.strip_prefix('[') {
+                Some(rest) => rest.strip_suffix(']')?,
+                None => {
+                    digits(set)?;
+                    set
+                }
+            };
+            let spec = crate::sched::array::parse(inner).ok()?;
+            if spec.throttle.is_some() {
+                return None;
+            }
+            (job, Some(spec.indices))
+        }
+        None => (job, None),
+    };
     let job_id = digits(job).filter(|&n| n > 0)?;
-    Some(Target { job_id, step })
+    Some(Target {
+        job_id,
+        tasks,
+        step,
+    })
 }
 
 /// A plain decimal number (no sign, no spaces: `N_T`, `N+C` and the like fail here).
@@ -559,13 +629,16 @@ pub fn select(targets: &[Target], selector: &Selector, jobs: &[JobInfo]) -> Sele
     } else {
         let mut named = Vec::new();
         for t in targets {
-            match (active().find(|j| j.job_id == t.job_id), t.step) {
-                (None, _) => missing.push(*t),
+            let hits: Vec<&JobInfo> = active().filter(|j| t.matches(j)).collect();
+            match (hits.is_empty(), t.step) {
+                (true, _) => missing.push(t.clone()),
                 // A request cannot name a step (see the module notes); Slurm passes
                 // over step ids of pending jobs without a word.
-                (Some(j), Some(_)) if j.state != JobState::Pending => missing.push(*t),
-                (Some(_), Some(_)) => {}
-                (Some(j), None) => named.push(j),
+                (false, Some(_)) if hits.iter().any(|j| j.state != JobState::Pending) => {
+                    missing.push(t.clone())
+                }
+                (false, Some(_)) => {}
+                (false, None) => named.extend(hits),
             }
         }
         named
@@ -589,6 +662,7 @@ pub fn requests(jobs: &[JobInfo], signal: Option<i32>, batch_only: bool) -> Vec<
         job_ids: group.iter().map(|j| j.job_id).collect(),
         signal,
         batch_only,
+        exact: true,
     };
     [request(cancel, None), request(rest, signal)]
         .into_iter()
@@ -635,14 +709,8 @@ fn action_line(job_id: u32, a: &ScancelArgs) -> String {
 
 fn missing_line(t: &Target) -> String {
     match t.step {
-        None => format!(
-            "scancel: error: Kill job error on job id {}: {INVALID_JOB_ID}",
-            t.job_id
-        ),
-        Some(step) => format!(
-            "scancel: error: Kill job error on job step id {}.{step}: {INVALID_JOB_ID}",
-            t.job_id
-        ),
+        None => format!("scancel: error: Kill job error on job id {t}: {INVALID_JOB_ID}"),
+        Some(_) => format!("scancel: error: Kill job error on job step id {t}: {INVALID_JOB_ID}"),
     }
 }
 
@@ -765,6 +833,7 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
             job_ids: a.targets.iter().map(|t| t.job_id).collect(),
             signal: None,
             batch_only: a.batch_only(),
+            exact: false,
         }]
     } else {
         let query = JobQuery {
@@ -844,7 +913,11 @@ mod tests {
     }
 
     fn target(job_id: u32) -> Target {
-        Target { job_id, step: None }
+        Target {
+            job_id,
+            tasks: None,
+            step: None,
+        }
     }
 
     fn job(job_id: u32, state: JobState, uid: u32, name: &str, partition: &str) -> JobInfo {
@@ -883,6 +956,9 @@ mod tests {
             batch_host: None,
             restarts: 0,
             req_nodes: 1,
+            array: None,
+            array_pending: None,
+            dependency: String::new(),
         }
     }
 
@@ -1068,16 +1144,33 @@ mod tests {
             cancel(&["1,2", "3"]).targets,
             vec![target(1), target(2), target(3)]
         );
+        let arr = |job_id, tasks: Option<Vec<u32>>| Target {
+            job_id,
+            tasks,
+            step: None,
+        };
+        assert_eq!(
+            cancel(&["7_1", "7_[1-3,5],8_*"]).targets,
+            vec![
+                arr(7, Some(vec![1])),
+                arr(7, Some(vec![1, 2, 3, 5])),
+                arr(8, None)
+            ]
+        );
+        assert_eq!(arr(7, Some(vec![1, 2, 3])).to_string(), "7_[1-3]");
+        assert_eq!(arr(7, Some(vec![4])).to_string(), "7_4");
         assert_eq!(
             cancel(&["4.0", "5.12"]).targets,
             vec![
                 Target {
                     job_id: 4,
-                    step: Some(0)
+                    tasks: None,
+                    step: Some(0),
                 },
                 Target {
                     job_id: 5,
-                    step: Some(12)
+                    tasks: None,
+                    step: Some(12),
                 }
             ]
         );
@@ -1089,9 +1182,10 @@ mod tests {
             ("1,abc", "abc"),
             ("1,,2", ",2"),
             ("1,", ""),
-            ("7_1", "7_1"),
-            ("7_[1-3]", "7_[1-3]"),
-            ("7_*", "7_*"),
+            ("7_x", "7_x"),
+            ("7_[1-3", "7_[1-3"),
+            ("7_[3-1]", "7_[3-1]"),
+            ("7_[1-3%2]", "7_[1-3%2]"),
             ("7+1", "7+1"),
             ("7.batch", "7.batch"),
             ("7.", "7."),
@@ -1278,6 +1372,7 @@ mod tests {
         let step = |job_id, s| Target {
             job_id,
             step: Some(s),
+            tasks: None,
         };
         let targets = [
             target(1),
@@ -1316,6 +1411,7 @@ mod tests {
             job_ids: ids,
             signal,
             batch_only,
+            exact: true,
         };
         assert_eq!(
             requests(&jobs, Some(9), true),

@@ -63,7 +63,9 @@ fn call(body: Body) -> Result<Body, CliError> {
 
 fn show(args: &[&str], one_liner: bool) -> i32 {
     let Some(entity) = args.first() else {
-        eprintln!("scontrol: error: show what? (job, node, partition, hostnames, hostlist)");
+        eprintln!(
+            "scontrol: error: show what? (job, node, partition, config, hostnames, hostlist)"
+        );
         return 1;
     };
     let target = args.get(1).copied();
@@ -182,6 +184,16 @@ fn show(args: &[&str], one_liner: bool) -> i32 {
                 }
             }
         }
+        "config" => match Client::connect_config(None) {
+            Ok(conf) => {
+                print!("{}", super::format::scontrol::show_config(&conf, now));
+                0
+            }
+            Err(e) => {
+                eprintln!("scontrol: error: {e}");
+                1
+            }
+        },
         other => {
             eprintln!("invalid entity: {other} for keyword: show");
             1

@@ -4,7 +4,7 @@
 use clap::Parser;
 
 use super::client::{CliError, Client};
-use super::format::squeue::{render, SqueueFormat};
+use super::format::squeue::{group_pending_arrays, render, SqueueFormat};
 use crate::config::hostlist;
 use crate::wire::messages::{Body, JobQuery};
 use crate::wire::types::JobInfo;
@@ -39,6 +39,9 @@ struct Args {
     /// Accepted for compatibility: hidden partitions are not implemented yet.
     #[arg(short = 'a', long = "all")]
     all: bool,
+    /// One line per array task, pending ones included.
+    #[arg(short = 'r', long = "array")]
+    array: bool,
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     verbose: u8,
     #[arg(long = "help")]
@@ -114,7 +117,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     super::block_on(async move {
         let q = JobQuery {
-            job_ids: ids.clone(),
+            job_ids: ids.iter().map(|&(id, _)| id).collect(),
             include_finished: true,
         };
         let r = async {
@@ -145,6 +148,7 @@ pub fn run(args: &[String]) -> i32 {
         let parts: Option<Vec<&str>> = a.partition.as_deref().map(|p| p.split(',').collect());
         let shown: Vec<JobInfo> = jobs
             .into_iter()
+            .filter(|j| ids.is_empty() || ids.iter().any(|sel| names_job(*sel, j)))
             .filter(|j| users.as_ref().is_none_or(|u| u.contains(&j.uid)))
             .filter(|j| names.as_ref().is_none_or(|n| n.contains(&j.name.as_str())))
             .filter(|j| {
@@ -160,6 +164,12 @@ pub fn run(args: &[String]) -> i32 {
                 })
             })
             .collect();
+        let array_env = env("SQUEUE_ARRAY").is_some();
+        let shown = if a.array || array_env {
+            shown
+        } else {
+            group_pending_arrays(shown)
+        };
         // With explicit ids, finished jobs are shown too (as Slurm does within MinJobAge).
         let mut fmt = fmt;
         if !ids.is_empty() && fmt.states.is_none() {
@@ -178,14 +188,31 @@ pub fn run(args: &[String]) -> i32 {
     })
 }
 
-fn parse_ids(list: Option<&str>) -> Result<Vec<u32>, String> {
+/// `-j` items: `N` (a job, or every task of array N) or `N_T` (one task).
+fn parse_ids(list: Option<&str>) -> Result<Vec<(u32, Option<u32>)>, String> {
     let Some(list) = list else {
         return Ok(Vec::new());
     };
+    let bad = |s: &str| format!("Invalid job id: {s}");
     list.split(',')
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u32>().map_err(|_| format!("Invalid job id: {s}")))
+        .map(|s| match s.split_once('_') {
+            Some((job, task)) => Ok((
+                job.parse::<u32>().map_err(|_| bad(s))?,
+                Some(task.parse::<u32>().map_err(|_| bad(s))?),
+            )),
+            None => Ok((s.parse::<u32>().map_err(|_| bad(s))?, None)),
+        })
         .collect()
+}
+
+fn names_job((id, task): (u32, Option<u32>), j: &JobInfo) -> bool {
+    match (task, j.array) {
+        (None, Some(a)) => j.job_id == id || a.array_job_id == id,
+        (None, None) => j.job_id == id,
+        (Some(t), Some(a)) => a.array_job_id == id && a.task_id == t,
+        (Some(_), None) => false,
+    }
 }
 
 /// `-u a,b` (names or uids) and `--me` → the uids to keep.

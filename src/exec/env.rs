@@ -4,9 +4,7 @@
 //!
 //! This module only builds the list of variables from a [`JobLaunch`]. It
 //! does not start processes, and it does not add what only the executor knows
-//! (`SLURM_TASK_PID`, the per-task variables of `srun` steps). Array
-//! variables (`SLURM_ARRAY_*`) are not set because a launch does not carry
-//! array fields yet.
+//! (`SLURM_TASK_PID`, the per-task variables of `srun` steps).
 //!
 //! N.B. Variables this module owns are always either set from the launch or
 //! absent: a value inherited from the submitter's environment (e.g. the
@@ -17,6 +15,7 @@ use nix::unistd::{Gid, Group};
 
 use crate::config::hostlist;
 use crate::wire::messages::JobLaunch;
+use crate::wire::types::ArrayTask;
 
 /// Variables that are set only in some jobs. Any inherited copy is removed
 /// first, so that the variable is present exactly when this job sets it.
@@ -128,6 +127,9 @@ fn job_vars(launch: &JobLaunch, node_name: &str, conf_path: &str) -> Vec<(String
         vars.set("SLURM_JOB_END_TIME", end);
     }
     vars.set("SLURM_RESTART_COUNT", launch.restarts);
+    if let Some(a) = &launch.array {
+        array_vars(&mut vars.0, a);
+    }
     vars.set("SLURM_NODEID", index);
     vars.set("SLURM_PROCID", 0);
     vars.set("SLURM_LOCALID", 0);
@@ -136,6 +138,22 @@ fn job_vars(launch: &JobLaunch, node_name: &str, conf_path: &str) -> Vec<(String
     vars.set("SLURM_CONF", conf_path);
     vars.set("ENVIRONMENT", "BATCH");
     vars.0
+}
+
+/// `SLURM_ARRAY_*` for an array task (set only for arrays: clients test
+/// their presence).
+pub fn array_vars(vars: &mut Vec<(String, String)>, a: &ArrayTask) {
+    for (k, v) in [
+        ("SLURM_ARRAY_JOB_ID", a.array_job_id),
+        ("SLURM_ARRAY_TASK_ID", a.task_id),
+        ("SLURM_ARRAY_TASK_COUNT", a.count),
+        ("SLURM_ARRAY_TASK_MIN", a.min),
+        ("SLURM_ARRAY_TASK_MAX", a.max),
+        ("SLURM_ARRAY_TASK_STEP", a.step),
+    ] {
+        vars.retain(|(key, _)| key != k);
+        vars.push((k.to_string(), v.to_string()));
+    }
 }
 
 /// `start + limit` for a limited job. `None` and `Some(0)` both mean
@@ -201,6 +219,7 @@ mod tests {
             restarts: 0,
             interactive: false,
             script_args: Vec::new(),
+            array: None,
         }
     }
 

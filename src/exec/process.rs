@@ -63,8 +63,8 @@ pub fn spawn_batch(
 
     let ctx = PatternContext {
         job_id: launch.job_id,
-        array_job_id: None,
-        array_task_id: None,
+        array_job_id: launch.array.map(|a| a.array_job_id),
+        array_task_id: launch.array.map(|a| a.task_id),
         job_name: launch.name.clone(),
         user: launch.user.clone(),
         first_node: node.to_string(),

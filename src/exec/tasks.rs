@@ -78,6 +78,9 @@ pub fn task_env(
     if let Some(c) = l.cpus_per_task {
         set(&mut env, "SLURM_CPUS_PER_TASK", c.to_string());
     }
+    if let Some(a) = &l.array {
+        super::env::array_vars(&mut env, a);
+    }
     env
 }
 
@@ -119,8 +122,8 @@ pub fn spawn_tasks(
     for (local, rank) in ranks.clone().enumerate() {
         let ctx = PatternContext {
             job_id: l.job_id,
-            array_job_id: None,
-            array_task_id: None,
+            array_job_id: l.array.map(|a| a.array_job_id),
+            array_task_id: l.array.map(|a| a.task_id),
             job_name: l.name.clone(),
             user: l.user.clone(),
             first_node: node.to_string(),

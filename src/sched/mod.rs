@@ -6,6 +6,8 @@
 //! (configuration) order, so jobs pack onto the first nodes, like Slurm's
 //! default with equal node weights.
 
+pub mod array;
+pub mod depend;
 pub mod table;
 
 use crate::state::record::Allocation;

@@ -7,22 +7,40 @@
 //! - the set of running jobs, for node failures and reconciliation;
 //! - per-partition counters and a "blocked at job N" marker, from which the
 //!   `Priority` reason of every job behind the blocked one is derived instead
-//!   of being rewritten on each pass.
+//!   of being rewritten on each pass;
+//! - array membership and running counts, so a `%N` throttle is checked in
+//!   O(1) and a throttled array is skipped in one jump, not task by task.
+//!
+//! Queue order is submission order, with an array's tasks in index order at
+//! the place of the array (its tasks' ids are not in index order: the array
+//! id goes to the highest index, as in Slurm).
 //!
 //! Pure: no clock (callers pass `now`), no I/O, no actors.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::depend::{Outcome, Target, TargetJob};
 use super::{apply, place, NodeSlot, Request};
 use crate::state::record::{Allocation, JobRecord};
 use crate::wire::messages::ExitStatus;
-use crate::wire::types::{JobState, PartitionState, UnixTime};
+use crate::wire::types::{ArrayTask, JobState, PartitionState, UnixTime};
 
 /// Why a partition's queue stopped at `head` in the last pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Block {
-    pub head: u32,
+    pub head: QueueKey,
     pub reason: &'static str,
+}
+
+/// A job's place in its partition's queue: (array id or job id, array
+/// index or 0, job id).
+pub type QueueKey = (u32, u32, u32);
+
+fn queue_key(j: &JobRecord) -> QueueKey {
+    match &j.array {
+        Some(a) => (a.array_job_id, a.task_id, j.job_id),
+        None => (j.job_id, 0, j.job_id),
+    }
 }
 
 /// What a scheduling pass needs to know about one partition.
@@ -42,15 +60,44 @@ pub struct Counts {
 #[derive(Debug, Default)]
 pub struct JobTable {
     jobs: BTreeMap<u32, JobRecord>,
-    queues: HashMap<String, BTreeSet<u32>>,
+    queues: HashMap<String, BTreeSet<QueueKey>>,
     running: BTreeSet<u32>,
+    /// Array id → its tasks' job ids (while any is in the table).
+    arrays: HashMap<u32, BTreeSet<u32>>,
+    /// Array id → how many of its tasks are running (throttle).
+    array_running: HashMap<u32, u32>,
+    /// Job (or array) id → pending jobs whose dependency names it. Entries
+    /// may be stale; they are checked when used.
+    dependents: HashMap<u32, Vec<u32>>,
+    /// Pending jobs waiting on a `singleton` term.
+    singletons: BTreeSet<u32>,
+    /// Job and array ids whose state changed since the last resolution.
+    touched: Vec<u32>,
     counts: HashMap<String, Counts>,
     blocked: HashMap<String, Block>,
     finished: usize,
 }
 
 fn schedulable(j: &JobRecord) -> bool {
-    j.state == JobState::Pending && !j.submit.hold && j.priority > 0
+    j.state == JobState::Pending
+        && !j.submit.hold
+        && j.priority > 0
+        && j.dependency_outcome() == Outcome::Satisfied
+}
+
+/// A pending job whose dependency is not yet decided.
+fn waits_on_dependency(j: &JobRecord) -> bool {
+    j.state == JobState::Pending && j.dependency_outcome() == Outcome::Waiting
+}
+
+/// What resolving dependencies changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// Jobs whose dependency terms changed (to persist).
+    pub changed: Vec<u32>,
+    /// Jobs cancelled because their dependency can never be satisfied and
+    /// they asked for that (`--kill-on-invalid-dep=yes`).
+    pub killed: Vec<u32>,
 }
 
 impl JobTable {
@@ -71,7 +118,7 @@ impl JobTable {
             return false;
         };
         if let Some(q) = self.queues.get_mut(&r.partition) {
-            q.remove(&id);
+            q.remove(&queue_key(&r));
         }
         let c = self.counts.entry(r.partition.clone()).or_default();
         match r.state {
@@ -79,9 +126,11 @@ impl JobTable {
             JobState::Running | JobState::Completing | JobState::Suspended => {
                 c.running = c.running.saturating_sub(1);
                 self.running.remove(&id);
+                self.array_stopped(r.array);
             }
             _ => self.finished -= 1,
         }
+        self.leave_array(&r);
         f(&mut r);
         self.add(r);
         true
@@ -94,16 +143,192 @@ impl JobTable {
             JobState::Running | JobState::Completing | JobState::Suspended => {
                 c.running += 1;
                 self.running.insert(r.job_id);
+                if let Some(a) = &r.array {
+                    *self.array_running.entry(a.array_job_id).or_default() += 1;
+                }
             }
             _ => self.finished += 1,
+        }
+        if let Some(a) = &r.array {
+            self.arrays
+                .entry(a.array_job_id)
+                .or_default()
+                .insert(r.job_id);
         }
         if schedulable(&r) {
             self.queues
                 .entry(r.partition.clone())
                 .or_default()
-                .insert(r.job_id);
+                .insert(queue_key(&r));
         }
+        if let Some(d) = r.dependency.as_ref().filter(|_| waits_on_dependency(&r)) {
+            for t in d.target_ids() {
+                self.dependents.entry(t).or_default().push(r.job_id);
+            }
+            if d.has_singleton() {
+                self.singletons.insert(r.job_id);
+            }
+        }
+        self.touch(&r);
         self.jobs.insert(r.job_id, r);
+    }
+
+    fn touch(&mut self, r: &JobRecord) {
+        self.touched.push(r.job_id);
+        if let Some(a) = &r.array {
+            self.touched.push(a.array_job_id);
+        }
+    }
+
+    /// Re-evaluate the dependencies of jobs that wait on anything touched
+    /// since the last call (every waiting job after a restart: `from_records`
+    /// touches them all). Newly satisfied jobs join their queues.
+    pub fn resolve_dependencies(&mut self, now: UnixTime) -> Resolved {
+        let mut out = Resolved::default();
+        if self.touched.is_empty() {
+            return out;
+        }
+        let touched = std::mem::take(&mut self.touched);
+        let mut candidates: BTreeSet<u32> = BTreeSet::new();
+        for t in &touched {
+            if let Some(list) = self.dependents.remove(t) {
+                candidates.extend(list);
+            }
+        }
+        candidates.extend(self.singletons.iter().copied());
+        for id in candidates {
+            let Some(j) = self.jobs.get(&id) else {
+                continue;
+            };
+            if !waits_on_dependency(j) {
+                self.singletons.remove(&id);
+                continue;
+            }
+            let Some(mut dep) = j.dependency.clone() else {
+                continue;
+            };
+            let singleton_clear = !dep.has_singleton() || self.singleton_clear(j);
+            let self_task = j.array.map(|a| a.task_id);
+            let before = dep.clone();
+            let outcome = dep.evaluate(|t| self.target_jobs(t), self_task, singleton_clear, now);
+            if outcome == Outcome::Waiting {
+                // Still waiting: listen again on whatever it names.
+                for t in dep.target_ids() {
+                    let list = self.dependents.entry(t).or_default();
+                    if !list.contains(&id) {
+                        list.push(id);
+                    }
+                }
+            } else {
+                self.singletons.remove(&id);
+            }
+            if dep == before {
+                continue;
+            }
+            let kill = outcome == Outcome::Never && j.submit.kill_on_invalid_dep == Some(true);
+            self.modify(id, |j| j.dependency = Some(dep));
+            if kill && self.cancel_pending(id, now) {
+                out.killed.push(id);
+            } else {
+                out.changed.push(id);
+            }
+        }
+        out
+    }
+
+    /// The jobs a dependency target names, as the evaluator needs them.
+    fn target_jobs(&self, t: &Target) -> Vec<TargetJob> {
+        let view = |j: &JobRecord| TargetJob {
+            state: j.state,
+            start_time: j.start_time,
+            end_time: j.end_time,
+            array_task: j.array.map(|a| a.task_id),
+        };
+        match t.task {
+            Some(task) => self
+                .array_task(t.job_id, task)
+                .map(view)
+                .into_iter()
+                .collect(),
+            None => {
+                let members: Vec<TargetJob> = self.array_members(t.job_id).map(view).collect();
+                if members.is_empty() {
+                    self.jobs.get(&t.job_id).map(view).into_iter().collect()
+                } else {
+                    members
+                }
+            }
+        }
+    }
+
+    /// True if a target names a job the table knows.
+    pub fn target_exists(&self, t: &Target) -> bool {
+        !self.target_jobs(t).is_empty()
+    }
+
+    /// `singleton`: no other job of the same name and user is running, and
+    /// none submitted before this one is still pending.
+    fn singleton_clear(&self, j: &JobRecord) -> bool {
+        let key = queue_key(j);
+        !self.jobs.values().any(|o| {
+            o.job_id != j.job_id
+                && o.submit.uid == j.submit.uid
+                && o.submit.name == j.submit.name
+                && match o.state {
+                    JobState::Running | JobState::Completing | JobState::Suspended => true,
+                    JobState::Pending => queue_key(o) < key,
+                    _ => false,
+                }
+        })
+    }
+
+    /// A running array task stopped running.
+    fn array_stopped(&mut self, array: Option<ArrayTask>) {
+        if let Some(a) = array {
+            if let Some(n) = self.array_running.get_mut(&a.array_job_id) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.array_running.remove(&a.array_job_id);
+                }
+            }
+        }
+    }
+
+    fn leave_array(&mut self, r: &JobRecord) {
+        if let Some(a) = &r.array {
+            if let Some(m) = self.arrays.get_mut(&a.array_job_id) {
+                m.remove(&r.job_id);
+                if m.is_empty() {
+                    self.arrays.remove(&a.array_job_id);
+                }
+            }
+        }
+    }
+
+    /// Job ids of array `array_id`'s tasks still in the table, in id order.
+    pub fn array_members(&self, array_id: u32) -> impl Iterator<Item = &JobRecord> {
+        self.arrays
+            .get(&array_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.jobs.get(id))
+    }
+
+    /// The task of array `array_id` with index `task`.
+    pub fn array_task(&self, array_id: u32, task: u32) -> Option<&JobRecord> {
+        self.array_members(array_id)
+            .find(|j| j.array.is_some_and(|a| a.task_id == task))
+    }
+
+    /// True when `j` is an array task whose array already runs its `%N`.
+    fn throttled(&self, j: &JobRecord) -> bool {
+        j.array.is_some_and(|a| {
+            a.throttle.is_some_and(|max| {
+                self.array_running
+                    .get(&a.array_job_id)
+                    .is_some_and(|&n| n >= max)
+            })
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -146,13 +371,24 @@ impl JobTable {
 
     /// The reason squeue shows for `j`: derived for jobs behind a blocked head.
     pub fn reason<'a>(&'a self, j: &'a JobRecord) -> &'a str {
+        if j.state == JobState::Pending && !j.submit.hold && j.priority > 0 {
+            match j.dependency_outcome() {
+                Outcome::Waiting => return "Dependency",
+                Outcome::Never => return "DependencyNeverSatisfied",
+                Outcome::Satisfied => {}
+            }
+        }
         if !schedulable(j) {
             return &j.reason;
         }
+        if self.throttled(j) {
+            return "JobArrayTaskLimit";
+        }
+        let key = queue_key(j);
         match self.blocked.get(&j.partition) {
-            Some(b) if j.job_id == b.head => b.reason,
-            Some(b) if j.job_id > b.head && b.reason == "Resources" => "Priority",
-            Some(b) if j.job_id > b.head => b.reason,
+            Some(b) if key == b.head => b.reason,
+            Some(b) if key > b.head && b.reason == "Resources" => "Priority",
+            Some(b) if key > b.head => b.reason,
             _ => &j.reason,
         }
     }
@@ -184,11 +420,37 @@ impl JobTable {
                     .insert(p.name.to_string(), Block { head, reason });
                 continue;
             }
-            let ids: Vec<u32> = queue.iter().copied().collect();
-            for id in ids {
+            // Walk with a cursor: starting a job edits the queue, and a
+            // throttled array is skipped past in one step.
+            let mut cursor = head;
+            let mut first = true;
+            loop {
+                let next = self.queues.get(p.name).and_then(|q| {
+                    if first {
+                        q.range(cursor..).next().copied()
+                    } else {
+                        q.range((
+                            std::ops::Bound::Excluded(cursor),
+                            std::ops::Bound::Unbounded,
+                        ))
+                        .next()
+                        .copied()
+                    }
+                });
+                first = false;
+                let Some(key) = next else {
+                    break;
+                };
+                cursor = key;
+                let id = key.2;
                 let Some(job) = self.jobs.get(&id) else {
                     continue;
                 };
+                if self.throttled(job) {
+                    // Every later task of this array is throttled too.
+                    cursor = (key.0, u32::MAX, u32::MAX);
+                    continue;
+                }
                 let req = Request::from_submit(&job.submit);
                 match place(&req, p.ranks, slots) {
                     Some(alloc) => {
@@ -200,7 +462,7 @@ impl JobTable {
                         self.blocked.insert(
                             p.name.to_string(),
                             Block {
-                                head: id,
+                                head: key,
                                 reason: "Resources",
                             },
                         );
@@ -217,7 +479,10 @@ impl JobTable {
             return;
         };
         if let Some(q) = self.queues.get_mut(&j.partition) {
-            q.remove(&id);
+            q.remove(&queue_key(j));
+        }
+        if let Some(a) = &j.array {
+            *self.array_running.entry(a.array_job_id).or_default() += 1;
         }
         let c = self.counts.entry(j.partition.clone()).or_default();
         c.pending = c.pending.saturating_sub(1);
@@ -227,6 +492,11 @@ impl JobTable {
         j.start_time = Some(now);
         j.alloc = Some(alloc);
         self.running.insert(id);
+        let array = j.array;
+        self.touched.push(id);
+        if let Some(a) = array {
+            self.touched.push(a.array_job_id);
+        }
     }
 
     /// Cancel a pending job. False if it is not pending.
@@ -238,14 +508,19 @@ impl JobTable {
             return false;
         }
         if let Some(q) = self.queues.get_mut(&j.partition) {
-            q.remove(&id);
+            q.remove(&queue_key(j));
         }
         let c = self.counts.entry(j.partition.clone()).or_default();
         c.pending = c.pending.saturating_sub(1);
         j.state = JobState::Cancelled;
         j.reason = "None".into();
         j.end_time = Some(now);
+        let array = j.array;
         self.finished += 1;
+        self.touched.push(id);
+        if let Some(a) = array {
+            self.touched.push(a.array_job_id);
+        }
         true
     }
 
@@ -273,6 +548,8 @@ impl JobTable {
         if !self.running.remove(&id) {
             return None;
         }
+        let array = self.jobs.get(&id).and_then(|j| j.array);
+        self.array_stopped(array);
         let j = self.jobs.get_mut(&id)?;
         let c = self.counts.entry(j.partition.clone()).or_default();
         c.running = c.running.saturating_sub(1);
@@ -282,7 +559,12 @@ impl JobTable {
         j.reason = reason;
         j.end_time = Some(now);
         self.finished += 1;
-        j.alloc.clone()
+        let alloc = j.alloc.clone();
+        self.touched.push(id);
+        if let Some(a) = array {
+            self.touched.push(a.array_job_id);
+        }
+        alloc
     }
 
     /// Forget finished jobs that ended before `cutoff`; returns their ids.
@@ -294,7 +576,9 @@ impl JobTable {
             .map(|j| j.job_id)
             .collect();
         for id in &old {
-            self.jobs.remove(id);
+            if let Some(r) = self.jobs.remove(id) {
+                self.leave_array(&r);
+            }
         }
         self.finished -= old.len();
         old
@@ -328,6 +612,8 @@ mod tests {
             ending_as: None,
             next_step: 0,
             steps: vec![],
+            array: None,
+            dependency: None,
         }
     }
 

@@ -11,7 +11,11 @@ pub fn matches(job: &AcctJob, q: &AcctQuery, now: UnixTime) -> bool {
     let any = |v: bool, empty: bool| empty || v;
     let active_from = job.eligible_time.unwrap_or(job.submit_time);
     let active_to = job.end_time.unwrap_or(now);
-    any(q.job_ids.contains(&job.job_id), q.job_ids.is_empty())
+    let named = q.job_ids.contains(&job.job_id)
+        || job
+            .array
+            .is_some_and(|a| q.job_ids.contains(&a.array_job_id));
+    any(named, q.job_ids.is_empty())
         && any(q.uids.contains(&job.uid), q.uids.is_empty())
         && any(q.names.contains(&job.name), q.names.is_empty())
         && any(
@@ -62,6 +66,7 @@ mod tests {
             restarts: 0,
             comment: String::new(),
             steps: vec![],
+            array: None,
         }
     }
 

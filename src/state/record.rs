@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::sched::depend::{Dependency, Outcome};
 use crate::wire::messages::{ExitStatus, Usage};
-use crate::wire::types::{AcctJob, AcctStep, JobState, JobSubmit, StepKind, UnixTime};
+use crate::wire::types::{AcctJob, AcctStep, ArrayTask, JobState, JobSubmit, StepKind, UnixTime};
 
 /// Where a started job runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +54,21 @@ pub struct JobRecord {
     /// srun steps, for accounting.
     #[serde(default)]
     pub steps: Vec<AcctStep>,
+    /// Set for array tasks.
+    #[serde(default)]
+    pub array: Option<ArrayTask>,
+    /// `--dependency`, with each term's status as last evaluated.
+    #[serde(default)]
+    pub dependency: Option<Dependency>,
+}
+
+impl JobRecord {
+    /// Where the job's dependency stands (`Satisfied` when it has none).
+    pub fn dependency_outcome(&self) -> Outcome {
+        self.dependency
+            .as_ref()
+            .map_or(Outcome::Satisfied, Dependency::outcome)
+    }
 }
 
 impl JobRecord {
@@ -144,6 +160,7 @@ impl JobRecord {
                 .into_iter()
                 .chain(self.steps.iter().cloned())
                 .collect(),
+            array: self.array,
         }
     }
 }

@@ -73,6 +73,8 @@ pub struct Store {
     tx: mpsc::Sender<Batch>,
     /// Read side of the accounting tree (sled trees are safe to read from any thread).
     acct: sled::Tree,
+    /// Array id ++ task job id → (): finds an array's finished tasks.
+    acct_array: sled::Tree,
 }
 
 struct Trees {
@@ -81,6 +83,7 @@ struct Trees {
     meta: sled::Tree,
     nodes: sled::Tree,
     acct: sled::Tree,
+    acct_array: sled::Tree,
 }
 
 impl Store {
@@ -100,9 +103,11 @@ impl Store {
             meta: db.open_tree("meta")?,
             nodes: db.open_tree("nodes")?,
             acct: db.open_tree("acct")?,
+            acct_array: db.open_tree("acct_array")?,
             db,
         };
         let acct = trees.acct.clone();
+        let acct_array = trees.acct_array.clone();
         let recovered = recover(&trees)?;
         let (tx, rx) = mpsc::channel::<Batch>();
         thread::Builder::new()
@@ -112,7 +117,14 @@ impl Store {
                 what: "writer thread",
                 detail: e.to_string(),
             })?;
-        Ok((Store { tx, acct }, recovered))
+        Ok((
+            Store {
+                tx,
+                acct,
+                acct_array,
+            },
+            recovered,
+        ))
     }
 
     /// The accounting record of finished job `id`, if any.
@@ -121,6 +133,18 @@ impl Store {
             Some(v) => decode_acct(&v, id).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Job ids of the finished tasks of array `array_id`, in id order.
+    pub fn acct_array_members(&self, array_id: u32) -> Result<Vec<u32>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.acct_array.scan_prefix(array_id.to_be_bytes()) {
+            let (k, _) = item?;
+            if let Some(id) = k.get(4..8).and_then(|b| b.try_into().ok()) {
+                out.push(u32::from_be_bytes(id));
+            }
+        }
+        Ok(out)
     }
 
     /// Every finished job's record for which `keep` holds, in job id order.
@@ -221,6 +245,13 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
             t.acct
                 .insert(rec.job_id.to_be_bytes(), bytes)
                 .map_err(|e| e.to_string())?;
+            if let Some(a) = &rec.array {
+                let mut key = a.array_job_id.to_be_bytes().to_vec();
+                key.extend_from_slice(&rec.job_id.to_be_bytes());
+                t.acct_array
+                    .insert(key, &[] as &[u8])
+                    .map_err(|e| e.to_string())?;
+            }
         }
         Op::NodeAdmin { name, state } => {
             match state {
@@ -287,6 +318,8 @@ mod tests {
             ending_as: None,
             next_step: 0,
             steps: vec![],
+            array: None,
+            dependency: None,
         }
     }
 

@@ -358,6 +358,7 @@ mod tests {
                 job_ids: vec![1],
                 signal: None,
                 batch_only: true,
+                exact: false,
             }),
             Body::Keepalive,
         ]

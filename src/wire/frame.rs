@@ -437,6 +437,7 @@ mod tests {
                 job_ids: vec![1, 2, 3],
                 signal: Some(15),
                 batch_only: false,
+                exact: false,
             }),
             Body::Error(ErrorReply {
                 code: ErrorCode::InvalidPartition,
@@ -509,6 +510,7 @@ mod tests {
             start_time: 1_700_000_000,
             restarts: 0,
             interactive: false,
+            array: None,
         }
     }
 
@@ -668,6 +670,7 @@ mod tests {
             job_ids: vec![10],
             signal: None,
             batch_only: false,
+            exact: false,
         });
         let mut payload = frame(&body).to_vec();
         // The body is the last item, so the last 10 in the payload is the job id.

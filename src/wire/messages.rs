@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{JobInfo, JobSubmit, NodeInfo, PartitionInfo, UnixTime};
+use super::types::{ArrayTask, JobInfo, JobSubmit, NodeInfo, PartitionInfo, UnixTime};
 use crate::tree::rankset::RankSet;
 
 /// Current protocol version; receivers accept this and the one before it.
@@ -44,6 +44,8 @@ pub enum ErrorCode {
     QueueFull,
     NotReady,
     Internal,
+    InvalidArraySpec,
+    DependencyProblem,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +88,10 @@ pub struct CancelRequest {
     pub signal: Option<i32>,
     /// `-b`: signal only the batch shell.
     pub batch_only: bool,
+    /// The ids are exact job ids: an array id means only that task, not
+    /// (as a user-typed id does) the whole array.
+    #[serde(default)]
+    pub exact: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -366,6 +372,9 @@ pub struct JobLaunch {
     /// An srun/salloc allocation: nothing runs until steps are launched.
     #[serde(default)]
     pub interactive: bool,
+    /// Set for array tasks (SLURM_ARRAY_*, `%A`/`%a`).
+    #[serde(default)]
+    pub array: Option<ArrayTask>,
 }
 
 /// `srun`: run a step inside a running job's allocation.
@@ -423,6 +432,9 @@ pub struct StepLaunch {
     pub io_token: u64,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    /// Set when the job is an array task (`%A`/`%a`, SLURM_ARRAY_*).
+    #[serde(default)]
+    pub array: Option<ArrayTask>,
 }
 
 /// Output of one task, streamed to srun.

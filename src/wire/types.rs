@@ -121,6 +121,31 @@ impl NodeBaseState {
     }
 }
 
+/// `--array`: which indices to run and how many may run at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArraySpec {
+    /// Sorted, unique.
+    pub indices: Vec<u32>,
+    /// The `:N` of the spec (SLURM_ARRAY_TASK_STEP); 1 when not one step.
+    pub step: u32,
+    /// `%N`: at most N tasks running at once.
+    pub throttle: Option<u32>,
+}
+
+/// One array task's place in its array: its `A_T` name and the
+/// `SLURM_ARRAY_*` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTask {
+    /// The id the array was submitted as (`A`); one task's own id.
+    pub array_job_id: u32,
+    pub task_id: u32,
+    pub min: u32,
+    pub max: u32,
+    pub count: u32,
+    pub step: u32,
+    pub throttle: Option<u32>,
+}
+
 /// How a submitted job's batch script is run; everything `sbatch` can ask for
 /// in this release. Produced by the CLI, validated by the controller.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -176,6 +201,15 @@ pub struct JobSubmit {
     /// when its client releases it.
     #[serde(default)]
     pub interactive: bool,
+    /// `-a/--array`.
+    #[serde(default)]
+    pub array: Option<ArraySpec>,
+    /// `-d/--dependency`, as typed (the controller parses and checks it).
+    #[serde(default)]
+    pub dependency: Option<String>,
+    /// `--kill-on-invalid-dep`; `None` = the cluster default (no).
+    #[serde(default)]
+    pub kill_on_invalid_dep: Option<bool>,
 }
 
 /// One job as the controller reports it.
@@ -218,6 +252,16 @@ pub struct JobInfo {
     pub restarts: u32,
     /// Minimum nodes asked (for the pending view).
     pub req_nodes: u32,
+    /// Set for array tasks.
+    #[serde(default)]
+    pub array: Option<ArrayTask>,
+    /// What the job still waits for (`afterok:12(unfulfilled)`); "" = none.
+    #[serde(default)]
+    pub dependency: String,
+    /// When one record stands for several pending tasks of an array (as
+    /// squeue shows them without `-r`): their indices, e.g. `1-3%2`.
+    #[serde(default)]
+    pub array_pending: Option<String>,
 }
 
 /// One node as the controller reports it.
@@ -386,4 +430,7 @@ pub struct AcctJob {
     pub restarts: u32,
     pub comment: String,
     pub steps: Vec<AcctStep>,
+    /// Set for array tasks.
+    #[serde(default)]
+    pub array: Option<ArrayTask>,
 }

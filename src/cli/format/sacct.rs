@@ -505,9 +505,15 @@ pub fn render(jobs: &[AcctJob], args: &SacctArgs, now: UnixTime) -> String {
         header(format, &layout, &mut out);
     }
     let mut selected: Vec<&AcctJob> = jobs.iter().filter(|j| args.selects(j)).collect();
-    selected.sort_by_key(|j| (j.submit_time, j.job_id));
+    // Array tasks in index order under their array id, as Slurm lists them.
+    selected.sort_by_key(|j| {
+        let (id, task) = j
+            .array
+            .map_or((j.job_id, 0), |a| (a.array_job_id, a.task_id));
+        (j.submit_time, id, task)
+    });
     for job in selected {
-        if args.shows_job_row(job.job_id) {
+        if args.shows_job_row(job) {
             line(format, &layout, Row::Job(job), ctx, &mut out);
         }
         if args.allocations {
@@ -516,7 +522,7 @@ pub fn render(jobs: &[AcctJob], args: &SacctArgs, now: UnixTime) -> String {
         let mut steps: Vec<&AcctStep> = job
             .steps
             .iter()
-            .filter(|s| args.shows_step(job.job_id, s.kind))
+            .filter(|s| args.shows_step(job, s.kind))
             .collect();
         steps.sort_by_key(|s| step_order(s.kind));
         for step in steps {
@@ -732,10 +738,20 @@ fn value(field: Field, row: Row<'_>, ctx: Ctx) -> Value {
             None => job.user.clone(),
             Some(_) => String::new(),
         }),
-        F::JobId | F::JobIdRaw => Value::Text(match step {
+        F::JobIdRaw => Value::Text(match step {
             None => job.job_id.to_string(),
             Some(s) => format!("{}.{}", job.job_id, step_suffix(s.kind)),
         }),
+        F::JobId => {
+            let id = match job.array {
+                Some(a) => format!("{}_{}", a.array_job_id, a.task_id),
+                None => job.job_id.to_string(),
+            };
+            Value::Text(match step {
+                None => id,
+                Some(s) => format!("{id}.{}", step_suffix(s.kind)),
+            })
+        }
         F::JobName => Value::Text(step.map_or(&job.name, |s| &s.name).clone()),
         F::MaxRss => Value::Text(step_size(step.map(|s| s.max_rss_kb), ctx.conv)),
         F::MaxVmSize => Value::Text(step_size(step.map(|s| s.max_vmsize_kb), ctx.conv)),
@@ -1138,6 +1154,7 @@ mod tests {
                     250,
                 ),
             ],
+            array: None,
         }
     }
 

@@ -54,7 +54,17 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
     let group = group_name(j.gid).unwrap_or_else(|| "nobody".to_string());
     let started = j.start_time.is_some();
     let nodes = node_count(j);
-    r.line(format!("JobId={} JobName={}", j.job_id, j.name));
+    match &j.array {
+        Some(a) => r.line(format!(
+            "JobId={} ArrayJobId={} ArrayTaskId={} ArrayTaskThrottle={} JobName={}",
+            j.job_id,
+            a.array_job_id,
+            a.task_id,
+            a.throttle.unwrap_or(0),
+            j.name
+        )),
+        None => r.line(format!("JobId={} JobName={}", j.job_id, j.name)),
+    }
     r.line(format!(
         "UserId={}({}) GroupId={group}({}) MCS_label=N/A",
         j.user, j.uid, j.gid
@@ -64,9 +74,14 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         j.priority
     ));
     r.line(format!(
-        "JobState={} Reason={} Dependency=(null)",
+        "JobState={} Reason={} Dependency={}",
         j.state.name(),
-        underscore_spaces(&j.reason)
+        underscore_spaces(&j.reason),
+        if j.dependency.is_empty() {
+            "(null)"
+        } else {
+            &j.dependency
+        }
     ));
     r.line(format!(
         "Requeue=1 Restarts={} BatchFlag=1 Reboot=0 ExitCode={}",
@@ -301,6 +316,51 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
 }
 
 /// One `scontrol ping` line for the primary controller.
+/// `scontrol show config`: the date line, then `Key<pad to 23> = value`
+/// for the settings canopy honours, in Slurm's alphabetical order. The
+/// values are what the config file says.
+pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
+    let secs = |s: u64| format!("{s} sec");
+    let ctld_host = if conf.control_addr.is_empty() || conf.control_addr == conf.control_host {
+        conf.control_host.clone()
+    } else {
+        format!("{}({})", conf.control_host, conf.control_addr)
+    };
+    let rows: Vec<(&str, String)> = vec![
+        ("AuthType", "auth/canopy-hmac".into()),
+        ("ClusterName", conf.cluster_name.clone()),
+        ("FirstJobId", conf.first_job_id.to_string()),
+        ("KillWait", secs(u64::from(conf.kill_wait_s))),
+        ("MaxArraySize", conf.max_array_size.to_string()),
+        ("MaxJobCount", conf.max_job_count.to_string()),
+        ("MaxJobId", conf.max_job_id.to_string()),
+        ("MessageTimeout", secs(u64::from(conf.message_timeout_s))),
+        ("MinJobAge", secs(conf.min_job_age_s)),
+        ("ReturnToService", conf.return_to_service.to_string()),
+        ("SLURM_CONF", conf.path.display().to_string()),
+        ("SLURM_VERSION", env!("CARGO_PKG_VERSION").to_string()),
+        ("SchedulerType", "sched/builtin".into()),
+        ("SlurmctldHost[0]", ctld_host),
+        ("SlurmctldPort", conf.slurmctld_port.to_string()),
+        ("SlurmdPort", conf.slurmd_port.to_string()),
+        ("SlurmdSpoolDir", conf.slurmd_spool_dir.clone()),
+        ("SlurmdTimeout", secs(conf.slurmd_timeout_s)),
+        (
+            "StateSaveLocation",
+            conf.state_save_location.display().to_string(),
+        ),
+        ("TreeWidth", conf.tree_width.to_string()),
+    ];
+    let mut out = format!(
+        "Configuration data as of {}\n",
+        super::time::fmt_timestamp(Some(now))
+    );
+    for (k, v) in rows {
+        out.push_str(&format!("{k:<23} = {v}\n"));
+    }
+    out
+}
+
 pub fn ping_line(host: &str, up: bool) -> String {
     format!(
         "Slurmctld(primary) at {host} is {}",

@@ -320,9 +320,17 @@ impl JobField {
         use JobField::*;
         match self {
             // Data canopy does not keep: Slurm's text for "unset".
-            Account | Features | Comment | Qos | Reservation | Wckey | Dependency | Licenses
-            | SchedNodes => "(null)".to_string(),
-            TresPerNode | ArrayTaskId | CoreSpec => "N/A".to_string(),
+            Account | Features | Comment | Qos | Reservation | Wckey | Licenses | SchedNodes => {
+                "(null)".to_string()
+            }
+            Dependency if j.dependency.is_empty() => "(null)".to_string(),
+            Dependency => j.dependency.clone(),
+            TresPerNode | CoreSpec => "N/A".to_string(),
+            ArrayTaskId => match (&j.array_pending, &j.array) {
+                (Some(set), _) => set.clone(),
+                (None, Some(a)) => a.task_id.to_string(),
+                (None, None) => "N/A".to_string(),
+            },
             MinTmpDisk | Nice | Contiguous => "0".to_string(),
             ReqNodes | ExcNodes | StepOnly => String::new(),
             OverSubscribe => "OK".to_string(),
@@ -336,7 +344,9 @@ impl JobField {
             EligibleTime => fmt_squeue_time(j.eligible_time),
             GroupName => group_name(j.gid).unwrap_or_else(|| j.gid.to_string()),
             GroupId => j.gid.to_string(),
-            JobIdDisplay | JobId | ArrayJobId => j.job_id.to_string(),
+            JobIdDisplay => display_id(j),
+            JobId => j.job_id.to_string(),
+            ArrayJobId => j.array.map_or(j.job_id, |a| a.array_job_id).to_string(),
             Name => j.name.clone(),
             TimeLimit => fmt_limit_min(j.time_limit_min, LimitStyle::Squeue),
             MinMemory => fmt_mem_mb(j.mem_per_node_mb),
@@ -368,6 +378,54 @@ impl JobField {
             RestartCount => j.restarts.to_string(),
         }
     }
+}
+
+/// `%i`: `N`, `A_T` for an array task, `A_[set]` for grouped pending tasks.
+pub fn display_id(j: &JobInfo) -> String {
+    match (&j.array, &j.array_pending) {
+        (Some(a), Some(set)) => format!("{}_[{set}]", a.array_job_id),
+        (Some(a), None) => format!("{}_{}", a.array_job_id, a.task_id),
+        (None, _) => j.job_id.to_string(),
+    }
+}
+
+/// Without `-r`, the pending tasks of each array share one record standing
+/// for all of them (`A_[1-5%2]`), placed where the lowest index is.
+pub fn group_pending_arrays(jobs: Vec<JobInfo>) -> Vec<JobInfo> {
+    let mut out: Vec<JobInfo> = Vec::with_capacity(jobs.len());
+    // Array id → (its row in `out`, the indices it stands for).
+    let mut groups: std::collections::HashMap<u32, (usize, Vec<u32>)> =
+        std::collections::HashMap::new();
+    for j in jobs {
+        match j.array {
+            Some(a) if j.state == JobState::Pending => match groups.get_mut(&a.array_job_id) {
+                Some((_, tasks)) => tasks.push(a.task_id),
+                None => {
+                    groups.insert(a.array_job_id, (out.len(), vec![a.task_id]));
+                    out.push(j);
+                }
+            },
+            _ => out.push(j),
+        }
+    }
+    for (at, mut tasks) in groups.into_values() {
+        let Some(row) = out.get_mut(at) else {
+            continue;
+        };
+        tasks.sort_unstable();
+        if let (Some(a), Some(&lowest)) = (row.array.as_mut(), tasks.first()) {
+            a.task_id = lowest;
+            let mut set = crate::sched::array::compress(&tasks);
+            if let Some(t) = a.throttle {
+                set.push_str(&format!("%{t}"));
+            }
+            // A lone task keeps its plain `A_T` form.
+            if tasks.len() > 1 {
+                row.array_pending = Some(set);
+            }
+        }
+    }
+    out
 }
 
 /// squeue prints unset times as `N/A` (scontrol says `Unknown`).
@@ -557,7 +615,8 @@ fn compare_by(field: JobField, a: &JobInfo, b: &JobInfo, now: i64) -> Ordering {
         })
     };
     match field {
-        JobIdDisplay | JobId => a.job_id.cmp(&b.job_id),
+        JobIdDisplay => display_key(a).cmp(&display_key(b)),
+        JobId => a.job_id.cmp(&b.job_id),
         Name => a.name.cmp(&b.name),
         UserName => a.user.cmp(&b.user),
         Uid => a.uid.cmp(&b.uid),
@@ -581,6 +640,12 @@ fn compare_by(field: JobField, a: &JobInfo, b: &JobInfo, now: i64) -> Ordering {
     }
 }
 
+/// Array tasks sort by (array id, index), others by id.
+fn display_key(j: &JobInfo) -> (u32, u32) {
+    j.array
+        .map_or((j.job_id, 0), |a| (a.array_job_id, a.task_id))
+}
+
 /// Sorts by the keys in order; ties (Slurm leaves them to `qsort`) go by job id.
 fn sort_jobs(jobs: &mut [&JobInfo], keys: &[SortKey], now: i64) {
     jobs.sort_by(|a, b| {
@@ -594,7 +659,7 @@ fn sort_jobs(jobs: &mut [&JobInfo], keys: &[SortKey], now: i64) {
                 }
             })
             .find(|o| o.is_ne())
-            .unwrap_or_else(|| a.job_id.cmp(&b.job_id))
+            .unwrap_or_else(|| display_key(a).cmp(&display_key(b)))
     });
 }
 
@@ -745,6 +810,9 @@ pub(crate) mod tests {
             batch_host: None,
             restarts: 0,
             req_nodes: 1,
+            array: None,
+            array_pending: None,
+            dependency: String::new(),
         }
     }
 
