@@ -1,6 +1,7 @@
 //! Real Slurm client libraries, unmodified, against a live canopy cluster.
-//! Needs python3 with `simple_slurm` / `submitit` (`.ci/run` installs them);
-//! skips with a message where they are missing.
+//! Needs python3 with `simple_slurm` / `submitit` / `snakemake` and its
+//! slurm executor plugin (`.ci/run` installs them); skips with a message
+//! where they are missing.
 
 mod common;
 
@@ -58,8 +59,8 @@ fn simple_slurm_runs_unmodified() {
     assert!(out.contains("simple_slurm ok"), "{out}");
 }
 
-/// submitit's single job, two-task job and cancellation (its array part
-/// needs job arrays, not implemented yet).
+/// submitit's single job, array, two-task job and cancellation; used when
+/// the shared acceptance script is not there.
 const SUBMITIT: &str = r#"
 import submitit, time
 def add(a, b):
@@ -71,6 +72,10 @@ ex.update_parameters(timeout_min=2, slurm_job_name="smoke")
 job = ex.submit(add, 2, 3)
 res = job.result()
 assert res[0] == 5 and res[1] == job.job_id, res
+jobs = ex.map_array(add, [1, 2, 3], [10, 20, 30])
+assert [j.result()[0] for j in jobs] == [11, 22, 33]
+assert [j.result()[1] for j in jobs] == [j.job_id for j in jobs]
+assert all("_" in j.job_id for j in jobs), [j.job_id for j in jobs]
 ex.update_parameters(tasks_per_node=2)
 out = ex.submit(add, 1, 1).results()
 assert sorted(r[2] for r in out) == [0, 1] and all(r[3] == 2 for r in out), out
@@ -94,8 +99,53 @@ fn submitit_runs_unmodified() {
     }
     let c = Cluster::start(3, 2, 30);
     let w = tempfile::tempdir().unwrap();
-    let script = w.path().join("smoke_submitit.py");
-    std::fs::write(&script, SUBMITIT).unwrap();
-    let out = run_python(&c, w.path(), &script);
-    assert!(out.contains("submitit ok"), "{out}");
+    match shared_smoke("smoke_submitit.py") {
+        Some(script) => {
+            let out = run_python(&c, w.path(), &script);
+            for part in ["single ok", "array ok", "multitask ok", "cancel ok"] {
+                assert!(out.contains(part), "{part} missing:\n{out}");
+            }
+        }
+        None => {
+            let script = w.path().join("smoke_submitit.py");
+            std::fs::write(&script, SUBMITIT).unwrap();
+            let out = run_python(&c, w.path(), &script);
+            assert!(out.contains("submitit ok"), "{out}");
+        }
+    }
+}
+
+/// snakemake-executor-plugin-slurm through the shared acceptance script:
+/// once with sacct for status (the default), once with squeue.
+#[test]
+fn snakemake_runs_unmodified() {
+    let Some(script) = shared_smoke("smoke_snakemake.sh") else {
+        eprintln!("skipped: smoke_snakemake.sh not found (set CANOPY_SMOKE_DIR)");
+        return;
+    };
+    if !python_has("snakemake_executor_plugin_slurm")
+        || Command::new("snakemake").arg("--version").output().is_err()
+    {
+        eprintln!("skipped: snakemake with snakemake-executor-plugin-slurm is not installed");
+        return;
+    }
+    let c = Cluster::start(3, 2, 30);
+    for extra in [&[][..], &["--slurm-status-command", "squeue"]] {
+        let w = tempfile::tempdir().unwrap();
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(extra)
+            .current_dir(w.path())
+            .env("CANOPY_CONF", &c.conf)
+            .env("PATH", c.path_env())
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "snakemake {extra:?} failed:\n{all}");
+        assert!(all.contains("snakemake ok"), "{all}");
+    }
 }
