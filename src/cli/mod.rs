@@ -9,6 +9,7 @@ pub mod format;
 pub mod getopt;
 pub mod sacct;
 pub mod sacct_args;
+pub mod salloc;
 pub mod sbatch;
 pub mod sbatch_args;
 pub mod scancel;
@@ -17,6 +18,7 @@ pub mod sdiag;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
+pub mod sshare;
 pub mod status;
 
 use std::future::Future;
@@ -25,7 +27,8 @@ use client::CliError;
 
 /// The Slurm commands canopy answers to when invoked under their names.
 pub const SLURM_COMMANDS: &[&str] = &[
-    "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag", "srun",
+    "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag", "srun", "salloc",
+    "sshare",
 ];
 
 /// Log to stderr; `CANOPY_LOG` (an EnvFilter) overrides the -v level.
@@ -99,6 +102,8 @@ pub fn main() -> i32 {
         "sacct" => sacct::run(&rest),
         "sdiag" => sdiag::run(&rest),
         "srun" => srun::run(&rest),
+        "salloc" => salloc::run(&rest),
+        "sshare" => sshare::run(&rest),
         "status" => status::run(&rest),
         "cluster" => crate::cluster::run(&rest),
         "-h" | "--help" | "help" => {

@@ -150,6 +150,15 @@ fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
 /// Parse srun's command line: options (`--k=v`, `--k v`, `-kv`, `-k v`,
 /// unique prefixes) up to the first non-option, which starts the command.
 pub fn parse(args: &[String]) -> Result<SrunArgs, String> {
+    let a = parse_options(args)?;
+    if a.command.is_empty() {
+        return Err("srun: fatal: No command given to execute.".into());
+    }
+    Ok(a)
+}
+
+/// The options and the command (possibly empty: salloc runs a shell then).
+pub(crate) fn parse_options(args: &[String]) -> Result<SrunArgs, String> {
     let mut a = SrunArgs::default();
     let mut i = 0;
     loop {
@@ -175,9 +184,6 @@ pub fn parse(args: &[String]) -> Result<SrunArgs, String> {
         }
     }
     a.command = args[i.min(args.len())..].to_vec();
-    if a.command.is_empty() {
-        return Err("srun: fatal: No command given to execute.".into());
-    }
     Ok(a)
 }
 
@@ -206,8 +212,13 @@ fn env_job_id() -> Option<u32> {
         .find_map(|k| std::env::var(k).ok()?.parse().ok())
 }
 
-/// Create an allocation for this srun and wait until it runs.
-async fn allocate(c: &mut Client, a: &SrunArgs, cwd: &str) -> Result<u32, CliError> {
+/// Create an allocation for this srun (or salloc: `prog`) and wait until it runs.
+pub(crate) async fn allocate(
+    c: &mut Client,
+    a: &SrunArgs,
+    cwd: &str,
+    prog: &str,
+) -> Result<u32, CliError> {
     let uid = nix::unistd::getuid().as_raw();
     let name = a
         .job_name
@@ -258,13 +269,16 @@ async fn allocate(c: &mut Client, a: &SrunArgs, cwd: &str) -> Result<u32, CliErr
         match state {
             Some(JobState::Running) => {
                 if said && !a.quiet {
-                    eprintln!("srun: job {id} has been allocated resources");
+                    eprintln!("{prog}: job {id} has been allocated resources");
                 }
                 return Ok(id);
             }
             Some(JobState::Pending) => {
                 if !said && !a.quiet {
-                    eprintln!("srun: job {id} queued and waiting for resources");
+                    if prog == "salloc" {
+                        eprintln!("salloc: Pending job allocation {id}");
+                    }
+                    eprintln!("{prog}: job {id} queued and waiting for resources");
                 }
                 said = true;
             }
@@ -288,7 +302,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     };
     let (job_id, own_allocation) = match env_job_id() {
         Some(id) => (id, false),
-        None => (allocate(&mut c, &a, &cwd).await?, true),
+        None => (allocate(&mut c, &a, &cwd, "srun").await?, true),
     };
     let ip = c
         .local_ip()
@@ -347,7 +361,13 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     Ok(exit.code)
 }
 
-async fn release(c: &mut Client, job_id: u32, step_id: u32, exit: ExitStatus, start_time: i64) {
+pub(crate) async fn release(
+    c: &mut Client,
+    job_id: u32,
+    step_id: u32,
+    exit: ExitStatus,
+    start_time: i64,
+) {
     let done = StepComplete {
         job_id,
         step_id,

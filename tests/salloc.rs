@@ -1,0 +1,85 @@
+//! `salloc` and `sshare` against a live cluster: salloc grants an
+//! allocation, runs the command with the job's environment (srun inside it
+//! uses the allocation), exits with the command's code and releases the job.
+
+mod common;
+
+use canopy::wire::types::JobState;
+use common::Cluster;
+
+#[test]
+fn salloc_runs_the_command_in_an_allocation_and_releases_it() {
+    let c = Cluster::start(2, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let o = c.cli(
+        w,
+        "salloc",
+        &[
+            "-N",
+            "2",
+            "sh",
+            "-c",
+            "echo id=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES; srun -l hostname | sort; exit 3",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stdout}{stderr}");
+    let id: u32 = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("id="))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no id in {stdout}"));
+    assert!(stdout.contains("nodes=n[1-2] n=2"), "{stdout}");
+    let host = nix::unistd::gethostname().unwrap();
+    let host = host.to_string_lossy();
+    assert!(stdout.contains(&format!("0: {host}")), "{stdout}");
+    assert!(stdout.contains(&format!("1: {host}")), "{stdout}");
+    assert!(
+        stderr.contains(&format!("salloc: Granted job allocation {id}")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("salloc: Relinquishing job allocation {id}")),
+        "{stderr}"
+    );
+    let job = c.wait_done(id, std::time::Duration::from_secs(20));
+    assert_eq!((job.state, job.exit_code), (JobState::Failed, (3, 0)));
+    // The step ran inside the allocation: sacct lists it under the job.
+    let acct = c.cli(
+        w,
+        "sacct",
+        &["-j", &id.to_string(), "-P", "-n", "-o", "JobID"],
+    );
+    let acct = String::from_utf8_lossy(&acct.stdout);
+    assert_eq!(acct, format!("{id}\n{id}.0\n"));
+    // A bad option is refused before anything is allocated.
+    let o = c.cli(w, "salloc", &["--nodes=x", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("salloc: error: Invalid numeric value"));
+}
+
+#[test]
+fn sshare_answers_with_a_flat_tree() {
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    c.sbatch(w, &["--hold", "--wrap", "true"]);
+    let o = c.cli(w, "sshare", &["-n", "-P", "-o", "account,fairshare"]);
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "root|\n");
+    let o = c.cli(w, "sshare", &["-a", "-P", "-o", "Account,User,NormShares"]);
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap()
+        .name;
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("Account|User|NormShares\nroot||\n root|{user}|1.000000\n")
+    );
+    let o = c.cli(w, "sshare", &["-o", "nosuch"]);
+    assert_eq!(o.status.code(), Some(1));
+}
