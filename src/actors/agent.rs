@@ -353,6 +353,7 @@ impl Handler<RunCommand> for NodeAgent {
                 job_id,
                 signal,
                 batch_only,
+                steps_only,
             } => {
                 let sig = match Signal::try_from(signal) {
                     Ok(s) => s,
@@ -363,6 +364,8 @@ impl Handler<RunCommand> for NodeAgent {
                         // -b: only the batch shell; otherwise every group of the job.
                         let groups: Vec<i32> = if batch_only {
                             vec![j.pgid]
+                        } else if steps_only {
+                            j.tasks.iter().copied().filter(|&g| g > 0).collect()
                         } else {
                             j.groups().collect()
                         };

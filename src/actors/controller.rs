@@ -20,7 +20,7 @@ use super::node::{
 use super::partition::{JobCounts, PartitionActor};
 use super::relay::{Fanout, GetRelayState, RelayActor, UpEvent};
 use super::stats::{ActorStats, Counted};
-use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded};
+use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded, WarnBeforeLimit};
 use crate::config::hostlist;
 use crate::config::Config;
 use crate::sched::depend::Dependency;
@@ -33,8 +33,8 @@ use crate::tree::rankset::RankSet;
 use crate::tree::topology::Topology;
 use crate::wire::messages::{
     AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
-    ExitStatus, JobLaunch, JobOnNode, JobUpdate, NodeCommand, NodeCounts, NodeUpdate, StatusReport,
-    StepComplete, StepLaunch, StepLaunched, StepRequest, TreePlace, Usage,
+    ExitStatus, JobLaunch, JobOnNode, JobUpdate, NodeCommand, NodeCounts, NodeUpdate, RequeueKind,
+    StatusReport, StepComplete, StepLaunch, StepLaunched, StepRequest, TreePlace, Usage,
 };
 use crate::wire::types::{
     AcctJob, AcctStep, ArraySpec, ArrayTask, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo,
@@ -504,6 +504,11 @@ impl ControllerActor {
             st.clone(),
             self.topo.max_depth(),
         )
+        .with_warning(job.submit.signal.map(|s| WarnBeforeLimit {
+            signal: s.signal,
+            before: Duration::from_secs(u64::from(s.secs)),
+            batch_only: s.batch_only,
+        }))
         .start();
         self.steps.insert(id, StepHandle { addr, stats: st });
     }
@@ -554,6 +559,7 @@ impl ControllerActor {
             restarts: j.restarts,
             interactive: s.interactive,
             array: j.array,
+            open_append: s.open_append || j.restarts > 0,
         }
     }
 
@@ -732,6 +738,12 @@ impl ControllerActor {
             }
             .into_actor(self),
         );
+        if let Some(hold) = self.jobs.get(id).and_then(|j| j.requeue.clone()) {
+            // `scontrol requeue` of a running job: the run is accounted for
+            // above; the job itself starts over.
+            self.jobs.requeue(id, hold.as_deref());
+            drop(self.persist(&[id]));
+        }
         self.counts_dirty = true;
         self.queue_schedule(ctx);
     }
@@ -1590,6 +1602,78 @@ impl Handler<GetAcct> for ControllerActor {
 }
 
 impl ControllerActor {
+    /// `requeue`, `requeuehold`, `suspend` and `resume` on job `id`; the
+    /// error text is Slurm's.
+    fn control_one(
+        &mut self,
+        id: u32,
+        u: &JobUpdate,
+        operator: bool,
+        uid: u32,
+    ) -> Result<(), String> {
+        let Some(job) = self.jobs.get(id) else {
+            return Err("Invalid job id specified".into());
+        };
+        if !operator && job.submit.uid != uid {
+            return Err("Access/permission denied".into());
+        }
+        let (state, ending) = (job.state, job.ending_as.is_some());
+        if let Some(suspend) = u.suspend {
+            if !operator {
+                return Err("Access/permission denied".into());
+            }
+            if !self.jobs.set_suspended(id, suspend) {
+                return Err(match (suspend, state) {
+                    (true, JobState::Suspended) => "Job already suspended".into(),
+                    (false, JobState::Running) => "Job is not suspended".into(),
+                    (_, JobState::Pending) => "Job is pending execution".into(),
+                    _ => "Job/step already completing or completed".into(),
+                });
+            }
+            let signal = if suspend { 19 } else { 18 }; // SIGSTOP / SIGCONT
+            if let Some(h) = self.steps.get(&id) {
+                h.stats.sent();
+                let addr = h.addr.clone();
+                actix::spawn(async move {
+                    let _ = addr
+                        .send(SignalStep {
+                            signal,
+                            batch_only: false,
+                        })
+                        .await;
+                });
+            }
+            tracing::info!(job_id = id, suspend, "job suspend state changed");
+            return Ok(());
+        }
+        let hold = u.requeue == Some(RequeueKind::Hold);
+        let hold_reason = if operator {
+            "JobHeldAdmin"
+        } else {
+            "JobHeldUser"
+        };
+        match state {
+            JobState::Pending => Err("Job is pending execution".into()),
+            _ if ending => Err("Job is currently being completed".into()),
+            s if s.is_finished() => {
+                self.jobs.requeue(id, hold.then_some(hold_reason));
+                tracing::info!(job_id = id, "finished job requeued");
+                Ok(())
+            }
+            _ => {
+                // Running or suspended: tear it down, then requeue (end_job).
+                let held = hold.then(|| hold_reason.to_string());
+                self.jobs.modify(id, |j| j.requeue = Some(held));
+                if state == JobState::Suspended {
+                    self.jobs.set_suspended(id, false);
+                }
+                self.end_step(id, JobState::Cancelled, "None");
+                tracing::info!(job_id = id, "running job requeued");
+                Ok(())
+            }
+        }
+    }
+
     /// Apply `u` to job `id` (most fields only while pending); the error text is Slurm's.
     fn update_one(
         &mut self,
@@ -1696,7 +1780,12 @@ impl Handler<UpdateJobs> for ControllerActor {
         let mut results = Vec::new();
         let mut changed = Vec::new();
         for id in self.resolve_ids(&msg.update.job_ids) {
-            let r = self.update_one(id, &msg.update, msg.operator, msg.uid);
+            let u = &msg.update;
+            let r = if u.requeue.is_some() || u.suspend.is_some() {
+                self.control_one(id, u, msg.operator, msg.uid)
+            } else {
+                self.update_one(id, u, msg.operator, msg.uid)
+            };
             if r.is_ok() {
                 changed.push(id);
             }
@@ -1745,6 +1834,7 @@ fn new_record(
         steps: Vec::new(),
         array,
         dependency: None,
+        requeue: None,
     }
 }
 

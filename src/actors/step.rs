@@ -60,6 +60,14 @@ pub struct SignalStep {
     pub batch_only: bool,
 }
 
+/// `--signal`: which signal to send how long before the time limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WarnBeforeLimit {
+    pub signal: i32,
+    pub before: Duration,
+    pub batch_only: bool,
+}
+
 #[derive(Message)]
 #[rtype(result = "StepStatus")]
 pub struct GetStepStatus;
@@ -84,6 +92,7 @@ pub struct StepActor {
     ranks: RankSet,
     launch: Option<JobLaunch>,
     time_limit: Option<Duration>,
+    warn: Option<WarnBeforeLimit>,
     kill_wait_s: u32,
     phase: Phase,
     /// How the step ends once teardown completes.
@@ -123,6 +132,7 @@ impl StepActor {
             ranks,
             launch,
             time_limit,
+            warn: None,
             kill_wait_s,
             phase,
             ending: None,
@@ -226,7 +236,33 @@ impl StepActor {
         );
     }
 
+    /// Deliver `--signal` this long before the time limit.
+    pub fn with_warning(mut self, warn: Option<WarnBeforeLimit>) -> Self {
+        self.warn = warn;
+        self
+    }
+
     fn arm_time_limit(&self, ctx: &mut Context<Self>) {
+        if let (Some(limit), Some(w)) = (self.time_limit, self.warn) {
+            ctx.run_later(limit.saturating_sub(w.before), move |act, ctx| {
+                if act.phase == Phase::Ending {
+                    return;
+                }
+                tracing::info!(
+                    job_id = act.job_id,
+                    signal = w.signal,
+                    "signalling before the time limit"
+                );
+                let cmd = NodeCommand::Signal {
+                    job_id: act.job_id,
+                    signal: w.signal,
+                    batch_only: w.batch_only,
+                    steps_only: !w.batch_only,
+                };
+                let budget = act.budget(LAUNCH_BASE);
+                act.fanout(cmd, budget, ctx, |_, _, _| {});
+            });
+        }
         if let Some(limit) = self.time_limit {
             ctx.run_later(limit, |act, ctx| {
                 act.begin_end(
@@ -324,6 +360,7 @@ impl Handler<SignalStep> for StepActor {
             job_id: self.job_id,
             signal: msg.signal,
             batch_only: msg.batch_only,
+            steps_only: false,
         };
         let budget = self.budget(LAUNCH_BASE);
         self.fanout(cmd, budget, ctx, |_, _, _| {});

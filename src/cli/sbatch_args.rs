@@ -26,7 +26,7 @@ use thiserror::Error;
 
 use crate::config::units;
 use crate::sched::array;
-use crate::wire::types::{ArraySpec, JobSubmit};
+use crate::wire::types::{ArraySpec, JobSubmit, SignalSpec};
 
 use super::getopt::{self, spec, Ambiguity, ArgKind, GetoptError, Word};
 use Action as A;
@@ -71,6 +71,8 @@ pub enum SbatchError {
     Syntax(#[from] GetoptError),
     #[error("sbatch: error: Invalid numeric value \"{value}\" for --{option}.")]
     InvalidNumber { option: &'static str, value: String },
+    #[error("sbatch: error: Invalid --signal specification: {value}")]
+    InvalidSignal { value: String },
     #[error("sbatch: error: Invalid job array specification \"{value}\": {why}")]
     InvalidArray { value: String, why: String },
     #[error("sbatch: error: Invalid --{option} specification \"{value}\": expected yes or no")]
@@ -218,6 +220,7 @@ enum Action {
     Quiet,
     OpenMode,
     Array,
+    Signal,
     Dependency,
     KillOnInvalidDep,
     Help,
@@ -252,6 +255,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("quiet", Some('Q'), Flag, A::Quiet),
     spec("open-mode", None, Required, A::OpenMode),
     spec("array", Some('a'), Required, A::Array),
+    spec("signal", None, Required, A::Signal),
     spec("dependency", Some('d'), Required, A::Dependency),
     spec("kill-on-invalid-dep", None, Required, A::KillOnInvalidDep),
     spec("help", Some('h'), Flag, A::Help),
@@ -325,7 +329,6 @@ static OPTIONS: &[OptSpec] = &[
     spec("requeue", None, Flag, A::Unsupported),
     spec("reservation", None, Required, A::Unsupported),
     spec("segment", None, Required, A::Unsupported),
-    spec("signal", None, Required, A::Unsupported),
     spec("sockets-per-node", None, Required, A::Unsupported),
     spec("spread-job", None, Flag, A::Unsupported),
     spec("stepmgr", None, Flag, A::Unsupported),
@@ -439,6 +442,8 @@ struct Layer {
     quiet: bool,
     wait: bool,
     array: Option<ArraySpec>,
+    signal: Option<SignalSpec>,
+    open_append: Option<bool>,
     dependency: Option<String>,
     kill_on_invalid_dep: Option<bool>,
 }
@@ -467,6 +472,8 @@ impl Layer {
             quiet: self.quiet || lower.quiet,
             wait: self.wait || lower.wait,
             array: self.array.or(lower.array),
+            signal: self.signal.or(lower.signal),
+            open_append: self.open_append.or(lower.open_append),
             dependency: self.dependency.or(lower.dependency),
             kill_on_invalid_dep: self.kill_on_invalid_dep.or(lower.kill_on_invalid_dep),
         }
@@ -503,7 +510,7 @@ fn apply(
         A::Hold => layer.hold = true,
         A::Quiet => layer.quiet = true,
         A::Wait => layer.wait = true,
-        A::OpenMode => check_open_mode(v, source, warnings),
+        A::OpenMode => layer.open_append = Some(parse_open_mode(v, warnings)),
         A::Array => {
             layer.array = Some(array::parse(v).map_err(|e| SbatchError::InvalidArray {
                 value: v.to_string(),
@@ -511,6 +518,7 @@ fn apply(
             })?)
         }
         A::Dependency => layer.dependency = Some(v.to_string()),
+        A::Signal => layer.signal = Some(parse_warn_signal(v)?),
         A::KillOnInvalidDep => {
             layer.kill_on_invalid_dep = Some(match v.to_ascii_lowercase().as_str() {
                 "yes" => true,
@@ -551,17 +559,19 @@ fn warn_unsupported(long: &str, source: Source, warnings: &mut Vec<String>) {
     );
 }
 
-/// `--open-mode` is not implemented, but a bad value gets Slurm's own
-/// complaint so that typos surface.
-fn check_open_mode(value: &str, source: Source, warnings: &mut Vec<String>) {
-    // Slurm looks only at the first letter.
-    if matches!(value.chars().next(), Some('a' | 'A' | 't' | 'T')) {
-        warn_unsupported("open-mode", source, warnings);
-    } else {
-        push_once(
-            warnings,
-            format!("sbatch: error: Invalid --open-mode argument: {value}. Ignored"),
-        );
+/// `--open-mode=append|truncate`: true for append. Slurm looks only at the
+/// first letter, and a bad value is reported and ignored (truncate).
+fn parse_open_mode(value: &str, warnings: &mut Vec<String>) -> bool {
+    match value.chars().next() {
+        Some('a' | 'A') => true,
+        Some('t' | 'T') => false,
+        _ => {
+            push_once(
+                warnings,
+                format!("sbatch: error: Invalid --open-mode argument: {value}. Ignored"),
+            );
+            false
+        }
     }
 }
 
@@ -581,6 +591,34 @@ fn parse_positive(option: &'static str, value: &str) -> Result<u32, SbatchError>
             option,
             value: value.to_string(),
         })
+}
+
+/// `--signal=[{R|B}:]SIG[@secs]` (60 s when no time is given). `R:` (may
+/// overlap a reservation) means nothing without reservations.
+fn parse_warn_signal(value: &str) -> Result<SignalSpec, SbatchError> {
+    let bad = || SbatchError::InvalidSignal {
+        value: value.to_string(),
+    };
+    let (flags, rest) = match value.split_once(':') {
+        Some((f, r)) if !f.is_empty() && f.chars().all(|c| matches!(c, 'B' | 'R' | 'b' | 'r')) => {
+            (f, r)
+        }
+        Some(_) => return Err(bad()),
+        None => ("", value),
+    };
+    let (sig, secs) = match rest.split_once('@') {
+        Some((s, t)) => (s, t.parse::<u32>().map_err(|_| bad())?),
+        None => (rest, 60),
+    };
+    if secs > 0xffff {
+        return Err(bad());
+    }
+    let signal = super::scancel::parse_signal(sig).ok_or_else(bad)?;
+    Ok(SignalSpec {
+        signal,
+        secs,
+        batch_only: flags.contains(['B', 'b']),
+    })
 }
 
 /// `-N`: `n`, `min-max` or `-max` (minimum 1); counts may end in k/K
@@ -1112,6 +1150,8 @@ fn build_submit(
         array: opts.array,
         dependency: opts.dependency,
         kill_on_invalid_dep: opts.kill_on_invalid_dep,
+        signal: opts.signal,
+        open_append: opts.open_append.unwrap_or(false),
         script: script.text,
     }
 }
@@ -1515,12 +1555,15 @@ mod tests {
     }
 
     #[test]
-    fn open_mode_is_checked_then_ignored() {
+    fn open_mode_appends_or_truncates() {
         let f = fixture();
         f.write("job.sh", SCRIPT);
         let sub = f.ok(&["--open-mode=append", "job.sh"]);
-        assert_eq!(sub.warnings, vec![unsupported("open-mode")]);
+        assert!(sub.warnings.is_empty() && sub.submit.open_append);
+        let sub = f.ok(&["--open-mode=t", "job.sh"]);
+        assert!(!sub.submit.open_append);
         let sub = f.ok(&["--open-mode=bogus", "job.sh"]);
+        assert!(!sub.submit.open_append);
         assert_eq!(
             sub.warnings,
             vec!["sbatch: error: Invalid --open-mode argument: bogus. Ignored".to_string()]
@@ -1731,6 +1774,23 @@ mod tests {
         assert_eq!(sub.submit.dependency.as_deref(), Some("afterok:5"));
         let sub = f.ok(&["--kill-on-invalid-dep=yes", "job.sh"]);
         assert_eq!(sub.submit.kill_on_invalid_dep, Some(true));
+        let sig = |v: &str| parse_warn_signal(v);
+        assert_eq!(
+            sig("USR2@90"),
+            Ok(SignalSpec {
+                signal: 12,
+                secs: 90,
+                batch_only: false
+            })
+        );
+        assert_eq!(
+            sig("B:TERM").map(|s| (s.signal, s.secs, s.batch_only)),
+            Ok((15, 60, true))
+        );
+        assert_eq!(sig("R:10@5").map(|s| (s.signal, s.secs)), Ok((10, 5)));
+        for bad in ["USR9@1", "USR1@x", "X:USR1", "USR1@99999999", ""] {
+            assert!(sig(bad).is_err(), "{bad}");
+        }
         let e = parse_submission(&argv(&["--array=3-1", "job.sh"]), None, &f.ctx).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -1765,14 +1825,9 @@ mod tests {
         assert_eq!(s.time_limit_min, Some(2));
         assert_eq!(s.stderr.as_deref(), Some("/abs/logs/%j/%j_0_log.err"));
         assert_eq!(s.stdout.as_deref(), Some("/abs/logs/%j/%j_0_log.out"));
-        assert_eq!(
-            sub.warnings,
-            vec![
-                unsupported("open-mode"),
-                unsupported("signal"),
-                unsupported("wckey")
-            ]
-        );
+        assert!(s.open_append);
+        assert_eq!(s.signal.map(|x| (x.signal, x.secs)), Some((12, 90)));
+        assert_eq!(sub.warnings, vec![unsupported("wckey")]);
         assert!(!sub.parsable);
     }
 

@@ -5,7 +5,9 @@
 use super::client::{CliError, Client};
 use super::format::scontrol::{ping_line, show_job, show_node, show_partition};
 use crate::config::hostlist;
-use crate::wire::messages::{Body, JobQuery, JobUpdate, NodeQuery, NodeUpdate, NodeUpdateState};
+use crate::wire::messages::{
+    Body, JobQuery, JobUpdate, NodeQuery, NodeUpdate, NodeUpdateState, RequeueKind,
+};
 
 const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   show job [id] | node [name] | partition [name] | hostnames [list] | hostlist <list> | hostlistsorted <list>
@@ -44,6 +46,7 @@ pub fn run(args: &[String]) -> i32 {
             _ => update(args),
         },
         kind @ ("hold" | "uhold" | "release") => hold(kind, args),
+        kind @ ("requeue" | "requeuehold" | "suspend" | "resume") => control(kind, args),
         other => {
             eprintln!("invalid keyword: {other}");
             1
@@ -332,6 +335,39 @@ fn send_update(u: JobUpdate) -> i32 {
             1
         }
     }
+}
+
+/// `requeue`, `requeuehold`, `suspend` and `resume` on a list of ids.
+/// Options Slurm allows after `requeue` (`Incomplete`, `State=SpecialExit`)
+/// are accepted; canopy requeues whatever state the job is in.
+fn control(kind: &str, args: &[&str]) -> i32 {
+    let ids: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| !a.eq_ignore_ascii_case("incomplete") && !a.contains('='))
+        .collect();
+    let ids = match job_ids(&ids) {
+        Ok(ids) if !ids.is_empty() => ids,
+        Ok(_) => {
+            eprintln!("Invalid job id specified");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let mut u = JobUpdate {
+        job_ids: ids,
+        ..Default::default()
+    };
+    match kind {
+        "requeue" => u.requeue = Some(RequeueKind::Requeue),
+        "requeuehold" => u.requeue = Some(RequeueKind::Hold),
+        "suspend" => u.suspend = Some(true),
+        _ => u.suspend = Some(false),
+    }
+    send_update(u)
 }
 
 /// `hold`, `uhold` and `release`.

@@ -220,6 +220,7 @@ mod tests {
             interactive: false,
             script_args: Vec::new(),
             array: None,
+            open_append: false,
         }
     }
 

@@ -75,9 +75,13 @@ pub fn spawn_batch(
     };
     let workdir = Path::new(&launch.workdir);
     let out_path = resolve(&expand(&launch.stdout, &ctx), workdir);
-    let stdout = open_output(&out_path, "stdout")?;
+    let stdout = open_output(&out_path, "stdout", launch.open_append)?;
     let stderr = match &launch.stderr {
-        Some(p) => open_output(&resolve(&expand(p, &ctx), workdir), "stderr")?,
+        Some(p) => open_output(
+            &resolve(&expand(p, &ctx), workdir),
+            "stderr",
+            launch.open_append,
+        )?,
         None => stdout.try_clone().map_err(|source| ExecError::Output {
             what: "stderr",
             path: out_path.clone(),
@@ -165,7 +169,7 @@ pub fn wait_with_usage(pid: i32) -> (ExitStatus, Usage) {
     (exit, usage)
 }
 
-fn open_output(path: &Path, what: &'static str) -> Result<fs::File, ExecError> {
+fn open_output(path: &Path, what: &'static str, append: bool) -> Result<fs::File, ExecError> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(|source| ExecError::Output {
             what,
@@ -176,7 +180,8 @@ fn open_output(path: &Path, what: &'static str) -> Result<fs::File, ExecError> {
     OpenOptions::new()
         .create(true)
         .write(true)
-        .truncate(true)
+        .append(append)
+        .truncate(!append)
         .open(path)
         .map_err(|source| ExecError::Output {
             what,

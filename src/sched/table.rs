@@ -567,6 +567,50 @@ impl JobTable {
         alloc
     }
 
+    /// Put a finished job back in its queue under the same id (`scontrol
+    /// requeue`): a fresh pending job with one more restart, held when
+    /// `hold` names the hold reason. False if the job is not finished.
+    pub fn requeue(&mut self, id: u32, hold: Option<&str>) -> bool {
+        if !self.jobs.get(&id).is_some_and(|j| j.state.is_finished()) {
+            return false;
+        }
+        self.modify(id, |j| {
+            j.state = JobState::Pending;
+            j.reason = "None".into();
+            j.start_time = None;
+            j.end_time = None;
+            j.alloc = None;
+            j.ending_as = None;
+            j.requeue = None;
+            j.exit = ExitStatus::default();
+            j.restarts += 1;
+            j.steps.clear();
+            j.next_step = 0;
+            if let Some(reason) = hold {
+                j.submit.hold = true;
+                j.priority = 0;
+                j.reason = reason.to_string();
+            }
+        })
+    }
+
+    /// Suspend (true) or resume (false) a running job's record.
+    pub fn set_suspended(&mut self, id: u32, suspend: bool) -> bool {
+        let (from, to) = if suspend {
+            (JobState::Running, JobState::Suspended)
+        } else {
+            (JobState::Suspended, JobState::Running)
+        };
+        if !self
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.state == from && j.ending_as.is_none())
+        {
+            return false;
+        }
+        self.modify(id, |j| j.state = to)
+    }
+
     /// Forget finished jobs that ended before `cutoff`; returns their ids.
     pub fn purge_finished_before(&mut self, cutoff: UnixTime) -> Vec<u32> {
         let old: Vec<u32> = self
@@ -614,6 +658,7 @@ mod tests {
             steps: vec![],
             array: None,
             dependency: None,
+            requeue: None,
         }
     }
 

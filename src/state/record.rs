@@ -60,6 +60,10 @@ pub struct JobRecord {
     /// `--dependency`, with each term's status as last evaluated.
     #[serde(default)]
     pub dependency: Option<Dependency>,
+    /// A requeue waiting for the running job's teardown; `Some(reason)`
+    /// holds the job again with that reason.
+    #[serde(default)]
+    pub requeue: Option<Option<String>>,
 }
 
 impl JobRecord {

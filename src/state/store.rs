@@ -320,6 +320,7 @@ mod tests {
             steps: vec![],
             array: None,
             dependency: None,
+            requeue: None,
         }
     }
 

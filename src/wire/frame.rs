@@ -452,6 +452,7 @@ mod tests {
                     job_id: 3,
                     signal: 9,
                     batch_only: true,
+                    steps_only: false,
                 },
             })),
             Body::ForwardReply(ForwardReply {
@@ -511,6 +512,7 @@ mod tests {
             restarts: 0,
             interactive: false,
             array: None,
+            open_append: false,
         }
     }
 

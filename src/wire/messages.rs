@@ -115,6 +115,20 @@ pub struct JobUpdate {
     pub name: Option<String>,
     /// Operators only; 0 holds the job.
     pub priority: Option<u32>,
+    /// `requeue` / `requeuehold`: back to PENDING under the same id.
+    #[serde(default)]
+    pub requeue: Option<RequeueKind>,
+    /// `suspend` (true) / `resume` (false); operators only.
+    #[serde(default)]
+    pub suspend: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RequeueKind {
+    /// Eligible again at once.
+    Requeue,
+    /// Requeued and held.
+    Hold,
 }
 
 /// `scontrol update NodeName=... State=...`.
@@ -375,6 +389,10 @@ pub struct JobLaunch {
     /// Set for array tasks (SLURM_ARRAY_*, `%A`/`%a`).
     #[serde(default)]
     pub array: Option<ArrayTask>,
+    /// Append to the output files instead of truncating them
+    /// (`--open-mode=append`, and every run after a requeue).
+    #[serde(default)]
+    pub open_append: bool,
 }
 
 /// `srun`: run a step inside a running job's allocation.
@@ -479,6 +497,10 @@ pub enum NodeCommand {
         job_id: u32,
         signal: i32,
         batch_only: bool,
+        /// Only the srun steps' tasks, not the batch shell (`--signal`
+        /// without `B:`).
+        #[serde(default)]
+        steps_only: bool,
     },
     /// End a job on the node: SIGCONT+SIGTERM, SIGKILL after `kill_wait_s`,
     /// then forget it.

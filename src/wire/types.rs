@@ -210,6 +210,21 @@ pub struct JobSubmit {
     /// `--kill-on-invalid-dep`; `None` = the cluster default (no).
     #[serde(default)]
     pub kill_on_invalid_dep: Option<bool>,
+    /// `--signal=[B:]SIG[@secs]`.
+    #[serde(default)]
+    pub signal: Option<SignalSpec>,
+    /// `--open-mode=append` (default: truncate).
+    #[serde(default)]
+    pub open_append: bool,
+}
+
+/// `--signal`: send `signal` `secs` before the time limit, to the steps'
+/// tasks or (with `B:`) only to the batch shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalSpec {
+    pub signal: i32,
+    pub secs: u32,
+    pub batch_only: bool,
 }
 
 /// One job as the controller reports it.

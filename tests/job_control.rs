@@ -1,0 +1,169 @@
+//! Time limits, `--signal`, requeue and suspend/resume against a live
+//! cluster: a job at its limit ends TIMEOUT, the warning signal reaches the
+//! batch shell (`B:`) or only the step's tasks, `scontrol requeue` runs a
+//! job again under the same id, and suspend stops its processes.
+
+mod common;
+
+use std::time::Duration;
+
+use canopy::wire::types::JobState;
+use common::Cluster;
+
+fn ok(c: &Cluster, dir: &std::path::Path, cmd: &str, args: &[&str]) -> String {
+    let o = c.cli(dir, cmd, args);
+    assert!(
+        o.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn time_limit_ends_jobs_after_the_warning_signal() {
+    // KillWait=1: the TERM at the limit is followed by KILL one second later.
+    let c = Cluster::start_with(2, 2, 30, "KillWait=1\n");
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    // B: the batch shell itself gets USR1 50 s before the one-minute limit.
+    let batch = c.sbatch(
+        w,
+        &[
+            "-t",
+            "1",
+            "--signal=B:USR1@50",
+            "--wrap",
+            "trap 'echo warned >> batch.txt' USR1; while true; do sleep 0.2; done",
+        ],
+    );
+    // Without B: only the step's tasks get it; the shell (for which USR2
+    // would be fatal) does not.
+    let steps = c.sbatch(
+        w,
+        &[
+            "-t",
+            "1",
+            "--signal=USR2@50",
+            "--wrap",
+            "srun sh -c \"trap 'echo warned >> steps.txt' USR2; while true; do sleep 0.2; done\"",
+        ],
+    );
+    c.wait_for(Duration::from_secs(40), "the warning signals", |_| {
+        w.join("batch.txt").exists() && w.join("steps.txt").exists()
+    });
+    for id in [batch, steps] {
+        let j = c.wait_done(id, Duration::from_secs(90));
+        assert_eq!(
+            (j.state, j.reason.as_str()),
+            (JobState::Timeout, "TimeLimit")
+        );
+        let ran = j.end_time.unwrap() - j.start_time.unwrap();
+        assert!((59..=70).contains(&ran), "job {id} ran {ran} s");
+    }
+    let acct = ok(
+        &c,
+        w,
+        "sacct",
+        &[
+            "-j",
+            &batch.to_string(),
+            "-X",
+            "-P",
+            "-n",
+            "-o",
+            "State,Timelimit",
+        ],
+    );
+    assert_eq!(acct, "TIMEOUT|00:01:00\n");
+}
+
+#[test]
+fn requeue_runs_the_job_again_under_the_same_id() {
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let id = c.sbatch(
+        w,
+        &[
+            "--wrap",
+            "echo out $SLURM_RESTART_COUNT; echo run $SLURM_RESTART_COUNT >> runs.txt; sleep 300",
+        ],
+    );
+    c.wait_for(Duration::from_secs(20), "first run", |_| {
+        std::fs::read_to_string(w.join("runs.txt")).is_ok_and(|t| t == "run 0\n")
+    });
+    ok(&c, w, "scontrol", &["requeue", &id.to_string()]);
+    c.wait_for(Duration::from_secs(30), "second run", |_| {
+        std::fs::read_to_string(w.join("runs.txt")).is_ok_and(|t| t == "run 0\nrun 1\n")
+    });
+    let j = c.job(id).unwrap();
+    assert_eq!((j.state, j.restarts), (JobState::Running, 1));
+    // The second run appends to the output file instead of truncating it.
+    c.wait_for(Duration::from_secs(10), "second run's output", |_| {
+        std::fs::read_to_string(w.join(format!("slurm-{id}.out")))
+            .is_ok_and(|t| t == "out 0\nout 1\n")
+    });
+    let show = ok(&c, w, "scontrol", &["show", "job", &id.to_string()]);
+    assert!(show.contains("Restarts=1"), "{show}");
+    // A pending job cannot be requeued.
+    let held = c.sbatch(w, &["--hold", "--wrap", "true"]);
+    let o = c.cli(w, "scontrol", &["requeue", &held.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Job is pending execution"));
+    // requeuehold of a finished job: pending again, held until released.
+    ok(&c, w, "scancel", &[&id.to_string()]);
+    c.wait_done(id, Duration::from_secs(20));
+    ok(&c, w, "scontrol", &["requeuehold", &id.to_string()]);
+    let j = c.job(id).unwrap();
+    assert_eq!(
+        (j.state, j.reason.as_str(), j.restarts),
+        (JobState::Pending, "JobHeldAdmin", 2)
+    );
+    ok(&c, w, "scontrol", &["release", &id.to_string()]);
+    c.wait_for(Duration::from_secs(20), "third run", |c| {
+        c.job(id).is_some_and(|j| j.state == JobState::Running)
+    });
+    ok(&c, w, "scancel", &[&id.to_string()]);
+}
+
+#[test]
+fn suspend_stops_a_job_and_resume_continues_it() {
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let id = c.sbatch(
+        w,
+        &[
+            "--wrap",
+            "while true; do echo x >> ticks.txt; sleep 0.1; done",
+        ],
+    );
+    let ticks = || {
+        std::fs::read_to_string(w.join("ticks.txt"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    c.wait_for(Duration::from_secs(20), "ticking", |_| ticks() > 3);
+    ok(&c, w, "scontrol", &["suspend", &id.to_string()]);
+    assert_eq!(c.job(id).unwrap().state, JobState::Suspended);
+    let st = ok(&c, w, "squeue", &["-h", "-j", &id.to_string(), "-o", "%t"]);
+    assert_eq!(st, "S\n");
+    std::thread::sleep(Duration::from_millis(500));
+    let frozen = ticks();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(ticks(), frozen, "a suspended job kept running");
+    // Suspending twice is an error; resuming continues it.
+    let o = c.cli(w, "scontrol", &["suspend", &id.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    ok(&c, w, "scontrol", &["resume", &id.to_string()]);
+    c.wait_for(Duration::from_secs(10), "ticking again", |_| {
+        ticks() > frozen + 3
+    });
+    assert_eq!(c.job(id).unwrap().state, JobState::Running);
+    ok(&c, w, "scancel", &[&id.to_string()]);
+    assert_eq!(
+        c.wait_done(id, Duration::from_secs(20)).state,
+        JobState::Cancelled
+    );
+}
