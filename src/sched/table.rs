@@ -804,6 +804,99 @@ mod tests {
         );
     }
 
+    fn task(id: u32, array: u32, index: u32, throttle: Option<u32>) -> JobRecord {
+        JobRecord {
+            array: Some(ArrayTask {
+                array_job_id: array,
+                task_id: index,
+                min: 0,
+                max: 3,
+                count: 4,
+                step: 1,
+                throttle,
+            }),
+            ..job(id, "p", 1, false)
+        }
+    }
+
+    #[test]
+    fn arrays_run_in_index_order_within_their_throttle() {
+        let mut t = JobTable::default();
+        // Slurm's ids: the array id (10) is the highest index.
+        for (id, index) in [(11, 0), (12, 1), (13, 2), (10, 3)] {
+            t.admit(task(id, 10, index, Some(2)));
+        }
+        t.admit(job(14, "p", 1, false));
+        let mut s = slots(4);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1, 2, 3],
+        }];
+        // Two tasks (the throttle), then the plain job behind the array.
+        assert_eq!(t.schedule(&parts, &mut s, 0), vec![11, 12, 14]);
+        assert_eq!(t.reason(t.get(13).unwrap()), "JobArrayTaskLimit");
+        assert_eq!(t.array_members(10).count(), 4);
+        assert_eq!(t.array_task(10, 3).map(|j| j.job_id), Some(10));
+        let alloc = t
+            .finish(
+                11,
+                JobState::Completed,
+                ExitStatus::default(),
+                "None".into(),
+                1,
+            )
+            .unwrap();
+        super::super::release(&alloc, &mut s);
+        assert_eq!(t.schedule(&parts, &mut s, 2), vec![13]);
+        // Requeue: back in the queue under the same id, one restart more.
+        assert!(t.requeue(11, None));
+        let j = t.get(11).unwrap();
+        assert_eq!(
+            (j.state, j.restarts, j.alloc.is_none()),
+            (JobState::Pending, 1, true)
+        );
+        assert!(!t.requeue(11, None));
+        assert!(!t.requeue(13, Some("JobHeldUser")));
+        assert!(t.set_suspended(12, true) && !t.set_suspended(12, true));
+        assert_eq!(t.get(12).unwrap().state, JobState::Suspended);
+        assert!(t.set_suspended(12, false));
+    }
+
+    #[test]
+    fn dependencies_gate_the_queue_until_resolved() {
+        use crate::sched::depend::Dependency;
+        let mut t = JobTable::default();
+        t.admit(job(1, "p", 1, false));
+        let mut waiting = job(2, "p", 1, false);
+        waiting.dependency = Some(Dependency::parse("afterok:1").unwrap());
+        t.admit(waiting);
+        let mut doomed = job(3, "p", 1, false);
+        doomed.dependency = Some(Dependency::parse("afternotok:1").unwrap());
+        doomed.submit.kill_on_invalid_dep = Some(true);
+        t.admit(doomed);
+        assert_eq!(t.resolve_dependencies(0), Resolved::default());
+        assert_eq!(t.reason(t.get(2).unwrap()), "Dependency");
+        let mut s = slots(2);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1],
+        }];
+        assert_eq!(t.schedule(&parts, &mut s, 0), vec![1]);
+        t.finish(
+            1,
+            JobState::Completed,
+            ExitStatus::default(),
+            "None".into(),
+            5,
+        );
+        let r = t.resolve_dependencies(5);
+        assert_eq!((r.changed, r.killed), (vec![2], vec![3]));
+        assert_eq!(t.get(3).unwrap().state, JobState::Cancelled);
+        assert_eq!(t.schedule(&parts, &mut s, 6), vec![2]);
+    }
+
     #[test]
     fn a_pass_costs_nothing_for_held_jobs() {
         let mut t = JobTable::default();
