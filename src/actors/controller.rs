@@ -1174,17 +1174,7 @@ impl Handler<Cancel> for ControllerActor {
                     results.push((id, Some("Job is pending execution".into())))
                 }
                 (_, Some(sig)) => {
-                    if let Some(h) = self.steps.get(&id) {
-                        h.stats.sent();
-                        let addr = h.addr.clone();
-                        let m = SignalStep {
-                            signal: sig,
-                            batch_only: req.batch_only,
-                        };
-                        actix::spawn(async move {
-                            let _ = addr.send(m).await;
-                        });
-                    }
+                    self.signal_step(id, sig, req.batch_only);
                     results.push((id, None));
                 }
                 (_, None) => {
@@ -1602,6 +1592,29 @@ impl Handler<GetAcct> for ControllerActor {
 }
 
 impl ControllerActor {
+    /// Job `id`, if the caller may change it (its owner or an operator).
+    fn owned_job(&self, id: u32, operator: bool, uid: u32) -> Result<&JobRecord, String> {
+        let job = self
+            .jobs
+            .get(id)
+            .ok_or_else(|| "Invalid job id specified".to_string())?;
+        if !operator && job.submit.uid != uid {
+            return Err("Access/permission denied".into());
+        }
+        Ok(job)
+    }
+
+    /// Deliver `signal` to a running job's processes through its step actor.
+    fn signal_step(&self, id: u32, signal: i32, batch_only: bool) {
+        if let Some(h) = self.steps.get(&id) {
+            h.stats.sent();
+            let addr = h.addr.clone();
+            actix::spawn(async move {
+                let _ = addr.send(SignalStep { signal, batch_only }).await;
+            });
+        }
+    }
+
     /// `requeue`, `requeuehold`, `suspend` and `resume` on job `id`; the
     /// error text is Slurm's.
     fn control_one(
@@ -1611,12 +1624,7 @@ impl ControllerActor {
         operator: bool,
         uid: u32,
     ) -> Result<(), String> {
-        let Some(job) = self.jobs.get(id) else {
-            return Err("Invalid job id specified".into());
-        };
-        if !operator && job.submit.uid != uid {
-            return Err("Access/permission denied".into());
-        }
+        let job = self.owned_job(id, operator, uid)?;
         let (state, ending) = (job.state, job.ending_as.is_some());
         if let Some(suspend) = u.suspend {
             if !operator {
@@ -1631,18 +1639,7 @@ impl ControllerActor {
                 });
             }
             let signal = if suspend { 19 } else { 18 }; // SIGSTOP / SIGCONT
-            if let Some(h) = self.steps.get(&id) {
-                h.stats.sent();
-                let addr = h.addr.clone();
-                actix::spawn(async move {
-                    let _ = addr
-                        .send(SignalStep {
-                            signal,
-                            batch_only: false,
-                        })
-                        .await;
-                });
-            }
+            self.signal_step(id, signal, false);
             tracing::info!(job_id = id, suspend, "job suspend state changed");
             return Ok(());
         }
@@ -1682,12 +1679,7 @@ impl ControllerActor {
         operator: bool,
         uid: u32,
     ) -> Result<(), String> {
-        let Some(job) = self.jobs.get(id) else {
-            return Err("Invalid job id specified".into());
-        };
-        if !operator && job.submit.uid != uid {
-            return Err("Access/permission denied".into());
-        }
+        let job = self.owned_job(id, operator, uid)?;
         let pending = job.state == JobState::Pending;
         let only_name = u.hold.is_none()
             && u.time_limit_min.is_none()

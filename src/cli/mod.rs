@@ -31,6 +31,23 @@ pub const SLURM_COMMANDS: &[&str] = &[
     "sshare",
 ];
 
+/// Whether a user-typed job id names a job: `N` names job N and every task
+/// of array N; `N_T` (`task`) names only task T of array N. Shared by
+/// squeue, sacct and scancel.
+pub(crate) fn names_job(
+    id: u32,
+    task: Option<u32>,
+    job_id: u32,
+    array: Option<crate::wire::types::ArrayTask>,
+) -> bool {
+    match (task, array) {
+        (None, Some(a)) => job_id == id || a.array_job_id == id,
+        (None, None) => job_id == id,
+        (Some(t), Some(a)) => a.array_job_id == id && a.task_id == t,
+        (Some(_), None) => false,
+    }
+}
+
 /// Log to stderr; `CANOPY_LOG` (an EnvFilter) overrides the -v level.
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {

@@ -84,12 +84,7 @@ pub struct StepSelector {
 
 impl StepSelector {
     fn names(&self, job: &AcctJob) -> bool {
-        match (self.task, job.array) {
-            (None, Some(a)) => job.job_id == self.job_id || a.array_job_id == self.job_id,
-            (None, None) => job.job_id == self.job_id,
-            (Some(t), Some(a)) => a.array_job_id == self.job_id && a.task_id == t,
-            (Some(_), None) => false,
-        }
+        super::names_job(self.job_id, self.task, job.job_id, job.array)
     }
 }
 

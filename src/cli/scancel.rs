@@ -63,11 +63,11 @@ pub struct Target {
 
 impl Target {
     fn matches(&self, j: &JobInfo) -> bool {
-        match (&self.tasks, j.array) {
-            (None, Some(a)) => j.job_id == self.job_id || a.array_job_id == self.job_id,
-            (None, None) => j.job_id == self.job_id,
-            (Some(ts), Some(a)) => a.array_job_id == self.job_id && ts.contains(&a.task_id),
-            (Some(_), None) => false,
+        match &self.tasks {
+            None => super::names_job(self.job_id, None, j.job_id, j.array),
+            Some(ts) => ts
+                .iter()
+                .any(|&t| super::names_job(self.job_id, Some(t), j.job_id, j.array)),
         }
     }
 }

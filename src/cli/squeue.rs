@@ -148,7 +148,12 @@ pub fn run(args: &[String]) -> i32 {
         let parts: Option<Vec<&str>> = a.partition.as_deref().map(|p| p.split(',').collect());
         let shown: Vec<JobInfo> = jobs
             .into_iter()
-            .filter(|j| ids.is_empty() || ids.iter().any(|sel| names_job(*sel, j)))
+            .filter(|j| {
+                ids.is_empty()
+                    || ids
+                        .iter()
+                        .any(|&(id, task)| super::names_job(id, task, j.job_id, j.array))
+            })
             .filter(|j| users.as_ref().is_none_or(|u| u.contains(&j.uid)))
             .filter(|j| names.as_ref().is_none_or(|n| n.contains(&j.name.as_str())))
             .filter(|j| {
@@ -204,15 +209,6 @@ fn parse_ids(list: Option<&str>) -> Result<Vec<(u32, Option<u32>)>, String> {
             None => Ok((s.parse::<u32>().map_err(|_| bad(s))?, None)),
         })
         .collect()
-}
-
-fn names_job((id, task): (u32, Option<u32>), j: &JobInfo) -> bool {
-    match (task, j.array) {
-        (None, Some(a)) => j.job_id == id || a.array_job_id == id,
-        (None, None) => j.job_id == id,
-        (Some(t), Some(a)) => a.array_job_id == id && a.task_id == t,
-        (Some(_), None) => false,
-    }
 }
 
 /// `-u a,b` (names or uids) and `--me` → the uids to keep.

@@ -169,13 +169,15 @@ impl JobTable {
                 self.singletons.insert(r.job_id);
             }
         }
-        self.touch(&r);
+        self.touch(r.job_id, r.array);
         self.jobs.insert(r.job_id, r);
     }
 
-    fn touch(&mut self, r: &JobRecord) {
-        self.touched.push(r.job_id);
-        if let Some(a) = &r.array {
+    /// Note a state change of job `id` (and of its array, which dependency
+    /// targets may name) for [`Self::resolve_dependencies`].
+    fn touch(&mut self, id: u32, array: Option<ArrayTask>) {
+        self.touched.push(id);
+        if let Some(a) = array {
             self.touched.push(a.array_job_id);
         }
     }
@@ -493,10 +495,7 @@ impl JobTable {
         j.alloc = Some(alloc);
         self.running.insert(id);
         let array = j.array;
-        self.touched.push(id);
-        if let Some(a) = array {
-            self.touched.push(a.array_job_id);
-        }
+        self.touch(id, array);
     }
 
     /// Cancel a pending job. False if it is not pending.
@@ -517,10 +516,7 @@ impl JobTable {
         j.end_time = Some(now);
         let array = j.array;
         self.finished += 1;
-        self.touched.push(id);
-        if let Some(a) = array {
-            self.touched.push(a.array_job_id);
-        }
+        self.touch(id, array);
         true
     }
 
@@ -560,10 +556,7 @@ impl JobTable {
         j.end_time = Some(now);
         self.finished += 1;
         let alloc = j.alloc.clone();
-        self.touched.push(id);
-        if let Some(a) = array {
-            self.touched.push(a.array_job_id);
-        }
+        self.touch(id, array);
         alloc
     }
 
