@@ -31,6 +31,7 @@ use crate::state::store::{Op, Recovered, Store};
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
 use crate::tree::topology::Topology;
+use crate::wire::joblist::JobList;
 use crate::wire::messages::{
     AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
     ExitStatus, JobLaunch, JobOnNode, JobUpdate, NodeCommand, NodeCounts, NodeUpdate, RequeueKind,
@@ -57,9 +58,11 @@ pub struct Admit {
 }
 
 #[derive(Message)]
-#[rtype(result = "Vec<JobInfo>")]
+#[rtype(result = "JobList")]
 pub struct GetJobs {
     pub ids: Vec<u32>,
+    /// See [`JobQuery::brief`](crate::wire::messages::JobQuery::brief).
+    pub brief: bool,
 }
 
 #[derive(Message)]
@@ -585,7 +588,9 @@ impl ControllerActor {
         }
     }
 
-    fn job_info(&self, j: &JobRecord) -> JobInfo {
+    /// A job as clients see it; `brief` leaves the paths, command and submit
+    /// line empty (a listing does not show them, and they are most of its bytes).
+    fn job_info(&self, j: &JobRecord, brief: bool) -> JobInfo {
         let s = &j.submit;
         let (nodes, num_nodes, num_cpus, num_tasks, mem) = match &j.alloc {
             Some(a) => (
@@ -633,16 +638,39 @@ impl ControllerActor {
             cpus_per_task: s.cpus_per_task.unwrap_or(1),
             mem_per_node_mb: mem,
             exit_code: (j.exit.code, j.exit.signal),
-            workdir: s.workdir.clone(),
-            stdout: s.stdout.clone().unwrap_or_else(|| default_stdout(j).into()),
-            stderr: s
-                .stderr
-                .clone()
-                .or_else(|| s.stdout.clone())
-                .unwrap_or_else(|| default_stdout(j).into()),
-            stdin: s.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
-            command: s.command.clone(),
-            submit_line: s.submit_line.clone(),
+            workdir: if brief {
+                String::new()
+            } else {
+                s.workdir.clone()
+            },
+            stdout: if brief {
+                String::new()
+            } else {
+                s.stdout.clone().unwrap_or_else(|| default_stdout(j).into())
+            },
+            stderr: if brief {
+                String::new()
+            } else {
+                s.stderr
+                    .clone()
+                    .or_else(|| s.stdout.clone())
+                    .unwrap_or_else(|| default_stdout(j).into())
+            },
+            stdin: if brief {
+                String::new()
+            } else {
+                s.stdin.clone().unwrap_or_else(|| "/dev/null".into())
+            },
+            command: if brief {
+                String::new()
+            } else {
+                s.command.clone()
+            },
+            submit_line: if brief {
+                String::new()
+            } else {
+                s.submit_line.clone()
+            },
             batch_host: j
                 .alloc
                 .as_ref()
@@ -1076,12 +1104,15 @@ impl Handler<GetJobs> for ControllerActor {
     fn handle(&mut self, msg: GetJobs, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
         let out = if msg.ids.is_empty() {
-            self.jobs.values().map(|j| self.job_info(j)).collect()
+            self.jobs
+                .values()
+                .map(|j| self.job_info(j, msg.brief))
+                .collect()
         } else {
             self.resolve_ids(&msg.ids)
                 .into_iter()
                 .filter_map(|id| self.jobs.get(id))
-                .map(|j| self.job_info(j))
+                .map(|j| self.job_info(j, msg.brief))
                 .collect()
         };
         MessageResult(out)

@@ -87,8 +87,21 @@ pub fn report(cmd: &str, e: &CliError) -> i32 {
     1
 }
 
+/// Rust starts programs with SIGPIPE ignored, so `squeue | head` would
+/// fail on a print and panic. Slurm's commands, like any C program, just end
+/// quietly; so do these. Sockets are unaffected: Rust sends with MSG_NOSIGNAL.
+fn restore_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: installs the default disposition before any thread exists; no
+    // handler code runs.
+    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
+        tracing::debug!(error = %e, "could not restore SIGPIPE");
+    }
+}
+
 /// Entry point of the `canopy` binary; returns the process exit code.
 pub fn main() -> i32 {
+    restore_sigpipe();
     let argv: Vec<String> = std::env::args().collect();
     let prog = argv
         .first()

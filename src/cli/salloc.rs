@@ -55,10 +55,11 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
         .call(Body::QueryJobs(JobQuery {
             job_ids: vec![id],
             include_finished: true,
+            brief: false,
         }))
         .await?
     {
-        Body::Jobs(j) => j.into_iter().find(|j| j.job_id == id),
+        Body::Jobs(j) => j.into_rows().into_iter().find(|j| j.job_id == id),
         other => return Err(CliError::Unexpected(other.kind())),
     };
     let env = job

@@ -81,9 +81,10 @@ async fn wait_for(client: &mut Client, job_id: u32) -> i32 {
         let q = Body::QueryJobs(JobQuery {
             job_ids: vec![job_id],
             include_finished: true,
+            brief: false,
         });
         match client.call(q).await {
-            Ok(Body::Jobs(jobs)) => match jobs.first() {
+            Ok(Body::Jobs(jobs)) => match jobs.into_rows().first() {
                 Some(j) if j.state.is_finished() => {
                     return if j.exit_code.1 != 0 {
                         128 + j.exit_code.1

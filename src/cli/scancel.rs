@@ -839,9 +839,10 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
         let query = JobQuery {
             job_ids: a.targets.iter().map(|t| t.job_id).collect(),
             include_finished: true,
+            brief: false,
         };
         let jobs = match c.call(Body::QueryJobs(query)).await {
-            Ok(Body::Jobs(jobs)) => jobs,
+            Ok(Body::Jobs(jobs)) => jobs.into_rows(),
             Ok(other) => return unexpected(&other),
             Err(e) => return super::report("scancel", &e),
         };

@@ -86,9 +86,11 @@ fn show(args: &[&str], one_liner: bool) -> i32 {
             let q = JobQuery {
                 job_ids: ids.clone(),
                 include_finished: true,
+                brief: false,
             };
             match call(Body::QueryJobs(q)) {
                 Ok(Body::Jobs(jobs)) => {
+                    let jobs = jobs.into_rows();
                     if jobs.is_empty() {
                         if ids.is_empty() {
                             println!("No jobs in the system");
@@ -293,7 +295,7 @@ fn job_ids(args: &[&str]) -> Result<Vec<u32>, String> {
                 return Err(format!("Invalid job id specified: {a}"));
             }
             let jobs = match call(Body::QueryJobs(JobQuery::default())) {
-                Ok(Body::Jobs(j)) => j,
+                Ok(Body::Jobs(j)) => j.into_rows(),
                 Ok(b) => return Err(format!("unexpected reply {}", b.kind())),
                 Err(e) => return Err(e.to_string()),
             };

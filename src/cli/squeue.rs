@@ -119,6 +119,7 @@ pub fn run(args: &[String]) -> i32 {
         let q = JobQuery {
             job_ids: ids.iter().map(|&(id, _)| id).collect(),
             include_finished: true,
+            brief: !fmt.needs_detail(),
         };
         let r = async {
             let mut c = Client::connect(None).await?;
@@ -126,7 +127,7 @@ pub fn run(args: &[String]) -> i32 {
         }
         .await;
         let jobs = match r {
-            Ok(Body::Jobs(j)) => j,
+            Ok(Body::Jobs(j)) => j.into_rows(),
             Ok(other) => {
                 eprintln!("squeue: error: unexpected reply {}", other.kind());
                 return 1;

@@ -261,9 +261,10 @@ pub(crate) async fn allocate(
         let q = Body::QueryJobs(JobQuery {
             job_ids: vec![id],
             include_finished: true,
+            brief: false,
         });
         let state = match c.call(q).await? {
-            Body::Jobs(j) => j.first().map(|j| j.state),
+            Body::Jobs(j) => j.rows().first().map(|j| j.state),
             other => return Err(CliError::Unexpected(other.kind())),
         };
         match state {
@@ -390,9 +391,11 @@ async fn job_ended(c: &mut Client, job_id: u32) -> bool {
     let q = Body::QueryJobs(JobQuery {
         job_ids: vec![job_id],
         include_finished: true,
+        brief: false,
     });
     match c.call(q).await {
         Ok(Body::Jobs(j)) => j
+            .into_rows()
             .first()
             .is_none_or(|j| j.state.is_finished() || j.state == JobState::Completing),
         _ => false,

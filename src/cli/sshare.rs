@@ -150,6 +150,7 @@ pub fn run(args: &[String]) -> i32 {
             let q = JobQuery {
                 job_ids: vec![],
                 include_finished: true,
+                brief: false,
             };
             let r = async {
                 let mut c = Client::connect(None).await?;
@@ -157,7 +158,7 @@ pub fn run(args: &[String]) -> i32 {
             };
             match r.await {
                 Ok(Body::Jobs(jobs)) => {
-                    list = jobs.into_iter().map(|j| j.user).collect();
+                    list = jobs.into_rows().into_iter().map(|j| j.user).collect();
                     list.sort();
                     list.dedup();
                     0

@@ -74,8 +74,12 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             version: env!("CARGO_PKG_VERSION").to_string(),
         }),
         Body::SubmitJob(s) => submit(*s, env.uid, operator, h, info).await,
-        Body::QueryJobs(JobQuery { job_ids, .. }) => {
-            match send_counted(&h.controller, &h.controller_stats, GetJobs { ids: job_ids }).await {
+        Body::QueryJobs(JobQuery { job_ids, brief, .. }) => {
+            let msg = GetJobs {
+                ids: job_ids,
+                brief,
+            };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(jobs) => Body::Jobs(jobs),
                 Err(_) => gone(),
             }
@@ -204,11 +208,13 @@ async fn cancel(mut req: CancelRequest, uid: u32, operator: bool, h: &Controller
     let mut denied = Vec::new();
     if !operator {
         let ids = req.job_ids.clone();
-        let jobs = match send_counted(&h.controller, &h.controller_stats, GetJobs { ids }).await {
+        let msg = GetJobs { ids, brief: true };
+        let jobs = match send_counted(&h.controller, &h.controller_stats, msg).await {
             Ok(j) => j,
             Err(_) => return gone(),
         };
         let foreign: std::collections::HashSet<u32> = jobs
+            .rows()
             .iter()
             .filter(|j| j.uid != uid)
             .map(|j| j.job_id)

@@ -352,6 +352,7 @@ mod tests {
             Body::QueryJobs(JobQuery {
                 job_ids: vec![4, 5],
                 include_finished: true,
+                brief: false,
             }),
             Body::SubmitReply(SubmitReply { job_id: 77 }),
             Body::CancelJobs(CancelRequest {

@@ -391,6 +391,7 @@ mod tests {
     use super::*;
     use crate::tree::rankset::RankSet;
     use crate::wire::auth::{AuthError, Key};
+    use crate::wire::joblist::JobList;
     use crate::wire::messages::{
         CancelRequest, ErrorCode, ErrorReply, Forward, ForwardReply, HealthDelta, JobLaunch,
         NodeCommand, NodeReply, Outcome, PongReply,
@@ -468,7 +469,7 @@ mod tests {
                     },
                 ],
             }),
-            Body::Jobs(Vec::new()),
+            Body::Jobs(JobList::default()),
             // One of the most deeply nested messages: must pass the depth limit.
             Body::Forward(Box::new(Forward {
                 id: 8,

@@ -8,7 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{ArrayTask, JobInfo, JobSubmit, NodeInfo, PartitionInfo, UnixTime};
+use super::joblist::JobList;
+use super::types::{ArrayTask, JobSubmit, NodeInfo, PartitionInfo, UnixTime};
 use crate::tree::rankset::RankSet;
 
 /// Current protocol version; receivers accept this and the one before it.
@@ -73,6 +74,10 @@ pub struct JobQuery {
     pub job_ids: Vec<u32>,
     /// Include jobs that finished within MinJobAge.
     pub include_finished: bool,
+    /// Leave out each job's paths, command and submit line: a listing such
+    /// as squeue's default never shows them, and they are most of a job's bytes.
+    #[serde(default)]
+    pub brief: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -563,7 +568,7 @@ pub enum Body {
     SubmitJob(Box<JobSubmit>),
     SubmitReply(SubmitReply),
     QueryJobs(JobQuery),
-    Jobs(Vec<JobInfo>),
+    Jobs(JobList),
     QueryNodes(NodeQuery),
     Nodes(Vec<NodeInfo>),
     QueryPartitions,

@@ -2,11 +2,13 @@
 //! maximum size), [`messages`] (the typed envelope and `Body` enum, named
 //! MessagePack fields) and [`auth`] (HMAC credentials with replay protection).
 //! [`connection`] is the one framed connection used by daemons and CLI alike.
-//! [`types`] holds the job/node/partition records that travel inside messages.
+//! [`types`] holds the job/node/partition records that travel inside messages;
+//! [`joblist`] sends lists of jobs column by column.
 
 pub mod auth;
 pub mod connection;
 pub mod error;
 pub mod frame;
+pub mod joblist;
 pub mod messages;
 pub mod types;

@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 /// Unix time in whole seconds.
 pub type UnixTime = i64;
 
-/// Base job state (Slurm's `JOB_*` base states).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Base job state (Slurm's `JOB_*` base states). The default is where every
+/// job starts: PENDING.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum JobState {
+    #[default]
     Pending,
     Running,
     Suspended,
@@ -227,8 +229,9 @@ pub struct SignalSpec {
     pub batch_only: bool,
 }
 
-/// One job as the controller reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One job as the controller reports it. A list of them travels as a
+/// [`JobList`](super::joblist::JobList), column by column.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobInfo {
     pub job_id: u32,
     pub name: String,

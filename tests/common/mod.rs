@@ -233,8 +233,9 @@ impl Cluster {
         match self.try_call(Body::QueryJobs(JobQuery {
             job_ids: vec![id],
             include_finished: true,
+            brief: false,
         })) {
-            Some(Body::Jobs(j)) => j.into_iter().next(),
+            Some(Body::Jobs(j)) => j.into_rows().into_iter().next(),
             _ => None,
         }
     }

@@ -100,6 +100,7 @@ fn drive(
                         Body::QueryJobs(JobQuery {
                             job_ids: vec![id],
                             include_finished: true,
+                            brief: false,
                         })
                     };
                     match conn.request(&body).await {

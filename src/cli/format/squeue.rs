@@ -14,8 +14,8 @@ use super::time::{
     fmt_date_line, fmt_elapsed_squeue, fmt_limit_min, fmt_time_left, fmt_timestamp, LimitStyle,
 };
 use super::{
-    fmt_mem_mb, group_name, job_tres, parse_long_list, parse_percent, render_line, Cell,
-    FormatError, FormatWarning, Item,
+    fmt_mem_mb, group_name, job_tres, parse_long_list, parse_percent, render_line,
+    render_line_into, Cell, FormatError, FormatWarning, Item,
 };
 use crate::wire::types::{JobInfo, JobState};
 
@@ -391,25 +391,29 @@ pub fn display_id(j: &JobInfo) -> String {
 
 /// Without `-r`, the pending tasks of each array share one record standing
 /// for all of them (`A_[1-5%2]`), placed where the lowest index is.
-pub fn group_pending_arrays(jobs: Vec<JobInfo>) -> Vec<JobInfo> {
-    let mut out: Vec<JobInfo> = Vec::with_capacity(jobs.len());
-    // Array id → (its row in `out`, the indices it stands for).
+pub fn group_pending_arrays(mut jobs: Vec<JobInfo>) -> Vec<JobInfo> {
+    use std::collections::hash_map::Entry;
+    // Array id → (the row that stands for the group, the indices it stands for).
     let mut groups: std::collections::HashMap<u32, (usize, Vec<u32>)> =
         std::collections::HashMap::new();
-    for j in jobs {
-        match j.array {
-            Some(a) if j.state == JobState::Pending => match groups.get_mut(&a.array_job_id) {
-                Some((_, tasks)) => tasks.push(a.task_id),
-                None => {
-                    groups.insert(a.array_job_id, (out.len(), vec![a.task_id]));
-                    out.push(j);
-                }
-            },
-            _ => out.push(j),
+    // Grouped in place: the rows are large, and most listings have no arrays.
+    let mut keep = vec![true; jobs.len()];
+    for (row, j) in jobs.iter().enumerate() {
+        let Some(a) = j.array.filter(|_| j.state == JobState::Pending) else {
+            continue;
+        };
+        match groups.entry(a.array_job_id) {
+            Entry::Occupied(mut e) => {
+                e.get_mut().1.push(a.task_id);
+                keep[row] = false;
+            }
+            Entry::Vacant(e) => {
+                e.insert((row, vec![a.task_id]));
+            }
         }
     }
     for (at, mut tasks) in groups.into_values() {
-        let Some(row) = out.get_mut(at) else {
+        let Some(row) = jobs.get_mut(at) else {
             continue;
         };
         tasks.sort_unstable();
@@ -425,7 +429,11 @@ pub fn group_pending_arrays(jobs: Vec<JobInfo>) -> Vec<JobInfo> {
             }
         }
     }
-    out
+    if keep.contains(&false) {
+        let mut keep = keep.into_iter();
+        jobs.retain(|_| keep.next().unwrap_or(true));
+    }
+    jobs
 }
 
 /// squeue prints unset times as `N/A` (scontrol says `Unknown`).
@@ -648,7 +656,9 @@ fn display_key(j: &JobInfo) -> (u32, u32) {
 
 /// Sorts by the keys in order; ties (Slurm leaves them to `qsort`) go by job id.
 fn sort_jobs(jobs: &mut [&JobInfo], keys: &[SortKey], now: i64) {
-    jobs.sort_by(|a, b| {
+    // Unstable is enough (the tie-break makes the order total) and needs no
+    // scratch buffer.
+    jobs.sort_unstable_by(|a, b| {
         keys.iter()
             .map(|k| {
                 let ord = compare_by(k.field, a, b, now);
@@ -715,6 +725,29 @@ impl SqueueFormat {
         )
     }
 
+    /// Whether any column or sort key shows a job's paths or command; if
+    /// not, squeue asks the controller for brief records.
+    pub fn needs_detail(&self) -> bool {
+        let detailed = |f: JobField| {
+            matches!(
+                f,
+                JobField::Command
+                    | JobField::WorkDir
+                    | JobField::StdOut
+                    | JobField::StdErr
+                    | JobField::StdIn
+            )
+        };
+        let shown = self.items.iter().any(|item| match item {
+            Item::Field(spec) => detailed(spec.code),
+            Item::Literal(_) => false,
+        });
+        let sorted = parse_sort(self.sort.as_deref().unwrap_or(DEFAULT_SORT))
+            .iter()
+            .any(|k| detailed(k.field));
+        shown || sorted
+    }
+
     fn from_items(items: Vec<Item<JobField>>) -> Self {
         Self {
             items,
@@ -762,8 +795,10 @@ pub fn render(jobs: &[JobInfo], opts: &SqueueFormat, now: i64) -> Result<String,
         out.push_str(&render_line(&opts.items, |f, _| f.header()));
         out.push('\n');
     }
+    // Lines run about 90 bytes; reserving up front saves the regrowth copies.
+    out.reserve(shown.len() * 96);
     for job in shown {
-        out.push_str(&render_line(&opts.items, |f, _| f.value(job, now)));
+        render_line_into(&mut out, &opts.items, |f, _| f.value(job, now));
         out.push('\n');
     }
     Ok(out)
