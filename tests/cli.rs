@@ -137,8 +137,11 @@ fn bad_options_are_rejected_with_slurm_messages() {
     let o = c.cli(w.path(), "scancel", &["abc"]);
     assert!(!o.status.success());
     assert!(err(&o).contains("Invalid job id abc"));
-    // Unknown job ids: error printed, exit 0 (Slurm's behaviour).
+    // Unknown job ids: exit 0 and, unless -v, silence (Slurm 22.05's behaviour).
     let o = c.cli(w.path(), "scancel", &["424242"]);
+    assert!(o.status.success());
+    assert_eq!(err(&o), "");
+    let o = c.cli(w.path(), "scancel", &["-v", "424242"]);
     assert!(o.status.success());
     assert!(err(&o).contains("Kill job error on job id 424242: Invalid job id specified"));
 }

@@ -1147,13 +1147,14 @@ impl Handler<GetPartitions> for ControllerActor {
             .partitions
             .iter()
             .map(|p| {
-                let total_cpus = p
-                    .nodes
-                    .iter()
-                    .filter_map(|n| self.conf.node_index(n))
-                    .filter_map(|i| self.conf.nodes.get(i))
-                    .map(|n| n.cpus)
-                    .sum();
+                let configured = || {
+                    p.nodes
+                        .iter()
+                        .filter_map(|n| self.conf.node_index(n))
+                        .filter_map(|i| self.conf.nodes.get(i))
+                };
+                let total_cpus = configured().map(|n| n.cpus).sum();
+                let total_mem_mb = configured().map(|n| n.real_memory_mb).sum();
                 PartitionInfo {
                     name: p.name.clone(),
                     default: p.default,
@@ -1166,6 +1167,7 @@ impl Handler<GetPartitions> for ControllerActor {
                     node_names: p.nodes.clone(),
                     total_cpus,
                     total_nodes: p.nodes.len() as u32,
+                    total_mem_mb,
                 }
             })
             .collect();
@@ -1802,7 +1804,12 @@ impl Handler<UpdateJobs> for ControllerActor {
         self.stats.handled();
         let mut results = Vec::new();
         let mut changed = Vec::new();
-        for id in self.resolve_ids(&msg.update.job_ids) {
+        let ids = if msg.update.exact {
+            msg.update.job_ids.clone()
+        } else {
+            self.resolve_ids(&msg.update.job_ids)
+        };
+        for id in ids {
             let u = &msg.update;
             let r = if u.requeue.is_some() || u.suspend.is_some() {
                 self.control_one(id, u, msg.operator, msg.uid)

@@ -171,6 +171,42 @@ pub fn find_long<A: PartialEq>(
     }
 }
 
+/// Every option in `args` in order, and the positional words; stops at the
+/// first problem, as getopt_long callers do.
+pub fn read_all<A: PartialEq>(
+    table: &'static [OptSpec<A>],
+    args: &[String],
+    rule: Ambiguity,
+) -> Result<(Vec<Given<A>>, Vec<String>), GetoptError> {
+    let mut options = Vec::new();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match read_word(table, args, i, rule) {
+            Word::Options {
+                given,
+                problem,
+                next,
+            } => {
+                options.extend(given);
+                if let Some(p) = problem {
+                    return Err(p);
+                }
+                i = next;
+            }
+            Word::Positional => {
+                words.extend(args.get(i).cloned());
+                i += 1;
+            }
+            Word::EndOfOptions => {
+                words.extend(args.iter().skip(i + 1).cloned());
+                break;
+            }
+        }
+    }
+    Ok((options, words))
+}
+
 /// Read the word at `args[i]`.
 pub fn read_word<A: PartialEq>(
     table: &'static [OptSpec<A>],

@@ -147,12 +147,14 @@ pub enum SbatchError {
 }
 
 impl SbatchError {
-    /// Exit status for the `sbatch` process: 0 for help/usage/version, else 1.
+    /// Exit status for the `sbatch` process: 0 for help/usage/version, 255
+    /// for an option getopt cannot read (Slurm's sbatch exits -1 there), else 1.
     pub fn exit_code(&self) -> i32 {
         match self {
             SbatchError::HelpRequested
             | SbatchError::UsageRequested
             | SbatchError::VersionRequested => 0,
+            SbatchError::Syntax(_) => 255,
             _ => 1,
         }
     }
@@ -1351,7 +1353,7 @@ mod tests {
             e.to_string(),
             "sbatch: unrecognized option '--foo'\nTry \"sbatch --help\" for more information"
         );
-        assert_eq!(e.exit_code(), 1);
+        assert_eq!(e.exit_code(), 255);
         assert_eq!(
             f.err(&["--=x"]),
             SbatchError::Syntax(GetoptError::Unrecognized {

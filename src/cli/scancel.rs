@@ -695,7 +695,7 @@ fn confirm(job: &JobInfo, input: &mut impl BufRead, out: &mut impl Write) -> boo
 }
 
 /// `-v`: what is about to happen to one job, as Slurm words it.
-fn action_line(job_id: u32, a: &ScancelArgs) -> String {
+fn action_line(job_id: impl std::fmt::Display, a: &ScancelArgs) -> String {
     let kind = match (a.full, a.batch) {
         (true, _) => "full ",
         (false, true) => "batch ",
@@ -742,8 +742,9 @@ fn no_match_line(f: &Filters, me: u32) -> String {
 }
 
 /// Error lines for the controller's per-job answers, and the exit status: 0 unless a job
-/// was refused for a reason other than being unknown or finished.
-fn outcome(results: &[(u32, Option<String>)], quiet: bool) -> (Vec<String>, i32) {
+/// was refused for a reason other than being unknown or finished. Like Slurm 22.05,
+/// an unknown or finished job is only reported when `verbose`.
+fn outcome(results: &[(u32, Option<String>)], verbose: bool) -> (Vec<String>, i32) {
     let mut lines = Vec::new();
     let mut code = 0;
     for (id, err) in results {
@@ -752,7 +753,7 @@ fn outcome(results: &[(u32, Option<String>)], quiet: bool) -> (Vec<String>, i32)
         if !gone {
             code = 1;
         }
-        if !(gone && quiet) {
+        if verbose || !gone {
             lines.push(format!(
                 "scancel: error: Kill job error on job id {id}: {msg}"
             ));
@@ -847,8 +848,11 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
             Err(e) => return super::report("scancel", &e),
         };
         let picked = select(&a.targets, &selector, &jobs);
-        if !a.quiet() {
+        // Slurm 22.05 says nothing about a job that is not there unless
+        // asked to be verbose (and exits 0 either way).
+        if a.verbosity > 0 {
             for t in &picked.missing {
+                eprintln!("{}", action_line(t, &a));
                 eprintln!("{}", missing_line(t));
             }
         }
@@ -876,7 +880,7 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
         }
         match c.call(Body::CancelJobs(req)).await {
             Ok(Body::CancelReply(reply)) => {
-                let (lines, rc) = outcome(&reply.results, a.quiet());
+                let (lines, rc) = outcome(&reply.results, a.verbosity > 0);
                 for line in lines {
                     eprintln!("{line}");
                 }
@@ -1488,7 +1492,7 @@ mod tests {
             (2, Some(INVALID_JOB_ID.to_string())),
             (3, Some(ALREADY_DONE.to_string())),
         ];
-        let (lines, code) = outcome(&gone, false);
+        let (lines, code) = outcome(&gone, true);
         assert_eq!(code, 0);
         assert_eq!(
             lines,
@@ -1498,9 +1502,9 @@ mod tests {
                  Job/step already completing or completed",
             ]
         );
-        assert_eq!(outcome(&gone, true), (Vec::new(), 0));
+        assert_eq!(outcome(&gone, false), (Vec::new(), 0));
         let refused = vec![(4, Some("Job is pending execution".to_string()))];
-        let (lines, code) = outcome(&refused, true);
+        let (lines, code) = outcome(&refused, false);
         assert_eq!(code, 1);
         assert_eq!(
             lines,

@@ -8,6 +8,7 @@ use crate::config::hostlist;
 use crate::wire::messages::{
     Body, JobQuery, JobUpdate, NodeQuery, NodeUpdate, NodeUpdateState, RequeueKind,
 };
+use crate::wire::types::{JobInfo, JobState};
 
 const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   show job [id] | node [name] | partition [name] | hostnames [list] | hostlist <list> | hostlistsorted <list>
@@ -46,6 +47,7 @@ pub fn run(args: &[String]) -> i32 {
             _ => update(args),
         },
         kind @ ("hold" | "uhold" | "release") => hold(kind, args),
+        "top" => top(args),
         kind @ ("requeue" | "requeuehold" | "suspend" | "resume") => control(kind, args),
         other => {
             eprintln!("invalid keyword: {other}");
@@ -286,34 +288,66 @@ fn update(args: &[&str]) -> i32 {
     }
 }
 
-/// Job ids from `12,13 14` or `jobname=<name>` (every active job of that name).
-fn job_ids(args: &[&str]) -> Result<Vec<u32>, String> {
+/// Job ids from `12,13 14`, `7_3` (one array task) or `jobname=<name>`
+/// (every active job of that name). The flag says the ids are exact (see
+/// [`JobUpdate::exact`]): with any `A_T` in the list, the client resolves
+/// every id itself.
+fn job_ids(args: &[&str]) -> Result<(Vec<u32>, bool), String> {
     let mut ids = Vec::new();
+    let mut named: Vec<(u32, Option<u32>, String)> = Vec::new();
     for a in args {
         if let Some((k, name)) = a.split_once('=') {
             if !k.eq_ignore_ascii_case("jobname") {
                 return Err(format!("Invalid job id specified: {a}"));
             }
-            let jobs = match call(Body::QueryJobs(JobQuery::default())) {
-                Ok(Body::Jobs(j)) => j.into_rows(),
-                Ok(b) => return Err(format!("unexpected reply {}", b.kind())),
-                Err(e) => return Err(e.to_string()),
-            };
             ids.extend(
-                jobs.iter()
+                query_jobs(Vec::new())?
+                    .iter()
                     .filter(|j| j.name == name && !j.state.is_finished())
                     .map(|j| j.job_id),
             );
             continue;
         }
         for part in a.split(',').filter(|p| !p.is_empty()) {
-            ids.push(
-                part.parse()
-                    .map_err(|_| format!("Invalid job id specified: {part}"))?,
-            );
+            let bad = || format!("Invalid job id specified: {part}");
+            let (job, task) = match part.split_once('_') {
+                Some((job, task)) => (job, Some(task.parse::<u32>().map_err(|_| bad())?)),
+                None => (part, None),
+            };
+            named.push((job.parse().map_err(|_| bad())?, task, part.to_string()));
         }
     }
-    Ok(ids)
+    if named.iter().all(|(_, task, _)| task.is_none()) {
+        ids.extend(named.iter().map(|(id, _, _)| *id));
+        return Ok((ids, false));
+    }
+    let jobs = query_jobs(named.iter().map(|(id, _, _)| *id).collect())?;
+    for (job, task, text) in &named {
+        let before = ids.len();
+        ids.extend(
+            jobs.iter()
+                .filter(|j| super::names_job(*job, *task, j.job_id, j.array))
+                .map(|j| j.job_id),
+        );
+        if ids.len() == before {
+            return Err(format!("Invalid job id specified: {text}"));
+        }
+    }
+    Ok((ids, true))
+}
+
+/// The controller's records for `ids` (all jobs when empty).
+fn query_jobs(ids: Vec<u32>) -> Result<Vec<JobInfo>, String> {
+    let q = JobQuery {
+        job_ids: ids,
+        include_finished: true,
+        brief: true,
+    };
+    match call(Body::QueryJobs(q)) {
+        Ok(Body::Jobs(j)) => Ok(j.into_rows()),
+        Ok(b) => Err(format!("unexpected reply {}", b.kind())),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn send_update(u: JobUpdate) -> i32 {
@@ -348,8 +382,8 @@ fn control(kind: &str, args: &[&str]) -> i32 {
         .copied()
         .filter(|a| !a.eq_ignore_ascii_case("incomplete") && !a.contains('='))
         .collect();
-    let ids = match job_ids(&ids) {
-        Ok(ids) if !ids.is_empty() => ids,
+    let (ids, exact) = match job_ids(&ids) {
+        Ok((ids, exact)) if !ids.is_empty() => (ids, exact),
         Ok(_) => {
             eprintln!("Invalid job id specified");
             return 1;
@@ -361,6 +395,7 @@ fn control(kind: &str, args: &[&str]) -> i32 {
     };
     let mut u = JobUpdate {
         job_ids: ids,
+        exact,
         ..Default::default()
     };
     match kind {
@@ -372,10 +407,12 @@ fn control(kind: &str, args: &[&str]) -> i32 {
     send_update(u)
 }
 
-/// `hold`, `uhold` and `release`.
+/// `hold`, `uhold` and `release`. Failures are worded as Slurm 22.05 words
+/// them: one line per job, then a summary under the name of the library call
+/// (which, for these three, is slurm_suspend's).
 fn hold(kind: &str, args: &[&str]) -> i32 {
-    let ids = match job_ids(args) {
-        Ok(ids) if !ids.is_empty() => ids,
+    let (ids, exact) = match job_ids(args) {
+        Ok((ids, exact)) if !ids.is_empty() => (ids, exact),
         Ok(_) => {
             eprintln!("Invalid job id specified");
             return 1;
@@ -385,12 +422,75 @@ fn hold(kind: &str, args: &[&str]) -> i32 {
             return 1;
         }
     };
-    send_update(JobUpdate {
+    let u = JobUpdate {
         job_ids: ids,
         hold: Some(kind != "release"),
         user_hold: kind == "uhold",
+        exact,
         ..Default::default()
-    })
+    };
+    match call(Body::UpdateJobs(u)) {
+        Ok(Body::UpdateJobsReply(r)) => {
+            let mut last = None;
+            for (id, err) in r.results {
+                if let Some(msg) = err {
+                    eprintln!("{msg} for job {id}");
+                    last = Some(msg);
+                }
+            }
+            match last {
+                Some(msg) => {
+                    eprintln!("slurm_suspend error: {msg}");
+                    1
+                }
+                None => 0,
+            }
+        }
+        Ok(b) => {
+            eprintln!("slurm_suspend error: unexpected reply {}", b.kind());
+            1
+        }
+        Err(e) => {
+            eprintln!("slurm_suspend error: {e}");
+            1
+        }
+    }
+}
+
+/// `top`: canopy schedules each partition in submission order and has no
+/// per-user reordering yet, so only Slurm's refusals are reproduced; a job
+/// that Slurm would move is reported as not supported.
+fn top(args: &[&str]) -> i32 {
+    let (ids, _) = match job_ids(args) {
+        Ok(found) if !found.0.is_empty() => found,
+        Ok(_) => {
+            eprintln!("Invalid job id specified");
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let jobs = match query_jobs(ids.clone()) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("slurm_top_job error: {e}");
+            return 1;
+        }
+    };
+    for id in ids {
+        let refusal = match jobs.iter().find(|j| j.job_id == id) {
+            None => "Invalid job id specified".to_string(),
+            Some(j) if j.state != JobState::Pending => "Job is no longer pending execution".into(),
+            Some(j) if j.priority == 0 => "Job is in held state, pending scheduler release".into(),
+            Some(_) => {
+                "scontrol top is not supported by canopy yet (jobs run in submission order)".into()
+            }
+        };
+        eprintln!("{refusal} for job {id}");
+    }
+    1
 }
 
 /// `update JobId=<id>[,<id>] Key=Value ...`.
@@ -407,14 +507,17 @@ fn update_job(args: &[&str]) -> i32 {
         };
         match k.to_ascii_lowercase().as_str() {
             "jobid" => match job_ids(&[v]) {
-                Ok(ids) => u.job_ids.extend(ids),
+                Ok((ids, exact)) => {
+                    u.job_ids.extend(ids);
+                    u.exact |= exact;
+                }
                 Err(e) => {
                     eprintln!("{e}");
                     return 1;
                 }
             },
             "jobname" => match job_ids(&[a]) {
-                Ok(ids) => u.job_ids.extend(ids),
+                Ok((ids, _)) => u.job_ids.extend(ids),
                 Err(e) => {
                     eprintln!("{e}");
                     return 1;

@@ -1,64 +1,134 @@
 //! `sinfo`: partitions and nodes in Slurm's views (default, `-s`, `-N`, `-R`,
 //! `-l`, `-o`, `-O`). Grouping and layout live in `format::sinfo`.
 
-use clap::Parser;
-
 use super::client::Client;
 use super::format::sinfo::{render, SinfoFormat, SinfoView};
+use super::getopt::{
+    self, spec, Ambiguity,
+    ArgKind::{Flag, Required},
+};
 use crate::config::hostlist;
 use crate::wire::messages::{Body, NodeQuery};
 
-#[derive(Parser, Debug)]
-#[command(name = "sinfo", disable_help_flag = true, disable_version_flag = true)]
-struct Args {
-    #[arg(short = 'o', long = "format")]
-    format: Option<String>,
-    #[arg(short = 'O', long = "Format")]
-    format_long: Option<String>,
-    #[arg(short = 'h', long = "noheader")]
-    noheader: bool,
-    #[arg(short = 'l', long = "long")]
-    long: bool,
-    #[arg(short = 'N', long = "Node")]
-    node_view: bool,
-    #[arg(short = 's', long = "summarize")]
-    summarize: bool,
-    #[arg(short = 'R', long = "list-reasons")]
-    reasons: bool,
-    #[arg(short = 'e', long = "exact")]
-    exact: bool,
-    #[arg(short = 't', long = "states")]
-    states: Option<String>,
-    #[arg(short = 'p', long = "partition")]
-    partition: Option<String>,
-    #[arg(short = 'n', long = "nodes")]
-    nodes: Option<String>,
-    /// Accepted for compatibility: hidden partitions are not implemented yet.
-    #[arg(short = 'a', long = "all")]
-    all: bool,
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
-    verbose: u8,
-    #[arg(long = "help")]
-    help: bool,
-    #[arg(short = 'V', long = "version")]
-    version: bool,
+/// What each option does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opt {
+    All,
+    Exact,
+    Format,
+    FormatLong,
+    Help,
+    Long,
+    Node,
+    NoHeader,
+    Nodes,
+    Partition,
+    Reasons,
+    States,
+    Summarize,
+    Usage,
+    Verbose,
+    Version,
+    /// Slurm options canopy accepts and does not act on (a warning says so).
+    Ignored,
 }
 
+/// sinfo's option table (getopt_long syntax, as Slurm's sinfo reads it).
+static OPTIONS: &[getopt::OptSpec<Opt>] = &[
+    spec("all", Some('a'), Flag, Opt::All),
+    spec("clusters", Some('M'), Required, Opt::Ignored),
+    spec("dead", Some('d'), Flag, Opt::Ignored),
+    spec("exact", Some('e'), Flag, Opt::Exact),
+    spec("federation", None, Flag, Opt::Ignored),
+    spec("format", Some('o'), Required, Opt::Format),
+    spec("Format", Some('O'), Required, Opt::FormatLong),
+    spec("help", None, Flag, Opt::Help),
+    spec("hide", None, Flag, Opt::Ignored),
+    spec("iterate", Some('i'), Required, Opt::Ignored),
+    spec("local", None, Flag, Opt::Ignored),
+    spec("long", Some('l'), Flag, Opt::Long),
+    spec("Node", Some('N'), Flag, Opt::Node),
+    spec("noconvert", None, Flag, Opt::Ignored),
+    spec("noheader", Some('h'), Flag, Opt::NoHeader),
+    spec("nodes", Some('n'), Required, Opt::Nodes),
+    spec("partition", Some('p'), Required, Opt::Partition),
+    spec("responding", Some('r'), Flag, Opt::Ignored),
+    spec("list-reasons", Some('R'), Flag, Opt::Reasons),
+    spec("summarize", Some('s'), Flag, Opt::Summarize),
+    spec("sort", Some('S'), Required, Opt::Ignored),
+    spec("states", Some('t'), Required, Opt::States),
+    spec("reservation", Some('T'), Flag, Opt::Ignored),
+    spec("usage", None, Flag, Opt::Usage),
+    spec("verbose", Some('v'), Flag, Opt::Verbose),
+    spec("version", Some('V'), Flag, Opt::Version),
+];
+
+/// A parsed command line.
+#[derive(Debug, Default)]
+struct Args {
+    format: Option<String>,
+    format_long: Option<String>,
+    noheader: bool,
+    long: bool,
+    node_view: bool,
+    summarize: bool,
+    reasons: bool,
+    exact: bool,
+    states: Option<String>,
+    partition: Option<String>,
+    nodes: Option<String>,
+    help: bool,
+    usage: bool,
+    version: bool,
+    /// Accepted-but-ignored options, by long name.
+    ignored: Vec<&'static str>,
+}
+
+impl Args {
+    fn parse(args: &[String]) -> Result<Args, getopt::GetoptError> {
+        let (options, _words) = getopt::read_all(OPTIONS, args, Ambiguity::SameAction)?;
+        let mut a = Args::default();
+        for g in options {
+            let v = g.value;
+            match g.spec.action {
+                Opt::All | Opt::Verbose => {}
+                Opt::Exact => a.exact = true,
+                Opt::Format => a.format = v,
+                Opt::FormatLong => a.format_long = v,
+                Opt::Help => a.help = true,
+                Opt::Long => a.long = true,
+                Opt::Node => a.node_view = true,
+                Opt::NoHeader => a.noheader = true,
+                Opt::Nodes => a.nodes = v,
+                Opt::Partition => a.partition = v,
+                Opt::Reasons => a.reasons = true,
+                Opt::States => a.states = v,
+                Opt::Summarize => a.summarize = true,
+                Opt::Usage => a.usage = true,
+                Opt::Version => a.version = true,
+                Opt::Ignored => a.ignored.push(g.spec.long),
+            }
+        }
+        Ok(a)
+    }
+}
+
+const USAGE: &str = "Usage: sinfo [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes] [-S fields] [-o format] [-O Format] [--federation] [--local] [--sibling]";
+
 pub fn run(args: &[String]) -> i32 {
-    let argv = std::iter::once("sinfo".to_string()).chain(args.iter().cloned());
-    let a = match Args::try_parse_from(argv) {
+    let a = match Args::parse(args) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!(
-                "sinfo: {}",
-                e.to_string().trim_start_matches("error: ").trim_end()
-            );
+            eprintln!("{}", e.message("sinfo"));
             eprintln!("Try \"sinfo --help\" for more information");
             return 1;
         }
     };
-    if a.help {
-        println!("Usage: sinfo [-N] [-s] [-R] [-l] [-h] [-e] [-p partitions] [-n nodes] [-t states] [-o format] [-O fields]");
+    for name in &a.ignored {
+        eprintln!("sinfo: warning: option --{name} is not supported by canopy yet; ignored");
+    }
+    if a.help || a.usage {
+        println!("{USAGE}");
         return 0;
     }
     if a.version {

@@ -1,70 +1,161 @@
 //! `squeue`: list jobs in Slurm's formats (`-o`, `-O`, `-l`, `-h`), filtered by
 //! id, user, name, partition, node and state. Layout lives in `format::squeue`.
 
-use clap::Parser;
-
 use super::client::{CliError, Client};
-use super::format::squeue::{group_pending_arrays, render, SqueueFormat};
+use super::format::squeue::{group_pending_arrays, render, SqueueFormat, START_SORT, START_STATES};
+use super::format::FormatError;
+use super::getopt::{
+    self, spec, Ambiguity,
+    ArgKind::{Flag, Optional, Required},
+};
 use crate::config::hostlist;
 use crate::wire::messages::{Body, JobQuery};
 use crate::wire::types::JobInfo;
 
-#[derive(Parser, Debug)]
-#[command(name = "squeue", disable_help_flag = true, disable_version_flag = true)]
+/// What each option does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opt {
+    All,
+    Array,
+    Format,
+    FormatLong,
+    Help,
+    Jobs,
+    Long,
+    Me,
+    Name,
+    NoHeader,
+    NodeList,
+    Partition,
+    Sort,
+    Start,
+    States,
+    User,
+    Usage,
+    Verbose,
+    Version,
+    /// Slurm options canopy accepts and does not act on (a warning says so).
+    Ignored,
+}
+
+/// squeue's option table (getopt_long syntax, as Slurm's squeue reads it).
+static OPTIONS: &[getopt::OptSpec<Opt>] = &[
+    spec("account", Some('A'), Required, Opt::Ignored),
+    spec("all", Some('a'), Flag, Opt::All),
+    spec("array", Some('r'), Flag, Opt::Array),
+    spec("array-unique", None, Flag, Opt::Ignored),
+    spec("clusters", Some('M'), Required, Opt::Ignored),
+    spec("federation", None, Flag, Opt::Ignored),
+    spec("format", Some('o'), Required, Opt::Format),
+    spec("Format", Some('O'), Required, Opt::FormatLong),
+    spec("help", None, Flag, Opt::Help),
+    spec("hide", None, Flag, Opt::Ignored),
+    spec("iterate", Some('i'), Required, Opt::Ignored),
+    spec("jobs", Some('j'), Optional, Opt::Jobs),
+    spec("licenses", Some('L'), Required, Opt::Ignored),
+    spec("local", None, Flag, Opt::Ignored),
+    spec("long", Some('l'), Flag, Opt::Long),
+    spec("me", None, Flag, Opt::Me),
+    spec("name", Some('n'), Required, Opt::Name),
+    spec("noconvert", None, Flag, Opt::Ignored),
+    spec("noheader", Some('h'), Flag, Opt::NoHeader),
+    spec("nodelist", Some('w'), Required, Opt::NodeList),
+    spec("partition", Some('p'), Required, Opt::Partition),
+    spec("priority", Some('P'), Flag, Opt::Ignored),
+    spec("qos", Some('q'), Required, Opt::Ignored),
+    spec("reservation", Some('R'), Required, Opt::Ignored),
+    spec("sibling", None, Flag, Opt::Ignored),
+    spec("sort", Some('S'), Required, Opt::Sort),
+    spec("start", None, Flag, Opt::Start),
+    spec("states", Some('t'), Required, Opt::States),
+    spec("steps", Some('s'), Optional, Opt::Ignored),
+    spec("usage", None, Flag, Opt::Usage),
+    spec("user", Some('u'), Required, Opt::User),
+    spec("verbose", Some('v'), Flag, Opt::Verbose),
+    spec("version", Some('V'), Flag, Opt::Version),
+];
+
+/// A parsed command line.
+#[derive(Debug, Default)]
 struct Args {
-    #[arg(short = 'o', long = "format")]
     format: Option<String>,
-    #[arg(short = 'O', long = "Format")]
     format_long: Option<String>,
-    #[arg(short = 'h', long = "noheader")]
     noheader: bool,
-    #[arg(short = 'l', long = "long")]
     long: bool,
-    #[arg(short = 't', long = "states")]
     states: Option<String>,
-    #[arg(short = 'u', long = "user")]
     user: Option<String>,
-    #[arg(long = "me")]
     me: bool,
-    #[arg(short = 'j', long = "jobs")]
     jobs: Option<String>,
-    #[arg(short = 'n', long = "name")]
     name: Option<String>,
-    #[arg(short = 'p', long = "partition")]
     partition: Option<String>,
-    #[arg(short = 'w', long = "nodelist")]
     nodelist: Option<String>,
-    #[arg(short = 'S', long = "sort")]
     sort: Option<String>,
-    /// Accepted for compatibility: hidden partitions are not implemented yet.
-    #[arg(short = 'a', long = "all")]
-    all: bool,
+    /// `--start`: pending jobs with their expected start times.
+    start: bool,
     /// One line per array task, pending ones included.
-    #[arg(short = 'r', long = "array")]
     array: bool,
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
-    verbose: u8,
-    #[arg(long = "help")]
     help: bool,
-    #[arg(short = 'V', long = "version")]
+    usage: bool,
     version: bool,
+    /// Accepted-but-ignored options, by long name.
+    ignored: Vec<&'static str>,
+}
+
+impl Args {
+    fn parse(args: &[String]) -> Result<Args, getopt::GetoptError> {
+        let (options, words) = getopt::read_all(OPTIONS, args, Ambiguity::SameAction)?;
+        let mut a = Args::default();
+        for g in options {
+            let v = g.value;
+            match g.spec.action {
+                Opt::All | Opt::Verbose => {}
+                Opt::Array => a.array = true,
+                Opt::Format => a.format = v,
+                Opt::FormatLong => a.format_long = v,
+                Opt::Help => a.help = true,
+                Opt::Jobs => a.jobs = v.or(a.jobs),
+                Opt::Long => a.long = true,
+                Opt::Me => a.me = true,
+                Opt::Name => a.name = v,
+                Opt::NoHeader => a.noheader = true,
+                Opt::NodeList => a.nodelist = v,
+                Opt::Partition => a.partition = v,
+                Opt::Sort => a.sort = v,
+                Opt::Start => a.start = true,
+                Opt::States => a.states = v,
+                Opt::User => a.user = v,
+                Opt::Usage => a.usage = true,
+                Opt::Version => a.version = true,
+                Opt::Ignored => a.ignored.push(g.spec.long),
+            }
+        }
+        // Like Slurm, job ids may also follow the options (`squeue 12 13`).
+        if !words.is_empty() {
+            let listed = a.jobs.take().into_iter().chain(words);
+            a.jobs = Some(listed.collect::<Vec<_>>().join(","));
+        }
+        Ok(a)
+    }
 }
 
 pub fn run(args: &[String]) -> i32 {
-    let argv = std::iter::once("squeue".to_string()).chain(args.iter().cloned());
-    let a = match Args::try_parse_from(argv) {
+    let a = match Args::parse(args) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!(
-                "squeue: {}",
-                e.to_string().trim_start_matches("error: ").trim_end()
-            );
+            eprintln!("{}", e.message("squeue"));
             eprintln!("Try \"squeue --help\" for more information");
             return 1;
         }
     };
+    for name in &a.ignored {
+        eprintln!("squeue: warning: option --{name} is not supported by canopy yet; ignored");
+    }
+    if a.usage {
+        println!("{USAGE}");
+        return 0;
+    }
     if a.help {
-        println!("Usage: squeue [-h] [-l] [-a] [-j jobs] [-n names] [-p partitions] [-t states] [-u users] [--me] [-w nodes] [-o format] [-O fields] [-S sort]");
+        println!("{USAGE}");
         return 0;
     }
     if a.version {
@@ -83,6 +174,7 @@ pub fn run(args: &[String]) -> i32 {
         (Some(f), _) if !a.long => SqueueFormat::user_format(&f),
         (None, Some(f)) if !a.long => SqueueFormat::field_list(&f),
         _ if a.long => (SqueueFormat::long_format(), vec![]),
+        _ if a.start => (SqueueFormat::start_format(), vec![]),
         _ => (SqueueFormat::default_format(), vec![]),
     };
     for w in warnings {
@@ -91,6 +183,10 @@ pub fn run(args: &[String]) -> i32 {
     fmt.no_header = a.noheader;
     fmt.sort = a.sort.clone().or_else(|| env("SQUEUE_SORT"));
     fmt.states = a.states.clone().or_else(|| env("SQUEUE_STATES"));
+    if a.start {
+        fmt.sort = fmt.sort.or_else(|| Some(START_SORT.into()));
+        fmt.states = fmt.states.or_else(|| Some(START_STATES.into()));
+    }
     let ids = match parse_ids(a.jobs.as_deref()) {
         Ok(ids) => ids,
         Err(e) => {
@@ -186,6 +282,11 @@ pub fn run(args: &[String]) -> i32 {
                 print!("{text}");
                 0
             }
+            Err(e @ FormatError::InvalidJobState { .. }) => {
+                eprintln!("squeue: error: {e}");
+                eprintln!("squeue: error: Valid job states include: {VALID_STATES}\n");
+                1
+            }
             Err(e) => {
                 eprintln!("squeue: error: {e}");
                 1
@@ -193,6 +294,11 @@ pub fn run(args: &[String]) -> i32 {
         }
     })
 }
+
+/// Listed after an invalid `-t` state, as Slurm lists them.
+const VALID_STATES: &str = "PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NODE_FAIL,PREEMPTED,BOOT_FAIL,DEADLINE,OUT_OF_MEMORY,COMPLETING,CONFIGURING,RESIZING,RESV_DEL_HOLD,REQUEUED,REQUEUE_FED,REQUEUE_HOLD,REVOKED,SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED";
+
+const USAGE: &str = "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid] [-n name] [-o format] [-O fields] [-p partitions] [--qos qos] [--reservation reservation] [--sort fields] [--start] [--step step_id] [-t states] [-u user_name] [--usage] [-L licenses] [-w nodes] [--federation] [--local] [--sibling] [-ahjlrsv]";
 
 /// `-j` items: `N` (a job, or every task of array N) or `N_T` (one task).
 fn parse_ids(list: Option<&str>) -> Result<Vec<(u32, Option<u32>)>, String> {

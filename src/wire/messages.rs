@@ -126,6 +126,10 @@ pub struct JobUpdate {
     /// `suspend` (true) / `resume` (false); operators only.
     #[serde(default)]
     pub suspend: Option<bool>,
+    /// The ids are raw job ids, already resolved by the client (`A_T`
+    /// names): an array id is not widened to all its tasks.
+    #[serde(default)]
+    pub exact: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -369,6 +369,9 @@ pub struct PartitionInfo {
     pub node_names: Vec<String>,
     pub total_cpus: u32,
     pub total_nodes: u32,
+    /// Sum of the nodes' RealMemory, in MiB.
+    #[serde(default)]
+    pub total_mem_mb: u64,
 }
 
 /// Which step of a job an accounting row describes.

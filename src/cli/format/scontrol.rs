@@ -280,15 +280,16 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
         yes_no(p.default)
     ));
     r.line(format!(
-        "DefaultTime={} DisableRootJobs=NO Exclusive=NO GraceTime=0 Hidden=NO",
+        "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
         p.default_time_min.map_or_else(
             || "NONE".to_string(),
             |m| fmt_limit_min(Some(m), LimitStyle::Scontrol)
         )
     ));
     r.line(format!(
-        "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED",
-        p.max_nodes.map_or_else(|| "UNLIMITED".to_string(), |n| n.to_string()),
+        "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED",
+        p.max_nodes
+            .map_or_else(|| "UNLIMITED".to_string(), |n| n.to_string()),
         fmt_limit_min(p.max_time_min, LimitStyle::Scontrol),
         p.min_nodes
     ));
@@ -303,12 +304,15 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
     ));
     r.line("JobDefaults=(null)");
     r.line("DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED");
-    // N.B. Slurm also lists mem= here; PartitionInfo carries no memory total.
     r.line(if p.total_nodes == 0 {
         "TRES=(null)".to_string()
     } else {
+        let mem = match p.total_mem_mb {
+            0 => String::new(),
+            mb => format!("mem={},", fmt_mem_mb(mb)),
+        };
         format!(
-            "TRES=cpu={},node={},billing={}",
+            "TRES=cpu={},{mem}node={},billing={}",
             p.total_cpus, p.total_nodes, p.total_cpus
         )
     });
@@ -630,6 +634,7 @@ mod tests {
             node_names: vec!["n3".into(), "n4".into(), "n5".into(), "n6".into()],
             total_cpus: 8,
             total_nodes: 4,
+            total_mem_mb: 4000,
         }
     }
 
@@ -640,15 +645,15 @@ mod tests {
             "PartitionName=long\n\
              \x20  AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL\n\
              \x20  AllocNodes=ALL Default=NO QoS=N/A\n\
-             \x20  DefaultTime=01:00:00 DisableRootJobs=NO Exclusive=NO GraceTime=0 Hidden=NO\n\
-             \x20  MaxNodes=UNLIMITED MaxTime=2-00:00:00 MinNodes=1 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED\n\
+             \x20  DefaultTime=01:00:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO\n\
+             \x20  MaxNodes=UNLIMITED MaxTime=2-00:00:00 MinNodes=1 LLN=NO MaxCPUsPerNode=UNLIMITED\n\
              \x20  Nodes=n[3-6]\n\
              \x20  PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO\n\
              \x20  OverTimeLimit=NONE PreemptMode=OFF\n\
              \x20  State=UP TotalCPUs=8 TotalNodes=4 SelectTypeParameters=NONE\n\
              \x20  JobDefaults=(null)\n\
              \x20  DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED\n\
-             \x20  TRES=cpu=8,node=4,billing=8\n\n"
+             \x20  TRES=cpu=8,mem=4000M,node=4,billing=8\n\n"
         );
     }
 
@@ -668,8 +673,8 @@ mod tests {
         assert_eq!(
             show_partition(&p, true),
             "PartitionName=empty AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A \
-             DefaultTime=NONE DisableRootJobs=NO Exclusive=NO GraceTime=0 Hidden=NO MaxNodes=4 MaxTime=UNLIMITED \
-             MinNodes=1 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED Nodes=(null) PriorityJobFactor=1 \
+             DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=4 MaxTime=UNLIMITED \
+             MinNodes=1 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=(null) PriorityJobFactor=1 \
              PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF \
              State=INACTIVE TotalCPUs=0 TotalNodes=0 SelectTypeParameters=NONE JobDefaults=(null) \
              DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=(null)\n"

@@ -345,7 +345,8 @@ impl SinfoFormat {
                 ("%P %.5a %.10l %.6D %.6t %N", &[NodeField::Partition][..])
             }
             (SinfoView::Partitions, true) => (
-                "%P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %.11i %N",
+                // Slurm 22.05's columns (23.02 adds RESERVATION before NODELIST).
+                "%P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N",
                 &[NodeField::Partition][..],
             ),
             (SinfoView::Summary, _) => ("%P %.5a %.10l %.16F %N", &[NodeField::Partition][..]),
@@ -605,10 +606,9 @@ fn state_matches(sel: StateSel, n: &NodeInfo) -> bool {
         StateSel::Never => false,
         // "alloc" means "has CPUs allocated", so mixed nodes count too.
         StateSel::Base(NodeBaseState::Allocated) => n.alloc_cpus > 0 || busy(n),
-        // "idle" and "mix" leave drained nodes out (Slurm shows those as
-        // drained/draining); "down" does not.
-        StateSel::Base(NodeBaseState::Idle) => n.base == NodeBaseState::Idle && !n.drain,
-        StateSel::Base(NodeBaseState::Mixed) => n.base == NodeBaseState::Mixed && !n.drain,
+        // A base state matches whatever flags the node carries: a drained
+        // idle node is listed by `-t idle` (as real Slurm 22.05 does, though it
+        // prints it as "drain").
         StateSel::Base(base) => n.base == base,
     }
 }
@@ -1074,6 +1074,7 @@ mod tests {
             node_names: nodes.iter().map(|s| s.to_string()).collect(),
             total_cpus: 2 * nodes.len() as u32,
             total_nodes: nodes.len() as u32,
+            total_mem_mb: 0,
         }
     }
 
@@ -1181,19 +1182,19 @@ mod tests {
         let out = show(&SinfoFormat::standard(SinfoView::Partitions, true));
         let expected = format!(
             "{}\n\
-             PARTITION             AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE RESERVATION NODELIST\n\
-             debug*                   up   infinite 1-infinite   no       NO        all      1    drained*             n4\n\
-             debug*                   up   infinite 1-infinite   no       NO        all      1    draining             n2\n\
-             debug*                   up   infinite 1-infinite   no       NO        all      3       mixed             n[1,3,6]\n\
-             debug*                   up   infinite 1-infinite   no       NO        all      1        idle             n5\n\
-             long                     up 2-00:00:00 1-infinite   no       NO        all      1    drained*             n4\n\
-             long                     up 2-00:00:00 1-infinite   no       NO        all      2       mixed             n[3,6]\n\
-             long                     up 2-00:00:00 1-infinite   no       NO        all      1        idle             n5\n\
-             verylongpartitionname  down      30:00 1-infinite   no       NO        all      1       mixed             n6\n\
-             verylongpartitionname  down      30:00 1-infinite   no       NO        all      1        idle             n5\n\
-             gpu                   drain    1:30:00 1-infinite   no       NO        all      1       mixed             n6\n\
-             off                   inact   infinite 1-infinite   no       NO        all      1       mixed             n1\n\
-             empty                    up   infinite 1-infinite   no       NO        all      0         n/a             \n",
+             PARTITION             AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE NODELIST\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      1    drained* n4\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      1    draining n2\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      3       mixed n[1,3,6]\n\
+             debug*                   up   infinite 1-infinite   no       NO        all      1        idle n5\n\
+             long                     up 2-00:00:00 1-infinite   no       NO        all      1    drained* n4\n\
+             long                     up 2-00:00:00 1-infinite   no       NO        all      2       mixed n[3,6]\n\
+             long                     up 2-00:00:00 1-infinite   no       NO        all      1        idle n5\n\
+             verylongpartitionname  down      30:00 1-infinite   no       NO        all      1       mixed n6\n\
+             verylongpartitionname  down      30:00 1-infinite   no       NO        all      1        idle n5\n\
+             gpu                   drain    1:30:00 1-infinite   no       NO        all      1       mixed n6\n\
+             off                   inact   infinite 1-infinite   no       NO        all      1       mixed n1\n\
+             empty                    up   infinite 1-infinite   no       NO        all      0         n/a \n",
             fmt_date_line(NOW).unwrap()
         );
         assert_eq!(out, expected);
@@ -1373,11 +1374,13 @@ mod tests {
             show(&opts).lines().next().unwrap_or_default().to_string()
         };
         assert_eq!(only("al"), "n[1-3,6]");
-        assert_eq!(only("MIX"), "n[1,3,6]");
+        // A draining node still has its base state (n2 is mixed).
+        assert_eq!(only("MIX"), "n[1-3,6]");
         assert_eq!(only("drng"), "n2");
         assert_eq!(only("drained"), "n4");
         assert_eq!(only("no_respond"), "n4");
-        assert_eq!(only("idle"), "n5");
+        // n4 is drained but idle underneath.
+        assert_eq!(only("idle"), "n[4-5]");
         assert_eq!(only("down,maint"), "");
         let mut nodes = sample_nodes();
         nodes[3].base = NodeBaseState::Down;

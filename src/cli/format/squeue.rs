@@ -25,6 +25,10 @@ const DEFAULT_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
 const LONG_FORMAT: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
 /// The default sort when `-S` is not given.
 const DEFAULT_SORT: &str = "P,t,-p";
+/// `squeue --start`: the columns, states and order.
+const START_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R";
+pub const START_STATES: &str = "PD";
+pub const START_SORT: &str = "S";
 
 /// One squeue column. The letter and `-O` name tables below map onto these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -639,13 +643,19 @@ fn compare_by(field: JobField, a: &JobInfo, b: &JobInfo, now: i64) -> Ordering {
         Nodes => node_count(a).cmp(&node_count(b)),
         Cpus => a.num_cpus.cmp(&b.num_cpus),
         SubmitTime => a.submit_time.cmp(&b.submit_time),
-        StartTime => a.start_time.cmp(&b.start_time),
+        StartTime => expected_start(a).cmp(&expected_start(b)),
         EndTime => a.end_time.cmp(&b.end_time),
         NodeList => a.nodes.cmp(&b.nodes),
         Reason => a.reason.cmp(&b.reason),
         WorkDir => a.workdir.cmp(&b.workdir),
         _ => Ordering::Equal,
     }
+}
+
+/// When a job starts or started; a pending job with no estimate yet goes
+/// by when it was submitted, earliest first (as Slurm orders `--start`).
+fn expected_start(j: &JobInfo) -> (i64, (u32, u32)) {
+    (j.start_time.unwrap_or(j.submit_time), display_key(j))
 }
 
 /// Array tasks sort by (array id, index), others by id.
@@ -669,7 +679,12 @@ fn sort_jobs(jobs: &mut [&JobInfo], keys: &[SortKey], now: i64) {
                 }
             })
             .find(|o| o.is_ne())
-            .unwrap_or_else(|| display_key(a).cmp(&display_key(b)))
+            .unwrap_or_else(|| {
+                // Ties: newest job first (Slurm's controller lists jobs that
+                // way and its sort keeps that order), an array's tasks by index.
+                let ((job_a, task_a), (job_b, task_b)) = (display_key(a), display_key(b));
+                job_b.cmp(&job_a).then(task_a.cmp(&task_b))
+            })
     });
 }
 
@@ -691,6 +706,11 @@ impl SqueueFormat {
     /// Plain `squeue`.
     pub fn default_format() -> Self {
         Self::from_items(parse_percent(DEFAULT_FORMAT, JobField::from_letter, false).items)
+    }
+
+    /// `squeue --start`: expected start times of pending jobs.
+    pub fn start_format() -> Self {
+        Self::from_items(parse_percent(START_FORMAT, JobField::from_letter, false).items)
     }
 
     /// `squeue -l`: the long columns and the date line.
@@ -1256,9 +1276,9 @@ pub(crate) mod tests {
         assert_eq!(ids(&fmt), ["9", "8", "7", "6", "5", "4", "3", "2", "1"]);
         fmt.sort = Some("+j".to_string());
         assert_eq!(ids(&fmt), ["2", "6", "8", "3", "7", "9", "4", "1", "5"]);
-        // Unknown keys are ignored; ties fall back to the job id.
+        // Unknown keys are ignored; ties go newest job first, as in Slurm.
         fmt.sort = Some("z,-D".to_string());
-        assert_eq!(ids(&fmt), ["6", "1", "2", "3", "4", "5", "7", "8", "9"]);
+        assert_eq!(ids(&fmt), ["6", "1", "9", "8", "7", "5", "4", "3", "2"]);
     }
 
     #[test]
