@@ -283,3 +283,35 @@ fn users_cancel_their_own_jobs_and_are_refused_others_per_job() {
     assert_eq!(c.job(theirs).unwrap().state, JobState::Cancelled);
     assert_eq!(c.job(mine).unwrap().state, JobState::Pending);
 }
+
+#[test]
+fn begin_time_defers_a_job_until_it_comes() {
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let later = c.sbatch(w, &["--begin=now+3", "--wrap", "true"]);
+    let now = c.sbatch(w, &["--wrap", "true"]);
+    // The deferred job holds no place in line: the one behind it runs first.
+    assert_eq!(
+        c.wait_done(now, Duration::from_secs(20)).state,
+        JobState::Completed
+    );
+    let o = c.cli(
+        w,
+        "squeue",
+        &["-j", &later.to_string(), "-h", "-o", "%i %T %r"],
+    );
+    assert_eq!(text(&o), format!("{later} PENDING BeginTime\n"));
+    let j = c.job(later).unwrap();
+    assert!(j.eligible_time.unwrap() > j.submit_time, "{j:?}");
+    assert_eq!(
+        c.wait_done(later, Duration::from_secs(20)).state,
+        JobState::Completed
+    );
+    let o = c.cli(w, "sbatch", &["--begin=yesterday-ish", "--wrap", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o),
+        "sbatch: error: Invalid time specification yesterday-ish\n"
+    );
+}

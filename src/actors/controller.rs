@@ -369,6 +369,20 @@ impl ControllerActor {
         self.queue_schedule(ctx);
     }
 
+    /// A schedule pass when a `--begin` time comes (none for past times:
+    /// the pass that admitted the job already saw it eligible).
+    fn schedule_at(&mut self, begin: Option<UnixTime>, ctx: &mut Context<Self>) {
+        let now = chrono::Utc::now().timestamp();
+        if let Some(wait) = begin
+            .and_then(|t| u64::try_from(t - now).ok())
+            .filter(|&w| w > 0)
+        {
+            ctx.run_later(Duration::from_secs(wait), |act, ctx| {
+                act.queue_schedule(ctx)
+            });
+        }
+    }
+
     fn queue_schedule(&mut self, ctx: &mut Context<Self>) {
         if !self.schedule_queued {
             self.schedule_queued = true;
@@ -627,7 +641,7 @@ impl ControllerActor {
             reason: self.jobs.reason(j).to_string(),
             priority: j.priority,
             submit_time: j.submit_time,
-            eligible_time: Some(j.submit_time),
+            eligible_time: Some(s.begin_time.unwrap_or(j.submit_time).max(j.submit_time)),
             start_time: j.start_time,
             end_time: j.end_time,
             time_limit_min: j.time_limit_min,
@@ -999,6 +1013,16 @@ impl Actor for ControllerActor {
         ctx.set_mailbox_capacity(MAILBOX);
         ctx.run_interval(PURGE_EVERY, |act, _| act.purge_old());
         ctx.run_interval(COUNTS_EVERY, |act, _| act.push_partition_counts());
+        // Recovered jobs still waiting for their `--begin` time.
+        let begins: Vec<UnixTime> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending)
+            .filter_map(|j| j.submit.begin_time)
+            .collect();
+        for t in begins {
+            self.schedule_at(Some(t), ctx);
+        }
     }
 }
 
@@ -1042,6 +1066,7 @@ impl Handler<Admit> for ControllerActor {
             });
         }
         let submit = Arc::unwrap_or_clone(msg.submit);
+        let submit_begin = submit.begin_time;
         let dependency = match self.check_dependency(submit.dependency.as_deref()) {
             Ok(d) => d,
             Err(e) => return Box::pin(async move { Err(e) }),
@@ -1087,6 +1112,7 @@ impl Handler<Admit> for ControllerActor {
         let durable = self.store.submit(ops);
         self.counts_dirty = true;
         self.queue_schedule(ctx);
+        self.schedule_at(submit_begin, ctx);
         Box::pin(async move {
             match durable.await {
                 Ok(Ok(())) => Ok(id),

@@ -902,14 +902,35 @@ struct TimeParts {
     time: Option<ClockParts>,
 }
 
-/// Parses a Slurm date/time for `-S`/`-E` the way Slurm's
-/// `parse_time` does for a time in the past: a time without a date means today, a date
-/// without a year means this year unless that month is still to come (then last year),
-/// a date without a time means 00:00. `Ok(None)` when the text names no time at all.
+/// Whether an incomplete date names the last such date or the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tense {
+    /// sacct's `-S`/`-E`: a date without a year is this year unless its
+    /// month is still to come (then last year).
+    Past,
+    /// sbatch's `--begin`: a clock time already gone today means tomorrow,
+    /// a date already gone this year means next year.
+    Future,
+}
+
+/// Parses a Slurm date/time for `-S`/`-E` the way Slurm's `parse_time` does (with
+/// `Tense::Past`): a time without a date means today, a date without a year means this
+/// year unless that month is still to come (then last year), a date without a time
+/// means 00:00. `Ok(None)` when the text names no time at all.
 fn parse_time_in<Tz: TimeZone>(
     text: &str,
     now: UnixTime,
     tz: &Tz,
+) -> Result<Option<UnixTime>, SacctArgsError> {
+    parse_slurm_time(text, now, tz, Tense::Past)
+}
+
+/// [`parse_time_in`] with the tense chosen.
+pub(crate) fn parse_slurm_time<Tz: TimeZone>(
+    text: &str,
+    now: UnixTime,
+    tz: &Tz,
+    tense: Tense,
 ) -> Result<Option<UnixTime>, SacctArgsError> {
     let err = |pos: usize| SacctArgsError::InvalidTime {
         text: text.to_string(),
@@ -973,7 +994,7 @@ fn parse_time_in<Tz: TimeZone>(
             pos = next;
         }
     }
-    resolve(parts, now_local, tz).map_err(|()| err(text.len()))
+    resolve(parts, now_local, tz, tense).map_err(|()| err(text.len()))
 }
 
 /// `text` without a case-insensitive ASCII `prefix`, if it starts with one.
@@ -1139,24 +1160,37 @@ fn resolve<Tz: TimeZone>(
     parts: TimeParts,
     now_local: NaiveDateTime,
     tz: &Tz,
+    tense: Tense,
 ) -> Result<Option<UnixTime>, ()> {
+    let clock_only = parts.date.is_none();
     let (date, time) = match (parts.date, parts.time) {
         (None, None) => return Ok(None),
         (Some(date), time) => (date, time.unwrap_or((0, 0, 0))),
         (None, Some(time)) => (date_of(now_local), time),
     };
     let (year, month, day) = date;
-    // A past date without a year: this year, unless its month has not come yet.
-    let year = year.unwrap_or(if month > now_local.month() {
-        now_local.year() - 1
-    } else {
-        now_local.year()
+    let given_year = year.is_some();
+    let year = year.unwrap_or(match tense {
+        // A past date without a year: this year, unless its month has not come yet.
+        Tense::Past if month > now_local.month() => now_local.year() - 1,
+        Tense::Past | Tense::Future => now_local.year(),
     });
     let (hour, minute, second) = time;
-    let naive = NaiveDate::from_ymd_opt(year, month, 1)
-        .and_then(|first| first.checked_add_days(chrono::Days::new(u64::from(day - 1))))
-        .and_then(|d| d.and_hms_opt(hour, minute, second))
-        .ok_or(())?;
+    let at = |year: i32, extra_days: u64| {
+        NaiveDate::from_ymd_opt(year, month, 1)
+            .and_then(|first| {
+                first.checked_add_days(chrono::Days::new(u64::from(day - 1) + extra_days))
+            })
+            .and_then(|d| d.and_hms_opt(hour, minute, second))
+    };
+    let mut naive = at(year, 0).ok_or(())?;
+    if tense == Tense::Future && naive < now_local {
+        if clock_only {
+            naive = at(year, 1).ok_or(())?;
+        } else if !given_year {
+            naive = at(year + 1, 0).ok_or(())?;
+        }
+    }
     local_to_unix(naive, tz).map(Some).ok_or(())
 }
 
@@ -1170,6 +1204,20 @@ mod tests {
 
     fn utc() -> FixedOffset {
         FixedOffset::east_opt(0).unwrap()
+    }
+
+    #[test]
+    fn future_tense_names_the_next_such_time() {
+        let next = |text: &str| parse_slurm_time(text, NOW, &utc(), Tense::Future).unwrap();
+        // NOW is 05:46:40 on 2026-11-21.
+        assert_eq!(next("10:00"), Some(at(2026, 11, 21, 10, 0, 0)));
+        assert_eq!(next("05:00"), Some(at(2026, 11, 22, 5, 0, 0)));
+        assert_eq!(next("11/01"), Some(at(2027, 11, 1, 0, 0, 0)));
+        assert_eq!(next("12/01"), Some(at(2026, 12, 1, 0, 0, 0)));
+        assert_eq!(next("2026-01-05T10:00"), Some(at(2026, 1, 5, 10, 0, 0)));
+        assert_eq!(next("now+1hour"), Some(NOW + 3600));
+        assert_eq!(next("tomorrow"), Some(at(2026, 11, 22, 0, 0, 0)));
+        assert!(parse_slurm_time("soonish", NOW, &utc(), Tense::Future).is_err());
     }
 
     fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {

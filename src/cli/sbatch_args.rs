@@ -26,7 +26,7 @@ use thiserror::Error;
 
 use crate::config::units;
 use crate::sched::array;
-use crate::wire::types::{ArraySpec, JobSubmit, SignalSpec};
+use crate::wire::types::{ArraySpec, JobSubmit, SignalSpec, UnixTime};
 
 use super::getopt::{self, spec, Ambiguity, ArgKind, GetoptError, Word};
 use Action as A;
@@ -75,6 +75,8 @@ pub enum SbatchError {
     InvalidSignal { value: String },
     #[error("sbatch: error: Invalid job array specification \"{value}\": {why}")]
     InvalidArray { value: String, why: String },
+    #[error("sbatch: error: Invalid time specification {value}")]
+    InvalidBegin { value: String },
     #[error("sbatch: error: Invalid --{option} specification \"{value}\": expected yes or no")]
     InvalidChoice { option: &'static str, value: String },
     #[error("sbatch: error: \"{value}\" is not a valid node count")]
@@ -229,6 +231,7 @@ enum Action {
     Usage,
     Version,
     /// Known to Slurm, not implemented by canopy: warn and ignore.
+    Begin,
     Unsupported,
 }
 
@@ -269,7 +272,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("batch", None, Required, A::Unsupported),
     spec("bb", None, Required, A::Unsupported),
     spec("bbf", None, Required, A::Unsupported),
-    spec("begin", Some('b'), Required, A::Unsupported),
+    spec("begin", Some('b'), Required, A::Begin),
     spec("cluster-constraint", None, Required, A::Unsupported),
     spec("clusters", Some('M'), Required, A::Unsupported),
     spec("comment", None, Required, A::Unsupported),
@@ -446,6 +449,7 @@ struct Layer {
     array: Option<ArraySpec>,
     signal: Option<SignalSpec>,
     open_append: Option<bool>,
+    begin_time: Option<UnixTime>,
     dependency: Option<String>,
     kill_on_invalid_dep: Option<bool>,
 }
@@ -476,9 +480,23 @@ impl Layer {
             array: self.array.or(lower.array),
             signal: self.signal.or(lower.signal),
             open_append: self.open_append.or(lower.open_append),
+            begin_time: self.begin_time.or(lower.begin_time),
             dependency: self.dependency.or(lower.dependency),
             kill_on_invalid_dep: self.kill_on_invalid_dep.or(lower.kill_on_invalid_dep),
         }
+    }
+}
+
+/// `--begin`: any time Slurm's parser reads, in local time; an incomplete
+/// date means the next one to come.
+fn parse_begin(value: &str) -> Result<UnixTime, SbatchError> {
+    use super::sacct_args::{parse_slurm_time, Tense};
+    let now = chrono::Utc::now().timestamp();
+    match parse_slurm_time(value, now, &chrono::Local, Tense::Future) {
+        Ok(Some(t)) => Ok(t),
+        _ => Err(SbatchError::InvalidBegin {
+            value: value.to_string(),
+        }),
     }
 }
 
@@ -513,6 +531,7 @@ fn apply(
         A::Quiet => layer.quiet = true,
         A::Wait => layer.wait = true,
         A::OpenMode => layer.open_append = Some(parse_open_mode(v, warnings)),
+        A::Begin => layer.begin_time = Some(parse_begin(v)?),
         A::Array => {
             layer.array = Some(array::parse(v).map_err(|e| SbatchError::InvalidArray {
                 value: v.to_string(),
@@ -1154,6 +1173,7 @@ fn build_submit(
         kill_on_invalid_dep: opts.kill_on_invalid_dep,
         signal: opts.signal,
         open_append: opts.open_append.unwrap_or(false),
+        begin_time: opts.begin_time,
         script: script.text,
     }
 }

@@ -383,6 +383,10 @@ impl JobTable {
         if !schedulable(j) {
             return &j.reason;
         }
+        let now = chrono::Utc::now().timestamp();
+        if j.submit.begin_time.is_some_and(|t| t > now) {
+            return "BeginTime";
+        }
         if self.throttled(j) {
             return "JobArrayTaskLimit";
         }
@@ -451,6 +455,10 @@ impl JobTable {
                 if self.throttled(job) {
                     // Every later task of this array is throttled too.
                     cursor = (key.0, u32::MAX, u32::MAX);
+                    continue;
+                }
+                // Not yet eligible (`--begin`): it holds no place in line.
+                if job.submit.begin_time.is_some_and(|t| t > now) {
                     continue;
                 }
                 let req = Request::from_submit(&job.submit);

@@ -218,6 +218,9 @@ pub struct JobSubmit {
     /// `--open-mode=append` (default: truncate).
     #[serde(default)]
     pub open_append: bool,
+    /// `--begin`: not eligible to start before this time.
+    #[serde(default)]
+    pub begin_time: Option<UnixTime>,
 }
 
 /// `--signal`: send `signal` `secs` before the time limit, to the steps'
