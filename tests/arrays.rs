@@ -212,3 +212,46 @@ fn dependencies_hold_jobs_until_their_targets_end() {
     c.wait_done(s2, Duration::from_secs(30));
     assert!(c.job(s2).unwrap().start_time.unwrap() >= c.job(s1).unwrap().end_time.unwrap());
 }
+
+#[test]
+fn scontrol_acts_on_single_array_tasks() {
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    // Tasks 1-3: the array id is task 3's own id; tasks 1 and 2 follow it.
+    let a = c.sbatch(w, &["--array=1-3", "--hold", "--wrap", "sleep 30"]);
+    let held = |c: &Cluster| {
+        let o = c.cli(w, "squeue", &["-r", "-h", "-o", "%i %r"]);
+        out(&o)
+    };
+    // `A_3` names only the task whose raw id equals the array id.
+    let o = c.cli(w, "scontrol", &["release", &format!("{a}_3")]);
+    assert!(o.status.success(), "{o:?}");
+    c.wait_for(Duration::from_secs(10), "task 3 running", |c| {
+        held(c).contains(&format!("{a}_3 None"))
+    });
+    let listing = held(&c);
+    assert!(listing.contains(&format!("{a}_1 JobHeldUser")), "{listing}");
+    assert!(listing.contains(&format!("{a}_2 JobHeldUser")), "{listing}");
+    // Holding task 2 of an unknown array, or a task the array lacks, fails.
+    let o = c.cli(w, "scontrol", &["hold", &format!("{a}_9")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("Invalid job id specified: {a}_9\n")
+    );
+    // A plain array id still means every task: the held ones are released,
+    // and the running one is reported as no longer pending.
+    let o = c.cli(w, "scontrol", &["release", &a.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "Job is no longer pending execution for job {a}\n\
+             slurm_suspend error: Job is no longer pending execution\n"
+        )
+    );
+    c.wait_for(Duration::from_secs(10), "no task held", |c| {
+        !held(c).contains("JobHeldUser")
+    });
+}
