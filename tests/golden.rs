@@ -12,11 +12,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use canopy::wire::types::JobState;
-use common::{bin, Cluster};
+use common::Cluster;
 
 /// How a case's output is made comparable.
 #[derive(Clone, Copy, PartialEq)]
@@ -272,18 +272,7 @@ fn fixture(name: &str, ext: &str) -> String {
 }
 
 fn run(c: &Cluster, cwd: &Path, case: &Case) -> Output {
-    Command::new(bin("canopy"))
-        .arg(case.cmd)
-        .args(case.args)
-        .current_dir(cwd)
-        .env("CANOPY_CONF", &c.conf)
-        .env("PATH", c.path_env())
-        .env_remove("SQUEUE_FORMAT")
-        .env_remove("SQUEUE_SORT")
-        .env_remove("SINFO_FORMAT")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    c.cli(cwd, case.cmd, case.args)
 }
 
 /// The differences between one case's output and its fixture, if any.

@@ -603,7 +603,7 @@ impl ControllerActor {
     }
 
     /// A job as clients see it; `brief` leaves the paths, command and submit
-    /// line empty (a listing does not show them, and they are most of its bytes).
+    /// line empty (a listing does not show them, so they are not copied).
     fn job_info(&self, j: &JobRecord, brief: bool) -> JobInfo {
         let s = &j.submit;
         let (nodes, num_nodes, num_cpus, num_tasks, mem) = match &j.alloc {
@@ -630,7 +630,7 @@ impl ControllerActor {
         } else {
             j.state
         };
-        JobInfo {
+        let mut info = JobInfo {
             job_id: j.job_id,
             name: s.name.clone(),
             user: s.user.clone(),
@@ -652,39 +652,13 @@ impl ControllerActor {
             cpus_per_task: s.cpus_per_task.unwrap_or(1),
             mem_per_node_mb: mem,
             exit_code: (j.exit.code, j.exit.signal),
-            workdir: if brief {
-                String::new()
-            } else {
-                s.workdir.clone()
-            },
-            stdout: if brief {
-                String::new()
-            } else {
-                s.stdout.clone().unwrap_or_else(|| default_stdout(j).into())
-            },
-            stderr: if brief {
-                String::new()
-            } else {
-                s.stderr
-                    .clone()
-                    .or_else(|| s.stdout.clone())
-                    .unwrap_or_else(|| default_stdout(j).into())
-            },
-            stdin: if brief {
-                String::new()
-            } else {
-                s.stdin.clone().unwrap_or_else(|| "/dev/null".into())
-            },
-            command: if brief {
-                String::new()
-            } else {
-                s.command.clone()
-            },
-            submit_line: if brief {
-                String::new()
-            } else {
-                s.submit_line.clone()
-            },
+            // Filled in below unless the query is brief.
+            workdir: String::new(),
+            stdout: String::new(),
+            stderr: String::new(),
+            stdin: String::new(),
+            command: String::new(),
+            submit_line: String::new(),
             batch_host: j
                 .alloc
                 .as_ref()
@@ -700,7 +674,21 @@ impl ControllerActor {
                 .filter(|d| d != "(null)")
                 .unwrap_or_default(),
             array_pending: None,
+        };
+        if !brief {
+            let default_out = || default_stdout(j).to_string();
+            info.workdir = s.workdir.clone();
+            info.stdout = s.stdout.clone().unwrap_or_else(default_out);
+            info.stderr = s
+                .stderr
+                .clone()
+                .or_else(|| s.stdout.clone())
+                .unwrap_or_else(default_out);
+            info.stdin = s.stdin.clone().unwrap_or_else(|| "/dev/null".into());
+            info.command = s.command.clone();
+            info.submit_line = s.submit_line.clone();
         }
+        info
     }
 
     fn node_info(&self, rank: usize) -> Option<NodeInfo> {
@@ -1013,8 +1001,9 @@ impl Actor for ControllerActor {
         ctx.set_mailbox_capacity(MAILBOX);
         ctx.run_interval(PURGE_EVERY, |act, _| act.purge_old());
         ctx.run_interval(COUNTS_EVERY, |act, _| act.push_partition_counts());
-        // Recovered jobs still waiting for their `--begin` time.
-        let begins: Vec<UnixTime> = self
+        // Recovered jobs still waiting for their `--begin` time: one timer
+        // per distinct time (an array's tasks share theirs).
+        let begins: std::collections::BTreeSet<UnixTime> = self
             .jobs
             .values()
             .filter(|j| j.state == JobState::Pending)

@@ -81,6 +81,11 @@ pub fn block_on<F: Future<Output = i32>>(f: F) -> i32 {
     }
 }
 
+/// The warning for a real Slurm option canopy accepts but does not act on.
+pub fn unsupported_option(cmd: &str, long: &str) -> String {
+    format!("{cmd}: warning: option --{long} is not supported by canopy yet; ignored")
+}
+
 /// Print a CLI error the way the named Slurm command would, and return its exit code.
 pub fn report(cmd: &str, e: &CliError) -> i32 {
     eprintln!("{cmd}: error: {e}");

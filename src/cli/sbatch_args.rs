@@ -576,7 +576,7 @@ fn warn_unsupported(long: &str, source: Source, warnings: &mut Vec<String>) {
     };
     push_once(
         warnings,
-        format!("sbatch: warning: option --{long} is not supported by canopy yet; ignored{origin}"),
+        format!("{}{origin}", super::unsupported_option("sbatch", long)),
     );
 }
 

@@ -803,7 +803,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     for name in &a.ignored {
-        eprintln!("scancel: warning: option --{name} is not supported by canopy yet; ignored");
+        eprintln!("{}", super::unsupported_option("scancel", name));
     }
     let me = nix::unistd::getuid().as_raw();
     let selector = match Selector::resolve(&a.filters, me, uid_of_name, |path| {

@@ -125,7 +125,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     for name in &a.ignored {
-        eprintln!("sinfo: warning: option --{name} is not supported by canopy yet; ignored");
+        eprintln!("{}", super::unsupported_option("sinfo", name));
     }
     if a.help || a.usage {
         println!("{USAGE}");

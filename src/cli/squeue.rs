@@ -148,7 +148,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     for name in &a.ignored {
-        eprintln!("squeue: warning: option --{name} is not supported by canopy yet; ignored");
+        eprintln!("{}", super::unsupported_option("squeue", name));
     }
     if a.usage {
         println!("{USAGE}");

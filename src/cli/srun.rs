@@ -139,9 +139,7 @@ fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
         "chdir" => a.chdir = Some(v.to_string()),
         "label" => a.label = true,
         "quiet" => a.quiet = true,
-        _ if !HONOURED.contains(&opt) => a.warnings.push(format!(
-            "srun: warning: option --{opt} is not supported by canopy yet; ignored"
-        )),
+        _ if !HONOURED.contains(&opt) => a.warnings.push(super::unsupported_option("srun", opt)),
         _ => {}
     }
     Ok(())

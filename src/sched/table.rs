@@ -383,8 +383,12 @@ impl JobTable {
         if !schedulable(j) {
             return &j.reason;
         }
-        let now = chrono::Utc::now().timestamp();
-        if j.submit.begin_time.is_some_and(|t| t > now) {
+        // The clock is read only for the rare job with a begin time: this
+        // runs once per job in every listing.
+        if j.submit
+            .begin_time
+            .is_some_and(|t| t > chrono::Utc::now().timestamp())
+        {
             return "BeginTime";
         }
         if self.throttled(j) {

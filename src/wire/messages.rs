@@ -75,7 +75,7 @@ pub struct JobQuery {
     /// Include jobs that finished within MinJobAge.
     pub include_finished: bool,
     /// Leave out each job's paths, command and submit line: a listing such
-    /// as squeue's default never shows them, and they are most of a job's bytes.
+    /// as squeue's default never shows them.
     #[serde(default)]
     pub brief: bool,
 }

@@ -174,6 +174,11 @@ impl Cluster {
             .current_dir(cwd)
             .env("CANOPY_CONF", &self.conf)
             .env("PATH", self.path_env())
+            // The caller's own layout preferences must not change what is compared.
+            .env_remove("SQUEUE_FORMAT")
+            .env_remove("SQUEUE_FORMAT2")
+            .env_remove("SQUEUE_SORT")
+            .env_remove("SINFO_FORMAT")
             .stdin(Stdio::null())
             .output()
             .unwrap()
