@@ -27,6 +27,12 @@ enum Mask {
     Times,
     /// As `Times`, and the first line (the `-l` date line) is dropped.
     DateLine,
+    /// Timestamps (`2026-11-21T08:23:53`) lose their digits, on stdout and
+    /// stderr (`sbatch --test-only` prints its estimate on stderr), and so
+    /// does the id in `Job N to start`: Slurm numbers a pending array's
+    /// tasks only as they start, canopy at submission, so the next free id
+    /// differs after the array.
+    Stamps,
 }
 
 struct Case {
@@ -54,8 +60,8 @@ const fn case(
 }
 
 /// Every fixture whose state the script below reproduces. (Job ids agree
-/// with Slurm's up to the array; the fixtures taken after `--test-only` used
-/// up ids are not replayed.)
+/// with Slurm's up to the array; `--test-only` comes last because it uses up
+/// ids, and the fixtures taken after it are not replayed.)
 const CASES: &[Case] = &[
     case("squeue_default", "squeue", &[], 0, Mask::Times),
     case("squeue_a", "squeue", &["-a"], 0, Mask::Times),
@@ -221,7 +227,67 @@ const CASES: &[Case] = &[
         Mask::Exact,
     ),
     case("sbatch_no_script", "sbatch", &[], 1, Mask::Exact),
+    case(
+        "sbatch_test_only",
+        "sbatch",
+        &["--test-only", "--wrap", "true"],
+        0,
+        Mask::Stamps,
+    ),
+    case(
+        "sbatch_test_only_N9",
+        "sbatch",
+        &["--test-only", "-N", "9", "--wrap", "true"],
+        1,
+        Mask::Exact,
+    ),
 ];
+
+/// `sbatch: Job 6 to start` becomes `sbatch: Job # to start`.
+fn mask_will_run_id(text: &str) -> String {
+    text.lines()
+        .map(|l| match l
+            .strip_prefix("sbatch: Job ")
+            .and_then(|r| r.split_once(" to start "))
+        {
+            Some((id, rest)) if id.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("sbatch: Job # to start {rest}\n")
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// Digits of `YYYY-MM-DDTHH:MM:SS` timestamps become `#`.
+fn mask_stamps(text: &str) -> String {
+    let b = text.as_bytes();
+    let shape = b"dddd-dd-ddTdd:dd:dd";
+    let fits = |at: usize| {
+        b.len() >= at + shape.len()
+            && shape.iter().zip(&b[at..]).all(|(&want, &c)| {
+                if want == b'd' {
+                    c.is_ascii_digit()
+                } else {
+                    c == want
+                }
+            })
+    };
+    let mut out = b.to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        if fits(i) {
+            for (k, &want) in shape.iter().enumerate() {
+                if want == b'd' {
+                    out[i + k] = b'#';
+                }
+            }
+            i += shape.len();
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
 
 /// Digits of elapsed-time tokens (`0:03`, `1:00:00`, `1-00:00:00`) become
 /// `#`, keeping every width.
@@ -261,6 +327,7 @@ fn masked(text: &str, mask: Mask) -> String {
         Mask::Exact => text.to_string(),
         Mask::Times => mask_times(text),
         Mask::DateLine => mask_times(text.split_once('\n').map_or("", |(_, rest)| rest)),
+        Mask::Stamps => mask_stamps(&mask_will_run_id(text)),
     }
 }
 
@@ -285,8 +352,13 @@ fn compare(case: &Case, out: &Output) -> Option<String> {
             "stdout differs\n--- slurm\n{want_out}--- canopy\n{got_out}---"
         ));
     }
-    let want_err = fixture(case.name, "err");
-    let got_err = String::from_utf8_lossy(&out.stderr);
+    let err_mask = if case.mask == Mask::Stamps {
+        Mask::Stamps
+    } else {
+        Mask::Exact
+    };
+    let want_err = masked(&fixture(case.name, "err"), err_mask);
+    let got_err = masked(&String::from_utf8_lossy(&out.stderr), err_mask);
     if want_err != got_err {
         problems.push(format!(
             "stderr differs\n--- slurm\n{want_err}--- canopy\n{got_err}---"
@@ -373,4 +445,8 @@ fn time_masking_keeps_widths_and_other_text() {
     assert_eq!(mask_times("1-00:00:00|RUNNING"), "#-##:##:##|RUNNING");
     assert_eq!(mask_times("n[1-2] job-1"), "n[1-2] job-1");
     assert_eq!(masked("Sat Nov 21\nA 0:01\n", Mask::DateLine), "A #:##\n");
+    assert_eq!(
+        mask_stamps("Job 6 to start at 2026-11-21T08:23:53 using"),
+        "Job 6 to start at ####-##-##T##:##:## using"
+    );
 }

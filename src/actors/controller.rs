@@ -35,7 +35,8 @@ use crate::wire::joblist::JobList;
 use crate::wire::messages::{
     AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
     ExitStatus, JobLaunch, JobOnNode, JobUpdate, NodeCommand, NodeCounts, NodeUpdate, RequeueKind,
-    StatusReport, StepComplete, StepLaunch, StepLaunched, StepRequest, TreePlace, Usage,
+    StatusReport, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply, TreePlace,
+    Usage, WillRun,
 };
 use crate::wire::types::{
     AcctJob, AcctStep, ArraySpec, ArrayTask, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo,
@@ -48,9 +49,10 @@ const PURGE_EVERY: Duration = Duration::from_secs(5);
 /// How often partition actors' advisory counters are refreshed.
 const COUNTS_EVERY: Duration = Duration::from_secs(1);
 
-/// Admit a validated submission: assign an id and make it durable.
+/// Admit a validated submission: assign an id and make it durable (or,
+/// for `--test-only`, use up an id and say when the job would start).
 #[derive(Message)]
-#[rtype(result = "Result<u32, ErrorReply>")]
+#[rtype(result = "Result<SubmitReply, ErrorReply>")]
 pub struct Admit {
     pub submit: Arc<JobSubmit>,
     pub partition: String,
@@ -454,7 +456,10 @@ impl ControllerActor {
         let now = chrono::Utc::now().timestamp();
         let t0 = std::time::Instant::now();
         let resolved = self.jobs.resolve_dependencies(now);
-        let started = self.jobs.schedule(&parts, &mut self.slots, now);
+        let conf = &self.conf;
+        let started = self
+            .jobs
+            .schedule_with(&parts, &mut self.slots, now, &|n| conf.node_index(n));
         let us = t0.elapsed().as_micros() as u64;
         let (n, _, max, total) = self.sched_timing;
         self.sched_timing = (n + 1, us, max.max(us), total + us);
@@ -674,6 +679,8 @@ impl ControllerActor {
                 .filter(|d| d != "(null)")
                 .unwrap_or_default(),
             array_pending: None,
+            req_node_list: s.req_nodes.clone().unwrap_or_default(),
+            exc_node_list: s.exc_nodes.clone().unwrap_or_default(),
         };
         if !brief {
             let default_out = || default_stdout(j).to_string();
@@ -1023,7 +1030,7 @@ impl Handler<RunSchedule> for ControllerActor {
 }
 
 impl Handler<Admit> for ControllerActor {
-    type Result = ResponseFuture<Result<u32, ErrorReply>>;
+    type Result = ResponseFuture<Result<SubmitReply, ErrorReply>>;
     fn handle(&mut self, msg: Admit, ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
         if self.jobs.active() >= self.conf.max_job_count as usize {
@@ -1034,7 +1041,21 @@ impl Handler<Admit> for ControllerActor {
                 })
             });
         }
-        let req = Request::from_submit(&msg.submit);
+        if msg.submit.test_only {
+            return self.will_run(&msg);
+        }
+        let conf = self.conf.clone();
+        let req = match Request::for_job(&msg.submit, &|n| conf.node_index(n)) {
+            Ok(r) => r,
+            Err(_) => {
+                return Box::pin(async {
+                    Err(refused(
+                        ErrorCode::InvalidNodeName,
+                        "Invalid node name specified",
+                    ))
+                })
+            }
+        };
         let ranks = self
             .part_ranks
             .iter()
@@ -1104,11 +1125,85 @@ impl Handler<Admit> for ControllerActor {
         self.schedule_at(submit_begin, ctx);
         Box::pin(async move {
             match durable.await {
-                Ok(Ok(())) => Ok(id),
+                Ok(Ok(())) => Ok(SubmitReply {
+                    job_id: id,
+                    will_run: None,
+                }),
                 _ => Err(ErrorReply {
                     code: ErrorCode::Internal,
                     message: "could not save job state".into(),
                 }),
+            }
+        })
+    }
+}
+
+impl ControllerActor {
+    /// `--test-only`: use up a job id (as Slurm does, whatever the answer)
+    /// and estimate the start from the running jobs' time limits.
+    fn will_run(&mut self, msg: &Admit) -> ResponseFuture<Result<SubmitReply, ErrorReply>> {
+        let id = self.alloc_next_id();
+        let durable = self.store.submit(vec![Op::NextJobId(self.next_job_id)]);
+        let now = chrono::Utc::now().timestamp();
+        let partition = msg.partition.as_str();
+        let ranks = self
+            .part_ranks
+            .iter()
+            .find(|(n, _)| *n == partition)
+            .map(|(_, r)| r.as_slice())
+            .unwrap_or(&[]);
+        let conf = &self.conf;
+        let checked = Request::for_job(&msg.submit, &|n| conf.node_index(n))
+            .map_err(|_| refused(ErrorCode::InvalidNodeName, "Invalid node name specified"))
+            .and_then(|req| {
+                sched::feasible(&req, ranks, &self.slots).map_err(|_| {
+                    refused(
+                        ErrorCode::NodeConfigUnavailable,
+                        "Requested node configuration is not available",
+                    )
+                })?;
+                Ok(req)
+            });
+        let req = match checked {
+            Ok(r) => r,
+            Err(e) => {
+                return Box::pin(async move {
+                    let _ = durable.await;
+                    Err(e)
+                })
+            }
+        };
+        let begin = msg.submit.begin_time;
+        let mut running: Vec<(UnixTime, &crate::state::record::Allocation)> = self
+            .jobs
+            .running()
+            .filter_map(|j| {
+                let end = j.start_time? + i64::from(j.time_limit_min?) * 60;
+                Some((end, j.alloc.as_ref()?))
+            })
+            .collect();
+        let when = sched::earliest_start(&req, ranks, &self.slots, &mut running, now);
+        let reply = when.map(|(start, alloc)| WillRun {
+            start_time: begin.map_or(start, |b| b.max(start)),
+            cpus: alloc.cpus.iter().sum(),
+            nodes: self.nodelist(&alloc.ranks),
+            partition: partition.to_string(),
+        });
+        tracing::info!(job_id = id, partition, start = ?reply.as_ref().map(|w| w.start_time), "will-run test");
+        Box::pin(async move {
+            // The id is used up either way; only a failed save is an error.
+            if !matches!(durable.await, Ok(Ok(()))) {
+                return Err(refused(ErrorCode::Internal, "could not save job state"));
+            }
+            match reply {
+                Some(w) => Ok(SubmitReply {
+                    job_id: id,
+                    will_run: Some(w),
+                }),
+                None => Err(refused(
+                    ErrorCode::NodeConfigUnavailable,
+                    "Requested nodes are busy",
+                )),
             }
         })
     }
@@ -1575,6 +1670,23 @@ impl Handler<GetCounts> for ControllerActor {
     }
 }
 
+impl ControllerActor {
+    /// Configured node ranks of a hostlist (`-w`/`-x`), in its order.
+    fn ranks_of(&self, list: &str) -> Result<Vec<u32>, ErrorReply> {
+        let invalid = || refused(ErrorCode::InvalidNodeName, "Invalid node name specified");
+        let names = hostlist::expand(list).map_err(|_| invalid())?;
+        names
+            .iter()
+            .map(|n| {
+                self.conf
+                    .node_index(n)
+                    .map(|r| r as u32)
+                    .ok_or_else(invalid)
+            })
+            .collect()
+    }
+}
+
 impl Handler<GetRanks> for ControllerActor {
     type Result = GetRanksReply;
     fn handle(&mut self, msg: GetRanks, _ctx: &mut Context<Self>) -> Self::Result {
@@ -1933,27 +2045,70 @@ impl ControllerActor {
                 ))
             }
         };
-        let have = alloc.ranks.len() as u32;
-        let nodes = r.nodes.unwrap_or(have);
-        if nodes == 0 || nodes > have {
-            return Err(refused(
+        // The allocation's nodes this step may use, in allocation order:
+        // `-w` ones first (they must all be used), then the rest unless `-x`.
+        let unavailable = || {
+            refused(
                 ErrorCode::NodeConfigUnavailable,
                 "Requested node configuration is not available",
-            ));
+            )
+        };
+        let required = match &r.nodelist {
+            Some(l) => self.ranks_of(l)?,
+            None => Vec::new(),
+        };
+        let excluded = match &r.exclude {
+            Some(l) => self.ranks_of(l)?,
+            None => Vec::new(),
+        };
+        if required
+            .iter()
+            .any(|n| !alloc.ranks.contains(n) || excluded.contains(n))
+        {
+            return Err(unavailable());
         }
-        let default_tasks: u32 = alloc.tasks.iter().take(nodes as usize).sum();
+        let mut pool: Vec<(u32, u32)> = alloc
+            .ranks
+            .iter()
+            .zip(&alloc.tasks)
+            .filter(|(n, _)| required.contains(n))
+            .map(|(&n, &t)| (n, t))
+            .collect();
+        pool.extend(
+            alloc
+                .ranks
+                .iter()
+                .zip(&alloc.tasks)
+                .filter(|(n, _)| !required.contains(n) && !excluded.contains(n))
+                .map(|(&n, &t)| (n, t)),
+        );
+        let have = pool.len() as u32;
+        let nodes = match r.nodes {
+            Some(n) => n.max(required.len() as u32),
+            None if required.is_empty() => have,
+            None => required.len() as u32,
+        };
+        if nodes == 0 || nodes > have {
+            return Err(unavailable());
+        }
+        let default_tasks: u32 = pool.iter().take(nodes as usize).map(|p| p.1).sum();
         let ntasks = r
             .ntasks
             .or(r.ntasks_per_node.map(|p| p * nodes))
             .unwrap_or(default_tasks.max(nodes))
             .max(1);
         let tasks_per_node = step_layout(ntasks, nodes);
-        let ranks: Vec<u32> = alloc
-            .ranks
+        if tasks_per_node.len() < required.len() {
+            // Fewer tasks than named nodes: some named node would go unused.
+            return Err(unavailable());
+        }
+        // Tasks are laid out in the allocation's node order.
+        let mut ranks: Vec<u32> = pool
             .iter()
             .take(tasks_per_node.len())
-            .copied()
+            .map(|p| p.0)
             .collect();
+        ranks.sort_by_key(|n| alloc.ranks.iter().position(|a| a == n));
         let step_id = job.next_step;
         let now = chrono::Utc::now().timestamp();
         let nodelist = self.nodelist(&ranks);
@@ -1978,6 +2133,7 @@ impl ControllerActor {
             stdout: r.stdout.clone(),
             stderr: r.stderr.clone(),
             array: job.array,
+            stdin: r.stdin,
         };
         let step = AcctStep {
             kind: StepKind::Numbered(step_id),

@@ -47,7 +47,9 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
         None => std::env::current_dir()?.display().to_string(),
     };
     let start_time = chrono::Utc::now().timestamp();
-    let id = allocate(&mut c, &a, &cwd, "salloc").await?;
+    let Some(id) = allocate(&mut c, &a, &cwd, "salloc").await? else {
+        return Ok(1);
+    };
     if !a.quiet {
         eprintln!("salloc: Granted job allocation {id}");
     }

@@ -42,6 +42,7 @@ pub fn run(args: &[String]) -> i32 {
     for w in &sub.warnings {
         eprintln!("{w}");
     }
+    let test_only = sub.submit.test_only;
     super::block_on(async move {
         let reply = async {
             let mut c = Client::connect(None).await?;
@@ -50,9 +51,27 @@ pub fn run(args: &[String]) -> i32 {
         }
         .await;
         let (mut client, job_id) = match reply {
+            Ok((_, Body::SubmitReply(r))) if r.will_run.is_some() => {
+                if let Some(w) = r.will_run {
+                    // Slurm prints the estimate on stderr and nothing on stdout.
+                    eprintln!(
+                        "sbatch: Job {} to start at {} using {} processors on nodes {} in partition {}",
+                        r.job_id,
+                        super::format::time::fmt_timestamp(Some(w.start_time)),
+                        w.cpus,
+                        w.nodes,
+                        w.partition
+                    );
+                }
+                return 0;
+            }
             Ok((c, Body::SubmitReply(r))) => (c, r.job_id),
             Ok((_, other)) => {
                 eprintln!("sbatch: error: unexpected reply {}", other.kind());
+                return 1;
+            }
+            Err(CliError::Refused(e)) if test_only => {
+                eprintln!("allocation failure: {}", e.message);
                 return 1;
             }
             Err(CliError::Refused(e)) => {

@@ -227,6 +227,9 @@ enum Action {
     Signal,
     Dependency,
     KillOnInvalidDep,
+    Nodelist,
+    Exclude,
+    TestOnly,
     Help,
     Usage,
     Version,
@@ -287,7 +290,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("deadline", None, Required, A::Unsupported),
     spec("delay-boot", None, Required, A::Unsupported),
     spec("distribution", Some('m'), Required, A::Unsupported),
-    spec("exclude", Some('x'), Required, A::Unsupported),
+    spec("exclude", Some('x'), Required, A::Exclude),
     spec("exclusive", None, Optional, A::Unsupported),
     spec("export-file", None, Required, A::Unsupported),
     spec("extra", None, Required, A::Unsupported),
@@ -317,7 +320,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("no-kill", Some('k'), Optional, A::Unsupported),
     spec("no-requeue", None, Flag, A::Unsupported),
     spec("nodefile", Some('F'), Required, A::Unsupported),
-    spec("nodelist", Some('w'), Required, A::Unsupported),
+    spec("nodelist", Some('w'), Required, A::Nodelist),
     spec("ntasks-per-core", None, Required, A::Unsupported),
     spec("ntasks-per-gpu", None, Required, A::Unsupported),
     spec("ntasks-per-socket", None, Required, A::Unsupported),
@@ -338,7 +341,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("spread-job", None, Flag, A::Unsupported),
     spec("stepmgr", None, Flag, A::Unsupported),
     spec("switches", None, Required, A::Unsupported),
-    spec("test-only", None, Flag, A::Unsupported),
+    spec("test-only", None, Flag, A::TestOnly),
     spec("thread-spec", None, Required, A::Unsupported),
     spec("threads-per-core", None, Required, A::Unsupported),
     spec("time-min", None, Required, A::Unsupported),
@@ -452,6 +455,9 @@ struct Layer {
     begin_time: Option<UnixTime>,
     dependency: Option<String>,
     kill_on_invalid_dep: Option<bool>,
+    nodelist: Option<String>,
+    exclude: Option<String>,
+    test_only: bool,
 }
 
 impl Layer {
@@ -483,6 +489,9 @@ impl Layer {
             begin_time: self.begin_time.or(lower.begin_time),
             dependency: self.dependency.or(lower.dependency),
             kill_on_invalid_dep: self.kill_on_invalid_dep.or(lower.kill_on_invalid_dep),
+            nodelist: self.nodelist.or(lower.nodelist),
+            exclude: self.exclude.or(lower.exclude),
+            test_only: self.test_only || lower.test_only,
         }
     }
 }
@@ -532,6 +541,9 @@ fn apply(
         A::Wait => layer.wait = true,
         A::OpenMode => layer.open_append = Some(parse_open_mode(v, warnings)),
         A::Begin => layer.begin_time = Some(parse_begin(v)?),
+        A::Nodelist => layer.nodelist = Some(v.to_string()),
+        A::Exclude => layer.exclude = Some(v.to_string()),
+        A::TestOnly => layer.test_only = true,
         A::Array => {
             layer.array = Some(array::parse(v).map_err(|e| SbatchError::InvalidArray {
                 value: v.to_string(),
@@ -1174,6 +1186,9 @@ fn build_submit(
         signal: opts.signal,
         open_append: opts.open_append.unwrap_or(false),
         begin_time: opts.begin_time,
+        req_nodes: opts.nodelist,
+        exc_nodes: opts.exclude,
+        test_only: opts.test_only,
         script: script.text,
     }
 }
@@ -1262,6 +1277,24 @@ mod tests {
     }
 
     // ---- option syntax ------------------------------------------------
+
+    #[test]
+    fn node_choice_and_test_only_from_options_and_directives() {
+        let f = fixture();
+        let s = f
+            .script(
+                "#!/bin/sh\n#SBATCH -x n[3-4]\n#SBATCH --test-only\ntrue\n",
+                &["-w", "n1,n2"],
+            )
+            .unwrap();
+        assert_eq!(s.submit.req_nodes.as_deref(), Some("n1,n2"));
+        assert_eq!(s.submit.exc_nodes.as_deref(), Some("n[3-4]"));
+        assert!(s.submit.test_only);
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        let s = f.ok(&["--nodelist=n5", "--wrap", "true"]);
+        assert_eq!(s.submit.req_nodes.as_deref(), Some("n5"));
+        assert!(!s.submit.test_only);
+    }
 
     #[test]
     fn every_value_syntax_form() {

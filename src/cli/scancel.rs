@@ -964,6 +964,7 @@ mod tests {
             array: None,
             array_pending: None,
             dependency: String::new(),
+            ..JobInfo::default()
         }
     }
 

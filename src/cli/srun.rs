@@ -3,13 +3,14 @@
 //! outside one it first creates an allocation, runs the step in it, and
 //! releases it. Task output is streamed back as it is produced: node daemons
 //! connect to a listener srun opens, and report every task's exit status.
+//! The same links carry srun's standard input and forwarded signals down.
 
-use std::collections::HashMap;
-use std::io::Write;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::client::{CliError, Client};
 use super::getopt::{
@@ -17,9 +18,10 @@ use super::getopt::{
     ArgKind::{Flag, Optional, Required},
     OptSpec, Word,
 };
-use crate::wire::connection::Connection;
+use crate::wire::connection::{ConnWriter, Connection};
 use crate::wire::messages::{
-    Body, ExitStatus, JobQuery, StepComplete, StepLaunched, StepRequest, TaskOutput,
+    Body, ExitStatus, JobQuery, StdinTarget, StepComplete, StepLaunched, StepRequest, StepStdin,
+    TaskOutput,
 };
 use crate::wire::types::{JobState, JobSubmit};
 
@@ -39,8 +41,53 @@ pub struct SrunArgs {
     pub mem_mb: Option<u64>,
     pub chdir: Option<String>,
     pub quiet: bool,
+    /// `-w`: nodes to use (for a new allocation and for the step).
+    pub nodelist: Option<String>,
+    /// `-x`: nodes not to use.
+    pub exclude: Option<String>,
+    /// `-i`: where the tasks' standard input comes from.
+    pub input: Input,
+    /// `-X`: Ctrl-C goes straight to the tasks, no status report.
+    pub disable_status: bool,
+    /// `--quit-on-interrupt`: one Ctrl-C ends the step.
+    pub quit_on_interrupt: bool,
     pub command: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// `-i/--input`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Input {
+    /// srun's stdin, copied to every task (Slurm's default).
+    #[default]
+    All,
+    /// No task gets input.
+    None,
+    /// srun's stdin to this task only.
+    Task(u32),
+    /// A file on srun's host, copied to every task.
+    File(String),
+}
+
+impl Input {
+    fn parse(v: &str) -> Input {
+        match v {
+            "all" | "-" => Input::All,
+            "none" => Input::None,
+            _ => match v.parse() {
+                Ok(t) => Input::Task(t),
+                Err(_) => Input::File(v.to_string()),
+            },
+        }
+    }
+
+    fn target(&self) -> StdinTarget {
+        match self {
+            Input::All | Input::File(_) => StdinTarget::All,
+            Input::None => StdinTarget::None,
+            Input::Task(t) => StdinTarget::Task(*t),
+        }
+    }
 }
 
 /// srun's options; the action is the long name (see `set`).
@@ -60,19 +107,21 @@ static OPTIONS: &[OptSpec<&str>] = &[
     spec("unbuffered", Some('u'), Flag, "unbuffered"),
     spec("quiet", Some('Q'), Flag, "quiet"),
     spec("verbose", Some('v'), Flag, "verbose"),
+    spec("nodelist", Some('w'), Required, "nodelist"),
+    spec("exclude", Some('x'), Required, "exclude"),
+    spec("input", Some('i'), Required, "input"),
+    spec("disable-status", Some('X'), Flag, "disable-status"),
+    spec("quit-on-interrupt", None, Flag, "quit-on-interrupt"),
     // Accepted so scripts keep working; they change nothing in canopy yet.
     spec("mpi", None, Required, "mpi"),
     spec("cpu-bind", None, Required, "cpu-bind"),
     spec("export", None, Required, "export"),
-    spec("nodelist", Some('w'), Required, "nodelist"),
-    spec("exclude", Some('x'), Required, "exclude"),
     spec("account", Some('A'), Required, "account"),
     spec("qos", Some('q'), Required, "qos"),
     spec("gres", None, Required, "gres"),
     spec("gpus", Some('G'), Required, "gpus"),
     spec("distribution", Some('m'), Required, "distribution"),
     spec("mem-per-cpu", None, Required, "mem-per-cpu"),
-    spec("input", Some('i'), Required, "input"),
     spec("kill-on-bad-exit", Some('K'), Optional, "kill-on-bad-exit"),
     spec("signal", None, Required, "signal"),
     spec("constraint", Some('C'), Required, "constraint"),
@@ -99,6 +148,11 @@ const HONOURED: &[&str] = &[
     "unbuffered",
     "quiet",
     "verbose",
+    "nodelist",
+    "exclude",
+    "input",
+    "disable-status",
+    "quit-on-interrupt",
     "mpi",
     "cpu-bind",
     "exclusive",
@@ -139,6 +193,11 @@ fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
         "chdir" => a.chdir = Some(v.to_string()),
         "label" => a.label = true,
         "quiet" => a.quiet = true,
+        "nodelist" => a.nodelist = Some(v.to_string()),
+        "exclude" => a.exclude = Some(v.to_string()),
+        "input" => a.input = Input::parse(v),
+        "disable-status" => a.disable_status = true,
+        "quit-on-interrupt" => a.quit_on_interrupt = true,
         _ if !HONOURED.contains(&opt) => a.warnings.push(super::unsupported_option("srun", opt)),
         _ => {}
     }
@@ -210,13 +269,14 @@ fn env_job_id() -> Option<u32> {
         .find_map(|k| std::env::var(k).ok()?.parse().ok())
 }
 
-/// Create an allocation for this srun (or salloc: `prog`) and wait until it runs.
+/// Create an allocation for this srun (or salloc: `prog`) and wait until it
+/// runs. `None`: a signal (Ctrl-C) came first and the request was withdrawn.
 pub(crate) async fn allocate(
     c: &mut Client,
     a: &SrunArgs,
     cwd: &str,
     prog: &str,
-) -> Result<u32, CliError> {
+) -> Result<Option<u32>, CliError> {
     let uid = nix::unistd::getuid().as_raw();
     let name = a
         .job_name
@@ -246,13 +306,31 @@ pub(crate) async fn allocate(
         submit_line: std::env::args().collect::<Vec<_>>().join(" "),
         command: a.command.join(" "),
         interactive: true,
+        req_nodes: a.nodelist.clone(),
+        exc_nodes: a.exclude.clone(),
         ..Default::default()
     };
-    let id = match c.call(Body::SubmitJob(Box::new(submit))).await? {
-        Body::SubmitReply(r) => r.job_id,
-        other => return Err(CliError::Unexpected(other.kind())),
+    let id = match c.call(Body::SubmitJob(Box::new(submit))).await {
+        Ok(Body::SubmitReply(r)) => r.job_id,
+        Ok(other) => return Err(CliError::Unexpected(other.kind())),
+        // Slurm's wording: srun "Unable to allocate resources", salloc
+        // "Job submit/allocate failed".
+        Err(CliError::Refused(e)) if prog == "salloc" => {
+            return Err(CliError::Usage(format!(
+                "Job submit/allocate failed: {}",
+                e.message
+            )))
+        }
+        Err(CliError::Refused(e)) => {
+            return Err(CliError::Usage(format!(
+                "Unable to allocate resources: {}",
+                e.message
+            )))
+        }
+        Err(e) => return Err(e),
     };
     let mut said = false;
+    let mut signals = catch_signals();
     // Start fast (an idle cluster grants at once), back off for a busy one.
     let mut delay = Duration::from_millis(1);
     loop {
@@ -270,7 +348,7 @@ pub(crate) async fn allocate(
                 if said && !a.quiet {
                     eprintln!("{prog}: job {id} has been allocated resources");
                 }
-                return Ok(id);
+                return Ok(Some(id));
             }
             Some(JobState::Pending) => {
                 if !said && !a.quiet {
@@ -287,7 +365,24 @@ pub(crate) async fn allocate(
                 )))
             }
         }
-        tokio::time::sleep(delay).await;
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            Some(sig) = signals.recv() => {
+                if matches!(sig, libc_sig::SIGCONT | libc_sig::SIGTSTP) {
+                    continue;
+                }
+                // Withdraw the request rather than leave a job nobody will use.
+                let cancel = Body::CancelJobs(crate::wire::messages::CancelRequest {
+                    job_ids: vec![id],
+                    signal: None,
+                    batch_only: false,
+                    exact: true,
+                });
+                let _ = c.call(cancel).await;
+                eprintln!("{prog}: Job allocation {id} has been revoked");
+                return Ok(None);
+            }
+        }
         delay = (delay * 2).min(Duration::from_millis(200));
     }
 }
@@ -299,9 +394,26 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         Some(d) => d.clone(),
         None => std::env::current_dir()?.display().to_string(),
     };
+    // A missing input file is refused before anything is allocated.
+    let input = match &a.input {
+        Input::None => None,
+        Input::File(path) => match std::fs::File::open(path) {
+            Ok(f) => Some(read_input(Box::new(f))),
+            Err(e) => {
+                eprintln!("srun: error: Could not open stdin file {path}: {e}");
+                return Ok(1);
+            }
+        },
+        Input::All | Input::Task(_) => {
+            stdin_readable().then(|| read_input(Box::new(std::io::stdin())))
+        }
+    };
     let (job_id, own_allocation) = match env_job_id() {
         Some(id) => (id, false),
-        None => (allocate(&mut c, &a, &cwd, "srun").await?, true),
+        None => match allocate(&mut c, &a, &cwd, "srun").await? {
+            Some(id) => (id, true),
+            None => return Ok(1),
+        },
     };
     let ip = c
         .local_ip()
@@ -310,6 +422,9 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     let io_addr = listener.local_addr()?.to_string();
     let token: u64 = rand::random();
     let start_time = chrono::Utc::now().timestamp();
+    // Caught from before the launch: a signal that comes while the tasks
+    // start is forwarded once they are linked, not lost.
+    let signals = catch_signals();
     let req = StepRequest {
         job_id,
         nodes: a.nodes,
@@ -328,6 +443,9 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         io_token: token,
         stdout: a.output.clone(),
         stderr: a.error.clone(),
+        stdin: a.input.target(),
+        nodelist: a.nodelist.clone(),
+        exclude: a.exclude.clone(),
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,
@@ -348,7 +466,22 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         }
         Err(e) => return Err(e),
     };
-    let exit = collect(listener, &launched, token, a.label, &mut c).await;
+    let session = Session {
+        launched: &launched,
+        token,
+        label: a.label,
+        target: a.input.target(),
+        interrupts: if a.quit_on_interrupt {
+            Interrupts::Quit
+        } else if a.disable_status {
+            Interrupts::Forward
+        } else {
+            Interrupts::Status
+        },
+        kill_wait_s: c.conf.kill_wait_s,
+    };
+    let auth = crate::daemon::authenticator(&c.conf)?;
+    let exit = session.run(listener, auth, input, signals, &mut c).await;
     let done = StepComplete {
         job_id,
         step_id: launched.step_id,
@@ -358,6 +491,41 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     };
     let _ = c.call(Body::StepComplete(done)).await;
     Ok(exit.code)
+}
+
+/// False when reading stdin would stop srun: it is a terminal and srun runs
+/// in the background (the read would raise SIGTTIN).
+fn stdin_readable() -> bool {
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return true;
+    }
+    nix::unistd::tcgetpgrp(&stdin).is_ok_and(|fg| fg == nix::unistd::getpgrp())
+}
+
+/// Read `source` on a thread of its own (a blocking read of a terminal can
+/// not be cancelled, and must not hold up srun's exit). An empty chunk marks
+/// the end.
+fn read_input(mut source: Box<dyn Read + Send>) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match source.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if tx.blocking_send(buf[..n].to_vec()).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        let _ = tx.blocking_send(Vec::new());
+    });
+    rx
 }
 
 pub(crate) async fn release(
@@ -378,9 +546,16 @@ pub(crate) async fn release(
 }
 
 enum Event {
-    Hello { node: String, tasks: Vec<u32> },
+    Hello {
+        node: String,
+        tasks: Vec<u32>,
+        writer: Box<ConnWriter>,
+    },
     Output(TaskOutput),
-    Exit { task: u32, status: ExitStatus },
+    Exit {
+        task: u32,
+        status: ExitStatus,
+    },
     Closed,
 }
 
@@ -407,159 +582,542 @@ struct StepExit {
     worst: ExitStatus,
 }
 
-/// Print task output as it arrives and gather every task's exit.
-async fn collect(
-    listener: TcpListener,
-    l: &StepLaunched,
-    token: u64,
-    label: bool,
-    ctl: &mut Client,
-) -> StepExit {
-    let ntasks: u32 = l.tasks_per_node.iter().sum();
-    let width = ntasks.saturating_sub(1).to_string().len();
-    let (tx, mut rx) = mpsc::channel::<Event>(1024);
-    let auth =
-        match Client::connect_config(None).and_then(|c| Ok(crate::daemon::authenticator(&c)?)) {
-            Ok(a) => a,
-            Err(e) => {
-                eprintln!("srun: error: {e}");
-                return StepExit {
-                    code: 1,
-                    worst: ExitStatus { code: 1, signal: 0 },
-                };
-            }
+/// What Ctrl-C does (Slurm's three modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupts {
+    /// Once: report task states; twice within a second: abort the step.
+    Status,
+    /// `-X`: forward SIGINT to the tasks.
+    Forward,
+    /// `--quit-on-interrupt`: abort at the first one.
+    Quit,
+}
+
+/// How long srun gathers task exits before reporting them.
+const EXIT_REPORT_DELAY: Duration = Duration::from_millis(20);
+
+/// Signals srun handles itself; everything else listed is forwarded.
+const HANDLED_SIGNALS: &[i32] = &[
+    libc_sig::SIGINT,
+    libc_sig::SIGTERM,
+    libc_sig::SIGHUP,
+    libc_sig::SIGQUIT,
+    libc_sig::SIGUSR1,
+    libc_sig::SIGUSR2,
+    libc_sig::SIGALRM,
+    libc_sig::SIGCONT,
+    libc_sig::SIGTSTP,
+];
+
+/// Signal numbers, from nix so no libc dependency is needed.
+mod libc_sig {
+    use nix::sys::signal::Signal;
+    pub const SIGINT: i32 = Signal::SIGINT as i32;
+    pub const SIGTERM: i32 = Signal::SIGTERM as i32;
+    pub const SIGHUP: i32 = Signal::SIGHUP as i32;
+    pub const SIGQUIT: i32 = Signal::SIGQUIT as i32;
+    pub const SIGUSR1: i32 = Signal::SIGUSR1 as i32;
+    pub const SIGUSR2: i32 = Signal::SIGUSR2 as i32;
+    pub const SIGALRM: i32 = Signal::SIGALRM as i32;
+    pub const SIGCONT: i32 = Signal::SIGCONT as i32;
+    pub const SIGTSTP: i32 = Signal::SIGTSTP as i32;
+    pub const SIGKILL: i32 = Signal::SIGKILL as i32;
+}
+
+/// Deliver every signal in `HANDLED_SIGNALS` to one channel.
+fn catch_signals() -> mpsc::UnboundedReceiver<i32> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = mpsc::unbounded_channel();
+    for &sig in HANDLED_SIGNALS {
+        let Ok(mut stream) = signal(SignalKind::from_raw(sig)) else {
+            continue;
         };
-    let (job_id, step_id) = (l.job_id, l.step_id);
-    let accept = tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let mut conn = Connection::new(stream, auth.clone(), 0);
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                // The first frame must name this step and carry its token.
-                let ok = matches!(conn.recv().await, Ok(Some(env))
-                    if matches!(&env.body, Body::StepIoHello(h)
-                        if h.token == token && h.job_id == job_id && h.step_id == step_id
-                            && tx.send(Event::Hello { node: h.node.clone(), tasks: h.tasks.clone() }).await.is_ok()));
-                if !ok {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(sig).is_err() {
                     return;
                 }
-                while let Ok(Some(env)) = conn.recv().await {
-                    let ev = match env.body {
-                        Body::TaskOutput(o) => Event::Output(o),
-                        Body::TaskExit { task, status } => Event::Exit { task, status },
-                        _ => continue,
-                    };
-                    if tx.send(ev).await.is_err() {
-                        return;
+            }
+        });
+    }
+    rx
+}
+
+/// Where forwarded signals go: one queue per node link. Signals that come
+/// before every node has linked up are kept and replayed to late links.
+struct Links {
+    queues: Vec<mpsc::UnboundedSender<i32>>,
+    expected: usize,
+    early: Vec<i32>,
+}
+
+impl Links {
+    fn forward(&mut self, signal: i32) {
+        for q in &self.queues {
+            let _ = q.send(signal);
+        }
+        if self.queues.len() < self.expected {
+            self.early.push(signal);
+        }
+    }
+
+    fn add(&mut self, queue: mpsc::UnboundedSender<i32>) {
+        for &s in &self.early {
+            let _ = queue.send(s);
+        }
+        self.queues.push(queue);
+        if self.queues.len() == self.expected {
+            self.early.clear();
+        }
+    }
+
+    fn all_linked(&self) -> bool {
+        self.queues.len() == self.expected
+    }
+}
+
+/// Send what srun has for one node: signals first, then input.
+async fn link_writer(
+    mut w: ConnWriter,
+    mut signals: mpsc::UnboundedReceiver<i32>,
+    mut input: Option<mpsc::Receiver<Vec<u8>>>,
+) {
+    loop {
+        let next_input = async {
+            match input.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let body = tokio::select! {
+            biased;
+            s = signals.recv() => match s {
+                Some(signal) => Body::SignalTasks { signal },
+                None => return,
+            },
+            d = next_input => match d {
+                Some(data) => Body::StepStdin(StepStdin { data }),
+                None => {
+                    input = None;
+                    continue;
+                }
+            },
+        };
+        if w.send(0, &body).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Copy the input to every node that runs a task reading it, once all
+/// nodes have linked up (so none misses the start).
+async fn forward_input(
+    mut source: mpsc::Receiver<Vec<u8>>,
+    links: oneshot::Receiver<Vec<mpsc::Sender<Vec<u8>>>>,
+) {
+    let Ok(links) = links.await else { return };
+    loop {
+        let chunk = source.recv().await.unwrap_or_default();
+        let end = chunk.is_empty();
+        for l in &links {
+            let _ = l.send(chunk.clone()).await;
+        }
+        if end {
+            return;
+        }
+    }
+}
+
+/// Task ranks as Slurm writes them: `task 3` or `tasks 0-2,5`.
+fn tasks_phrase(ranks: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            ranks[i].to_string()
+        } else {
+            format!("{}-{}", ranks[i], ranks[j])
+        });
+        i = j + 1;
+    }
+    let noun = if ranks.len() == 1 { "task" } else { "tasks" };
+    format!("{noun} {}", parts.join(","))
+}
+
+/// The error line for tasks that ended badly, or None for a clean exit.
+fn exit_message(s: &ExitStatus) -> Option<String> {
+    if s.signal != 0 {
+        Some(crate::actors::step::signal_name(s.signal).to_string())
+    } else if s.code != 0 {
+        Some(format!("Exited with exit code {}", s.code))
+    } else {
+        None
+    }
+}
+
+/// A step's I/O, signals and exits, from launch to the last task's exit.
+struct Session<'a> {
+    launched: &'a StepLaunched,
+    token: u64,
+    label: bool,
+    target: StdinTarget,
+    interrupts: Interrupts,
+    kill_wait_s: u32,
+}
+
+/// Where Ctrl-C handling stands.
+#[derive(Default)]
+struct Abort {
+    last_interrupt: Option<Instant>,
+    /// Set once the step is being killed: srun waits until then at most.
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Session<'_> {
+    fn step_name(&self) -> String {
+        format!("StepId={}.{}", self.launched.job_id, self.launched.step_id)
+    }
+
+    fn ntasks(&self) -> u32 {
+        self.launched.tasks_per_node.iter().sum()
+    }
+
+    /// Kill every task now and wait a little for them to report.
+    fn force_termination(&self, links: &mut Links, abort: &mut Abort) {
+        if abort.deadline.is_some() {
+            return;
+        }
+        eprintln!("srun: forcing job termination");
+        links.forward(libc_sig::SIGKILL);
+        let wait = self.kill_wait_s + 2;
+        eprintln!("srun: Job step aborted: Waiting up to {wait} seconds for job step to finish.");
+        abort.deadline = Some(tokio::time::Instant::now() + Duration::from_secs(u64::from(wait)));
+    }
+
+    /// Ctrl-C once: where every task stands.
+    fn print_status(&self, exits: &HashMap<u32, ExitStatus>) {
+        let mut groups: BTreeMap<u8, Vec<u32>> = BTreeMap::new();
+        for t in 0..self.ntasks() {
+            let state = match exits.get(&t) {
+                None => 0,
+                Some(s) if s.code == 0 && s.signal == 0 => 1,
+                Some(_) => 2,
+            };
+            groups.entry(state).or_default().push(t);
+        }
+        for (state, ranks) in groups {
+            let what = ["running", "exited", "exited abnormally"][usize::from(state)];
+            eprintln!(
+                "srun: {} {}: {what}",
+                self.step_name(),
+                tasks_phrase(&ranks)
+            );
+        }
+    }
+
+    /// React to a signal srun received. True: leave at once (third Ctrl-C).
+    fn on_signal(
+        &self,
+        sig: i32,
+        links: &mut Links,
+        exits: &HashMap<u32, ExitStatus>,
+        abort: &mut Abort,
+    ) -> bool {
+        match sig {
+            libc_sig::SIGINT => {
+                if abort.deadline.is_some() {
+                    return true;
+                }
+                let again = abort
+                    .last_interrupt
+                    .is_some_and(|t| t.elapsed() < Duration::from_secs(1));
+                match self.interrupts {
+                    Interrupts::Forward => links.forward(sig),
+                    Interrupts::Status if !again => {
+                        eprintln!("srun: interrupt (one more within 1 sec to abort)");
+                        self.print_status(exits);
+                        abort.last_interrupt = Some(Instant::now());
+                    }
+                    Interrupts::Status | Interrupts::Quit => {
+                        eprintln!("srun: sending Ctrl-C to {}", self.step_name());
+                        links.forward(sig);
+                        self.force_termination(links, abort);
                     }
                 }
-                let _ = tx.send(Event::Closed).await;
-            });
-        }
-    });
-    let mut node_of: HashMap<u32, String> = HashMap::new();
-    let mut partial: HashMap<(u32, bool), Vec<u8>> = HashMap::new();
-    let mut exits: HashMap<u32, ExitStatus> = HashMap::new();
-    let (mut links, mut closed) = (0usize, 0usize);
-    let nodes = l.tasks_per_node.len();
-    let write = |stderr: bool, bytes: &[u8]| {
-        if stderr {
-            let _ = std::io::stderr().write_all(bytes);
-        } else {
-            let mut o = std::io::stdout();
-            let _ = o.write_all(bytes);
-            let _ = o.flush();
-        }
-    };
-    // A node that cannot reach us (or dies) would leave us waiting forever:
-    // check now and then that the job itself is still running.
-    let mut check = tokio::time::interval(Duration::from_secs(5));
-    check.tick().await;
-    while exits.len() < ntasks as usize {
-        // Every node reported and all links are gone: nothing more can come.
-        if links == nodes && closed == nodes {
-            break;
-        }
-        let ev = tokio::select! {
-            ev = rx.recv() => ev,
-            _ = check.tick() => {
-                if job_ended(ctl, l.job_id).await {
-                    eprintln!("srun: error: job {} ended before every task reported", l.job_id);
-                    break;
+            }
+            libc_sig::SIGQUIT | libc_sig::SIGTERM | libc_sig::SIGHUP => {
+                if sig == libc_sig::SIGQUIT {
+                    eprintln!("srun: Quit");
                 }
-                continue;
+                self.force_termination(links, abort);
+            }
+            // Job control stays with srun: Ctrl-Z is ignored, as in Slurm.
+            libc_sig::SIGTSTP | libc_sig::SIGCONT => {}
+            _ => links.forward(sig),
+        }
+        false
+    }
+
+    /// Print task output as it arrives, forward input and signals, and
+    /// gather every task's exit.
+    async fn run(
+        &self,
+        listener: TcpListener,
+        auth: std::sync::Arc<crate::wire::auth::Authenticator>,
+        input: Option<mpsc::Receiver<Vec<u8>>>,
+        mut signals: mpsc::UnboundedReceiver<i32>,
+        ctl: &mut Client,
+    ) -> StepExit {
+        let ntasks = self.ntasks();
+        let width = ntasks.saturating_sub(1).to_string().len();
+        let (tx, mut rx) = mpsc::channel::<Event>(1024);
+        let (job_id, step_id, token) = (self.launched.job_id, self.launched.step_id, self.token);
+        let accept = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let mut conn = Connection::new(stream, auth.clone(), 0);
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    // The first frame must name this step and carry its token.
+                    let hello = match conn.recv().await {
+                        Ok(Some(env)) => match env.body {
+                            Body::StepIoHello(h)
+                                if h.token == token
+                                    && h.job_id == job_id
+                                    && h.step_id == step_id =>
+                            {
+                                h
+                            }
+                            _ => return,
+                        },
+                        _ => return,
+                    };
+                    let (mut reader, writer) = conn.into_split();
+                    let hello = Event::Hello {
+                        node: hello.node,
+                        tasks: hello.tasks,
+                        writer: Box::new(writer),
+                    };
+                    if tx.send(hello).await.is_err() {
+                        return;
+                    }
+                    while let Ok(Some(env)) = reader.recv().await {
+                        let ev = match env.body {
+                            Body::TaskOutput(o) => Event::Output(o),
+                            Body::TaskExit { task, status } => Event::Exit { task, status },
+                            _ => continue,
+                        };
+                        if tx.send(ev).await.is_err() {
+                            return;
+                        }
+                    }
+                    let _ = tx.send(Event::Closed).await;
+                });
+            }
+        });
+        let nodes = self.launched.tasks_per_node.len();
+        // Input starts flowing once every node has linked up.
+        let (links_tx, links_rx) = oneshot::channel();
+        let mut links_tx = Some(links_tx);
+        let mut input_links: Vec<mpsc::Sender<Vec<u8>>> = Vec::new();
+        let forwarder = input.map(|source| tokio::spawn(forward_input(source, links_rx)));
+        let mut writers = Vec::new();
+        let mut links = Links {
+            queues: Vec::new(),
+            expected: nodes,
+            early: Vec::new(),
+        };
+        let mut node_of: HashMap<u32, String> = HashMap::new();
+        let mut partial: HashMap<(u32, bool), Vec<u8>> = HashMap::new();
+        let mut exits: HashMap<u32, ExitStatus> = HashMap::new();
+        // Exits not yet reported: printed a moment after the first of them,
+        // so tasks that end together share one line.
+        let mut unreported: Vec<(u32, ExitStatus)> = Vec::new();
+        let mut report_at: Option<tokio::time::Instant> = None;
+        let mut closed = 0usize;
+        let mut abort = Abort::default();
+        let mut left_early = false;
+        let write = |stderr: bool, bytes: &[u8]| {
+            if stderr {
+                let _ = std::io::stderr().write_all(bytes);
+            } else {
+                let mut o = std::io::stdout();
+                let _ = o.write_all(bytes);
+                let _ = o.flush();
             }
         };
-        let Some(ev) = ev else { break };
-        match ev {
-            Event::Hello { node, tasks } => {
-                links += 1;
-                for t in tasks {
-                    node_of.insert(t, node.clone());
+        // A node that cannot reach us (or dies) would leave us waiting forever:
+        // check now and then that the job itself is still running.
+        let mut check = tokio::time::interval(Duration::from_secs(5));
+        check.tick().await;
+        while exits.len() < ntasks as usize {
+            // Every node reported and all links are gone: nothing more can come.
+            if links.all_linked() && closed == nodes {
+                break;
+            }
+            let deadline = abort.deadline;
+            let ev = tokio::select! {
+                ev = rx.recv() => ev,
+                _ = async {
+                    match report_at {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    report_exits(&mut unreported, &node_of);
+                    report_at = None;
+                    continue;
+                }
+                Some(sig) = signals.recv() => {
+                    if self.on_signal(sig, &mut links, &exits, &mut abort) {
+                        left_early = true;
+                        break;
+                    }
+                    continue;
+                }
+                _ = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => break,
+                _ = check.tick() => {
+                    if job_ended(ctl, job_id).await {
+                        eprintln!("srun: error: job {job_id} ended before every task reported");
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let Some(ev) = ev else { break };
+            match ev {
+                Event::Hello {
+                    node,
+                    tasks,
+                    writer,
+                } => {
+                    let (sig_tx, sig_rx) = mpsc::unbounded_channel();
+                    let reads_input = tasks.iter().any(|&t| self.target.includes(t));
+                    let input_rx = reads_input.then(|| {
+                        let (in_tx, in_rx) = mpsc::channel(16);
+                        input_links.push(in_tx);
+                        in_rx
+                    });
+                    writers.push(tokio::spawn(link_writer(*writer, sig_rx, input_rx)));
+                    for t in tasks {
+                        node_of.insert(t, node.clone());
+                    }
+                    links.add(sig_tx);
+                    if links.all_linked() {
+                        if let Some(l) = links_tx.take() {
+                            let _ = l.send(std::mem::take(&mut input_links));
+                        }
+                    }
+                }
+                Event::Closed => closed += 1,
+                Event::Output(o) if self.label => {
+                    // -l: prefix every complete line with the task rank.
+                    let buf = partial.entry((o.task, o.stderr)).or_default();
+                    buf.extend_from_slice(&o.data);
+                    while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=nl).collect();
+                        let mut out = format!("{:>width$}: ", o.task).into_bytes();
+                        out.extend_from_slice(&line);
+                        write(o.stderr, &out);
+                    }
+                }
+                Event::Output(o) => write(o.stderr, &o.data),
+                Event::Exit { task, status } => {
+                    exits.insert(task, status);
+                    unreported.push((task, status));
+                    report_at
+                        .get_or_insert_with(|| tokio::time::Instant::now() + EXIT_REPORT_DELAY);
                 }
             }
-            Event::Closed => closed += 1,
-            Event::Output(o) if label => {
-                // -l: prefix every complete line with the task rank.
-                let buf = partial.entry((o.task, o.stderr)).or_default();
-                buf.extend_from_slice(&o.data);
-                while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
-                    let line: Vec<u8> = buf.drain(..=nl).collect();
-                    let mut out = format!("{:>width$}: ", o.task).into_bytes();
-                    out.extend_from_slice(&line);
-                    write(o.stderr, &out);
-                }
-            }
-            Event::Output(o) => write(o.stderr, &o.data),
-            Event::Exit { task, status } => {
-                exits.insert(task, status);
+        }
+        accept.abort();
+        if let Some(f) = forwarder {
+            f.abort();
+        }
+        for w in writers {
+            w.abort();
+        }
+        report_exits(&mut unreported, &node_of);
+        for ((task, stderr), rest) in partial {
+            if !rest.is_empty() {
+                let mut out = format!("{task:>width$}: ").into_bytes();
+                out.extend_from_slice(&rest);
+                write(stderr, &out);
             }
         }
-    }
-    accept.abort();
-    for ((task, stderr), rest) in partial {
-        if !rest.is_empty() {
-            let mut out = format!("{task:>width$}: ").into_bytes();
-            out.extend_from_slice(&rest);
-            write(stderr, &out);
-        }
-    }
-    let mut code = 0;
-    let mut worst = ExitStatus::default();
-    let mut tasks: Vec<_> = exits.iter().collect();
-    tasks.sort_by_key(|(t, _)| **t);
-    for (task, s) in tasks {
-        let node = node_of.get(task).map(String::as_str).unwrap_or("?");
-        let c = if s.signal != 0 {
-            128 + s.signal
-        } else {
-            s.code
-        };
-        if s.signal != 0 {
-            eprintln!(
-                "srun: error: {node}: task {task}: {}",
-                crate::actors::step::signal_name(s.signal)
-            );
-        } else if s.code != 0 {
-            eprintln!(
-                "srun: error: {node}: task {task}: Exited with exit code {}",
+        let mut code = 0;
+        let mut worst = ExitStatus::default();
+        for s in exits.values() {
+            let c = if s.signal != 0 {
+                128 + s.signal
+            } else {
                 s.code
-            );
+            };
+            if c > code {
+                code = c;
+                worst = *s;
+            }
         }
-        if c > code {
-            code = c;
-            worst = *s;
+        if exits.len() < ntasks as usize {
+            if !left_early {
+                eprintln!(
+                    "srun: error: {} of {ntasks} tasks did not report an exit status",
+                    ntasks as usize - exits.len()
+                );
+            }
+            code = code.max(1);
+            worst = ExitStatus { code: 1, signal: 0 };
         }
+        StepExit { code, worst }
     }
-    if exits.len() < ntasks as usize {
-        eprintln!(
-            "srun: error: {} of {ntasks} tasks did not report an exit status",
-            ntasks as usize - exits.len()
-        );
-        code = code.max(1);
-        worst = ExitStatus { code: 1, signal: 0 };
+}
+
+/// Print the exits gathered so far (see [`exit_lines`]).
+fn report_exits(unreported: &mut Vec<(u32, ExitStatus)>, node_of: &HashMap<u32, String>) {
+    for l in exit_lines(unreported, node_of) {
+        eprintln!("{l}");
     }
-    StepExit { code, worst }
+}
+
+/// `srun: error: <node>: tasks 0-1: Exited with exit code 3`: one line per
+/// node and status among `unreported`, which is emptied.
+fn exit_lines(
+    unreported: &mut Vec<(u32, ExitStatus)>,
+    node_of: &HashMap<u32, String>,
+) -> Vec<String> {
+    let mut groups: BTreeMap<(&str, i32, i32), Vec<u32>> = BTreeMap::new();
+    unreported.sort_by_key(|(t, _)| *t);
+    for (task, s) in unreported.drain(..) {
+        if exit_message(&s).is_none() {
+            continue;
+        }
+        let node = node_of.get(&task).map(String::as_str).unwrap_or("?");
+        groups
+            .entry((node, s.code, s.signal))
+            .or_default()
+            .push(task);
+    }
+    let mut lines: Vec<(u32, String)> = groups
+        .into_iter()
+        .filter_map(|((node, code, signal), ranks)| {
+            let what = exit_message(&ExitStatus { code, signal })?;
+            Some((
+                ranks[0],
+                format!("srun: error: {node}: {}: {what}", tasks_phrase(&ranks)),
+            ))
+        })
+        .collect();
+    lines.sort();
+    lines.into_iter().map(|(_, l)| l).collect()
 }
 
 #[cfg(test)]
@@ -624,6 +1182,61 @@ mod tests {
         assert!(p(&["-l"]).unwrap_err().contains("No command given"));
         let a = p(&["--gres=gpu:1", "true"]).unwrap();
         assert_eq!(a.warnings.len(), 1);
+    }
+
+    #[test]
+    fn input_node_and_interrupt_options() {
+        let a = p(&["-w", "n[1-2]", "-x", "n3", "-i", "0", "-X", "cat"]).unwrap();
+        assert_eq!(a.nodelist.as_deref(), Some("n[1-2]"));
+        assert_eq!(a.exclude.as_deref(), Some("n3"));
+        assert_eq!(a.input, Input::Task(0));
+        assert!(a.disable_status && a.warnings.is_empty());
+        assert_eq!(p(&["--input=none", "cat"]).unwrap().input, Input::None);
+        assert_eq!(p(&["-i", "all", "cat"]).unwrap().input, Input::All);
+        assert_eq!(
+            p(&["-i", "in.txt", "cat"]).unwrap().input,
+            Input::File("in.txt".into())
+        );
+        assert_eq!(p(&["cat"]).unwrap().input, Input::All);
+        assert!(
+            p(&["--quit-on-interrupt", "cat"])
+                .unwrap()
+                .quit_on_interrupt
+        );
+    }
+
+    #[test]
+    fn task_ranks_read_as_slurm_writes_them() {
+        assert_eq!(tasks_phrase(&[3]), "task 3");
+        assert_eq!(tasks_phrase(&[0, 1]), "tasks 0-1");
+        assert_eq!(tasks_phrase(&[0, 1, 2, 5, 7, 8]), "tasks 0-2,5,7-8");
+    }
+
+    #[test]
+    fn exits_are_reported_per_node_and_status() {
+        let node_of: HashMap<u32, String> = [(0, "n1"), (1, "n1"), (2, "n2")]
+            .into_iter()
+            .map(|(t, n)| (t, n.to_string()))
+            .collect();
+        let mut exits = vec![
+            (1, ExitStatus { code: 3, signal: 0 }),
+            (0, ExitStatus { code: 3, signal: 0 }),
+            (2, ExitStatus { code: 0, signal: 0 }),
+        ];
+        exits.push((3, ExitStatus { code: 0, signal: 9 }));
+        assert_eq!(
+            exit_lines(&mut exits, &node_of),
+            [
+                "srun: error: n1: tasks 0-1: Exited with exit code 3",
+                "srun: error: ?: task 3: Killed"
+            ]
+        );
+        assert!(exits.is_empty());
+        assert_eq!(
+            exit_message(&ExitStatus { code: 0, signal: 9 }).as_deref(),
+            Some("Killed")
+        );
+        assert_eq!(exit_message(&ExitStatus::default()), None);
     }
 
     #[test]

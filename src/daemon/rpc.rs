@@ -18,7 +18,7 @@ use crate::actors::stats::send_counted;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
     AcctQuery, Body, BroadcastReply, BroadcastRequest, CancelRequest, CtldStats, Envelope,
-    ErrorCode, ErrorReply, JobQuery, NodeCommand, NodeQuery, NodeUpdate, PongReply, SubmitReply,
+    ErrorCode, ErrorReply, JobQuery, NodeCommand, NodeQuery, NodeUpdate, PongReply,
 };
 use crate::wire::types::JobSubmit;
 
@@ -169,6 +169,13 @@ async fn submit(
         return error(ErrorCode::PermissionDenied, "Access/permission denied");
     }
     s.user = info.user_name(s.uid);
+    // `-w`/`-x` are kept in Slurm's form: sorted and compressed.
+    for list in [&mut s.req_nodes, &mut s.exc_nodes].into_iter().flatten() {
+        match crate::config::hostlist::expand(list) {
+            Ok(names) => *list = crate::config::hostlist::compress_sorted(&names),
+            Err(_) => return error(ErrorCode::InvalidNodeName, "Invalid node name specified"),
+        }
+    }
     let part_name = match s.partition.clone().or_else(|| h.default_partition.clone()) {
         Some(p) => p,
         None => {
@@ -196,7 +203,7 @@ async fn submit(
         time_limit_min: limit,
     };
     match send_counted(&h.controller, &h.controller_stats, admit).await {
-        Ok(Ok(job_id)) => Body::SubmitReply(SubmitReply { job_id }),
+        Ok(Ok(reply)) => Body::SubmitReply(reply),
         Ok(Err(e)) => Body::Error(e),
         Err(_) => gone(),
     }

@@ -1,6 +1,8 @@
 //! Running the tasks of an srun step on this node: one process per task
 //! with its own Slurm environment, output to files or streamed to srun, and
 //! every exit status reported to srun over one signed connection per node.
+//! The same connection carries srun's standard input and the signals srun
+//! forwards (Ctrl-C and friends) back down to the tasks.
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -8,7 +10,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use nix::unistd::Uid;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::env::compress_counts;
@@ -16,6 +18,14 @@ use super::pattern::{expand, resolve, PatternContext};
 use crate::wire::auth::Authenticator;
 use crate::wire::connection::Connection;
 use crate::wire::messages::{Body, ExitStatus, StepIoHello, StepLaunch, TaskOutput};
+
+/// Chunks of standard input queued per task before the link stops reading
+/// from srun (a task that never reads its stdin then holds srun back).
+const STDIN_QUEUE: usize = 128;
+/// How long a task's exit waits for the rest of its output to be read, so
+/// srun prints the output before the exit (a background child keeping the
+/// pipe open must not hold the exit back for ever).
+const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The global ranks this node runs, given its position in the step's nodelist.
 pub fn local_ranks(tasks_per_node: &[u32], node_index: usize) -> std::ops::Range<u32> {
@@ -110,6 +120,7 @@ pub fn spawn_tasks(
     };
     let (tx, rx) = mpsc::channel::<Body>(1024);
     let mut pgids: Vec<i32> = Vec::new();
+    let mut stdins: Vec<mpsc::Sender<Vec<u8>>> = Vec::new();
     let cwd = Path::new(&l.cwd);
     // If any task cannot start, the step fails: kill those already started
     // rather than leave them running unrecorded.
@@ -137,7 +148,11 @@ pub fn spawn_tasks(
             .env_clear()
             .envs(task_env(l, node, node_index, rank, local as u32))
             .current_dir(cwd)
-            .stdin(Stdio::null());
+            .stdin(if l.stdin.includes(rank) {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
         let file = |p: &Option<String>| -> Result<Option<std::fs::File>, String> {
             p.as_ref()
                 .map(|p| {
@@ -181,6 +196,12 @@ pub fn spawn_tasks(
             Err(e) => return abort(&pgids, format!("cannot start {program}: {e}")),
         };
         pgids.push(child.id().map(|p| p as i32).unwrap_or(0));
+        if let Some(input) = child.stdin.take() {
+            let (in_tx, in_rx) = mpsc::channel(STDIN_QUEUE);
+            stdins.push(in_tx);
+            actix::spawn(feed_stdin(input, in_rx));
+        }
+        let mut pumps = Vec::new();
         for (pipe, stderr) in [
             (
                 child.stdout.take().filter(|_| piped_out).map(PipeKind::Out),
@@ -193,12 +214,15 @@ pub fn spawn_tasks(
         ] {
             if let Some(p) = pipe {
                 let tx = tx.clone();
-                actix::spawn(pump(p, rank, stderr, tx));
+                pumps.push(actix::spawn(pump(p, rank, stderr, tx)));
             }
         }
         let tx = tx.clone();
         actix::spawn(async move {
-            let status = match child.wait().await {
+            let waited = child.wait().await;
+            let drained = futures::future::join_all(pumps);
+            let _ = tokio::time::timeout(OUTPUT_DRAIN, drained).await;
+            let status = match waited {
                 Ok(s) => {
                     use std::os::unix::process::ExitStatusExt;
                     ExitStatus {
@@ -219,8 +243,85 @@ pub fn spawn_tasks(
         node: node.to_string(),
         tasks: ranks.collect(),
     };
-    actix::spawn(io_link(l.io_addr.clone(), auth, hello, rx));
+    let control = Control {
+        stdins,
+        groups: pgids.clone(),
+        uid: l.uid,
+    };
+    actix::spawn(io_link(l.io_addr.clone(), auth, hello, rx, control));
     Ok(pgids)
+}
+
+/// What srun may act on through a node's I/O link.
+struct Control {
+    /// One queue per task that reads standard input.
+    stdins: Vec<mpsc::Sender<Vec<u8>>>,
+    /// The tasks' process groups, for forwarded signals.
+    groups: Vec<i32>,
+    /// The step owner's uid: only they (or root) may signal it.
+    uid: u32,
+}
+
+/// Write srun's standard input into one task; an empty chunk closes it.
+async fn feed_stdin(mut input: tokio::process::ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
+    while let Some(chunk) = rx.recv().await {
+        if chunk.is_empty() || input.write_all(&chunk).await.is_err() {
+            // End of input, or the task closed its stdin / exited.
+            return;
+        }
+    }
+}
+
+/// Act on what srun sends down the link until it closes.
+async fn serve_control(
+    mut reader: crate::wire::connection::ConnReader,
+    mut control: Control,
+    job_id: u32,
+    step_id: u32,
+) {
+    while let Ok(Some(env)) = reader.recv().await {
+        match env.body {
+            Body::StepStdin(input) => {
+                let eof = input.data.is_empty();
+                let mut open = Vec::with_capacity(control.stdins.len());
+                for tx in control.stdins.drain(..) {
+                    // A closed queue means the task stopped reading: drop it.
+                    if tx.send(input.data.clone()).await.is_ok() && !eof {
+                        open.push(tx);
+                    }
+                }
+                control.stdins = open;
+            }
+            Body::SignalTasks { signal } => {
+                if env.uid != control.uid && env.uid != 0 {
+                    tracing::warn!(
+                        job_id,
+                        step_id,
+                        uid = env.uid,
+                        "signal from a user who does not own the step refused"
+                    );
+                    continue;
+                }
+                let Ok(sig) = nix::sys::signal::Signal::try_from(signal) else {
+                    tracing::warn!(job_id, step_id, signal, "unknown signal from srun ignored");
+                    continue;
+                };
+                tracing::debug!(job_id, step_id, %sig, "signal forwarded by srun");
+                for &g in &control.groups {
+                    super::process::signal_group(g, sig);
+                }
+            }
+            other => {
+                tracing::debug!(
+                    job_id,
+                    step_id,
+                    kind = other.kind(),
+                    "unexpected frame on a step I/O link"
+                )
+            }
+        }
+    }
+    // srun is gone: whatever input is queued is all there will be.
 }
 
 enum PipeKind {
@@ -258,8 +359,9 @@ async fn io_link(
     auth: Arc<Authenticator>,
     hello: StepIoHello,
     mut rx: mpsc::Receiver<Body>,
+    control: Control,
 ) {
-    let mut conn = match Connection::connect(addr.as_str(), auth, rand::random()).await {
+    let conn = match Connection::connect(addr.as_str(), auth, rand::random()).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(job_id = hello.job_id, step_id = hello.step_id, error = %e, "cannot reach srun; step output is lost");
@@ -268,15 +370,29 @@ async fn io_link(
             return;
         }
     };
+    let (job_id, step_id) = (hello.job_id, hello.step_id);
+    let (reader, mut conn) = conn.into_split();
     if conn.send(0, &Body::StepIoHello(hello)).await.is_err() {
         while rx.recv().await.is_some() {}
         return;
     }
+    let serving = actix::spawn(serve_control(reader, control, job_id, step_id));
+    // Once every task has exited and its output is sent, srun has all it
+    // needs; stop listening for input.
+    let _guard = AbortOnDrop(serving);
     while let Some(body) = rx.recv().await {
         if conn.send(0, &body).await.is_err() {
             while rx.recv().await.is_some() {}
             return;
         }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -42,7 +42,15 @@ pub struct Request {
     pub cpus_per_task: u32,
     pub ntasks_per_node: Option<u32>,
     pub mem: MemRequest,
+    /// `-w`: ranks the allocation must include.
+    pub required: Vec<u32>,
+    /// `-x`: ranks the allocation must not include.
+    pub excluded: Vec<u32>,
 }
+
+/// A `-w`/`-x` list names a node the configuration does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownNode(pub String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemRequest {
@@ -70,7 +78,64 @@ impl Request {
             cpus_per_task: s.cpus_per_task.unwrap_or(1).max(1),
             ntasks_per_node: s.ntasks_per_node,
             mem,
+            required: Vec::new(),
+            excluded: Vec::new(),
         }
+    }
+
+    /// As [`Request::from_submit`], with `-w`/`-x` resolved to ranks by
+    /// `node_index`. Naming nodes makes the job use at least that many.
+    pub fn for_job(
+        s: &JobSubmit,
+        node_index: &dyn Fn(&str) -> Option<usize>,
+    ) -> Result<Request, UnknownNode> {
+        let mut req = Request::from_submit(s);
+        let ranks = |list: &Option<String>| -> Result<Vec<u32>, UnknownNode> {
+            let Some(list) = list else {
+                return Ok(Vec::new());
+            };
+            let names =
+                crate::config::hostlist::expand(list).map_err(|_| UnknownNode(list.clone()))?;
+            let mut out = Vec::with_capacity(names.len());
+            for n in names {
+                match node_index(&n) {
+                    Some(r) => out.push(r as u32),
+                    None => return Err(UnknownNode(n)),
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            Ok(out)
+        };
+        req.required = ranks(&s.req_nodes)?;
+        req.excluded = ranks(&s.exc_nodes)?;
+        if !req.required.is_empty() {
+            let named = req.required.len() as u32;
+            req.nodes = Some(req.nodes.unwrap_or(0).max(named));
+        }
+        Ok(req)
+    }
+
+    /// The nodes of `ranks` this request may use, in preference order:
+    /// named nodes first, excluded ones left out.
+    pub fn candidates<'a>(&self, ranks: &'a [u32]) -> std::borrow::Cow<'a, [u32]> {
+        if self.required.is_empty() && self.excluded.is_empty() {
+            return std::borrow::Cow::Borrowed(ranks);
+        }
+        let named = ranks
+            .iter()
+            .filter(|r| self.required.binary_search(r).is_ok());
+        let rest = ranks.iter().filter(|r| {
+            self.required.binary_search(r).is_err() && self.excluded.binary_search(r).is_err()
+        });
+        std::borrow::Cow::Owned(named.chain(rest).copied().collect())
+    }
+
+    /// Every named node is one of `ranks` and none is also excluded.
+    pub fn named_nodes_fit(&self, ranks: &[u32]) -> bool {
+        self.required
+            .iter()
+            .all(|r| ranks.contains(r) && self.excluded.binary_search(r).is_err())
     }
 
     /// The fewest nodes this request can use.
@@ -113,22 +178,36 @@ pub enum Infeasible {
 /// Try to place `req` on the `candidates` (ranks, in preference order) given the
 /// current `slots`. Returns the allocation without applying it.
 pub fn place(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Allocation> {
-    place_with(
+    let mut alloc = place_with(
         req,
-        candidates,
+        &req.candidates(candidates),
         slots,
         |s| s.available,
         NodeSlot::free_cpus,
         NodeSlot::free_mem,
-    )
+    )?;
+    if !req.required.is_empty() {
+        // Named nodes were tried first; the job still sees its nodes in
+        // configuration order (task 0 on the first), as in Slurm.
+        let mut order: Vec<usize> = (0..alloc.ranks.len()).collect();
+        order.sort_by_key(|&i| alloc.ranks[i]);
+        alloc.ranks = order.iter().map(|&i| alloc.ranks[i]).collect();
+        alloc.cpus = order.iter().map(|&i| alloc.cpus[i]).collect();
+        alloc.tasks = order.iter().map(|&i| alloc.tasks[i]).collect();
+    }
+    Some(alloc)
 }
 
 /// Could `req` ever run on `candidates` if they were all idle and up?
 pub fn feasible(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Result<(), Infeasible> {
+    if !req.named_nodes_fit(candidates) {
+        return Err(Infeasible::NodeConfig);
+    }
+    let candidates = req.candidates(candidates);
     if req.min_nodes() as usize > candidates.len() {
         return Err(Infeasible::TooManyNodes);
     }
-    place_with(req, candidates, slots, |_| true, |s| s.cpus, |s| s.mem_mb)
+    place_with(req, &candidates, slots, |_| true, |s| s.cpus, |s| s.mem_mb)
         .map(|_| ())
         .ok_or(Infeasible::NodeConfig)
 }
@@ -177,7 +256,8 @@ fn place_with(
                     alloc.mem_mb = alloc.mem_mb.max(mem);
                 }
             }
-            (alloc.ranks.len() as u32 == n).then_some(alloc)
+            let named = req.required.iter().all(|r| alloc.ranks.contains(r));
+            (alloc.ranks.len() as u32 == n && named).then_some(alloc)
         }
         None => {
             // Fill nodes in order with as many tasks as fit (block distribution).
@@ -210,6 +290,32 @@ fn place_with(
             (left == 0).then_some(alloc)
         }
     }
+}
+
+/// When and where `req` could start (`--test-only`): now if it fits, else
+/// as soon as enough running allocations have ended, taking each to end at
+/// its time limit (`running`: expected end and allocation; jobs without a
+/// limit never end). Pending jobs are not counted, as in Slurm's will-run
+/// test. `None`: not before every limited job has ended.
+pub fn earliest_start(
+    req: &Request,
+    candidates: &[u32],
+    slots: &[NodeSlot],
+    running: &mut [(i64, &Allocation)],
+    now: i64,
+) -> Option<(i64, Allocation)> {
+    let mut slots = slots.to_vec();
+    if let Some(a) = place(req, candidates, &slots) {
+        return Some((now, a));
+    }
+    running.sort_by_key(|(end, _)| *end);
+    for (end, alloc) in running.iter() {
+        release(alloc, &mut slots);
+        if let Some(a) = place(req, candidates, &slots) {
+            return Some(((*end).max(now), a));
+        }
+    }
+    None
 }
 
 /// Mark an allocation's resources used.
@@ -258,8 +364,91 @@ mod tests {
             ntasks,
             cpus_per_task: cpt,
             ntasks_per_node: None,
+            required: Vec::new(),
+            excluded: Vec::new(),
             mem,
         }
+    }
+
+    fn submit(w: Option<&str>, x: Option<&str>, nodes: Option<u32>) -> JobSubmit {
+        JobSubmit {
+            req_nodes: w.map(str::to_string),
+            exc_nodes: x.map(str::to_string),
+            min_nodes: nodes,
+            ..JobSubmit::default()
+        }
+    }
+
+    /// Nodes `n0`..`n3` at ranks 0..3.
+    fn index(name: &str) -> Option<usize> {
+        name.strip_prefix('n')?
+            .parse()
+            .ok()
+            .filter(|&i: &usize| i < 4)
+    }
+
+    #[test]
+    fn named_nodes_are_used_and_excluded_ones_never() {
+        let s = slots(4, 2, 1000);
+        let all = [0, 1, 2, 3];
+        // -w n2: one node, that one.
+        let r = Request::for_job(&submit(Some("n2"), None, None), &index).unwrap();
+        assert_eq!(place(&r, &all, &s).unwrap().ranks, vec![2]);
+        // -N2 -w n3: the named node plus the first free one, in node order.
+        let r = Request::for_job(&submit(Some("n3"), None, Some(2)), &index).unwrap();
+        assert_eq!(place(&r, &all, &s).unwrap().ranks, vec![0, 3]);
+        // -w n[1-2] asks for two nodes even without -N.
+        let r = Request::for_job(&submit(Some("n[1-2]"), None, None), &index).unwrap();
+        assert_eq!(place(&r, &all, &s).unwrap().ranks, vec![1, 2]);
+        // -N3 -x n0,n1: only two nodes left, so never.
+        let r = Request::for_job(&submit(None, Some("n0,n1"), Some(3)), &index).unwrap();
+        assert!(place(&r, &all, &s).is_none());
+        assert_eq!(feasible(&r, &all, &s), Err(Infeasible::TooManyNodes));
+        // A named node that is busy blocks the job rather than being swapped.
+        let mut busy = s.clone();
+        busy[2].alloc_cpus = 2;
+        let r = Request::for_job(&submit(Some("n2"), None, None), &index).unwrap();
+        assert!(place(&r, &all, &busy).is_none());
+        assert_eq!(feasible(&r, &all, &busy), Ok(()));
+        // Named and excluded at once, or named outside the partition: never.
+        let r = Request::for_job(&submit(Some("n1"), Some("n1"), None), &index).unwrap();
+        assert_eq!(feasible(&r, &all, &s), Err(Infeasible::NodeConfig));
+        let r = Request::for_job(&submit(Some("n3"), None, None), &index).unwrap();
+        assert_eq!(feasible(&r, &[0, 1], &s), Err(Infeasible::NodeConfig));
+        // Unknown names are reported.
+        assert_eq!(
+            Request::for_job(&submit(Some("n7"), None, None), &index),
+            Err(UnknownNode("n7".into()))
+        );
+    }
+
+    #[test]
+    fn earliest_start_waits_for_enough_running_jobs_to_end() {
+        let mut s = slots(2, 2, 1000);
+        let all = [0, 1];
+        let whole = |n| Allocation {
+            ranks: vec![n],
+            cpus: vec![2],
+            tasks: vec![2],
+            mem_mb: 0,
+        };
+        let (a0, a1) = (whole(0), whole(1));
+        apply(&a0, &mut s);
+        apply(&a1, &mut s);
+        let two_nodes = req(Some(2), 2, 1, MemRequest::None);
+        let one = req(None, 1, 1, MemRequest::None);
+        // Ends at 500 and 300: one node frees at 300, both at 500.
+        let mut running = vec![(500, &a0), (300, &a1)];
+        let (t, a) = earliest_start(&one, &all, &s, &mut running, 100).unwrap();
+        assert_eq!((t, a.ranks), (300, vec![1]));
+        let (t, _) = earliest_start(&two_nodes, &all, &s, &mut running, 100).unwrap();
+        assert_eq!(t, 500);
+        // Free now: now. No limited job to wait for: never.
+        assert_eq!(
+            earliest_start(&one, &all, &slots(2, 2, 1000), &mut [], 100).map(|w| w.0),
+            Some(100)
+        );
+        assert!(earliest_start(&one, &all, &s, &mut [], 100).is_none());
     }
 
     #[test]

@@ -411,6 +411,18 @@ impl JobTable {
         slots: &mut [NodeSlot],
         now: UnixTime,
     ) -> Vec<u32> {
+        self.schedule_with(parts, slots, now, &|_| None)
+    }
+
+    /// As [`JobTable::schedule`]; `node_index` resolves the node names of
+    /// `-w`/`-x` (a job naming an unknown node waits).
+    pub fn schedule_with(
+        &mut self,
+        parts: &[PartitionView<'_>],
+        slots: &mut [NodeSlot],
+        now: UnixTime,
+        node_index: &dyn Fn(&str) -> Option<usize>,
+    ) -> Vec<u32> {
         let mut started = Vec::new();
         for p in parts {
             self.blocked.remove(p.name);
@@ -465,8 +477,10 @@ impl JobTable {
                 if job.submit.begin_time.is_some_and(|t| t > now) {
                     continue;
                 }
-                let req = Request::from_submit(&job.submit);
-                match place(&req, p.ranks, slots) {
+                let placed = Request::for_job(&job.submit, node_index)
+                    .ok()
+                    .and_then(|req| place(&req, p.ranks, slots));
+                match placed {
                     Some(alloc) => {
                         apply(&alloc, slots);
                         self.start(id, alloc, now);

@@ -354,7 +354,10 @@ mod tests {
                 include_finished: true,
                 brief: false,
             }),
-            Body::SubmitReply(SubmitReply { job_id: 77 }),
+            Body::SubmitReply(SubmitReply {
+                job_id: 77,
+                will_run: None,
+            }),
             Body::CancelJobs(CancelRequest {
                 job_ids: vec![1],
                 signal: None,

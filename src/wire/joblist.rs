@@ -198,6 +198,8 @@ job_columns! {
     array: Option<ArrayTask>,
     dependency: String,
     array_pending: Option<String>,
+    req_node_list: String,
+    exc_node_list: String,
 }
 
 impl<'de> Deserialize<'de> for JobList {

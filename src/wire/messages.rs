@@ -66,6 +66,19 @@ pub struct PongReply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubmitReply {
     pub job_id: u32,
+    /// Set for `--test-only`: the estimate instead of a queued job.
+    #[serde(default)]
+    pub will_run: Option<WillRun>,
+}
+
+/// When and where a `--test-only` job would start (nothing is queued).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WillRun {
+    pub start_time: UnixTime,
+    pub cpus: u32,
+    /// Compressed hostlist.
+    pub nodes: String,
+    pub partition: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -425,6 +438,37 @@ pub struct StepRequest {
     /// `-o`/`-e` per-task file patterns (`%t`, `%j`, ...); `None` = stream to srun.
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    /// Which tasks read srun's standard input (`-i`).
+    #[serde(default)]
+    pub stdin: StdinTarget,
+    /// `-w`: nodes of the allocation the step must use (hostlist).
+    #[serde(default)]
+    pub nodelist: Option<String>,
+    /// `-x`: nodes of the allocation the step must not use (hostlist).
+    #[serde(default)]
+    pub exclude: Option<String>,
+}
+
+/// Which of a step's tasks get srun's standard input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StdinTarget {
+    /// Every task reads a copy (Slurm's default, `-i all`).
+    #[default]
+    All,
+    /// Only this task (`-i <taskid>`); the others read /dev/null.
+    Task(u32),
+    /// No task (`-i none`): every task reads /dev/null.
+    None,
+}
+
+impl StdinTarget {
+    pub fn includes(self, task: u32) -> bool {
+        match self {
+            StdinTarget::All => true,
+            StdinTarget::Task(t) => t == task,
+            StdinTarget::None => false,
+        }
+    }
 }
 
 /// Where a step runs, as the controller laid it out.
@@ -462,6 +506,9 @@ pub struct StepLaunch {
     /// Set when the job is an array task (`%A`/`%a`, SLURM_ARRAY_*).
     #[serde(default)]
     pub array: Option<ArrayTask>,
+    /// Which tasks get a pipe for srun's standard input.
+    #[serde(default)]
+    pub stdin: StdinTarget,
 }
 
 /// Output of one task, streamed to srun.
@@ -469,6 +516,13 @@ pub struct StepLaunch {
 pub struct TaskOutput {
     pub task: u32,
     pub stderr: bool,
+    #[serde(with = "serde_bytes")]
+    pub data: Vec<u8>,
+}
+
+/// Standard input for a step's tasks, forwarded by srun.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepStdin {
     #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
@@ -593,6 +647,13 @@ pub enum Body {
         task: u32,
         status: ExitStatus,
     },
+    /// srun → node, on a step's I/O link: bytes for the tasks reading
+    /// standard input; an empty `data` closes their stdin.
+    StepStdin(StepStdin),
+    /// srun → node, on a step's I/O link: signal every task of the step here.
+    SignalTasks {
+        signal: i32,
+    },
     UpdateJobs(JobUpdate),
     /// Per job: `None` = done, `Some(message)` = why not.
     UpdateJobsReply(CancelReply),
@@ -641,6 +702,8 @@ impl Body {
             Body::StepIoHello(_) => "StepIoHello",
             Body::TaskOutput(_) => "TaskOutput",
             Body::TaskExit { .. } => "TaskExit",
+            Body::StepStdin(_) => "StepStdin",
+            Body::SignalTasks { .. } => "SignalTasks",
             Body::UpdateJobs(_) => "UpdateJobs",
             Body::UpdateJobsReply(_) => "UpdateJobsReply",
             Body::QueryAcct(_) => "QueryAcct",

@@ -221,6 +221,15 @@ pub struct JobSubmit {
     /// `--begin`: not eligible to start before this time.
     #[serde(default)]
     pub begin_time: Option<UnixTime>,
+    /// `-w/--nodelist`: nodes the job must be given (hostlist).
+    #[serde(default)]
+    pub req_nodes: Option<String>,
+    /// `-x/--exclude`: nodes the job must not be given (hostlist).
+    #[serde(default)]
+    pub exc_nodes: Option<String>,
+    /// `--test-only`: say when and where the job would start; queue nothing.
+    #[serde(default)]
+    pub test_only: bool,
 }
 
 /// `--signal`: send `signal` `secs` before the time limit, to the steps'
@@ -283,6 +292,12 @@ pub struct JobInfo {
     /// squeue shows them without `-r`): their indices, e.g. `1-3%2`.
     #[serde(default)]
     pub array_pending: Option<String>,
+    /// `-w` as given ("" = none).
+    #[serde(default)]
+    pub req_node_list: String,
+    /// `-x` as given ("" = none).
+    #[serde(default)]
+    pub exc_node_list: String,
 }
 
 /// One node as the controller reports it.

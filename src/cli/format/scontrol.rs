@@ -113,7 +113,18 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         fmt_timestamp(j.start_time.or(Some(j.submit_time)))
     ));
     r.line(format!("Partition={} AllocNode:Sid=(null):0", j.partition));
-    r.line("ReqNodeList=(null) ExcNodeList=(null)");
+    let or_null = |s: &str| {
+        if s.is_empty() {
+            "(null)".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    r.line(format!(
+        "ReqNodeList={} ExcNodeList={}",
+        or_null(&j.req_node_list),
+        or_null(&j.exc_node_list)
+    ));
     r.line(format!("NodeList={}", j.nodes));
     if let Some(host) = &j.batch_host {
         r.line(format!("BatchHost={host}"));

@@ -336,7 +336,9 @@ impl JobField {
                 (None, None) => "N/A".to_string(),
             },
             MinTmpDisk | Nice | Contiguous => "0".to_string(),
-            ReqNodes | ExcNodes | StepOnly => String::new(),
+            ReqNodes => j.req_node_list.clone(),
+            ExcNodes => j.exc_node_list.clone(),
+            StepOnly => String::new(),
             OverSubscribe => "OK".to_string(),
             Sct => "*:*:*".to_string(),
             SocketsPerNode | CoresPerSocket | ThreadsPerCore => "*".to_string(),
@@ -868,6 +870,7 @@ pub(crate) mod tests {
             array: None,
             array_pending: None,
             dependency: String::new(),
+            ..JobInfo::default()
         }
     }
 
