@@ -108,6 +108,19 @@ fn pending_arrays_group_in_squeue_and_cancel_by_task() {
         format!("{a}_[1-4%1]|PENDING|JobArrayTaskLimit\n{a}_0|RUNNING|None\n"),
         "{grouped}"
     );
+    // sacct groups the pending tasks the same way (submitit reads
+    // `A_[1-4%1]`), and lists every task with --array.
+    let acct = |extra: &[&str]| {
+        let id = a.to_string();
+        let mut args = vec!["-X", "-P", "-n", "-o", "JobID,JobIDRaw,State", "-j", &id];
+        args.extend_from_slice(extra);
+        out(&c.cli(w, "sacct", &args))
+    };
+    assert_eq!(
+        acct(&[]),
+        format!("{a}_0|{}|RUNNING\n{a}_[1-4%1]|{a}|PENDING\n", a + 1)
+    );
+    assert_eq!(acct(&["--array"]).lines().count(), 5);
     let each = out(&c.cli(w, "squeue", &["-r", "-h", "-o", "%i %A %F %K", "-S", "i"]));
     let lines: Vec<&str> = each.lines().collect();
     assert_eq!(lines.len(), 5, "{each}");

@@ -149,3 +149,60 @@ fn snakemake_runs_unmodified() {
         assert!(all.contains("snakemake ok"), "{all}");
     }
 }
+
+/// vpenso's prometheus-slurm-exporter (v0.20): it runs squeue, sinfo, sdiag
+/// and sshare and exits if any fails or prints what it cannot parse. It
+/// needs Go to build, and its modules from the network; `.ci/run` builds
+/// it where it can and names it in `EXPORTER`.
+#[test]
+fn prometheus_exporter_runs_unmodified() {
+    let Some(script) = shared_smoke("smoke_exporter.sh") else {
+        eprintln!("skipped: smoke_exporter.sh not found (set CANOPY_SMOKE_DIR)");
+        return;
+    };
+    let exporter = std::env::var_os("EXPORTER")
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .or_else(|| {
+            Command::new("sh")
+                .args(["-c", "command -v prometheus-slurm-exporter"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        });
+    let Some(exporter) = exporter else {
+        let go = Command::new("go").arg("version").output().is_ok();
+        eprintln!(
+            "skipped: prometheus-slurm-exporter is not built (Go {}; set EXPORTER=/path/to/it)",
+            if go {
+                "is installed but the exporter's modules could not be fetched"
+            } else {
+                "is not installed"
+            }
+        );
+        return;
+    };
+    if Command::new("curl").arg("--version").output().is_err() {
+        eprintln!("skipped: curl is not installed");
+        return;
+    }
+    let c = Cluster::start(3, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(&script)
+        .current_dir(w.path())
+        .env("CANOPY_CONF", &c.conf)
+        .env("PATH", c.path_env())
+        .env("EXPORTER", &exporter)
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(w.path().join("exporter.log")).unwrap_or_default()
+    );
+    assert!(out.status.success(), "exporter smoke failed:\n{all}");
+    assert!(all.contains("exporter ok"), "{all}");
+}

@@ -227,6 +227,22 @@ const CASES: &[Case] = &[
         Mask::Exact,
     ),
     case("sbatch_no_script", "sbatch", &[], 1, Mask::Exact),
+    case("sprio_basic", "sprio", &[], 1, Mask::Exact),
+    case("sprio_basic_l", "sprio", &["-l"], 1, Mask::Exact),
+    case(
+        "scontrol_show_step_run1",
+        "scontrol",
+        &["show", "step", "2"],
+        0,
+        Mask::Stamps,
+    ),
+    case(
+        "scontrol_show_step_run1_batch",
+        "scontrol",
+        &["show", "step", "2.batch"],
+        1,
+        Mask::Exact,
+    ),
     case(
         "sbatch_test_only",
         "sbatch",
@@ -246,14 +262,16 @@ const CASES: &[Case] = &[
 /// `sbatch: Job 6 to start` becomes `sbatch: Job # to start`.
 fn mask_will_run_id(text: &str) -> String {
     text.lines()
-        .map(|l| match l
-            .strip_prefix("sbatch: Job ")
-            .and_then(|r| r.split_once(" to start "))
-        {
-            Some((id, rest)) if id.bytes().all(|b| b.is_ascii_digit()) => {
-                format!("sbatch: Job # to start {rest}\n")
+        .map(|l| {
+            match l
+                .strip_prefix("sbatch: Job ")
+                .and_then(|r| r.split_once(" to start "))
+            {
+                Some((id, rest)) if id.bytes().all(|b| b.is_ascii_digit()) => {
+                    format!("sbatch: Job # to start {rest}\n")
+                }
+                _ => format!("{l}\n"),
             }
-            _ => format!("{l}\n"),
         })
         .collect()
 }

@@ -246,8 +246,27 @@ fn srun_forwards_signals_and_handles_ctrl_c_as_slurm_does() {
     let w = tempfile::tempdir().unwrap();
     let w = w.path();
 
+    let o = c.cli(w, "scontrol", &["show", "step"]);
+    assert_eq!(out(&o), "No job steps in the system\n");
+
     // Other signals reach every task; one Ctrl-C only reports task states.
     let child = trapping_srun(&c, w, "a");
+    // The running step, as scontrol shows it (srun's own allocation has no
+    // batch step).
+    let o = c.cli(w, "scontrol", &["show", "step"]);
+    let shown = out(&o);
+    assert_eq!(shown.matches("StepId=").count(), 1, "{shown}");
+    assert!(shown.contains(".0 UserId="), "{shown}");
+    assert!(
+        shown.contains("\n   State=RUNNING Partition=debug NodeList=n1\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "\n   Nodes=1 CPUs=2 Tasks=2 Name=bash Network=(null)\n   TRES=cpu=2,node=1\n"
+        ),
+        "{shown}"
+    );
     signal(&child, Signal::SIGUSR1);
     std::thread::sleep(Duration::from_millis(500));
     signal(&child, Signal::SIGINT);

@@ -16,6 +16,7 @@ pub mod scancel;
 pub mod scontrol;
 pub mod sdiag;
 pub mod sinfo;
+pub mod sprio;
 pub mod squeue;
 pub mod srun;
 pub mod sshare;
@@ -28,7 +29,7 @@ use client::CliError;
 /// The Slurm commands canopy answers to when invoked under their names.
 pub const SLURM_COMMANDS: &[&str] = &[
     "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag", "srun", "salloc",
-    "sshare",
+    "sshare", "sprio",
 ];
 
 /// Whether a user-typed job id names a job: `N` names job N and every task
@@ -139,6 +140,7 @@ pub fn main() -> i32 {
         "srun" => srun::run(&rest),
         "salloc" => salloc::run(&rest),
         "sshare" => sshare::run(&rest),
+        "sprio" => sprio::run(&rest),
         "status" => status::run(&rest),
         "cluster" => crate::cluster::run(&rest),
         "-h" | "--help" | "help" => {

@@ -50,6 +50,8 @@ pub struct SacctArgs {
     pub format: SacctFormat,
     /// `-X`: job rows only.
     pub allocations: bool,
+    /// `--array`: one row per pending array task instead of one per array.
+    pub expand_arrays: bool,
     /// False with `-n`/`--noheader`.
     pub header: bool,
     /// `Some` in parsable mode (`-p`/`-P`): `--delimiter` or `|`. Slurm ignores
@@ -246,6 +248,7 @@ enum Action {
     AllUsers,
     Accounts,
     Allocations,
+    Array,
     Brief,
     Delimiter,
     EndTime,
@@ -311,9 +314,9 @@ static OPTIONS: &[OptSpec] = &[
     spec("version", Some('V'), Flag, A::Version),
     spec("whole-hetjob", None, Optional, A::WholeHetjob),
     // Nothing to do in canopy: one cluster, no federation, no duplicate ids, no
-    // truncation of times needed, no QOS enforcement, no arrays to expand.
+    // truncation of times needed, no QOS enforcement.
     spec("allclusters", Some('L'), Flag, A::Ignored),
-    spec("array", None, Flag, A::Ignored),
+    spec("array", None, Flag, A::Array),
     spec("cluster", Some('M'), Required, A::Ignored),
     spec("clusters", Some('M'), Required, A::Ignored),
     spec("duplicates", Some('D'), Flag, A::Ignored),
@@ -437,6 +440,7 @@ struct Builder {
     units: Option<char>,
     noconvert: bool,
     allocations: bool,
+    expand_arrays: bool,
     nodes: Option<Vec<String>>,
 }
 
@@ -464,6 +468,7 @@ impl Builder {
             units: None,
             noconvert: false,
             allocations: false,
+            expand_arrays: false,
             nodes: None,
         }
     }
@@ -479,6 +484,7 @@ impl Builder {
             A::AllUsers => self.all_users = true,
             A::Accounts => add_names(&mut self.accounts, value),
             A::Allocations => self.allocations = true,
+            A::Array => self.expand_arrays = true,
             A::Brief => self.brief = true,
             A::Delimiter => self.delimiter = Some(value.to_string()),
             A::EndTime => self.end = parse_time_in(value, now, tz)?,
@@ -637,6 +643,7 @@ impl Builder {
             all_users,
             format,
             allocations: self.allocations,
+            expand_arrays: self.expand_arrays,
             header: self.header,
             delimiter: self
                 .parsable

@@ -3,12 +3,12 @@
 //! Slurm's `Key=Value` layout (see `format::scontrol`).
 
 use super::client::{CliError, Client};
-use super::format::scontrol::{ping_line, show_job, show_node, show_partition};
+use super::format::scontrol::{ping_line, show_job, show_node, show_partition, show_step};
 use crate::config::hostlist;
 use crate::wire::messages::{
-    Body, JobQuery, JobUpdate, NodeQuery, NodeUpdate, NodeUpdateState, RequeueKind,
+    AcctQuery, Body, JobQuery, JobUpdate, NodeQuery, NodeUpdate, NodeUpdateState, RequeueKind,
 };
-use crate::wire::types::{JobInfo, JobState};
+use crate::wire::types::{JobInfo, JobState, StepKind};
 
 const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   show job [id] | node [name] | partition [name] | hostnames [list] | hostlist <list> | hostlistsorted <list>
@@ -64,6 +64,64 @@ fn call(body: Body) -> Result<Body, CliError> {
         let mut c = Client::connect(None).await?;
         c.call(body).await
     })
+}
+
+/// `scontrol show step [JOB[.STEP]]`: the running steps, from the
+/// accounting view (which has the batch step and every srun step).
+fn show_steps(target: Option<&str>, one_liner: bool) -> i32 {
+    // 22.05 reads a step that is not a number (`2.batch`) as step 0.
+    let (job, step) = match target.map(|t| t.split_once('.').unwrap_or((t, ""))) {
+        None => (None, None),
+        Some((j, s)) => match j.parse::<u32>() {
+            Ok(j) if s.is_empty() => (Some(j), None),
+            Ok(j) => (Some(j), Some(s.parse::<u32>().unwrap_or(0))),
+            Err(_) => {
+                eprintln!("Invalid job id specified");
+                return 1;
+            }
+        },
+    };
+    let q = AcctQuery {
+        job_ids: job.into_iter().collect(),
+        states: if job.is_none() {
+            vec![JobState::Running, JobState::Suspended]
+        } else {
+            Vec::new()
+        },
+        ..AcctQuery::default()
+    };
+    let jobs = match call(Body::QueryAcct(q)) {
+        Ok(Body::Acct(jobs)) => jobs,
+        r => return fail("slurm_get_job_steps error", r),
+    };
+    if job.is_some() && jobs.is_empty() {
+        eprintln!("slurm_get_job_steps error: Invalid job id specified");
+        return 1;
+    }
+    let mut shown = 0;
+    for j in &jobs {
+        for s in j.steps.iter().filter(|s| {
+            matches!(s.state, JobState::Running | JobState::Suspended)
+                && step.is_none_or(|n| s.kind == StepKind::Numbered(n))
+        }) {
+            print!("{}", show_step(j, s, one_liner));
+            shown += 1;
+        }
+    }
+    if shown > 0 {
+        return 0;
+    }
+    match (job, step) {
+        (None, _) => {
+            println!("No job steps in the system");
+            0
+        }
+        (Some(j), s) => {
+            let s = s.map(|s| s.to_string()).unwrap_or_default();
+            println!("Job step {j}.{s} not found");
+            1
+        }
+    }
 }
 
 fn show(args: &[&str], one_liner: bool) -> i32 {
@@ -150,6 +208,7 @@ fn show(args: &[&str], one_liner: bool) -> i32 {
             }
             r => fail("slurm_load_partitions error", r),
         },
+        "step" | "steps" => show_steps(target, one_liner),
         "hostnames" => {
             let expr = target
                 .map(str::to_string)

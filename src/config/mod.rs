@@ -72,6 +72,9 @@ pub struct Config {
     pub message_timeout_s: u32,
     /// 0..=2; default 0.
     pub return_to_service: u8,
+    /// `priority/basic` (the default) or `priority/multifactor`; sprio
+    /// reads it. canopy computes no priority factors yet.
+    pub priority_type: String,
     /// `<dir of main file>/slurm.key`: the shared HMAC key.
     pub auth_key_path: PathBuf,
     /// Expanded, in file order; later duplicates dropped with a warning.
@@ -259,6 +262,7 @@ enum GlobalKey {
     KillWait,
     MessageTimeout,
     ReturnToService,
+    PriorityType,
 }
 
 const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -280,6 +284,7 @@ const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("KillWait", GlobalKey::KillWait),
     ("MessageTimeout", GlobalKey::MessageTimeout),
     ("ReturnToService", GlobalKey::ReturnToService),
+    ("PriorityType", GlobalKey::PriorityType),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -425,7 +430,6 @@ const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "PriorityParameters",
     "PrioritySiteFactorParameters",
     "PrioritySiteFactorPlugin",
-    "PriorityType",
     "PriorityUsageResetPeriod",
     "PriorityWeightAge",
     "PriorityWeightAssoc",
@@ -1073,6 +1077,7 @@ impl Builder {
                 kill_wait_s: 30,
                 message_timeout_s: 10,
                 return_to_service: 0,
+                priority_type: "priority/basic".into(),
                 auth_key_path: dir.join("slurm.key"),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
@@ -1176,6 +1181,16 @@ impl Builder {
                 cfg.message_timeout_s = secs_in(loc, item, 1, MAX_TIMEOUT_S)?
             }
             GlobalKey::ReturnToService => cfg.return_to_service = int_in(loc, item, 0, 2)?,
+            GlobalKey::PriorityType => match item.value.as_str() {
+                v @ ("priority/basic" | "priority/multifactor") => cfg.priority_type = v.into(),
+                _ => {
+                    return Err(bad_value(
+                        loc,
+                        item,
+                        "priority/basic or priority/multifactor",
+                    ))
+                }
+            },
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {
             self.warn(

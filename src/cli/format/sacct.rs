@@ -20,7 +20,9 @@ use thiserror::Error;
 use super::group_name;
 use super::time::{fmt_duration_long, fmt_timestamp};
 use crate::cli::sacct_args::SacctArgs;
-use crate::wire::types::{AcctJob, AcctStep, StepKind, UnixTime};
+use std::collections::HashMap;
+
+use crate::wire::types::{AcctJob, AcctStep, JobState, StepKind, UnixTime};
 
 /// `sacct` with no `-o`, `-b`, `-l` or `SACCT_FORMAT`.
 pub const DEFAULT_FIELDS: &str = "jobid,jobname,partition,account,alloccpus,state,exitcode";
@@ -461,7 +463,9 @@ enum Value {
 /// Which record a row shows.
 #[derive(Clone, Copy)]
 enum Row<'a> {
-    Job(&'a AcctJob),
+    /// A job; for the pending tasks of an array shown as one row, the
+    /// indices it stands for (`1-4%1`).
+    Job(&'a AcctJob, Option<&'a str>),
     Step(&'a AcctJob, &'a AcctStep),
 }
 
@@ -512,9 +516,15 @@ pub fn render(jobs: &[AcctJob], args: &SacctArgs, now: UnixTime) -> String {
             .map_or((j.job_id, 0), |a| (a.array_job_id, a.task_id));
         (j.submit_time, id, task)
     });
+    let sets = if args.expand_arrays {
+        HashMap::new()
+    } else {
+        group_pending_arrays(&mut selected)
+    };
     for job in selected {
         if args.shows_job_row(job) {
-            line(format, &layout, Row::Job(job), ctx, &mut out);
+            let set = sets.get(&job.job_id).map(String::as_str);
+            line(format, &layout, Row::Job(job, set), ctx, &mut out);
         }
         if args.allocations {
             continue;
@@ -530,6 +540,42 @@ pub fn render(jobs: &[AcctJob], args: &SacctArgs, now: UnixTime) -> String {
         }
     }
     out
+}
+
+/// Without `--array`, the pending tasks of an array are one row
+/// (`5_[1-4%1]`), where the lowest index is; the others are dropped from
+/// `jobs`. Returns that row's job id → its index set.
+fn group_pending_arrays(jobs: &mut Vec<&AcctJob>) -> HashMap<u32, String> {
+    let mut tasks: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+    for j in jobs.iter() {
+        if let Some(a) = j.array.filter(|_| j.state == JobState::Pending) {
+            tasks
+                .entry(a.array_job_id)
+                .or_default()
+                .push((a.task_id, j.job_id));
+        }
+    }
+    let mut sets = HashMap::new();
+    let mut dropped = std::collections::HashSet::new();
+    for group in tasks.values_mut().filter(|g| g.len() > 1) {
+        group.sort_unstable();
+        let indices: Vec<u32> = group.iter().map(|t| t.0).collect();
+        let throttle = jobs
+            .iter()
+            .find(|j| j.job_id == group[0].1)
+            .and_then(|j| j.array)
+            .and_then(|a| a.throttle);
+        let mut set = crate::sched::array::compress(&indices);
+        if let Some(t) = throttle {
+            set.push_str(&format!("%{t}"));
+        }
+        sets.insert(group[0].1, set);
+        dropped.extend(group.iter().skip(1).map(|t| t.1));
+    }
+    if !dropped.is_empty() {
+        jobs.retain(|j| !dropped.contains(&j.job_id));
+    }
+    sets
 }
 
 /// Slurm lists steps by their numeric step id, in which `batch` and `extern` are small
@@ -659,10 +705,10 @@ fn cut_with_plus(text: &str, w: usize) -> String {
 /// The value of `field` for one row.
 fn value(field: Field, row: Row<'_>, ctx: Ctx) -> Value {
     let job = match row {
-        Row::Job(job) | Row::Step(job, _) => job,
+        Row::Job(job, _) | Row::Step(job, _) => job,
     };
     let step = match row {
-        Row::Job(_) => None,
+        Row::Job(..) => None,
         Row::Step(_, step) => Some(step),
     };
     match field {
@@ -738,14 +784,18 @@ fn value(field: Field, row: Row<'_>, ctx: Ctx) -> Value {
             None => job.user.clone(),
             Some(_) => String::new(),
         }),
-        F::JobIdRaw => Value::Text(match step {
-            None => job.job_id.to_string(),
-            Some(s) => format!("{}.{}", job.job_id, step_suffix(s.kind)),
+        F::JobIdRaw => Value::Text(match (step, row) {
+            (None, Row::Job(_, Some(_))) => {
+                job.array.map_or(job.job_id, |a| a.array_job_id).to_string()
+            }
+            (None, _) => job.job_id.to_string(),
+            (Some(s), _) => format!("{}.{}", job.job_id, step_suffix(s.kind)),
         }),
         F::JobId => {
-            let id = match job.array {
-                Some(a) => format!("{}_{}", a.array_job_id, a.task_id),
-                None => job.job_id.to_string(),
+            let id = match (job.array, row) {
+                (Some(a), Row::Job(_, Some(set))) => format!("{}_[{set}]", a.array_job_id),
+                (Some(a), _) => format!("{}_{}", a.array_job_id, a.task_id),
+                (None, _) => job.job_id.to_string(),
             };
             Value::Text(match step {
                 None => id,
@@ -842,7 +892,7 @@ fn step_suffix(kind: StepKind) -> String {
 /// the step recorded none, as Slurm does).
 fn row_cpus(row: Row<'_>) -> u32 {
     match row {
-        Row::Job(job) => job.alloc_cpus,
+        Row::Job(job, _) => job.alloc_cpus,
         Row::Step(job, step) if step.alloc_cpus == 0 => job.alloc_cpus,
         Row::Step(_, step) => step.alloc_cpus,
     }
@@ -851,7 +901,7 @@ fn row_cpus(row: Row<'_>) -> u32 {
 /// Nodes allocated to the row (0 for a job that never started).
 fn row_nodes(row: Row<'_>) -> u32 {
     match row {
-        Row::Job(job) => job.num_nodes,
+        Row::Job(job, _) => job.num_nodes,
         Row::Step(_, step) => step.num_nodes,
     }
 }
@@ -870,7 +920,7 @@ fn secs_between(from: UnixTime, to: UnixTime) -> u64 {
 /// started. A step with no end of its own ends with its job, as Slurm fills it in.
 fn elapsed_secs(row: Row<'_>, now: UnixTime) -> u64 {
     let (start, end) = match row {
-        Row::Job(job) => (job.start_time, job.end_time),
+        Row::Job(job, _) => (job.start_time, job.end_time),
         Row::Step(job, step) => (step.start_time, step.end_time.or(job.end_time)),
     };
     match set_time(start) {
@@ -916,7 +966,7 @@ fn planned_cpu(step: Option<&AcctStep>, job: &AcctJob, now: UnixTime) -> Option<
 fn cpu_ms(row: Row<'_>, of: impl Fn(&AcctStep) -> u64) -> u64 {
     match row {
         Row::Step(_, step) => of(step),
-        Row::Job(job) => job
+        Row::Job(job, _) => job
             .steps
             .iter()
             .filter(|s| s.state.is_finished())
@@ -1012,7 +1062,7 @@ fn req_tres(job: &AcctJob, conv: Conversion) -> String {
 /// copy of it, or a step's share (batch and srun steps carry no billing).
 fn alloc_tres(row: Row<'_>, conv: Conversion) -> String {
     let job = match row {
-        Row::Job(job) | Row::Step(job, _) => job,
+        Row::Job(job, _) | Row::Step(job, _) => job,
     };
     let job_tres = Tres {
         cpus: job.alloc_cpus,
@@ -1021,8 +1071,8 @@ fn alloc_tres(row: Row<'_>, conv: Conversion) -> String {
         nodes: job.num_nodes,
     };
     match row {
-        Row::Job(_) if set_time(job.start_time).is_none() => String::new(),
-        Row::Job(_) => job_tres.text(conv),
+        Row::Job(..) if set_time(job.start_time).is_none() => String::new(),
+        Row::Job(..) => job_tres.text(conv),
         Row::Step(_, step) if step.kind == StepKind::Extern => job_tres.text(conv),
         Row::Step(_, step) => {
             let cpus = row_cpus(row);

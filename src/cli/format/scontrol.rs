@@ -11,7 +11,7 @@
 use super::squeue::{node_count, used_secs};
 use super::time::{fmt_duration_long, fmt_limit_min, fmt_timestamp, LimitStyle};
 use super::{fmt_mem_mb, group_name, job_tres};
-use crate::wire::types::{JobInfo, NodeInfo, PartitionInfo};
+use crate::wire::types::{AcctJob, AcctStep, JobInfo, NodeInfo, PartitionInfo, StepKind};
 
 /// Slurm's default `SlurmdPort`; `Port=` is only shown for other ports.
 const DEFAULT_SLURMD_PORT: u16 = 6818;
@@ -281,6 +281,61 @@ fn node_alloc_tres(n: &NodeInfo) -> String {
 }
 
 /// `scontrol show partition` for one partition.
+/// One running step, as `scontrol show step` prints it. The batch step
+/// has no CPUs or TRES of its own there; srun steps carry the job's
+/// memory per node on their nodes. Steps have no time limit of their own.
+pub fn show_step(job: &AcctJob, step: &AcctStep, one_liner: bool) -> String {
+    let mut r = Record::new(one_liner);
+    let id = match step.kind {
+        StepKind::Batch => "batch".to_string(),
+        StepKind::Extern => "extern".to_string(),
+        StepKind::Numbered(n) => n.to_string(),
+    };
+    let numbered = matches!(step.kind, StepKind::Numbered(_));
+    r.line(format!(
+        "StepId={}.{id} UserId={} StartTime={} TimeLimit=UNLIMITED",
+        job.job_id,
+        job.uid,
+        fmt_timestamp(step.start_time)
+    ));
+    r.line(format!(
+        "State={} Partition={} NodeList={}",
+        step.state.name(),
+        job.partition,
+        step.nodes
+    ));
+    let cpus = if numbered { step.alloc_cpus } else { 0 };
+    r.line(format!(
+        "Nodes={} CPUs={cpus} Tasks={} Name={} Network=(null)",
+        step.num_nodes, step.num_tasks, step.name
+    ));
+    let tres = if numbered {
+        let mem = match (job.req_mem_mb, job.mem_per_cpu) {
+            (0, _) => 0,
+            (m, true) => m * u64::from(step.alloc_cpus),
+            (m, false) => m * u64::from(step.num_nodes),
+        };
+        let mem = if mem > 0 {
+            format!(",mem={}", fmt_mem_mb(mem))
+        } else {
+            String::new()
+        };
+        format!("cpu={cpus}{mem},node={}", step.num_nodes)
+    } else {
+        "(null)".to_string()
+    };
+    r.line(format!("TRES={tres}"));
+    r.line("ResvPorts=(null)");
+    r.line(if numbered {
+        "CPUFreqReq=Default Dist=Block"
+    } else {
+        "CPUFreqReq=Default"
+    });
+    // canopy does not record which host and pid an srun runs as.
+    r.line("SrunHost:Pid=(null):0");
+    r.finish()
+}
+
 pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
     let mut r = Record::new(one_liner);
     let yes_no = |b: bool| if b { "YES" } else { "NO" };
