@@ -1710,7 +1710,6 @@ mod tests {
             "--cluster=x",
             "-D",
             "-T",
-            "--array",
             "-q",
             "normal",
             "-L",
@@ -1722,6 +1721,8 @@ mod tests {
             "--whole-hetjob=no",
         ]);
         assert_eq!(plain, noisy);
+        assert!(!plain.expand_arrays);
+        assert!(ok(&["-X", "--array"]).expand_arrays);
         assert_eq!(
             err(&["--whole-hetjob=maybe"]).to_string(),
             "sacct: error: Invalid --whole-hetjob value \"maybe\". Valid values: [yes|no]."

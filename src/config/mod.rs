@@ -2817,8 +2817,10 @@ PartitionName=debug Nodes=ALL MaxTime=30 MaxNodes=2 PriorityTier=10 Hidden=NO
         assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
         assert_eq!(cfg.default_partition().unwrap().name, "cpu");
         assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-        // One warning per ignored key (49) plus the backup controller, each naming its line.
-        assert_eq!(cfg.warnings.len(), 49, "{:#?}", cfg.warnings);
+        // One warning per ignored key (48: PriorityType is read) plus the
+        // backup controller, each naming its line.
+        assert_eq!(cfg.warnings.len(), 48, "{:#?}", cfg.warnings);
+        assert_eq!(cfg.priority_type, "priority/multifactor");
         assert!(cfg
             .warnings
             .iter()
