@@ -404,9 +404,17 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
                 return Ok(1);
             }
         },
+        // Reading /dev/null gives nothing: the tasks get it directly, with no
+        // pipes and no frames (the usual case inside a batch script).
+        Input::All | Input::Task(_) if stdin_is_null() => None,
         Input::All | Input::Task(_) => {
             stdin_readable().then(|| read_input(Box::new(std::io::stdin())))
         }
+    };
+    let target = if input.is_none() {
+        StdinTarget::None
+    } else {
+        a.input.target()
     };
     let (job_id, own_allocation) = match env_job_id() {
         Some(id) => (id, false),
@@ -443,7 +451,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         io_token: token,
         stdout: a.output.clone(),
         stderr: a.error.clone(),
-        stdin: a.input.target(),
+        stdin: target,
         nodelist: a.nodelist.clone(),
         exclude: a.exclude.clone(),
     };
@@ -470,7 +478,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         launched: &launched,
         token,
         label: a.label,
-        target: a.input.target(),
+        target,
         interrupts: if a.quit_on_interrupt {
             Interrupts::Quit
         } else if a.disable_status {
@@ -491,6 +499,18 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     };
     let _ = c.call(Body::StepComplete(done)).await;
     Ok(exit.code)
+}
+
+/// srun's stdin is /dev/null.
+fn stdin_is_null() -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let (Ok(me), Ok(null)) = (
+        std::fs::metadata("/proc/self/fd/0"),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    me.file_type().is_char_device() && me.rdev() == null.rdev()
 }
 
 /// False when reading stdin would stop srun: it is a terminal and srun runs
