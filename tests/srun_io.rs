@@ -303,7 +303,10 @@ fn srun_forwards_signals_and_handles_ctrl_c_as_slurm_does() {
     assert_eq!(o.status.code(), Some(137), "{se}");
     assert!(se.contains("srun: forcing job termination\n"), "{se}");
     assert!(se.contains(": Killed\n"), "{se}");
-    // The job and its accounting saw the end.
-    let o = c.cli(w, "sacct", &["-n", "-P", "-X", "-o", "State"]);
-    assert!(out(&o).lines().count() >= 2, "{}", out(&o));
+    // Both srun allocations ended and accounting saw it.
+    let states = || out(&c.cli(w, "sacct", &["-n", "-P", "-X", "-o", "State"]));
+    c.wait_for(Duration::from_secs(15), "both allocations ended", |_| {
+        let s = states();
+        s.lines().count() >= 2 && !s.contains("RUNNING") && !s.contains("PENDING")
+    });
 }

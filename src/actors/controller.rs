@@ -459,7 +459,7 @@ impl ControllerActor {
         let conf = &self.conf;
         let started = self
             .jobs
-            .schedule_with(&parts, &mut self.slots, now, &|n| conf.node_index(n));
+            .schedule(&parts, &mut self.slots, now, &|n| conf.node_index(n));
         let us = t0.elapsed().as_micros() as u64;
         let (n, _, max, total) = self.sched_timing;
         self.sched_timing = (n + 1, us, max.max(us), total + us);
@@ -1056,12 +1056,7 @@ impl Handler<Admit> for ControllerActor {
                 })
             }
         };
-        let ranks = self
-            .part_ranks
-            .iter()
-            .find(|(n, _)| *n == msg.partition)
-            .map(|(_, r)| r.as_slice())
-            .unwrap_or(&[]);
+        let ranks = self.partition_ranks(&msg.partition);
         if let Err(why) = sched::feasible(&req, ranks, &self.slots) {
             let message = match why {
                 Infeasible::TooManyNodes | Infeasible::NodeConfig => {
@@ -1146,12 +1141,7 @@ impl ControllerActor {
         let durable = self.store.submit(vec![Op::NextJobId(self.next_job_id)]);
         let now = chrono::Utc::now().timestamp();
         let partition = msg.partition.as_str();
-        let ranks = self
-            .part_ranks
-            .iter()
-            .find(|(n, _)| *n == partition)
-            .map(|(_, r)| r.as_slice())
-            .unwrap_or(&[]);
+        let ranks = self.partition_ranks(partition);
         let conf = &self.conf;
         let checked = Request::for_job(&msg.submit, &|n| conf.node_index(n))
             .map_err(|_| refused(ErrorCode::InvalidNodeName, "Invalid node name specified"))
@@ -1671,19 +1661,18 @@ impl Handler<GetCounts> for ControllerActor {
 }
 
 impl ControllerActor {
-    /// Configured node ranks of a hostlist (`-w`/`-x`), in its order.
+    /// Configured node ranks of a hostlist (`-w`/`-x` of a step).
     fn ranks_of(&self, list: &str) -> Result<Vec<u32>, ErrorReply> {
-        let invalid = || refused(ErrorCode::InvalidNodeName, "Invalid node name specified");
-        let names = hostlist::expand(list).map_err(|_| invalid())?;
-        names
+        sched::node_ranks(list, &|n| self.conf.node_index(n))
+            .map_err(|_| refused(ErrorCode::InvalidNodeName, "Invalid node name specified"))
+    }
+
+    /// A partition's node ranks (empty for an unknown name).
+    fn partition_ranks(&self, name: &str) -> &[u32] {
+        self.part_ranks
             .iter()
-            .map(|n| {
-                self.conf
-                    .node_index(n)
-                    .map(|r| r as u32)
-                    .ok_or_else(invalid)
-            })
-            .collect()
+            .find(|(n, _)| *n == name)
+            .map_or(&[], |(_, r)| r.as_slice())
     }
 }
 

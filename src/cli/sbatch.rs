@@ -5,7 +5,7 @@ use std::io::Read;
 
 use super::client::{CliError, Client};
 use super::sbatch_args::{parse_submission, SbatchError, SubmitContext};
-use crate::wire::messages::{Body, JobQuery};
+use crate::wire::messages::{Body, JobQuery, SubmitReply};
 
 pub fn run(args: &[String]) -> i32 {
     let ctx = match context() {
@@ -51,18 +51,21 @@ pub fn run(args: &[String]) -> i32 {
         }
         .await;
         let (mut client, job_id) = match reply {
-            Ok((_, Body::SubmitReply(r))) if r.will_run.is_some() => {
-                if let Some(w) = r.will_run {
-                    // Slurm prints the estimate on stderr and nothing on stdout.
-                    eprintln!(
-                        "sbatch: Job {} to start at {} using {} processors on nodes {} in partition {}",
-                        r.job_id,
-                        super::format::time::fmt_timestamp(Some(w.start_time)),
-                        w.cpus,
-                        w.nodes,
-                        w.partition
-                    );
-                }
+            Ok((
+                _,
+                Body::SubmitReply(SubmitReply {
+                    job_id,
+                    will_run: Some(w),
+                }),
+            )) => {
+                // Slurm prints the estimate on stderr and nothing on stdout.
+                eprintln!(
+                    "sbatch: Job {job_id} to start at {} using {} processors on nodes {} in partition {}",
+                    super::format::time::fmt_timestamp(Some(w.start_time)),
+                    w.cpus,
+                    w.nodes,
+                    w.partition
+                );
                 return 0;
             }
             Ok((c, Body::SubmitReply(r))) => (c, r.job_id),

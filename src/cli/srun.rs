@@ -1114,26 +1114,20 @@ fn exit_lines(
     unreported: &mut Vec<(u32, ExitStatus)>,
     node_of: &HashMap<u32, String>,
 ) -> Vec<String> {
-    let mut groups: BTreeMap<(&str, i32, i32), Vec<u32>> = BTreeMap::new();
+    // (node, what happened) → the tasks it happened to, in rank order.
+    let mut groups: BTreeMap<(&str, String), Vec<u32>> = BTreeMap::new();
     unreported.sort_by_key(|(t, _)| *t);
     for (task, s) in unreported.drain(..) {
-        if exit_message(&s).is_none() {
-            continue;
+        if let Some(what) = exit_message(&s) {
+            let node = node_of.get(&task).map(String::as_str).unwrap_or("?");
+            groups.entry((node, what)).or_default().push(task);
         }
-        let node = node_of.get(&task).map(String::as_str).unwrap_or("?");
-        groups
-            .entry((node, s.code, s.signal))
-            .or_default()
-            .push(task);
     }
     let mut lines: Vec<(u32, String)> = groups
         .into_iter()
-        .filter_map(|((node, code, signal), ranks)| {
-            let what = exit_message(&ExitStatus { code, signal })?;
-            Some((
-                ranks[0],
-                format!("srun: error: {node}: {}: {what}", tasks_phrase(&ranks)),
-            ))
+        .map(|((node, what), ranks)| {
+            let line = format!("srun: error: {node}: {}: {what}", tasks_phrase(&ranks));
+            (ranks[0], line)
         })
         .collect();
     lines.sort();

@@ -91,18 +91,10 @@ impl Request {
     ) -> Result<Request, UnknownNode> {
         let mut req = Request::from_submit(s);
         let ranks = |list: &Option<String>| -> Result<Vec<u32>, UnknownNode> {
-            let Some(list) = list else {
-                return Ok(Vec::new());
+            let mut out = match list {
+                Some(list) => node_ranks(list, node_index)?,
+                None => Vec::new(),
             };
-            let names =
-                crate::config::hostlist::expand(list).map_err(|_| UnknownNode(list.clone()))?;
-            let mut out = Vec::with_capacity(names.len());
-            for n in names {
-                match node_index(&n) {
-                    Some(r) => out.push(r as u32),
-                    None => return Err(UnknownNode(n)),
-                }
-            }
             out.sort_unstable();
             out.dedup();
             Ok(out)
@@ -164,6 +156,18 @@ impl Request {
             _ => t,
         }
     }
+}
+
+/// The configured ranks of a hostlist's nodes, in the list's order.
+pub fn node_ranks(
+    list: &str,
+    node_index: &dyn Fn(&str) -> Option<usize>,
+) -> Result<Vec<u32>, UnknownNode> {
+    let names = crate::config::hostlist::expand(list).map_err(|_| UnknownNode(list.to_string()))?;
+    names
+        .into_iter()
+        .map(|n| node_index(&n).map(|r| r as u32).ok_or(UnknownNode(n)))
+        .collect()
 }
 
 /// Why a request can never run on a partition, whatever else is running.

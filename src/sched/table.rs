@@ -405,18 +405,9 @@ impl JobTable {
 
     /// One FIFO pass: start jobs in id order per partition until one does not
     /// fit. Returns the started ids; their records are Running with `alloc`.
+    /// `node_index` resolves the node names of `-w`/`-x` (a job naming an
+    /// unknown node waits).
     pub fn schedule(
-        &mut self,
-        parts: &[PartitionView<'_>],
-        slots: &mut [NodeSlot],
-        now: UnixTime,
-    ) -> Vec<u32> {
-        self.schedule_with(parts, slots, now, &|_| None)
-    }
-
-    /// As [`JobTable::schedule`]; `node_index` resolves the node names of
-    /// `-w`/`-x` (a job naming an unknown node waits).
-    pub fn schedule_with(
         &mut self,
         parts: &[PartitionView<'_>],
         slots: &mut [NodeSlot],
@@ -706,7 +697,7 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0, 1],
         }];
-        assert_eq!(t.schedule(&parts, &mut s, 10), vec![1]);
+        assert_eq!(t.schedule(&parts, &mut s, 10, &|_| None), vec![1]);
         // Job 2 needs both nodes: it blocks; job 3 (would fit) waits behind it.
         assert_eq!(t.reason(t.get(2).unwrap()), "Resources");
         assert_eq!(t.reason(t.get(3).unwrap()), "Priority");
@@ -729,7 +720,7 @@ mod tests {
             )
             .unwrap();
         super::super::release(&alloc, &mut s);
-        assert_eq!(t.schedule(&parts, &mut s, 21), vec![2]);
+        assert_eq!(t.schedule(&parts, &mut s, 21, &|_| None), vec![2]);
         assert_eq!(
             t.counts("p"),
             Counts {
@@ -784,7 +775,7 @@ mod tests {
             },
         ];
         // Held job 1 is skipped; released job 2 runs in its new partition.
-        assert_eq!(t.schedule(&parts, &mut s, 0), vec![2]);
+        assert_eq!(t.schedule(&parts, &mut s, 0, &|_| None), vec![2]);
         assert!(!t.modify(99, |_| {}));
         assert_eq!(t.active(), 2);
     }
@@ -800,7 +791,7 @@ mod tests {
             state: PartitionState::Down,
             ranks: &[0, 1],
         }];
-        assert!(t.schedule(&parts, &mut s, 0).is_empty());
+        assert!(t.schedule(&parts, &mut s, 0, &|_| None).is_empty());
         assert_eq!(t.reason(t.get(1).unwrap()), "PartitionDown");
         assert_eq!(t.reason(t.get(2).unwrap()), "PartitionDown");
     }
@@ -853,7 +844,7 @@ mod tests {
             ranks: &[0, 1, 2, 3],
         }];
         // Two tasks (the throttle), then the plain job behind the array.
-        assert_eq!(t.schedule(&parts, &mut s, 0), vec![11, 12, 14]);
+        assert_eq!(t.schedule(&parts, &mut s, 0, &|_| None), vec![11, 12, 14]);
         assert_eq!(t.reason(t.get(13).unwrap()), "JobArrayTaskLimit");
         assert_eq!(t.array_members(10).count(), 4);
         assert_eq!(t.array_task(10, 3).map(|j| j.job_id), Some(10));
@@ -867,7 +858,7 @@ mod tests {
             )
             .unwrap();
         super::super::release(&alloc, &mut s);
-        assert_eq!(t.schedule(&parts, &mut s, 2), vec![13]);
+        assert_eq!(t.schedule(&parts, &mut s, 2, &|_| None), vec![13]);
         // Requeue: back in the queue under the same id, one restart more.
         assert!(t.requeue(11, None));
         let j = t.get(11).unwrap();
@@ -902,7 +893,7 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0, 1],
         }];
-        assert_eq!(t.schedule(&parts, &mut s, 0), vec![1]);
+        assert_eq!(t.schedule(&parts, &mut s, 0, &|_| None), vec![1]);
         t.finish(
             1,
             JobState::Completed,
@@ -913,7 +904,7 @@ mod tests {
         let r = t.resolve_dependencies(5);
         assert_eq!((r.changed, r.killed), (vec![2], vec![3]));
         assert_eq!(t.get(3).unwrap().state, JobState::Cancelled);
-        assert_eq!(t.schedule(&parts, &mut s, 6), vec![2]);
+        assert_eq!(t.schedule(&parts, &mut s, 6, &|_| None), vec![2]);
     }
 
     #[test]
@@ -929,6 +920,6 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0],
         }];
-        assert!(t.schedule(&parts, &mut s, 0).is_empty());
+        assert!(t.schedule(&parts, &mut s, 0, &|_| None).is_empty());
     }
 }
