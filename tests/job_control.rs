@@ -167,3 +167,65 @@ fn suspend_stops_a_job_and_resume_continues_it() {
         JobState::Cancelled
     );
 }
+
+#[test]
+fn priorities_count_down_and_top_and_release_reorder_the_queue() {
+    // One node with two CPUs: every job below needs both, so they run one
+    // at a time and order.txt records the order the scheduler chose.
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let blocker = c.sbatch(w, &["-n", "2", "--wrap", "sleep 300"]);
+    c.wait_for(Duration::from_secs(20), "the blocker to start", |c| {
+        c.job(blocker).is_some_and(|j| j.state == JobState::Running)
+    });
+    let job = |name: &str, extra: &[&str]| {
+        let wrap = format!("echo {name} >> order.txt");
+        let mut args = vec!["-n", "2", "-J", name];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--wrap", &wrap]);
+        c.sbatch(w, &args)
+    };
+    let a = job("a", &["--hold"]);
+    let b = job("b", &[]);
+    let cc = job("c", &[]);
+    let d = job("d", &[]);
+    // priority/basic: one less per eligible submission; a held job has 0.
+    let prio = |id: u32| c.job(id).unwrap().priority;
+    assert_eq!(prio(a), 0);
+    assert_eq!(prio(blocker), 0xFFFF_0000 - 1);
+    assert_eq!(
+        (prio(b), prio(cc), prio(d)),
+        (prio(blocker) - 1, prio(b) - 1, prio(b) - 2)
+    );
+    // d goes ahead of b and c, taking b's priority; nothing is printed.
+    let o = c.cli(w, "scontrol", &["top", &d.to_string()]);
+    assert!(
+        o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(),
+        "{o:?}"
+    );
+    let queue = ok(&c, w, "squeue", &["-h", "-t", "PD", "-o", "%j %r"]);
+    assert_eq!(
+        queue,
+        "d Resources\nb Priority\nc Priority\na JobHeldUser\n"
+    );
+    // Released, a queues behind every job submitted so far.
+    ok(&c, w, "scontrol", &["release", &a.to_string()]);
+    assert!(prio(a) < prio(cc), "{} {}", prio(a), prio(cc));
+    // Refusals name the job, as Slurm's do.
+    let o = c.cli(w, "scontrol", &["top", &blocker.to_string(), "99999"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "Job is no longer pending execution for job {blocker}\n\
+             Invalid job id specified for job 99999\n"
+        )
+    );
+    ok(&c, w, "scancel", &[&blocker.to_string()]);
+    c.wait_done(a, Duration::from_secs(60));
+    assert_eq!(
+        std::fs::read_to_string(w.join("order.txt")).unwrap(),
+        "d\nb\nc\na\n"
+    );
+}

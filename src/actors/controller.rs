@@ -24,6 +24,7 @@ use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded, WarnB
 use crate::config::hostlist;
 use crate::config::Config;
 use crate::sched::depend::Dependency;
+use crate::sched::priority::BasicPriority;
 use crate::sched::table::{JobTable, PartitionView, Resolved};
 use crate::sched::{self, Infeasible, NodeSlot, Request};
 use crate::state::record::JobRecord;
@@ -186,6 +187,8 @@ pub struct ControllerActor {
     /// Partition counters changed since they were last pushed to partition actors.
     counts_dirty: bool,
     next_job_id: u32,
+    /// priority/basic's count-down for newly eligible jobs.
+    priority: BasicPriority,
     slots: Vec<NodeSlot>,
     nodes: Vec<NodeStatus>,
     node_addrs: Vec<(Addr<NodeActor>, Arc<ActorStats>)>,
@@ -292,6 +295,8 @@ impl ControllerActor {
             }
             let partitions = Arc::new(partitions);
             partitions_out = Some(partitions.clone());
+            let priority =
+                BasicPriority::recover(recovered.jobs.iter().map(|j| (j.priority, j.priority_set)));
             let jobs = JobTable::from_records(recovered.jobs);
             let mut node_parts = vec![Vec::new(); conf.nodes.len()];
             for (name, ranks) in &part_ranks {
@@ -313,6 +318,7 @@ impl ControllerActor {
                 node_parts,
                 counts_dirty: true,
                 next_job_id,
+                priority,
                 slots,
                 nodes,
                 node_addrs,
@@ -1093,6 +1099,8 @@ impl Handler<Admit> for ControllerActor {
         }
         let now = chrono::Utc::now().timestamp();
         let (id, ids) = self.alloc_ids(tasks.len());
+        // One priority for the whole submission: an array's tasks queue together.
+        let priority = if submit.hold { 0 } else { self.priority.next() };
         let mut ops = Vec::with_capacity(tasks.len() + 1);
         for (job_id, array) in ids.into_iter().zip(tasks) {
             let array = array.map(|a| ArrayTask {
@@ -1108,6 +1116,7 @@ impl Handler<Admit> for ControllerActor {
                 array,
             );
             rec.dependency = dependency.clone();
+            rec.priority = priority;
             ops.push(Op::PutJob(Box::new(rec.clone())));
             self.jobs.admit(rec);
             self.submitted += 1;
@@ -1753,6 +1762,43 @@ impl ControllerActor {
         Ok(job)
     }
 
+    /// `scontrol top`: check each job as Slurm does (operators, or owners
+    /// where `SchedulerParameters=enable_user_top`; pending and not held),
+    /// then reorder the accepted ones. Returns the per-job results and the
+    /// jobs whose priority changed.
+    fn top_jobs(
+        &mut self,
+        ids: &[u32],
+        operator: bool,
+        uid: u32,
+    ) -> (Vec<(u32, Option<String>)>, Vec<u32>) {
+        let allowed = operator || self.conf.enable_user_top;
+        let mut results = Vec::with_capacity(ids.len());
+        let mut accepted = Vec::new();
+        for &id in ids {
+            let check = if allowed {
+                self.owned_job(id, operator, uid).and_then(|j| {
+                    if j.state != JobState::Pending {
+                        Err("Job is no longer pending execution".to_string())
+                    } else if j.priority == 0 {
+                        Err("Job is in held state, pending scheduler release".to_string())
+                    } else {
+                        Ok(())
+                    }
+                })
+            } else {
+                Err("Access/permission denied".to_string())
+            };
+            if check.is_ok() {
+                accepted.push(id);
+            }
+            results.push((id, check.err()));
+        }
+        let moved = self.jobs.top(&accepted);
+        tracing::info!(jobs = ?accepted, moved = moved.len(), "jobs moved to the top");
+        (results, moved)
+    }
+
     /// Deliver `signal` to a running job's processes through its step actor.
     fn signal_step(&self, id: u32, signal: i32, batch_only: bool) {
         if let Some(h) = self.steps.get(&id) {
@@ -1875,6 +1921,10 @@ impl ControllerActor {
         } else {
             "JobHeldUser"
         };
+        // A released job queues behind everything submitted so far, as in
+        // Slurm's priority/basic.
+        let released = u.hold == Some(false) && job.priority == 0;
+        let fresh = if released { self.priority.next() } else { 0 };
         self.jobs.modify(id, |j| {
             if let Some(n) = &u.name {
                 j.submit.name = n.clone();
@@ -1889,6 +1939,7 @@ impl ControllerActor {
             }
             if let Some(p) = u.priority {
                 j.priority = p;
+                j.priority_set = p > 0;
                 j.submit.hold = p == 0;
                 j.reason = if p == 0 {
                     held_reason.into()
@@ -1904,7 +1955,10 @@ impl ControllerActor {
                 }
                 Some(false) => {
                     j.submit.hold = false;
-                    j.priority = j.priority.max(1);
+                    if released {
+                        j.priority = fresh;
+                        j.priority_set = false;
+                    }
                     j.reason = "None".into();
                 }
                 None => {}
@@ -1925,7 +1979,12 @@ impl Handler<UpdateJobs> for ControllerActor {
         } else {
             self.resolve_ids(&msg.update.job_ids)
         };
-        for id in ids {
+        if msg.update.top {
+            let (r, moved) = self.top_jobs(&ids, msg.operator, msg.uid);
+            results = r;
+            changed = moved;
+        }
+        for id in ids.into_iter().filter(|_| !msg.update.top) {
             let u = &msg.update;
             let r = if u.requeue.is_some() || u.suspend.is_some() {
                 self.control_one(id, u, msg.operator, msg.uid)
@@ -1981,6 +2040,7 @@ fn new_record(
         array,
         dependency: None,
         requeue: None,
+        priority_set: false,
     }
 }
 

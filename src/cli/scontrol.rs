@@ -516,11 +516,11 @@ fn hold(kind: &str, args: &[&str]) -> i32 {
     }
 }
 
-/// `top`: canopy schedules each partition in submission order and has no
-/// per-user reordering yet, so only Slurm's refusals are reproduced; a job
-/// that Slurm would move is reported as not supported.
+/// `top`: move the jobs ahead of their owner's other pending jobs in the
+/// same partition. Success prints nothing; each refused job gets Slurm's
+/// `<reason> for job <id>` line.
 fn top(args: &[&str]) -> i32 {
-    let (ids, _) = match job_ids(args) {
+    let (ids, exact) = match job_ids(args) {
         Ok(found) if !found.0.is_empty() => found,
         Ok(_) => {
             eprintln!("Invalid job id specified");
@@ -531,25 +531,32 @@ fn top(args: &[&str]) -> i32 {
             return 1;
         }
     };
-    let jobs = match query_jobs(ids.clone()) {
-        Ok(j) => j,
+    let u = JobUpdate {
+        job_ids: ids,
+        exact,
+        top: true,
+        ..Default::default()
+    };
+    match call(Body::UpdateJobs(u)) {
+        Ok(Body::UpdateJobsReply(r)) => {
+            let mut rc = 0;
+            for (id, err) in r.results {
+                if let Some(msg) = err {
+                    eprintln!("{msg} for job {id}");
+                    rc = 1;
+                }
+            }
+            rc
+        }
+        Ok(b) => {
+            eprintln!("slurm_top_job error: unexpected reply {}", b.kind());
+            1
+        }
         Err(e) => {
             eprintln!("slurm_top_job error: {e}");
-            return 1;
+            1
         }
-    };
-    for id in ids {
-        let refusal = match jobs.iter().find(|j| j.job_id == id) {
-            None => "Invalid job id specified".to_string(),
-            Some(j) if j.state != JobState::Pending => "Job is no longer pending execution".into(),
-            Some(j) if j.priority == 0 => "Job is in held state, pending scheduler release".into(),
-            Some(_) => {
-                "scontrol top is not supported by canopy yet (jobs run in submission order)".into()
-            }
-        };
-        eprintln!("{refusal} for job {id}");
     }
-    1
 }
 
 /// `update JobId=<id>[,<id>] Key=Value ...`.

@@ -75,6 +75,9 @@ pub struct Config {
     /// `priority/basic` (the default) or `priority/multifactor`; sprio
     /// reads it. canopy computes no priority factors yet.
     pub priority_type: String,
+    /// `SchedulerParameters=enable_user_top`: users may `scontrol top`
+    /// their own jobs (otherwise only operators may).
+    pub enable_user_top: bool,
     /// `<dir of main file>/slurm.key`: the shared HMAC key.
     pub auth_key_path: PathBuf,
     /// Expanded, in file order; later duplicates dropped with a warning.
@@ -263,6 +266,7 @@ enum GlobalKey {
     MessageTimeout,
     ReturnToService,
     PriorityType,
+    SchedulerParameters,
 }
 
 const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -285,6 +289,7 @@ const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("MessageTimeout", GlobalKey::MessageTimeout),
     ("ReturnToService", GlobalKey::ReturnToService),
     ("PriorityType", GlobalKey::PriorityType),
+    ("SchedulerParameters", GlobalKey::SchedulerParameters),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -463,7 +468,6 @@ const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "SallocDefaultCommand",
     "SbcastParameters",
     "SchedulerAuth",
-    "SchedulerParameters",
     "SchedulerPort",
     "SchedulerRootFilter",
     "SchedulerTimeSlice",
@@ -1078,6 +1082,7 @@ impl Builder {
                 message_timeout_s: 10,
                 return_to_service: 0,
                 priority_type: "priority/basic".into(),
+                enable_user_top: false,
                 auth_key_path: dir.join("slurm.key"),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
@@ -1115,6 +1120,51 @@ impl Builder {
                 format_args!("{what} is not used by canopy yet; ignored"),
             );
         }
+    }
+
+    /// `SchedulerParameters`: a comma list, of which canopy reads the
+    /// `scontrol top` switches; the rest earn one warning naming them.
+    fn scheduler_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let mut ignored = Vec::new();
+        // A repeated line replaces the earlier one, as for any scalar key.
+        self.cfg.enable_user_top = false;
+        for p in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            match p.to_ascii_lowercase().as_str() {
+                "enable_user_top" => self.cfg.enable_user_top = true,
+                "disable_user_top" => self.cfg.enable_user_top = false,
+                _ => ignored.push(p.split('=').next().unwrap_or(p).to_string()),
+            }
+        }
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "SchedulerParameters {} not used by canopy yet; ignored",
+                    if ignored.len() == 1 {
+                        format!("{} is", ignored[0])
+                    } else {
+                        format!("{} are", ignored.join(", "))
+                    }
+                ),
+            );
+        }
+        if let Some(previous) = self
+            .set_at
+            .insert(GlobalKey::SchedulerParameters, loc.clone())
+        {
+            self.warn(
+                loc,
+                format_args!(
+                    "SchedulerParameters is set again (previously at {previous}); the last value wins"
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
@@ -1191,6 +1241,7 @@ impl Builder {
                     ))
                 }
             },
+            GlobalKey::SchedulerParameters => return self.scheduler_parameters(loc, item),
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {
             self.warn(
@@ -2034,8 +2085,22 @@ mod tests {
         assert_err(&e, 2, "TreeWidth", "the '+=' operator is not supported");
         let e = err("NodeName=n1 Features+=gpu\n");
         assert_err(&e, 2, "Features", "'+=' operator");
-        let cfg = ok("SchedulerParameters+=defer\n");
+        let cfg = ok("SlurmctldParameters+=idle_on_node_suspend\n");
         assert_eq!(cfg.warnings.len(), 1);
+    }
+
+    #[test]
+    fn scheduler_parameters_read_user_top_and_name_what_is_ignored() {
+        let cfg = ok("SchedulerParameters=bf_window=60,enable_user_top\n");
+        assert!(cfg.enable_user_top);
+        assert_eq!(
+            cfg.warnings,
+            ["slurm.conf:2: SchedulerParameters bf_window is not used by canopy yet; ignored"]
+        );
+        let cfg = ok("SchedulerParameters=enable_user_top\nSchedulerParameters=disable_user_top\n");
+        assert!(!cfg.enable_user_top);
+        assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+        assert!(!ok("").enable_user_top);
     }
 
     #[test]
@@ -2824,9 +2889,9 @@ PartitionName=debug Nodes=ALL MaxTime=30 MaxNodes=2 PriorityTier=10 Hidden=NO
         assert!(cfg
             .warnings
             .iter()
-            .all(|w| w.ends_with("is not used by canopy yet; ignored")));
+            .all(|w| w.ends_with("not used by canopy yet; ignored")));
         assert!(cfg.warnings.contains(
-            &"slurm.conf:27: SchedulerParameters is not used by canopy yet; ignored".to_string()
+            &"slurm.conf:27: SchedulerParameters bf_window, bf_resolution, default_queue_depth are not used by canopy yet; ignored".to_string()
         ));
         assert!(cfg.warnings.contains(
             &"slurm.conf:61: NodeName attribute CoreSpecCount is not used by canopy yet; ignored"

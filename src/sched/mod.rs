@@ -8,6 +8,7 @@
 
 pub mod array;
 pub mod depend;
+pub mod priority;
 pub mod table;
 
 use crate::state::record::Allocation;

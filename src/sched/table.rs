@@ -11,9 +11,11 @@
 //! - array membership and running counts, so a `%N` throttle is checked in
 //!   O(1) and a throttled array is skipped in one jump, not task by task.
 //!
-//! Queue order is submission order, with an array's tasks in index order at
-//! the place of the array (its tasks' ids are not in index order: the array
-//! id goes to the highest index, as in Slurm).
+//! Queue order is priority (highest first), then submission order, with an
+//! array's tasks in index order at the place of the array (its tasks' ids
+//! are not in index order: the array id goes to the highest index, as in
+//! Slurm). Under priority/basic each submission gets a priority one below
+//! the last, so this is FIFO until an operator or `scontrol top` moves a job.
 //!
 //! Pure: no clock (callers pass `now`), no I/O, no actors.
 
@@ -32,11 +34,17 @@ pub struct Block {
     pub reason: &'static str,
 }
 
-/// A job's place in its partition's queue: (array id or job id, array
-/// index or 0, job id).
-pub type QueueKey = (u32, u32, u32);
+/// A job's place in its partition's queue: (priority counted down from
+/// the top, array id or job id, array index or 0, job id).
+pub type QueueKey = (u32, u32, u32, u32);
 
 fn queue_key(j: &JobRecord) -> QueueKey {
+    let (first, index, id) = submit_key(j);
+    (u32::MAX - j.priority, first, index, id)
+}
+
+/// Submission order: (array id or job id, array index or 0, job id).
+fn submit_key(j: &JobRecord) -> (u32, u32, u32) {
     match &j.array {
         Some(a) => (a.array_job_id, a.task_id, j.job_id),
         None => (j.job_id, 0, j.job_id),
@@ -271,14 +279,14 @@ impl JobTable {
     /// `singleton`: no other job of the same name and user is running, and
     /// none submitted before this one is still pending.
     fn singleton_clear(&self, j: &JobRecord) -> bool {
-        let key = queue_key(j);
+        let key = submit_key(j);
         !self.jobs.values().any(|o| {
             o.job_id != j.job_id
                 && o.submit.uid == j.submit.uid
                 && o.submit.name == j.submit.name
                 && match o.state {
                     JobState::Running | JobState::Completing | JobState::Suspended => true,
-                    JobState::Pending => queue_key(o) < key,
+                    JobState::Pending => submit_key(o) < key,
                     _ => false,
                 }
         })
@@ -403,7 +411,7 @@ impl JobTable {
         }
     }
 
-    /// One FIFO pass: start jobs in id order per partition until one does not
+    /// One pass: start jobs in queue order per partition until one does not
     /// fit. Returns the started ids; their records are Running with `alloc`.
     /// `node_index` resolves the node names of `-w`/`-x` (a job naming an
     /// unknown node waits).
@@ -455,13 +463,13 @@ impl JobTable {
                     break;
                 };
                 cursor = key;
-                let id = key.2;
+                let id = key.3;
                 let Some(job) = self.jobs.get(&id) else {
                     continue;
                 };
                 if self.throttled(job) {
                     // Every later task of this array is throttled too.
-                    cursor = (key.0, u32::MAX, u32::MAX);
+                    cursor = (key.0, key.1, u32::MAX, u32::MAX);
                     continue;
                 }
                 // Not yet eligible (`--begin`): it holds no place in line.
@@ -604,6 +612,59 @@ impl JobTable {
         })
     }
 
+    /// `scontrol top`: put the pending jobs `ids` (in this order) ahead of
+    /// their owner's other pending jobs in the same partition. It hands out
+    /// the priorities those jobs already hold, the highest to the listed
+    /// jobs and the rest, in their old order, to the others; so no job of
+    /// another user or partition changes place relative to any of them.
+    /// Returns the jobs whose priority changed.
+    pub fn top(&mut self, ids: &[u32]) -> Vec<u32> {
+        let mut groups: Vec<((u32, String), Vec<u32>)> = Vec::new();
+        for &id in ids {
+            let Some(j) = self.jobs.get(&id) else {
+                continue;
+            };
+            let owner = (j.submit.uid, j.partition.clone());
+            match groups.iter_mut().find(|(o, _)| *o == owner) {
+                Some((_, listed)) if !listed.contains(&id) => listed.push(id),
+                Some(_) => {}
+                None => groups.push((owner, vec![id])),
+            }
+        }
+        let mut changed = Vec::new();
+        for ((uid, partition), listed) in groups {
+            let mut others: Vec<&JobRecord> = self
+                .jobs
+                .values()
+                .filter(|o| {
+                    o.state == JobState::Pending
+                        && o.priority > 0
+                        && o.submit.uid == uid
+                        && o.partition == partition
+                        && !listed.contains(&o.job_id)
+                })
+                .collect();
+            others.sort_by_key(|o| queue_key(o));
+            let order: Vec<u32> = listed
+                .iter()
+                .copied()
+                .chain(others.iter().map(|o| o.job_id))
+                .collect();
+            let mut prios: Vec<u32> = order
+                .iter()
+                .filter_map(|id| self.jobs.get(id).map(|j| j.priority))
+                .collect();
+            prios.sort_unstable_by(|a, b| b.cmp(a));
+            for (id, p) in order.into_iter().zip(prios) {
+                if self.jobs.get(&id).is_some_and(|j| j.priority != p) {
+                    self.modify(id, |j| j.priority = p);
+                    changed.push(id);
+                }
+            }
+        }
+        changed
+    }
+
     /// Suspend (true) or resume (false) a running job's record.
     pub fn set_suspended(&mut self, id: u32, suspend: bool) -> bool {
         let (from, to) = if suspend {
@@ -669,6 +730,7 @@ mod tests {
             array: None,
             dependency: None,
             requeue: None,
+            priority_set: false,
         }
     }
 
@@ -812,6 +874,37 @@ mod tests {
                 running: 1
             }
         );
+    }
+
+    #[test]
+    fn priority_orders_the_queue_and_top_reorders_only_the_owners_jobs() {
+        let mut t = JobTable::default();
+        // Priorities counting down by submission, as under priority/basic.
+        for (id, uid) in [(1, 100), (2, 200), (3, 100), (4, 100)] {
+            let mut j = job(id, "p", 1, false);
+            j.priority = 1000 - id;
+            j.submit.uid = uid;
+            t.admit(j);
+        }
+        // Job 4 takes user 100's best priority (job 1's); jobs 1 and 3
+        // follow in their old order; user 200's job 2 keeps its own.
+        assert_eq!(t.top(&[4]), vec![4, 1, 3]);
+        let prio = |t: &JobTable, id| t.get(id).unwrap().priority;
+        assert_eq!([1, 2, 3, 4].map(|id| prio(&t, id)), [997, 998, 996, 999]);
+        // Already on top: nothing changes.
+        assert!(t.top(&[4]).is_empty());
+        // Two listed jobs keep the order given.
+        assert_eq!(t.top(&[3, 1]), vec![3, 4]);
+        assert_eq!([1, 2, 3, 4].map(|id| prio(&t, id)), [997, 998, 999, 996]);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1],
+        }];
+        let mut s = slots(2);
+        assert_eq!(t.schedule(&parts, &mut s, 10, &|_| None), vec![3, 2]);
+        assert_eq!(t.reason(t.get(1).unwrap()), "Resources");
+        assert_eq!(t.reason(t.get(4).unwrap()), "Priority");
     }
 
     fn task(id: u32, array: u32, index: u32, throttle: Option<u32>) -> JobRecord {

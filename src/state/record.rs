@@ -64,6 +64,11 @@ pub struct JobRecord {
     /// holds the job again with that reason.
     #[serde(default)]
     pub requeue: Option<Option<String>>,
+    /// The priority was set by an operator (`scontrol update Priority=`):
+    /// it sticks, and it does not count when the next submission's
+    /// priority is worked out after a restart.
+    #[serde(default)]
+    pub priority_set: bool,
 }
 
 impl JobRecord {

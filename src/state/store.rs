@@ -321,6 +321,7 @@ mod tests {
             array: None,
             dependency: None,
             requeue: None,
+            priority_set: false,
         }
     }
 

@@ -143,6 +143,10 @@ pub struct JobUpdate {
     /// names): an array id is not widened to all its tasks.
     #[serde(default)]
     pub exact: bool,
+    /// `scontrol top`: move the jobs ahead of their owner's other pending
+    /// jobs in the same partition.
+    #[serde(default)]
+    pub top: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
