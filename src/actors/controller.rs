@@ -1100,7 +1100,7 @@ impl Handler<Admit> for ControllerActor {
         let now = chrono::Utc::now().timestamp();
         let (id, ids) = self.alloc_ids(tasks.len());
         // One priority for the whole submission: an array's tasks queue together.
-        let priority = if submit.hold { 0 } else { self.priority.next() };
+        let priority = if submit.hold { 0 } else { self.priority.assign() };
         let mut ops = Vec::with_capacity(tasks.len() + 1);
         for (job_id, array) in ids.into_iter().zip(tasks) {
             let array = array.map(|a| ArrayTask {
@@ -1924,7 +1924,7 @@ impl ControllerActor {
         // A released job queues behind everything submitted so far, as in
         // Slurm's priority/basic.
         let released = u.hold == Some(false) && job.priority == 0;
-        let fresh = if released { self.priority.next() } else { 0 };
+        let fresh = if released { self.priority.assign() } else { 0 };
         self.jobs.modify(id, |j| {
             if let Some(n) = &u.name {
                 j.submit.name = n.clone();

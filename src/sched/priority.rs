@@ -29,7 +29,7 @@ impl BasicPriority {
     }
 
     /// The next eligible job's priority (never below 1).
-    pub fn next(&mut self) -> u32 {
+    pub fn assign(&mut self) -> u32 {
         if self.lowest > 1 {
             self.lowest -= 1;
         }
@@ -44,11 +44,11 @@ mod tests {
     #[test]
     fn counts_down_from_slurms_top_and_resumes_below_what_was_given() {
         let mut p = BasicPriority::recover([]);
-        assert_eq!((p.next(), p.next()), (4_294_901_759, 4_294_901_758));
+        assert_eq!((p.assign(), p.assign()), (4_294_901_759, 4_294_901_758));
         // Held jobs (0), and an operator's low value, do not pull it down.
         let jobs = [(0, false), (4_294_901_700, false), (5, true)];
-        assert_eq!(BasicPriority::recover(jobs).next(), 4_294_901_699);
+        assert_eq!(BasicPriority::recover(jobs).assign(), 4_294_901_699);
         let mut floor = BasicPriority { lowest: 2 };
-        assert_eq!((floor.next(), floor.next()), (1, 1));
+        assert_eq!((floor.assign(), floor.assign()), (1, 1));
     }
 }
