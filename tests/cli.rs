@@ -315,3 +315,117 @@ fn begin_time_defers_a_job_until_it_comes() {
         "sbatch: error: Invalid time specification yesterday-ish\n"
     );
 }
+
+#[test]
+fn scontrol_reconfigure_applies_a_reread_slurm_conf_or_changes_nothing() {
+    let c = Cluster::start(2, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let original = std::fs::read_to_string(&c.conf).unwrap();
+    let part = |name: &str| {
+        let o = c.cli(w, "scontrol", &["show", "partition", name, "-o"]);
+        format!("{}{}", text(&o), err(&o))
+    };
+    // A job pending in `short` (held) must survive every reconfigure below.
+    let held = c.sbatch(w, &["-p", "short", "--hold", "--wrap", "true"]);
+
+    // Partitions change and a new one appears; KillWait changes too. The
+    // command is silent on success, as Slurm's is, and `reconfig` is enough.
+    let edited = original
+        .replace("MaxTime=5 MaxNodes=2", "MaxTime=7 MaxNodes=2")
+        .replace("KillWait=2", "KillWait=3")
+        + "PartitionName=extra Nodes=n2 MaxTime=3 State=UP\n";
+    std::fs::write(&c.conf, &edited).unwrap();
+    let o = c.cli(w, "scontrol", &["reconfig"]);
+    assert!(
+        o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(),
+        "{o:?}"
+    );
+    assert!(
+        part("short").contains("MaxTime=00:07:00"),
+        "{}",
+        part("short")
+    );
+    assert!(part("extra").contains("Nodes=n2"), "{}", part("extra"));
+    let id = c.sbatch(
+        w,
+        &[
+            "-p",
+            "extra",
+            "--wrap",
+            "echo $SLURM_JOB_PARTITION $SLURMD_NODENAME",
+        ],
+    );
+    c.wait_done(id, Duration::from_secs(30));
+    assert_eq!(
+        std::fs::read_to_string(w.join(format!("slurm-{id}.out"))).unwrap(),
+        "extra n2\n"
+    );
+    // The new limit is enforced at submission.
+    let o = c.cli(w, "sbatch", &["-p", "extra", "-t", "4", "--wrap", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("Requested time limit is invalid"),
+        "{}",
+        err(&o)
+    );
+
+    // Removing a partition that still has a job is refused whole.
+    std::fs::write(
+        &c.conf,
+        edited
+            .lines()
+            .filter(|l| !l.starts_with("PartitionName=short"))
+            .fold(String::new(), |acc, l| acc + l + "\n"),
+    )
+    .unwrap();
+    let o = c.cli(w, "scontrol", &["reconfigure"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o),
+        "slurm_reconfigure error: partition short was removed but still has 1 active job(s); \
+         nothing was changed\n"
+    );
+    assert!(part("extra").contains("Nodes=n2"));
+
+    // What only a restart can apply is named and refused.
+    std::fs::write(&c.conf, edited.replace("TreeWidth=2", "TreeWidth=3")).unwrap();
+    let o = c.cli(w, "scontrol", &["reconfigure"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).starts_with("slurm_reconfigure error: TreeWidth changed"),
+        "{}",
+        err(&o)
+    );
+
+    // A file with a bad line is refused by the controller too (asked over
+    // the wire: the CLI itself would stop at the same line first).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut client = rt
+        .block_on(canopy::cli::client::Client::connect(Some(&c.conf)))
+        .unwrap();
+    std::fs::write(&c.conf, format!("{edited}BogusKey=1\n")).unwrap();
+    match rt.block_on(client.call(canopy::wire::messages::Body::Reconfigure)) {
+        Err(canopy::cli::client::CliError::Refused(e)) => assert!(
+            e.message.ends_with("unrecognized key 'BogusKey'"),
+            "{}",
+            e.message
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // After all the refusals the last good configuration still serves.
+    std::fs::write(&c.conf, &edited).unwrap();
+    assert!(part("short").contains("MaxTime=00:07:00"));
+    assert_eq!(c.job(held).unwrap().state, JobState::Pending);
+    ok_release_and_finish(&c, w, held);
+}
+
+fn ok_release_and_finish(c: &Cluster, w: &std::path::Path, id: u32) {
+    let o = c.cli(w, "scontrol", &["release", &id.to_string()]);
+    assert!(o.status.success(), "{}", err(&o));
+    let j = c.wait_done(id, Duration::from_secs(30));
+    assert_eq!(j.state, JobState::Completed);
+}

@@ -15,9 +15,9 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::node::{
-    AdminState, AdminUpdate, NodeActor, NodeChanged, NodeStatus, Reachable, Registered,
+    AdminState, AdminUpdate, NodeActor, NodeChanged, NodeStatus, Reachable, Registered, SetNodeConf,
 };
-use super::partition::{JobCounts, PartitionActor};
+use super::partition::{JobCounts, PartitionActor, SetPartitionConf};
 use super::relay::{Fanout, GetRelayState, RelayActor, UpEvent};
 use super::stats::{ActorStats, Counted};
 use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded, WarnBeforeLimit};
@@ -157,16 +157,55 @@ pub struct AcctReply {
 #[rtype(result = "String")]
 pub struct NamesOf(pub RankSet);
 
+/// `scontrol reconfigure`: re-read slurm.conf and apply it, or say why not
+/// (nothing is changed then).
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct Reconfigure;
+
 /// Partition actors by name, with their mailbox counters.
 pub type PartitionMap = HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>;
+
+/// How a submission finds its partition actor.
+pub struct Routing {
+    pub partitions: PartitionMap,
+    pub default_partition: Option<String>,
+}
+
+/// The routing, shared by the controller (its only writer, at start and on
+/// reconfigure) and every client connection. Readers take a snapshot.
+#[derive(Clone)]
+pub struct SharedRouting(Arc<std::sync::RwLock<Arc<Routing>>>);
+
+impl SharedRouting {
+    fn new(r: Routing) -> SharedRouting {
+        SharedRouting(Arc::new(std::sync::RwLock::new(Arc::new(r))))
+    }
+
+    /// The current routing (a poisoned lock still holds a whole value: the
+    /// writer only ever swaps the pointer).
+    pub fn get(&self) -> Arc<Routing> {
+        match self.0.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, r: Routing) {
+        let mut g = match self.0.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *g = Arc::new(r);
+    }
+}
 
 /// Handles the controller hands to its connection layer.
 #[derive(Clone)]
 pub struct ControllerHandles {
     pub controller: Addr<ControllerActor>,
     pub controller_stats: Arc<ActorStats>,
-    pub partitions: Arc<PartitionMap>,
-    pub default_partition: Option<String>,
+    pub routing: SharedRouting,
     pub relay: Addr<RelayActor>,
     pub relay_stats: Arc<ActorStats>,
     pub node_count: u32,
@@ -193,7 +232,7 @@ pub struct ControllerActor {
     nodes: Vec<NodeStatus>,
     node_addrs: Vec<(Addr<NodeActor>, Arc<ActorStats>)>,
     part_ranks: Vec<(String, Vec<u32>)>,
-    partitions: Arc<PartitionMap>,
+    routing: SharedRouting,
     steps: HashMap<u32, StepHandle>,
     relay: Addr<RelayActor>,
     relay_stats: Arc<ActorStats>,
@@ -222,7 +261,7 @@ impl ControllerActor {
         let relay_stats = ActorStats::new();
         let cstats = stats.clone();
         let rstats = relay_stats.clone();
-        let mut partitions_out = None;
+        let mut routing_out = None;
         let mut relay_out = None;
         let controller = ControllerActor::create(|ctx| {
             let me = ctx.address();
@@ -281,31 +320,20 @@ impl ControllerActor {
                 node_addrs.push((addr, st));
             }
             let mut partitions = HashMap::new();
-            let mut part_ranks = Vec::new();
             for pc in &conf.partitions {
                 let st = ActorStats::new();
                 let addr = PartitionActor::new(Arc::new(pc.clone()), st.clone()).start();
                 partitions.insert(pc.name.clone(), (addr, st));
-                let ranks = pc
-                    .nodes
-                    .iter()
-                    .filter_map(|n| conf.node_index(n).map(|i| i as u32))
-                    .collect();
-                part_ranks.push((pc.name.clone(), ranks));
             }
-            let partitions = Arc::new(partitions);
-            partitions_out = Some(partitions.clone());
+            let routing = SharedRouting::new(Routing {
+                partitions,
+                default_partition: default_partition_name(&conf),
+            });
+            routing_out = Some(routing.clone());
+            let (part_ranks, node_parts) = partition_layout(&conf);
             let priority =
                 BasicPriority::recover(recovered.jobs.iter().map(|j| (j.priority, j.priority_set)));
             let jobs = JobTable::from_records(recovered.jobs);
-            let mut node_parts = vec![Vec::new(); conf.nodes.len()];
-            for (name, ranks) in &part_ranks {
-                for &r in ranks {
-                    if let Some(v) = node_parts.get_mut(r as usize) {
-                        v.push(name.clone());
-                    }
-                }
-            }
             let next_job_id = recovered
                 .next_job_id
                 .unwrap_or(conf.first_job_id)
@@ -323,7 +351,7 @@ impl ControllerActor {
                 nodes,
                 node_addrs,
                 part_ranks,
-                partitions,
+                routing,
                 steps: HashMap::new(),
                 relay,
                 relay_stats: rstats.clone(),
@@ -340,11 +368,7 @@ impl ControllerActor {
         ControllerHandles {
             controller,
             controller_stats: stats,
-            partitions: partitions_out.unwrap_or_default(),
-            default_partition: conf
-                .default_partition()
-                .map(|p| p.name.clone())
-                .or_else(|| conf.partitions.first().map(|p| p.name.clone())),
+            routing: routing_out.expect("routing is created in the controller's constructor"),
             relay: relay_out.expect("relay is created in the controller's constructor"),
             relay_stats,
             node_count: conf.nodes.len() as u32,
@@ -598,7 +622,8 @@ impl ControllerActor {
             return;
         }
         self.counts_dirty = false;
-        for (name, (addr, st)) in self.partitions.iter() {
+        let routing = self.routing.get();
+        for (name, (addr, st)) in routing.partitions.iter() {
             let c = self.jobs.counts(name);
             st.sent();
             if addr
@@ -1100,7 +1125,11 @@ impl Handler<Admit> for ControllerActor {
         let now = chrono::Utc::now().timestamp();
         let (id, ids) = self.alloc_ids(tasks.len());
         // One priority for the whole submission: an array's tasks queue together.
-        let priority = if submit.hold { 0 } else { self.priority.assign() };
+        let priority = if submit.hold {
+            0
+        } else {
+            self.priority.assign()
+        };
         let mut ops = Vec::with_capacity(tasks.len() + 1);
         for (job_id, array) in ids.into_iter().zip(tasks) {
             let array = array.map(|a| ArrayTask {
@@ -1530,8 +1559,9 @@ impl Handler<GetStatus> for ControllerActor {
             mailbox_depth: self.stats.depth(),
             handled: self.stats.total(),
         }];
+        let routing = self.routing.get();
         for p in &self.conf.partitions {
-            if let Some((_, st)) = self.partitions.get(&p.name) {
+            if let Some((_, st)) = routing.partitions.get(&p.name) {
                 let c = self.jobs.counts(&p.name);
                 let (pd, r) = (c.pending, c.running);
                 actors.push(ActorStatus {
@@ -1968,6 +1998,94 @@ impl ControllerActor {
     }
 }
 
+impl Handler<Reconfigure> for ControllerActor {
+    type Result = Result<(), String>;
+    fn handle(&mut self, _msg: Reconfigure, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        // A small file, read on an operator's request: not worth a round
+        // trip off the actor.
+        let new = Config::load(&self.conf.path).map_err(|e| e.to_string())?;
+        let restart = self.conf.restart_only_changes(&new);
+        if !restart.is_empty() {
+            return Err(format!(
+                "{} changed: that needs a restart of canopy-ctld and the node daemons; nothing was changed",
+                restart.join(", ")
+            ));
+        }
+        for p in &self.conf.partitions {
+            let c = self.jobs.counts(&p.name);
+            let active = c.pending + c.running;
+            if active > 0 && !new.partitions.iter().any(|n| n.name == p.name) {
+                return Err(format!(
+                    "partition {} was removed but still has {active} active job(s); nothing was changed",
+                    p.name
+                ));
+            }
+        }
+        self.apply_conf(Arc::new(new), ctx);
+        Ok(())
+    }
+}
+
+impl ControllerActor {
+    /// Switch to `conf` (already checked against the running one): update
+    /// partition actors (new ones started, removed ones dropped), node sizes
+    /// and node actors' settings, then schedule, since a partition may have
+    /// come up or grown.
+    fn apply_conf(&mut self, conf: Arc<Config>, ctx: &mut Context<Self>) {
+        let old = self.routing.get();
+        let mut partitions = HashMap::new();
+        for pc in &conf.partitions {
+            let pconf = Arc::new(pc.clone());
+            let entry = match old.partitions.get(&pc.name) {
+                Some((addr, st)) => {
+                    st.sent();
+                    addr.do_send(SetPartitionConf(pconf));
+                    (addr.clone(), st.clone())
+                }
+                None => {
+                    let st = ActorStats::new();
+                    (PartitionActor::new(pconf, st.clone()).start(), st)
+                }
+            };
+            partitions.insert(pc.name.clone(), entry);
+        }
+        self.routing.set(Routing {
+            partitions,
+            default_partition: default_partition_name(&conf),
+        });
+        let timeout = Duration::from_secs(conf.slurmd_timeout_s);
+        for (rank, nc) in conf.nodes.iter().enumerate() {
+            // A running job keeps what it holds even if the node shrank;
+            // new work sees the new size.
+            if let Some(slot) = self.slots.get_mut(rank) {
+                slot.cpus = nc.cpus;
+                slot.mem_mb = nc.real_memory_mb;
+            }
+            if let Some((addr, st)) = self.node_addrs.get(rank) {
+                st.sent();
+                addr.do_send(SetNodeConf {
+                    conf: Arc::new(nc.clone()),
+                    slurmd_timeout: timeout,
+                    return_to_service: conf.return_to_service,
+                });
+            }
+        }
+        let (part_ranks, node_parts) = partition_layout(&conf);
+        self.part_ranks = part_ranks;
+        self.node_parts = node_parts;
+        tracing::info!(
+            path = %conf.path.display(),
+            partitions = conf.partitions.len(),
+            nodes = conf.nodes.len(),
+            "configuration re-read and applied"
+        );
+        self.conf = conf;
+        self.counts_dirty = true;
+        self.queue_schedule(ctx);
+    }
+}
+
 impl Handler<UpdateJobs> for ControllerActor {
     type Result = ResponseFuture<CancelReply>;
     fn handle(&mut self, msg: UpdateJobs, ctx: &mut Context<Self>) -> Self::Result {
@@ -2004,6 +2122,36 @@ impl Handler<UpdateJobs> for ControllerActor {
             CancelReply { results }
         })
     }
+}
+
+/// The partition a job without `-p` goes to: the `Default=YES` one, else
+/// the first.
+fn default_partition_name(conf: &Config) -> Option<String> {
+    conf.default_partition()
+        .or_else(|| conf.partitions.first())
+        .map(|p| p.name.clone())
+}
+
+/// Each partition's node ranks (in preference order), and each node's
+/// partitions.
+#[allow(clippy::type_complexity)]
+fn partition_layout(conf: &Config) -> (Vec<(String, Vec<u32>)>, Vec<Vec<String>>) {
+    let mut part_ranks = Vec::with_capacity(conf.partitions.len());
+    let mut node_parts = vec![Vec::new(); conf.nodes.len()];
+    for pc in &conf.partitions {
+        let ranks: Vec<u32> = pc
+            .nodes
+            .iter()
+            .filter_map(|n| conf.node_index(n).map(|i| i as u32))
+            .collect();
+        for &r in &ranks {
+            if let Some(v) = node_parts.get_mut(r as usize) {
+                v.push(pc.name.clone());
+            }
+        }
+        part_ranks.push((pc.name.clone(), ranks));
+    }
+    (part_ranks, node_parts)
 }
 
 /// A new pending job.

@@ -95,6 +95,17 @@ pub struct AdminUpdate {
 #[rtype(result = "NodeStatus")]
 pub struct GetNodeStatus;
 
+/// `scontrol reconfigure`: the node's configured attributes and the
+/// cluster-wide settings a node actor applies. Its state (DOWN, DRAIN...)
+/// is the running one and is kept.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetNodeConf {
+    pub conf: Arc<NodeConf>,
+    pub slurmd_timeout: Duration,
+    pub return_to_service: u8,
+}
+
 pub struct NodeActor {
     conf: Arc<NodeConf>,
     status: NodeStatus,
@@ -256,6 +267,16 @@ impl Handler<Reachable> for NodeActor {
             }
         }
         self.push(false, None, ctx);
+    }
+}
+
+impl Handler<SetNodeConf> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, msg: SetNodeConf, _ctx: &mut Context<Self>) {
+        self.stats.handled();
+        self.conf = msg.conf;
+        self.slurmd_timeout = msg.slurmd_timeout;
+        self.return_to_service = msg.return_to_service;
     }
 }
 

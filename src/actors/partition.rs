@@ -34,6 +34,11 @@ pub struct JobCounts {
 #[rtype(result = "PartitionStatus")]
 pub struct GetPartitionStatus;
 
+/// `scontrol reconfigure`: the partition's new limits, state and nodes.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetPartitionConf(pub Arc<PartitionConf>);
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PartitionStatus {
     pub name: String,
@@ -142,6 +147,16 @@ impl Handler<JobCounts> for PartitionActor {
         self.stats.handled();
         self.status.pending = msg.pending;
         self.status.running = msg.running;
+    }
+}
+
+impl Handler<SetPartitionConf> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, msg: SetPartitionConf, _ctx: &mut Context<Self>) {
+        self.stats.handled();
+        self.status.state = msg.0.state;
+        self.status.nodes = msg.0.nodes.len();
+        self.conf = msg.0;
     }
 }
 

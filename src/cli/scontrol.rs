@@ -1,6 +1,7 @@
-//! `scontrol`: `show job|node|partition|hostnames|hostlist|hostlistsorted`,
-//! `ping`, and `update NodeName=... State=... Reason=...`. Records print in
-//! Slurm's `Key=Value` layout (see `format::scontrol`).
+//! `scontrol`: `show job|node|partition|step|config|hostnames|hostlist|
+//! hostlistsorted`, `ping`, `reconfigure`, job control (`hold`, `release`,
+//! `top`, `requeue`, `suspend`...) and `update JobId=...|NodeName=...`.
+//! Records print in Slurm's `Key=Value` layout (see `format::scontrol`).
 
 use super::client::{CliError, Client};
 use super::format::scontrol::{ping_line, show_job, show_node, show_partition, show_step};
@@ -12,7 +13,9 @@ use crate::wire::types::{JobInfo, JobState, StepKind};
 
 const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   show job [id] | node [name] | partition [name] | hostnames [list] | hostlist <list> | hostlistsorted <list>
-  ping
+  ping | reconfigure
+  top <job_id>[,<job_id>...]
+  requeue|requeuehold|suspend|resume <job_id>[,<job_id>...]
   hold|uhold|release <job_id>[,<job_id>...] | jobname=<name>
   update JobId=<id> [TimeLimit=<t>] [Partition=<p>] [NumNodes=<n>] [Name=<n>] [Priority=<n>]
   update NodeName=<nodes> State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE [Reason=<text>]";
@@ -35,8 +38,9 @@ pub fn run(args: &[String]) -> i32 {
         eprintln!("{USAGE}");
         return 1;
     };
-    match cmd.to_ascii_lowercase().as_str() {
+    match command(cmd).as_str() {
         "show" => show(args, one_liner),
+        "reconfigure" => reconfigure(),
         "ping" => ping(),
         "update" => match args.first().and_then(|a| a.split_once('=')) {
             Some((k, _))
@@ -51,6 +55,55 @@ pub fn run(args: &[String]) -> i32 {
         kind @ ("requeue" | "requeuehold" | "suspend" | "resume") => control(kind, args),
         other => {
             eprintln!("invalid keyword: {other}");
+            1
+        }
+    }
+}
+
+/// The commands, in the order Slurm tries them: a word names the first
+/// command it is a prefix of, if it has at least three letters (`sho`,
+/// `reconfig`), as in Slurm's scontrol.
+const COMMANDS: &[&str] = &[
+    "show",
+    "ping",
+    "update",
+    "hold",
+    "uhold",
+    "release",
+    "top",
+    "requeue",
+    "requeuehold",
+    "suspend",
+    "resume",
+    "reconfigure",
+];
+
+fn command(word: &str) -> String {
+    let w = word.to_ascii_lowercase();
+    if COMMANDS.contains(&w.as_str()) || w.len() < 3 {
+        return w;
+    }
+    match COMMANDS.iter().find(|c| c.starts_with(&w)) {
+        Some(c) => c.to_string(),
+        None => w,
+    }
+}
+
+/// `reconfigure`: the controller re-reads slurm.conf and applies it. Silent
+/// on success, as in Slurm; a file it cannot use changes nothing.
+fn reconfigure() -> i32 {
+    match call(Body::Reconfigure) {
+        Ok(Body::Ok) => 0,
+        Ok(Body::Error(e)) => {
+            eprintln!("slurm_reconfigure error: {}", e.message);
+            1
+        }
+        Ok(b) => {
+            eprintln!("slurm_reconfigure error: unexpected reply {}", b.kind());
+            1
+        }
+        Err(e) => {
+            eprintln!("slurm_reconfigure error: {e}");
             1
         }
     }

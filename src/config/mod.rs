@@ -212,6 +212,55 @@ impl Config {
         self.node_by_name.get(name).copied()
     }
 
+    /// What differs between this configuration and `new` that only a
+    /// restart can apply: where the daemons listen and store state, the
+    /// relay tree's shape, and the node set (names, order, addresses), on
+    /// which every node rank and every link depends. Empty if `new` can be
+    /// applied by `scontrol reconfigure`.
+    pub fn restart_only_changes(&self, new: &Config) -> Vec<String> {
+        let mut changed = Vec::new();
+        let mut differs = |what: &str, d: bool| {
+            if d {
+                changed.push(what.to_string());
+            }
+        };
+        differs("ClusterName", self.cluster_name != new.cluster_name);
+        differs(
+            "SlurmctldHost",
+            (&self.control_host, &self.control_addr) != (&new.control_host, &new.control_addr),
+        );
+        differs("SlurmctldPort", self.slurmctld_port != new.slurmctld_port);
+        differs(
+            "StateSaveLocation",
+            self.state_save_location != new.state_save_location,
+        );
+        differs(
+            "SlurmdSpoolDir",
+            self.slurmd_spool_dir != new.slurmd_spool_dir,
+        );
+        differs("TreeWidth", self.tree_width != new.tree_width);
+        let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        if names(self) != names(new) {
+            differs("the node list (nodes added, removed or reordered)", true);
+        } else {
+            let moved: Vec<&str> = self
+                .nodes
+                .iter()
+                .zip(&new.nodes)
+                .filter(|(a, b)| (&a.addr, &a.hostname, a.port) != (&b.addr, &b.hostname, b.port))
+                .map(|(a, _)| a.name.as_str())
+                .collect();
+            differs(
+                &format!(
+                    "NodeAddr/NodeHostname/Port of {}",
+                    hostlist::compress(&moved)
+                ),
+                !moved.is_empty(),
+            );
+        }
+        changed
+    }
+
     /// The partition marked `Default=YES`, if any.
     pub fn default_partition(&self) -> Option<&PartitionConf> {
         self.partitions.iter().find(|p| p.default)
@@ -2087,6 +2136,32 @@ mod tests {
         assert_err(&e, 2, "Features", "'+=' operator");
         let cfg = ok("SlurmctldParameters+=idle_on_node_suspend\n");
         assert_eq!(cfg.warnings.len(), 1);
+    }
+
+    #[test]
+    fn restart_only_changes_are_named_and_the_rest_may_be_reconfigured() {
+        let base = ok("NodeName=n[1-3] CPUs=2\nPartitionName=p Nodes=ALL\n");
+        let same = |body: &str| base.restart_only_changes(&ok(body));
+        // Partitions, node sizes and timeouts apply at reconfigure.
+        assert!(same(
+            "KillWait=5\nNodeName=n[1-3] CPUs=4 RealMemory=2000\n\
+             PartitionName=p Nodes=n[1-2] MaxTime=10\nPartitionName=q Nodes=n3\n"
+        )
+        .is_empty());
+        assert_eq!(
+            same("TreeWidth=4\nSlurmctldPort=7000\nNodeName=n[1-3] CPUs=2\nPartitionName=p Nodes=ALL\n"),
+            ["SlurmctldPort", "TreeWidth"]
+        );
+        assert_eq!(
+            same("NodeName=n[1-4] CPUs=2\nPartitionName=p Nodes=ALL\n"),
+            ["the node list (nodes added, removed or reordered)"]
+        );
+        assert_eq!(
+            same(
+                "NodeName=n[1-2] CPUs=2\nNodeName=n3 CPUs=2 Port=7777\nPartitionName=p Nodes=ALL\n"
+            ),
+            ["NodeAddr/NodeHostname/Port of n3"]
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
     Admit, Cancel, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions, GetRanks,
-    GetRanksReply, GetStatus, NamesOf, StartStep, StepDone, UpdateJobs, UpdateNodes,
+    GetRanksReply, GetStatus, NamesOf, Reconfigure, StartStep, StepDone, UpdateJobs, UpdateNodes,
 };
 use crate::actors::partition::ValidateSubmit;
 use crate::actors::relay::Fanout;
@@ -147,6 +147,15 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
             acct(q, h).await
         }
+        Body::Reconfigure if operator => {
+            match send_counted(&h.controller, &h.controller_stats, Reconfigure).await {
+                Ok(Ok(())) => Body::Ok,
+                Ok(Err(e)) => error(ErrorCode::InvalidConfig, &e),
+                Err(_) => gone(),
+            }
+        }
+        // Slurm's words for a reconfigure from anyone else.
+        Body::Reconfigure => error(ErrorCode::PermissionDenied, "Invalid user id"),
         Body::Broadcast(req) if operator => broadcast(req, h).await,
         Body::Broadcast(_) => error(ErrorCode::PermissionDenied, "Access/permission denied"),
         other => error(
@@ -176,7 +185,12 @@ async fn submit(
             Err(_) => return error(ErrorCode::InvalidNodeName, "Invalid node name specified"),
         }
     }
-    let part_name = match s.partition.clone().or_else(|| h.default_partition.clone()) {
+    let routing = h.routing.get();
+    let part_name = match s
+        .partition
+        .clone()
+        .or_else(|| routing.default_partition.clone())
+    {
         Some(p) => p,
         None => {
             return error(
@@ -185,7 +199,7 @@ async fn submit(
             )
         }
     };
-    let Some((part, pstats)) = h.partitions.get(&part_name) else {
+    let Some((part, pstats)) = routing.partitions.get(&part_name) else {
         return error(
             ErrorCode::InvalidPartition,
             "Invalid partition name specified",

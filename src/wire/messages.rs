@@ -47,6 +47,8 @@ pub enum ErrorCode {
     Internal,
     InvalidArraySpec,
     DependencyProblem,
+    /// slurm.conf could not be read, or needs a restart to apply.
+    InvalidConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -665,6 +667,8 @@ pub enum Body {
     Acct(Vec<crate::wire::types::AcctJob>),
     Broadcast(BroadcastRequest),
     BroadcastReply(BroadcastReply),
+    /// `scontrol reconfigure` (operators): re-read slurm.conf; `Ok` or `Error`.
+    Reconfigure,
 
     // node daemons and relays
     Hello(Hello),
@@ -714,6 +718,7 @@ impl Body {
             Body::Acct(_) => "Acct",
             Body::Stats(_) => "Stats",
             Body::Broadcast(_) => "Broadcast",
+            Body::Reconfigure => "Reconfigure",
             Body::BroadcastReply(_) => "BroadcastReply",
             Body::Hello(_) => "Hello",
             Body::Welcome(_) => "Welcome",
