@@ -60,6 +60,14 @@ fn time_limit_ends_jobs_after_the_warning_signal() {
         );
         let ran = j.end_time.unwrap() - j.start_time.unwrap();
         assert!((59..=70).contains(&ran), "job {id} ran {ran} s");
+        // The node's note of why, in the job's stderr (srun's own messages
+        // about the killed step may follow it).
+        let out = std::fs::read_to_string(w.join(format!("slurm-{id}.out"))).unwrap();
+        let note = out
+            .lines()
+            .find(|l| l.starts_with(&format!("slurmstepd: error: *** JOB {id} ON n")))
+            .unwrap_or_else(|| panic!("no cancel note in {out}"));
+        assert!(note.ends_with(" DUE TO TIME LIMIT ***"), "{out}");
     }
     let acct = ok(
         &c,

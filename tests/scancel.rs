@@ -121,6 +121,27 @@ fn signal_after_the_id_reaches_the_job_and_unknown_ids_exit_zero() {
     let out = std::fs::read_to_string(w.join("run.out")).unwrap();
     assert!(out.contains("got TERM"), "{out}");
 
+    // A plain cancel: the node notes it in the job's stderr, as slurmstepd does.
+    let killed = c.sbatch(
+        w,
+        &["-o", "killed.out", "--wrap", "echo started; sleep 300"],
+    );
+    c.wait_for(Duration::from_secs(20), "job started", |_| {
+        std::fs::read_to_string(w.join("killed.out")).is_ok_and(|t| t == "started\n")
+    });
+    scancel(&c, w, &[&killed.to_string()]);
+    c.wait_done(killed, Duration::from_secs(20));
+    let out = std::fs::read_to_string(w.join("killed.out")).unwrap();
+    let head = format!("started\nslurmstepd: error: *** JOB {killed} ON n1 CANCELLED AT ");
+    assert!(out.starts_with(&head), "{out}");
+    // The local time, as Slurm prints it: 2026-11-21T10:00:00.
+    let stamp = &out[head.len()..out.len() - " ***\n".len()];
+    assert!(
+        chrono::NaiveDateTime::parse_from_str(stamp, "%Y-%m-%dT%H:%M:%S").is_ok(),
+        "{out}"
+    );
+    assert!(out.ends_with(" ***\n"), "{out}");
+
     // Unknown and finished ids: exit 0, and the error line only with -v (as Slurm
     // 22.05 does). Both paths: plain ids go straight to the controller, a signal
     // makes scancel look the jobs up first.

@@ -267,6 +267,16 @@ fn srun_forwards_signals_and_handles_ctrl_c_as_slurm_does() {
         ),
         "{shown}"
     );
+    // Where this srun runs: its host and its pid.
+    let host = nix::unistd::gethostname().unwrap();
+    assert!(
+        shown.ends_with(&format!(
+            "   SrunHost:Pid={}:{}\n\n",
+            host.to_string_lossy(),
+            child.id()
+        )),
+        "{shown}"
+    );
     signal(&child, Signal::SIGUSR1);
     std::thread::sleep(Duration::from_millis(500));
     signal(&child, Signal::SIGINT);

@@ -18,8 +18,8 @@ use super::relay::{RelayActor, SendUp};
 use super::stats::ActorStats;
 use crate::exec::process::{signal_group, spawn_batch, wait_with_usage};
 use crate::wire::messages::{
-    BatchFinished, Body, ExitStatus, Hello, JobLaunch, JobOnNode, JobReport, NodeCommand,
-    NodeReply, NodeResources, Registration, Usage, PROTOCOL_VERSION,
+    BatchFinished, Body, ExitStatus, Hello, JobLaunch, JobOnNode, JobReport, KillCause,
+    NodeCommand, NodeReply, NodeResources, Registration, Usage, PROTOCOL_VERSION,
 };
 use crate::wire::types::UnixTime;
 
@@ -76,6 +76,8 @@ pub enum ExecMode {
 struct LocalJob {
     /// Process group of the batch script (0 if it does not run here).
     pgid: i32,
+    /// Where the batch script's stderr goes (if it runs here).
+    batch_stderr: Option<PathBuf>,
     /// Process groups of srun tasks started here (one per task).
     tasks: Vec<i32>,
     finished: Option<ExitStatus>,
@@ -85,6 +87,7 @@ impl LocalJob {
     fn new(pgid: i32) -> LocalJob {
         LocalJob {
             pgid,
+            batch_stderr: None,
             tasks: Vec::new(),
             finished: None,
         }
@@ -207,7 +210,9 @@ impl NodeAgent {
                 let proc = spawn_batch(l, &self.node, index, conf_path, spool)
                     .map_err(|e| e.to_string())?;
                 tracing::info!(job_id, pid = proc.pid, node = %self.node, "batch script started");
-                self.jobs.insert(job_id, LocalJob::new(proc.pid));
+                let mut job = LocalJob::new(proc.pid);
+                job.batch_stderr = Some(proc.stderr);
+                self.jobs.insert(job_id, job);
                 let me = ctx.address();
                 let pid = proc.pid;
                 actix::spawn(async move {
@@ -247,6 +252,24 @@ impl NodeAgent {
                 .into_actor(self),
             );
         }
+    }
+}
+
+/// Slurm's note, in a killed batch job's stderr, of when and why it was
+/// killed. Best effort: the kill goes ahead whether or not it is written.
+fn write_banner(path: &std::path::Path, job_id: u32, node: &str, cause: KillCause) {
+    use std::io::Write;
+    let when = crate::cli::format::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
+    let line = format!(
+        "slurmstepd: error: *** JOB {job_id} ON {node} CANCELLED AT {when}{} ***\n",
+        cause.suffix()
+    );
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!(job_id, path = %path.display(), error = %e, "cannot write the cancel note");
     }
 }
 
@@ -378,10 +401,14 @@ impl Handler<RunCommand> for NodeAgent {
             NodeCommand::Terminate {
                 job_id,
                 kill_wait_s,
+                cause,
             } => {
                 let Some(job) = self.jobs.get(&job_id) else {
                     return now(Ok(NodeReply::Terminated));
                 };
+                if let (Some(cause), Some(path), None) = (cause, &job.batch_stderr, job.finished) {
+                    write_banner(path, job_id, &self.node, cause);
+                }
                 let groups: Vec<i32> = job.groups().collect();
                 for &g in &groups {
                     signal_group(g, Signal::SIGCONT);

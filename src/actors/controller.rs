@@ -891,6 +891,7 @@ impl ControllerActor {
                 cmd: NodeCommand::Terminate {
                     job_id: id,
                     kill_wait_s: self.conf.kill_wait_s,
+                    cause: None,
                 },
                 budget: Duration::from_secs(u64::from(self.conf.kill_wait_s) + 5),
             };
@@ -2347,6 +2348,8 @@ impl ControllerActor {
             max_vmsize_kb: 0,
             user_cpu_ms: 0,
             system_cpu_ms: 0,
+            srun_host: r.srun_host.clone(),
+            srun_pid: r.srun_pid,
         };
         self.jobs.modify(r.job_id, |j| {
             j.next_step += 1;

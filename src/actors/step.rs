@@ -16,7 +16,7 @@ use super::relay::{Fanout, RelayActor};
 use super::stats::{ActorStats, Counted};
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
-use crate::wire::messages::{ExitStatus, JobLaunch, NodeCommand, Outcome, Usage};
+use crate::wire::messages::{ExitStatus, JobLaunch, KillCause, NodeCommand, Outcome, Usage};
 use crate::wire::types::JobState;
 
 const MAILBOX: usize = 64;
@@ -198,9 +198,16 @@ impl StepActor {
         self.phase = Phase::Ending;
         self.ending = Some((state, exit, reason));
         let budget = self.budget(Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK);
+        let cause = match state {
+            JobState::Cancelled => Some(KillCause::Cancelled),
+            JobState::Timeout => Some(KillCause::TimeLimit),
+            JobState::NodeFail => Some(KillCause::NodeFailure),
+            _ => None,
+        };
         let cmd = NodeCommand::Terminate {
             job_id: self.job_id,
             kill_wait_s: self.kill_wait_s,
+            cause,
         };
         self.fanout(cmd, budget, ctx, |act, outcomes, ctx| {
             for o in outcomes.iter().filter(|o| o.result.is_err()) {

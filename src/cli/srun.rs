@@ -454,6 +454,10 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         stdin: target,
         nodelist: a.nodelist.clone(),
         exclude: a.exclude.clone(),
+        srun_host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        srun_pid: std::process::id(),
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,

@@ -41,6 +41,8 @@ pub enum ExecError {
 /// `std::process::Child` (whose wait would not report resource usage).
 pub struct BatchProcess {
     pub pid: i32,
+    /// The file the script's stderr goes to.
+    pub stderr: PathBuf,
 }
 
 /// Write the script under `spool` and start it with the job's environment.
@@ -76,12 +78,12 @@ pub fn spawn_batch(
     let workdir = Path::new(&launch.workdir);
     let out_path = resolve(&expand(&launch.stdout, &ctx), workdir);
     let stdout = open_output(&out_path, "stdout", launch.open_append)?;
+    let err_path = match &launch.stderr {
+        Some(p) => resolve(&expand(p, &ctx), workdir),
+        None => out_path.clone(),
+    };
     let stderr = match &launch.stderr {
-        Some(p) => open_output(
-            &resolve(&expand(p, &ctx), workdir),
-            "stderr",
-            launch.open_append,
-        )?,
+        Some(_) => open_output(&err_path, "stderr", launch.open_append)?,
         None => stdout.try_clone().map_err(|source| ExecError::Output {
             what: "stderr",
             path: out_path.clone(),
@@ -125,6 +127,7 @@ pub fn spawn_batch(
     // Dropping a std Child neither kills nor reaps it; `wait_with_usage` reaps.
     Ok(BatchProcess {
         pid: child.id() as i32,
+        stderr: err_path,
     })
 }
 
@@ -177,17 +180,23 @@ fn open_output(path: &Path, what: &'static str, append: bool) -> Result<fs::File
             source,
         })?;
     }
-    OpenOptions::new()
+    let err = |source| ExecError::Output {
+        what,
+        path: path.to_path_buf(),
+        source,
+    };
+    // Always O_APPEND (truncated first unless --open-mode=append): the node
+    // appends its own notes (a cancel's `*** JOB ... ***` line) to the same
+    // file, and the script's writes must land after them, not over them.
+    let file = OpenOptions::new()
         .create(true)
-        .write(true)
-        .append(append)
-        .truncate(!append)
+        .append(true)
         .open(path)
-        .map_err(|source| ExecError::Output {
-            what,
-            path: path.to_path_buf(),
-            source,
-        })
+        .map_err(err)?;
+    if !append {
+        file.set_len(0).map_err(err)?;
+    }
+    Ok(file)
 }
 
 /// Signal a job's whole process group. Returns false if it no longer exists.

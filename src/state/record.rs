@@ -127,6 +127,8 @@ impl JobRecord {
                 max_vmsize_kb: 0,
                 user_cpu_ms: usage.user_cpu_ms,
                 system_cpu_ms: usage.system_cpu_ms,
+                srun_host: String::new(),
+                srun_pid: 0,
             });
         }
         AcctJob {

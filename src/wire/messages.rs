@@ -453,6 +453,11 @@ pub struct StepRequest {
     /// `-x`: nodes of the allocation the step must not use (hostlist).
     #[serde(default)]
     pub exclude: Option<String>,
+    /// srun's host and pid, for `scontrol show step`.
+    #[serde(default)]
+    pub srun_host: String,
+    #[serde(default)]
+    pub srun_pid: u32,
 }
 
 /// Which of a step's tasks get srun's standard input.
@@ -576,12 +581,36 @@ pub enum NodeCommand {
     Terminate {
         job_id: u32,
         kill_wait_s: u32,
+        /// Why the job is being killed, when it did not end by itself: the
+        /// node writes Slurm's `*** JOB N ON node CANCELLED AT ... ***` line
+        /// to the batch script's stderr.
+        #[serde(default)]
+        cause: Option<KillCause>,
     },
     /// Send a fresh `Register` upward (after a relay re-attached, or the
     /// controller restarted).
     Reregister,
     /// Start this node's tasks of an srun step.
     RunStep(Box<StepLaunch>),
+}
+
+/// Why a running job is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KillCause {
+    Cancelled,
+    TimeLimit,
+    NodeFailure,
+}
+
+impl KillCause {
+    /// What follows `CANCELLED AT <time>` in Slurm's banner.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            KillCause::Cancelled => "",
+            KillCause::TimeLimit => " DUE TO TIME LIMIT",
+            KillCause::NodeFailure => " DUE TO NODE FAILURE",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

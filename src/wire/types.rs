@@ -425,6 +425,11 @@ pub struct AcctStep {
     /// CPU time used, milliseconds.
     pub user_cpu_ms: u64,
     pub system_cpu_ms: u64,
+    /// Where the step's srun runs (empty for batch steps).
+    #[serde(default)]
+    pub srun_host: String,
+    #[serde(default)]
+    pub srun_pid: u32,
 }
 
 /// One job as `sacct` shows it: the allocation plus its steps. Kept by the

@@ -1144,6 +1144,8 @@ mod tests {
             max_vmsize_kb: rss_kb * 2,
             user_cpu_ms: user_ms,
             system_cpu_ms: sys_ms,
+            srun_host: String::new(),
+            srun_pid: 0,
         }
     }
 

@@ -331,8 +331,11 @@ pub fn show_step(job: &AcctJob, step: &AcctStep, one_liner: bool) -> String {
     } else {
         "CPUFreqReq=Default"
     });
-    // canopy does not record which host and pid an srun runs as.
-    r.line("SrunHost:Pid=(null):0");
+    if step.srun_host.is_empty() {
+        r.line("SrunHost:Pid=(null):0");
+    } else {
+        r.line(format!("SrunHost:Pid={}:{}", step.srun_host, step.srun_pid));
+    }
     r.finish()
 }
 
