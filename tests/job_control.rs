@@ -107,11 +107,21 @@ fn requeue_runs_the_job_again_under_the_same_id() {
     });
     let j = c.job(id).unwrap();
     assert_eq!((j.state, j.restarts), (JobState::Running, 1));
-    // The second run appends to the output file instead of truncating it.
+    // The second run appends to the output file instead of truncating it;
+    // between the two runs, the node's note of the requeue.
+    let output = || std::fs::read_to_string(w.join(format!("slurm-{id}.out"))).unwrap_or_default();
     c.wait_for(Duration::from_secs(10), "second run's output", |_| {
-        std::fs::read_to_string(w.join(format!("slurm-{id}.out")))
-            .is_ok_and(|t| t == "out 0\nout 1\n")
+        output().ends_with("out 1\n")
     });
+    let lines: Vec<String> = output().lines().map(String::from).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!((lines[0].as_str(), lines[2].as_str()), ("out 0", "out 1"));
+    assert!(
+        lines[1].starts_with(&format!(
+            "slurmstepd: error: *** JOB {id} ON n1 CANCELLED AT "
+        )) && lines[1].ends_with(" DUE TO JOB REQUEUE ***"),
+        "{lines:?}"
+    );
     let show = ok(&c, w, "scontrol", &["show", "job", &id.to_string()]);
     assert!(show.contains("Restarts=1"), "{show}");
     // A pending job cannot be requeued.

@@ -35,9 +35,9 @@ use crate::tree::topology::Topology;
 use crate::wire::joblist::JobList;
 use crate::wire::messages::{
     AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
-    ExitStatus, JobLaunch, JobOnNode, JobUpdate, NodeCommand, NodeCounts, NodeUpdate, RequeueKind,
-    StatusReport, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply, TreePlace,
-    Usage, WillRun,
+    ExitStatus, JobLaunch, JobOnNode, JobUpdate, KillCause, NodeCommand, NodeCounts, NodeUpdate,
+    RequeueKind, StatusReport, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply,
+    TreePlace, Usage, WillRun,
 };
 use crate::wire::types::{
     AcctJob, AcctStep, ArraySpec, ArrayTask, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo,
@@ -387,6 +387,7 @@ impl ControllerActor {
                 sched::apply(a, &mut self.slots);
             }
             let ending = job.ending_as;
+            let cause = job.requeue.is_some().then_some(KillCause::Requeue);
             tracing::info!(job_id = id, "adopting running job after restart");
             self.spawn_step(id, false, ctx);
             if let (Some(state), Some(h)) = (ending, self.steps.get(&id)) {
@@ -395,6 +396,7 @@ impl ControllerActor {
                     state,
                     reason: "None".into(),
                     exit: None,
+                    cause,
                 });
             }
         }
@@ -818,11 +820,18 @@ impl ControllerActor {
 
     /// Mark a running job as tearing down (shown CG) and tell its step.
     fn end_step(&mut self, id: u32, state: JobState, reason: &str) {
-        self.end_step_with(id, state, reason, None)
+        self.end_step_with(id, state, reason, None, None)
     }
 
     /// As `end_step`, recording `exit` as the job's exit status.
-    fn end_step_with(&mut self, id: u32, state: JobState, reason: &str, exit: Option<ExitStatus>) {
+    fn end_step_with(
+        &mut self,
+        id: u32,
+        state: JobState,
+        reason: &str,
+        exit: Option<ExitStatus>,
+        cause: Option<KillCause>,
+    ) {
         self.jobs.mark_ending(id, state);
         if let Some(h) = self.steps.get(&id) {
             h.stats.sent();
@@ -831,6 +840,7 @@ impl ControllerActor {
                 state,
                 reason: reason.to_string(),
                 exit,
+                cause,
             };
             actix::spawn(async move {
                 let _ = addr.send(msg).await;
@@ -1890,7 +1900,13 @@ impl ControllerActor {
                 if state == JobState::Suspended {
                     self.jobs.set_suspended(id, false);
                 }
-                self.end_step(id, JobState::Cancelled, "None");
+                self.end_step_with(
+                    id,
+                    JobState::Cancelled,
+                    "None",
+                    None,
+                    Some(KillCause::Requeue),
+                );
                 tracing::info!(job_id = id, "running job requeued");
                 Ok(())
             }
@@ -2467,7 +2483,7 @@ impl Handler<StepDone> for ControllerActor {
             } else {
                 "NonZeroExitCode"
             };
-            self.end_step_with(d.job_id, state, reason, Some(d.exit));
+            self.end_step_with(d.job_id, state, reason, Some(d.exit), None);
         }
         let durable = self.persist(&[d.job_id]);
         Box::pin(async move {

@@ -50,6 +50,8 @@ pub struct EndStep {
     pub reason: String,
     /// The exit status to record (default: what the state implies).
     pub exit: Option<ExitStatus>,
+    /// Why, for the note in the job's stderr (default: what the state implies).
+    pub cause: Option<KillCause>,
 }
 
 /// Deliver a signal to the step's processes on every node.
@@ -97,6 +99,8 @@ pub struct StepActor {
     phase: Phase,
     /// How the step ends once teardown completes.
     ending: Option<(JobState, ExitStatus, String)>,
+    /// Why the job is killed, when its state does not say (a requeue).
+    cause: Option<KillCause>,
     usage: Usage,
     failed_nodes: u64,
     relay: Addr<RelayActor>,
@@ -136,6 +140,7 @@ impl StepActor {
             kill_wait_s,
             phase,
             ending: None,
+            cause: None,
             usage: Usage::default(),
             failed_nodes: 0,
             relay,
@@ -198,12 +203,12 @@ impl StepActor {
         self.phase = Phase::Ending;
         self.ending = Some((state, exit, reason));
         let budget = self.budget(Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK);
-        let cause = match state {
+        let cause = self.cause.or(match state {
             JobState::Cancelled => Some(KillCause::Cancelled),
             JobState::Timeout => Some(KillCause::TimeLimit),
             JobState::NodeFail => Some(KillCause::NodeFailure),
             _ => None,
-        };
+        });
         let cmd = NodeCommand::Terminate {
             job_id: self.job_id,
             kill_wait_s: self.kill_wait_s,
@@ -355,6 +360,7 @@ impl Handler<EndStep> for StepActor {
             },
             _ => ExitStatus::default(),
         });
+        self.cause = msg.cause;
         self.begin_end(msg.state, exit, msg.reason, ctx);
     }
 }

@@ -600,6 +600,8 @@ pub enum KillCause {
     Cancelled,
     TimeLimit,
     NodeFailure,
+    /// `scontrol requeue` of a running job.
+    Requeue,
 }
 
 impl KillCause {
@@ -609,6 +611,7 @@ impl KillCause {
             KillCause::Cancelled => "",
             KillCause::TimeLimit => " DUE TO TIME LIMIT",
             KillCause::NodeFailure => " DUE TO NODE FAILURE",
+            KillCause::Requeue => " DUE TO JOB REQUEUE",
         }
     }
 }
