@@ -259,13 +259,16 @@ impl NodeAgent {
 /// killed. Best effort: the kill goes ahead whether or not it is written.
 fn write_banner(path: &std::path::Path, job_id: u32, node: &str, cause: KillCause) {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let when = crate::cli::format::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
     let line = format!(
         "slurmstepd: error: *** JOB {job_id} ON {node} CANCELLED AT {when}{} ***\n",
         cause.suffix()
     );
+    // Non-blocking: a FIFO named as the job's output must not stall the agent.
     let written = std::fs::OpenOptions::new()
         .append(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
         .open(path)
         .and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(e) = written {
