@@ -462,24 +462,66 @@ fn query_jobs(ids: Vec<u32>) -> Result<Vec<JobInfo>, String> {
     }
 }
 
-fn send_update(u: JobUpdate) -> i32 {
+/// The ids a job-control command names; `None` (after saying why) if there
+/// are none or they cannot be read.
+fn listed_ids(args: &[&str]) -> Option<(Vec<u32>, bool)> {
+    match job_ids(args) {
+        Ok((ids, exact)) if !ids.is_empty() => Some((ids, exact)),
+        Ok(_) => {
+            eprintln!("Invalid job id specified");
+            None
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            None
+        }
+    }
+}
+
+/// How Slurm 22.05 words a job a command could not act on.
+#[derive(Clone, Copy)]
+enum Refusal {
+    /// `Job 12: <reason>` (update, requeue, suspend).
+    JobColon,
+    /// `<reason> for job 12` (top).
+    ForJob,
+    /// `<reason> for job 12` per job, then `<call> error: <last reason>`
+    /// (hold, uhold, release).
+    ForJobThenSummary,
+}
+
+/// Send `u`; print each refused job as `style` says, and failures of the
+/// request itself under the name of Slurm's library `call`.
+fn send_update(u: JobUpdate, call_name: &str, style: Refusal) -> i32 {
     match call(Body::UpdateJobs(u)) {
         Ok(Body::UpdateJobsReply(r)) => {
-            let mut rc = 0;
+            let mut last = None;
             for (id, err) in r.results {
                 if let Some(msg) = err {
-                    eprintln!("Job {id}: {msg}");
-                    rc = 1;
+                    match style {
+                        Refusal::JobColon => eprintln!("Job {id}: {msg}"),
+                        Refusal::ForJob | Refusal::ForJobThenSummary => {
+                            eprintln!("{msg} for job {id}")
+                        }
+                    }
+                    last = Some(msg);
                 }
             }
-            rc
+            match (last, style) {
+                (None, _) => 0,
+                (Some(msg), Refusal::ForJobThenSummary) => {
+                    eprintln!("{call_name} error: {msg}");
+                    1
+                }
+                (Some(_), _) => 1,
+            }
         }
         Ok(b) => {
-            eprintln!("slurm_update error: unexpected reply {}", b.kind());
+            eprintln!("{call_name} error: unexpected reply {}", b.kind());
             1
         }
         Err(e) => {
-            eprintln!("slurm_update error: {e}");
+            eprintln!("{call_name} error: {e}");
             1
         }
     }
@@ -494,16 +536,8 @@ fn control(kind: &str, args: &[&str]) -> i32 {
         .copied()
         .filter(|a| !a.eq_ignore_ascii_case("incomplete") && !a.contains('='))
         .collect();
-    let (ids, exact) = match job_ids(&ids) {
-        Ok((ids, exact)) if !ids.is_empty() => (ids, exact),
-        Ok(_) => {
-            eprintln!("Invalid job id specified");
-            return 1;
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+    let Some((ids, exact)) = listed_ids(&ids) else {
+        return 1;
     };
     let mut u = JobUpdate {
         job_ids: ids,
@@ -516,23 +550,15 @@ fn control(kind: &str, args: &[&str]) -> i32 {
         "suspend" => u.suspend = Some(true),
         _ => u.suspend = Some(false),
     }
-    send_update(u)
+    send_update(u, "slurm_update", Refusal::JobColon)
 }
 
 /// `hold`, `uhold` and `release`. Failures are worded as Slurm 22.05 words
 /// them: one line per job, then a summary under the name of the library call
 /// (which, for these three, is slurm_suspend's).
 fn hold(kind: &str, args: &[&str]) -> i32 {
-    let (ids, exact) = match job_ids(args) {
-        Ok((ids, exact)) if !ids.is_empty() => (ids, exact),
-        Ok(_) => {
-            eprintln!("Invalid job id specified");
-            return 1;
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+    let Some((ids, exact)) = listed_ids(args) else {
+        return 1;
     };
     let u = JobUpdate {
         job_ids: ids,
@@ -541,48 +567,15 @@ fn hold(kind: &str, args: &[&str]) -> i32 {
         exact,
         ..Default::default()
     };
-    match call(Body::UpdateJobs(u)) {
-        Ok(Body::UpdateJobsReply(r)) => {
-            let mut last = None;
-            for (id, err) in r.results {
-                if let Some(msg) = err {
-                    eprintln!("{msg} for job {id}");
-                    last = Some(msg);
-                }
-            }
-            match last {
-                Some(msg) => {
-                    eprintln!("slurm_suspend error: {msg}");
-                    1
-                }
-                None => 0,
-            }
-        }
-        Ok(b) => {
-            eprintln!("slurm_suspend error: unexpected reply {}", b.kind());
-            1
-        }
-        Err(e) => {
-            eprintln!("slurm_suspend error: {e}");
-            1
-        }
-    }
+    send_update(u, "slurm_suspend", Refusal::ForJobThenSummary)
 }
 
 /// `top`: move the jobs ahead of their owner's other pending jobs in the
 /// same partition. Success prints nothing; each refused job gets Slurm's
 /// `<reason> for job <id>` line.
 fn top(args: &[&str]) -> i32 {
-    let (ids, exact) = match job_ids(args) {
-        Ok(found) if !found.0.is_empty() => found,
-        Ok(_) => {
-            eprintln!("Invalid job id specified");
-            return 1;
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            return 1;
-        }
+    let Some((ids, exact)) = listed_ids(args) else {
+        return 1;
     };
     let u = JobUpdate {
         job_ids: ids,
@@ -590,26 +583,7 @@ fn top(args: &[&str]) -> i32 {
         top: true,
         ..Default::default()
     };
-    match call(Body::UpdateJobs(u)) {
-        Ok(Body::UpdateJobsReply(r)) => {
-            let mut rc = 0;
-            for (id, err) in r.results {
-                if let Some(msg) = err {
-                    eprintln!("{msg} for job {id}");
-                    rc = 1;
-                }
-            }
-            rc
-        }
-        Ok(b) => {
-            eprintln!("slurm_top_job error: unexpected reply {}", b.kind());
-            1
-        }
-        Err(e) => {
-            eprintln!("slurm_top_job error: {e}");
-            1
-        }
-    }
+    send_update(u, "slurm_top_job", Refusal::ForJob)
 }
 
 /// `update JobId=<id>[,<id>] Key=Value ...`.
@@ -667,5 +641,5 @@ fn update_job(args: &[&str]) -> i32 {
         eprintln!("Invalid job id specified");
         return 1;
     }
-    send_update(u)
+    send_update(u, "slurm_update", Refusal::JobColon)
 }

@@ -1172,10 +1172,10 @@ impl Builder {
     }
 
     /// `SchedulerParameters`: a comma list, of which canopy reads the
-    /// `scontrol top` switches; the rest earn one warning naming them.
-    fn scheduler_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+    /// `scontrol top` switches; the rest earn one warning naming them. (A
+    /// repeated line warns and replaces the earlier one, as for any scalar.)
+    fn scheduler_parameters(&mut self, loc: &Loc, item: &Item) {
         let mut ignored = Vec::new();
-        // A repeated line replaces the earlier one, as for any scalar key.
         self.cfg.enable_user_top = false;
         for p in item
             .value
@@ -1202,18 +1202,6 @@ impl Builder {
                 ),
             );
         }
-        if let Some(previous) = self
-            .set_at
-            .insert(GlobalKey::SchedulerParameters, loc.clone())
-        {
-            self.warn(
-                loc,
-                format_args!(
-                    "SchedulerParameters is set again (previously at {previous}); the last value wins"
-                ),
-            );
-        }
-        Ok(())
     }
 
     /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
@@ -1290,7 +1278,7 @@ impl Builder {
                     ))
                 }
             },
-            GlobalKey::SchedulerParameters => return self.scheduler_parameters(loc, item),
+            GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item),
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {
             self.warn(
