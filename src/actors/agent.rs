@@ -76,8 +76,10 @@ pub enum ExecMode {
 struct LocalJob {
     /// Process group of the batch script (0 if it does not run here).
     pgid: i32,
-    /// Where the batch script's stderr goes (if it runs here).
-    batch_stderr: Option<PathBuf>,
+    /// The batch script's stderr (if it runs here), as opened for its user.
+    batch_stderr: Option<std::fs::File>,
+    /// The batch script's spool directory, removed with the job.
+    spool_dir: Option<PathBuf>,
     /// Process groups of srun tasks started here (one per task).
     tasks: Vec<i32>,
     finished: Option<ExitStatus>,
@@ -88,6 +90,7 @@ impl LocalJob {
         LocalJob {
             pgid,
             batch_stderr: None,
+            spool_dir: None,
             tasks: Vec::new(),
             finished: None,
         }
@@ -212,6 +215,7 @@ impl NodeAgent {
                 tracing::info!(job_id, pid = proc.pid, node = %self.node, "batch script started");
                 let mut job = LocalJob::new(proc.pid);
                 job.batch_stderr = Some(proc.stderr);
+                job.spool_dir = Some(proc.spool_dir);
                 self.jobs.insert(job_id, job);
                 let me = ctx.address();
                 let pid = proc.pid;
@@ -257,22 +261,28 @@ impl NodeAgent {
 
 /// Slurm's note, in a killed batch job's stderr, of when and why it was
 /// killed. Best effort: the kill goes ahead whether or not it is written.
-fn write_banner(path: &std::path::Path, job_id: u32, node: &str, cause: KillCause) {
+///
+/// It goes through the descriptor opened for the user at launch, and only if
+/// that is a regular file: a FIFO or terminal named as output could block the
+/// agent, and reopening the path would follow whatever the user put there
+/// since.
+fn write_banner(file: &std::fs::File, job_id: u32, node: &str, cause: KillCause) {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let when = crate::cli::format::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
     let line = format!(
         "slurmstepd: error: *** JOB {job_id} ON {node} CANCELLED AT {when}{} ***\n",
         cause.suffix()
     );
-    // Non-blocking: a FIFO named as the job's output must not stall the agent.
-    let written = std::fs::OpenOptions::new()
-        .append(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-        .and_then(|mut f| f.write_all(line.as_bytes()));
+    let written = file.metadata().and_then(|m| {
+        if m.is_file() {
+            let mut f = file;
+            f.write_all(line.as_bytes())
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = written {
-        tracing::warn!(job_id, path = %path.display(), error = %e, "cannot write the cancel note");
+        tracing::warn!(job_id, error = %e, "cannot write the cancel note");
     }
 }
 
@@ -409,8 +419,8 @@ impl Handler<RunCommand> for NodeAgent {
                 let Some(job) = self.jobs.get(&job_id) else {
                     return now(Ok(NodeReply::Terminated));
                 };
-                if let (Some(cause), Some(path), None) = (cause, &job.batch_stderr, job.finished) {
-                    write_banner(path, job_id, &self.node, cause);
+                if let (Some(cause), Some(file), None) = (cause, &job.batch_stderr, job.finished) {
+                    write_banner(file, job_id, &self.node, cause);
                 }
                 let groups: Vec<i32> = job.groups().collect();
                 for &g in &groups {
@@ -439,7 +449,12 @@ impl Handler<RunCommand> for NodeAgent {
                     }
                     .into_actor(self)
                     .map(move |_, act, _| {
-                        act.jobs.remove(&job_id);
+                        let spool = act.jobs.remove(&job_id).and_then(|j| j.spool_dir);
+                        if let Some(dir) = spool {
+                            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                                tracing::warn!(job_id, dir = %dir.display(), error = %e, "cannot remove the job's spool directory");
+                            }
+                        }
                         tracing::info!(job_id, "job terminated on node");
                         Ok(NodeReply::Terminated)
                     }),

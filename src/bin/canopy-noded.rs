@@ -41,6 +41,29 @@ struct Args {
     job_runtime_ms: u64,
 }
 
+/// Jobs run their script from the spool directory as their own user, so as
+/// root every directory on the way must be searchable by others. Warn, not
+/// refuse: a site running only root's jobs does not need it.
+fn warn_if_users_cannot_reach(spool: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::Uid::effective().is_root() {
+        return;
+    }
+    for dir in spool.ancestors().filter(|d| !d.as_os_str().is_empty()) {
+        let Ok(meta) = std::fs::metadata(dir) else {
+            continue;
+        };
+        if meta.permissions().mode() & 0o001 == 0 {
+            tracing::warn!(
+                dir = %dir.display(),
+                spool = %spool.display(),
+                "SlurmdSpoolDir is not searchable by other users here; jobs of users other than root cannot start"
+            );
+            return;
+        }
+    }
+}
+
 fn parse_ranks(s: &str, n: usize) -> anyhow::Result<std::ops::Range<u32>> {
     let (a, b) = s
         .split_once('-')
@@ -77,6 +100,7 @@ fn main() -> anyhow::Result<()> {
     let spool = canopy::daemon::spool_dir(&conf.slurmd_spool_dir, &node, &short);
     std::fs::create_dir_all(&spool)
         .with_context(|| format!("cannot create SlurmdSpoolDir {}", spool.display()))?;
+    warn_if_users_cannot_reach(&spool);
     let mode = ExecMode::Real {
         spool,
         conf_path: path.display().to_string(),

@@ -2,6 +2,7 @@
 //! file patterns. Nothing here talks to the network.
 
 pub mod env;
+pub mod identity;
 pub mod pattern;
 pub mod process;
 pub mod tasks;

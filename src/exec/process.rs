@@ -3,20 +3,25 @@
 //! Each job gets its own session (`setsid`), so the whole process group —
 //! the script and anything it started in the background — can be signalled
 //! and killed together. When the daemon runs as root the script runs as the
-//! submitting user; otherwise it runs as the daemon's user (a personal test
-//! cluster).
+//! submitting user, and every file the user named is opened as that user
+//! (see [`super::identity`]); otherwise it all runs as the daemon's user (a
+//! personal test cluster).
 
+use std::ffi::CString;
 use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{Pid, Uid};
+use nix::unistd::{Gid, Pid, Uid};
 use thiserror::Error;
 
 use super::env::batch_env;
+use super::identity::{chdir_in_child, JobUser};
 use super::pattern::{expand, resolve, PatternContext};
 use crate::wire::messages::{ExitStatus, JobLaunch, Usage};
 
@@ -33,6 +38,12 @@ pub enum ExecError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot act as uid {uid} for job {job_id}: {source}")]
+    Identity {
+        job_id: u32,
+        uid: u32,
+        source: std::io::Error,
+    },
     #[error("cannot start batch script for job {job_id}: {source}")]
     Spawn { job_id: u32, source: std::io::Error },
 }
@@ -41,8 +52,21 @@ pub enum ExecError {
 /// `std::process::Child` (whose wait would not report resource usage).
 pub struct BatchProcess {
     pub pid: i32,
-    /// The file the script's stderr goes to.
-    pub stderr: PathBuf,
+    /// The script's stderr, as opened for the user: the node's own notes
+    /// (a cancel's `*** JOB ... ***` line) go here, never through the path
+    /// again, which the user may have swapped for a link meanwhile.
+    pub stderr: fs::File,
+    /// The job's spool directory, to remove once the job is gone.
+    pub spool_dir: PathBuf,
+}
+
+/// The batch script's standard streams, opened as the job's user.
+struct BatchFiles {
+    stdout: fs::File,
+    stderr: fs::File,
+    stdin: Option<fs::File>,
+    /// Why the user cannot work in the requested directory, if they cannot.
+    cwd_error: Option<std::io::Error>,
 }
 
 /// Write the script under `spool` and start it with the job's environment.
@@ -61,7 +85,19 @@ pub fn spawn_batch(
     fs::create_dir_all(&dir).map_err(spool_err)?;
     let script = dir.join("slurm_script");
     fs::write(&script, &launch.script).map_err(spool_err)?;
+    // The user runs the script, and only they may read it (it may hold secrets).
     fs::set_permissions(&script, fs::Permissions::from_mode(0o700)).map_err(spool_err)?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(spool_err)?;
+    if Uid::effective().is_root() {
+        let owner = (
+            Some(Uid::from_raw(launch.uid)),
+            Some(Gid::from_raw(launch.gid)),
+        );
+        for p in [&dir, &script] {
+            nix::unistd::chown(p, owner.0, owner.1)
+                .map_err(|e| spool_err(std::io::Error::from(e)))?;
+        }
+    }
 
     let ctx = PatternContext {
         job_id: launch.job_id,
@@ -77,47 +113,76 @@ pub fn spawn_batch(
     };
     let workdir = Path::new(&launch.workdir);
     let out_path = resolve(&expand(&launch.stdout, &ctx), workdir);
-    let stdout = open_output(&out_path, "stdout", launch.open_append)?;
-    let err_path = match &launch.stderr {
-        Some(p) => resolve(&expand(p, &ctx), workdir),
-        None => out_path.clone(),
-    };
-    let stderr = match &launch.stderr {
-        Some(_) => open_output(&err_path, "stderr", launch.open_append)?,
-        None => stdout.try_clone().map_err(|source| ExecError::Output {
-            what: "stderr",
-            path: out_path.clone(),
+    let err_path = launch
+        .stderr
+        .as_ref()
+        .map(|p| resolve(&expand(p, &ctx), workdir));
+    let in_path = launch
+        .stdin
+        .as_ref()
+        .map(|p| resolve(&expand(p, &ctx), workdir));
+
+    let user = JobUser::new(&launch.user, launch.uid, launch.gid);
+    let files = user
+        .run(|| {
+            open_batch_files(
+                &out_path,
+                err_path.as_deref(),
+                in_path.as_deref(),
+                launch.open_append,
+                workdir,
+            )
+        })
+        .map_err(|source| ExecError::Identity {
+            job_id: launch.job_id,
+            uid: launch.uid,
             source,
-        })?,
+        })??;
+    let stderr_path = err_path.unwrap_or(out_path);
+    let keep_err = |source| ExecError::Output {
+        what: "stderr",
+        path: stderr_path.clone(),
+        source,
     };
-    let stdin = match &launch.stdin {
-        Some(p) => {
-            let path = resolve(&expand(p, &ctx), workdir);
-            Stdio::from(fs::File::open(&path).map_err(|source| ExecError::Output {
-                what: "stdin",
-                path,
-                source,
-            })?)
-        }
-        None => Stdio::null(),
-    };
+    if let Some(e) = &files.cwd_error {
+        // slurmstepd's words; the job still runs, from /tmp.
+        let why = e
+            .raw_os_error()
+            .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
+            .unwrap_or_else(|| e.to_string());
+        let note = format!(
+            "slurmstepd: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
+            workdir.display()
+        );
+        (&files.stderr)
+            .write_all(note.as_bytes())
+            .map_err(keep_err)?;
+    }
+    let note_handle = files.stderr.try_clone().map_err(keep_err)?;
+    let cwd = CString::new(workdir.as_os_str().as_bytes()).map_err(|_| ExecError::Spawn {
+        job_id: launch.job_id,
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "working directory contains a NUL byte",
+        ),
+    })?;
+    let tmp = CString::from(c"/tmp");
 
     let mut cmd = std::process::Command::new(&script);
     cmd.args(&launch.script_args)
         .env_clear()
         .envs(batch_env(launch, node, conf_path))
-        .current_dir(workdir)
-        .stdin(stdin)
-        .stdout(stdout)
-        .stderr(stderr);
-    if Uid::effective().is_root() {
-        cmd.uid(launch.uid).gid(launch.gid);
-    }
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+        .stdin(files.stdin.map(Stdio::from).unwrap_or_else(Stdio::null))
+        .stdout(files.stdout)
+        .stderr(files.stderr);
+    // SAFETY: setsid, setgroups/setgid/setuid and chdir are async-signal-safe
+    // and use only memory prepared before the fork. The directory is entered
+    // after root is given up, so the user's own rights decide.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
-            Ok(())
+            user.become_in_child()?;
+            chdir_in_child(&cwd, &tmp)
         });
     }
     let child = cmd.spawn().map_err(|source| ExecError::Spawn {
@@ -127,8 +192,53 @@ pub fn spawn_batch(
     // Dropping a std Child neither kills nor reaps it; `wait_with_usage` reaps.
     Ok(BatchProcess {
         pid: child.id() as i32,
-        stderr: err_path,
+        stderr: note_handle,
+        spool_dir: dir,
     })
+}
+
+/// Open the script's streams (and check its working directory). Runs as the
+/// job's user: a path they may not write is refused to them, as it should be.
+fn open_batch_files(
+    out: &Path,
+    err: Option<&Path>,
+    input: Option<&Path>,
+    append: bool,
+    workdir: &Path,
+) -> Result<BatchFiles, ExecError> {
+    let stdout = open_output(out, "stdout", append)?;
+    let stderr = match err {
+        Some(p) => open_output(p, "stderr", append)?,
+        None => stdout.try_clone().map_err(|source| ExecError::Output {
+            what: "stderr",
+            path: out.to_path_buf(),
+            source,
+        })?,
+    };
+    let stdin = input
+        .map(|p| {
+            fs::File::open(p).map_err(|source| ExecError::Output {
+                what: "stdin",
+                path: p.to_path_buf(),
+                source,
+            })
+        })
+        .transpose()?;
+    Ok(BatchFiles {
+        stdout,
+        stderr,
+        stdin,
+        cwd_error: usable_dir(workdir).err(),
+    })
+}
+
+/// Whether the caller may make `dir` its working directory.
+pub(super) fn usable_dir(dir: &Path) -> std::io::Result<()> {
+    if !fs::metadata(dir)?.is_dir() {
+        return Err(std::io::Error::from_raw_os_error(nix::libc::ENOTDIR));
+    }
+    // access(2) checks the real ids, which the job-user thread has set too.
+    nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(std::io::Error::from)
 }
 
 /// Block until `pid` exits; its exit status and resource usage (Slurm's

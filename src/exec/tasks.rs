@@ -4,16 +4,20 @@
 //! The same connection carries srun's standard input and the signals srun
 //! forwards (Ctrl-C and friends) back down to the tasks.
 
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 
-use nix::unistd::Uid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::env::compress_counts;
+use super::identity::{chdir_in_child, JobUser};
 use super::pattern::{expand, resolve, PatternContext};
 use crate::wire::auth::Authenticator;
 use crate::wire::connection::Connection;
@@ -94,6 +98,36 @@ pub fn task_env(
     env
 }
 
+/// One task's output files, opened as the step's user: `None` streams to srun.
+struct TaskFiles {
+    stdout: Option<File>,
+    stderr: Option<File>,
+}
+
+/// Open every local task's `--output`/`--error` file as the user (run through
+/// [`JobUser::run`]), and check the working directory the same way.
+fn open_task_files(
+    paths: &[(Option<PathBuf>, Option<PathBuf>)],
+    cwd: &Path,
+) -> Result<(Vec<TaskFiles>, Option<std::io::Error>), String> {
+    let open = |p: &Option<PathBuf>| -> Result<Option<File>, String> {
+        p.as_ref()
+            .map(|p| open_append(p).map_err(|e| format!("cannot open {}: {e}", p.display())))
+            .transpose()
+    };
+    let mut files = Vec::with_capacity(paths.len());
+    for (out, err) in paths {
+        let stdout = open(out)?;
+        let stderr = match (err, &stdout) {
+            (Some(_), _) => open(err)?,
+            (None, Some(f)) => Some(f.try_clone().map_err(|e| e.to_string())?),
+            (None, None) => None,
+        };
+        files.push(TaskFiles { stdout, stderr });
+    }
+    Ok((files, super::process::usable_dir(cwd).err()))
+}
+
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
@@ -130,65 +164,84 @@ pub fn spawn_tasks(
         }
         Err(e)
     };
-    for (local, rank) in ranks.clone().enumerate() {
-        let ctx = PatternContext {
-            job_id: l.job_id,
-            array_job_id: l.array.map(|a| a.array_job_id),
-            array_task_id: l.array.map(|a| a.task_id),
-            job_name: l.name.clone(),
-            user: l.user.clone(),
-            first_node: node.to_string(),
-            node_index: node_index as u32,
-            step_id: Some(l.step_id),
-            task_id: Some(rank),
-            restart: 0,
-        };
+    let paths: Vec<(Option<PathBuf>, Option<PathBuf>)> = ranks
+        .clone()
+        .map(|rank| {
+            let ctx = PatternContext {
+                job_id: l.job_id,
+                array_job_id: l.array.map(|a| a.array_job_id),
+                array_task_id: l.array.map(|a| a.task_id),
+                job_name: l.name.clone(),
+                user: l.user.clone(),
+                first_node: node.to_string(),
+                node_index: node_index as u32,
+                step_id: Some(l.step_id),
+                task_id: Some(rank),
+                restart: 0,
+            };
+            let path = |p: &Option<String>| p.as_ref().map(|p| resolve(&expand(p, &ctx), cwd));
+            (path(&l.stdout), path(&l.stderr))
+        })
+        .collect();
+    let user = JobUser::new(&l.user, l.uid, l.gid);
+    let (files, cwd_error) = user
+        .run(|| open_task_files(&paths, cwd))
+        .map_err(|e| format!("cannot act as uid {}: {e}", l.uid))??;
+    let cwd_c = CString::new(cwd.as_os_str().as_bytes())
+        .map_err(|_| "working directory contains a NUL byte".to_string())?;
+    // slurmstepd's words, once per node; the tasks still run, from /tmp.
+    let chdir_note = cwd_error.map(|e| {
+        let why = e
+            .raw_os_error()
+            .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
+            .unwrap_or_else(|| e.to_string());
+        format!(
+            "slurmstepd: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
+            cwd.display()
+        )
+    });
+    for ((local, rank), files) in ranks.clone().enumerate().zip(files) {
         let mut cmd = std::process::Command::new(program);
         cmd.args(&l.argv[1..])
             .env_clear()
             .envs(task_env(l, node, node_index, rank, local as u32))
-            .current_dir(cwd)
             .stdin(if l.stdin.includes(rank) {
                 Stdio::piped()
             } else {
                 Stdio::null()
             });
-        let file = |p: &Option<String>| -> Result<Option<std::fs::File>, String> {
-            p.as_ref()
-                .map(|p| {
-                    let path = resolve(&expand(p, &ctx), cwd);
-                    open_append(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))
-                })
-                .transpose()
-        };
-        let out_file = match file(&l.stdout) {
-            Ok(f) => f,
-            Err(e) => return abort(&pgids, e),
-        };
-        let err_file = match (&l.stderr, &out_file) {
-            (Some(_), _) => match file(&l.stderr) {
-                Ok(f) => f,
-                Err(e) => return abort(&pgids, e),
-            },
-            (None, Some(f)) => match f.try_clone() {
-                Ok(f) => Some(f),
-                Err(e) => return abort(&pgids, e.to_string()),
-            },
-            (None, None) => None,
-        };
+        let TaskFiles {
+            stdout: out_file,
+            stderr: mut err_file,
+        } = files;
+        if let (Some(note), 0) = (&chdir_note, local) {
+            // Best effort: the task runs whether or not the note is written.
+            match &mut err_file {
+                Some(f) => {
+                    let _ = f.write_all(note.as_bytes());
+                }
+                None => {
+                    let _ = tx.try_send(Body::TaskOutput(TaskOutput {
+                        task: rank,
+                        stderr: true,
+                        data: note.clone().into_bytes(),
+                    }));
+                }
+            }
+        }
         let piped_out = out_file.is_none();
         let piped_err = err_file.is_none();
         cmd.stdout(out_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
         cmd.stderr(err_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
-        if Uid::effective().is_root() {
-            cmd.uid(l.uid).gid(l.gid);
-        }
-        // SAFETY: setsid is async-signal-safe; each task gets its own group so
-        // a cancel can kill whatever it started.
+        // SAFETY: setsid (each task its own group, so a cancel kills whatever
+        // it started), setgroups/setgid/setuid and chdir are async-signal-safe
+        // and use only memory prepared before the fork.
         unsafe {
-            cmd.pre_exec(|| {
+            let (user, cwd, tmp) = (user.clone(), cwd_c.clone(), CString::from(c"/tmp"));
+            cmd.pre_exec(move || {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
-                Ok(())
+                user.become_in_child()?;
+                chdir_in_child(&cwd, &tmp)
             });
         }
         let mut child = match tokio::process::Command::from(cmd).spawn() {
