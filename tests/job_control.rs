@@ -128,7 +128,10 @@ fn requeue_runs_the_job_again_under_the_same_id() {
     let held = c.sbatch(w, &["--hold", "--wrap", "true"]);
     let o = c.cli(w, "scontrol", &["requeue", &held.to_string()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("Job is pending execution"));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("Job is pending execution for job {held}\n")
+    );
     // requeuehold of a finished job: pending again, held until released.
     ok(&c, w, "scancel", &[&id.to_string()]);
     c.wait_done(id, Duration::from_secs(20));
@@ -246,4 +249,147 @@ fn priorities_count_down_and_top_and_release_reorder_the_queue() {
         std::fs::read_to_string(w.join("order.txt")).unwrap(),
         "d\nb\nc\na\n"
     );
+}
+
+#[test]
+fn account_comment_constraint_exclusive_requeue_and_nice_act_and_show() {
+    let c = Cluster::start_with_nodes(
+        3,
+        2,
+        30,
+        "",
+        &["Features=fast,big", "Features=fast", "Features=big"],
+    );
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    // One CPU of n1's two is busy.
+    let small = c.sbatch(w, &["-w", "n1", "--wrap", "sleep 30"]);
+    c.wait_for(Duration::from_secs(20), "the small job to run", |c| {
+        c.job(small).is_some_and(|j| j.state == JobState::Running)
+    });
+    // Features pick the nodes: only n1 is both fast and big.
+    let both = c.sbatch(
+        w,
+        &[
+            "-A",
+            "Physics",
+            "--comment=rule_a",
+            "-C",
+            "fast,big",
+            "--exclusive",
+            "--no-requeue",
+            "--wrap",
+            "sleep 30",
+        ],
+    );
+    // It would fit beside the small job, but --exclusive wants n1 to itself.
+    std::thread::sleep(Duration::from_millis(500));
+    let waiting = c.job(both).unwrap();
+    assert_eq!(
+        (waiting.state, waiting.reason.as_str()),
+        (JobState::Pending, "Resources")
+    );
+    ok(&c, w, "scancel", &[&small.to_string()]);
+    c.wait_for(Duration::from_secs(20), "the exclusive job to run", |c| {
+        c.job(both).is_some_and(|j| j.state == JobState::Running)
+    });
+    let show = ok(&c, w, "scontrol", &["show", "job", &both.to_string()]);
+    for want in [
+        " Nice=0 Account=physics QOS=(null)\n",
+        "\n   Requeue=0 Restarts=0 ",
+        "\n   NodeList=n1\n",
+        " NumCPUs=2 ",
+        "\n   Features=fast&big DelayBoot=00:00:00\n",
+        "\n   OverSubscribe=NO Exclusive=NODE ",
+        "\n   Comment=rule_a \n",
+        &format!("\n   StdOut={}/slurm-{both}.out\n", w.display()),
+    ] {
+        assert!(show.contains(want), "{want:?} in\n{show}");
+    }
+    let big = c.sbatch(w, &["-C", "big", "--wrap", "sleep 30"]);
+    c.wait_for(Duration::from_secs(20), "the big job to run", |c| {
+        c.job(big).is_some_and(|j| j.state == JobState::Running)
+    });
+    assert_eq!(c.job(big).unwrap().nodes, "n3");
+    // A matching OR needs all its nodes from one alternative: two `fast`
+    // nodes are n1 and n2, two `big` ones n1 and n3; n1 is taken either way.
+    let pair = c.sbatch(w, &["-N2", "-C", "[fast|big]", "--wrap", "true"]);
+    let line = ok(
+        &c,
+        w,
+        "squeue",
+        &["-h", "-A", "PHYSICS", "-o", "%i|%a|%k|%f|%h|%y"],
+    );
+    assert_eq!(line, format!("{both}|physics|rule_a|fast&big|NO|0\n"));
+    // --no-requeue: Slurm's refusal, whatever the state.
+    let o = c.cli(w, "scontrol", &["requeue", &both.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("Requested operation is presently disabled for job {both}\n")
+    );
+    // Unknown features and malformed expressions are refused at submission.
+    for bad in ["fast&nope", "fast&&big"] {
+        let o = c.cli(w, "sbatch", &["-C", bad, "--wrap", "true"]);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            "sbatch: error: Batch job submission failed: Invalid feature specification\n"
+        );
+    }
+    ok(&c, w, "scancel", &[&both.to_string()]);
+    let pair = c.wait_done(pair, Duration::from_secs(30));
+    assert_eq!(pair.state, JobState::Completed);
+    assert!(
+        pair.nodes == "n[1-2]" || pair.nodes == "n[1,3]",
+        "{}",
+        pair.nodes
+    );
+    // sacct keeps the account, comment and constraint.
+    let acct = ok(
+        &c,
+        w,
+        "sacct",
+        &[
+            "-X",
+            "-n",
+            "-P",
+            "-j",
+            &both.to_string(),
+            "-o",
+            "Account,Comment,Constraints",
+        ],
+    );
+    assert_eq!(acct, "physics|rule_a|fast&big\n");
+
+    // --nice lowers the count-down's priority; only operators may raise it
+    // (the tests run as the cluster's own user, an operator here).
+    let plain = c.sbatch(w, &["-p", "short", "--begin=now+600", "--wrap", "true"]);
+    let nice = c.sbatch(
+        w,
+        &[
+            "-p",
+            "short",
+            "--begin=now+600",
+            "--nice=10",
+            "--wrap",
+            "true",
+        ],
+    );
+    let (p1, p2) = (
+        c.job(plain).unwrap().priority,
+        c.job(nice).unwrap().priority,
+    );
+    assert_eq!(
+        p1 - p2,
+        11,
+        "one step of the count-down plus the nice of 10"
+    );
+    let o = ok(
+        &c,
+        w,
+        "squeue",
+        &["-h", "-j", &nice.to_string(), "-o", "%y"],
+    );
+    assert_eq!(o, "10\n");
 }

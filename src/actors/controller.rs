@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::sched::depend::Dependency;
 use crate::sched::priority::BasicPriority;
 use crate::sched::table::{JobTable, PartitionView, Resolved};
-use crate::sched::{self, Infeasible, NodeSlot, Request};
+use crate::sched::{self, Infeasible, NodeSlot, Request, RequestError};
 use crate::state::record::JobRecord;
 use crate::state::store::{Op, Recovered, Store};
 use crate::tree::collect::root_budget;
@@ -491,7 +491,7 @@ impl ControllerActor {
         let conf = &self.conf;
         let started = self
             .jobs
-            .schedule(&parts, &mut self.slots, now, &|n| conf.node_index(n));
+            .schedule(&parts, &mut self.slots, now, conf.as_ref());
         let us = t0.elapsed().as_micros() as u64;
         let (n, _, max, total) = self.sched_timing;
         self.sched_timing = (n + 1, us, max.max(us), total + us);
@@ -614,6 +614,7 @@ impl ControllerActor {
             interactive: s.interactive,
             array: j.array,
             open_append: s.open_append || j.restarts > 0,
+            account: s.account.clone(),
         }
     }
 
@@ -714,17 +715,37 @@ impl ControllerActor {
             array_pending: None,
             req_node_list: s.req_nodes.clone().unwrap_or_default(),
             exc_node_list: s.exc_nodes.clone().unwrap_or_default(),
+            account: s.account.clone().unwrap_or_default(),
+            comment: s.comment.clone().unwrap_or_default(),
+            features: s.constraint.clone().unwrap_or_default(),
+            exclusive: s.exclusive,
+            no_requeue: s.no_requeue,
+            nice: s.nice,
         };
         if !brief {
-            let default_out = || default_stdout(j).to_string();
+            // Shown as the batch script's files are named: the job's own
+            // fields expanded and placed under its working directory.
+            use crate::exec::pattern::{expand, resolve, PatternContext};
+            let ctx = PatternContext {
+                job_id: j.job_id,
+                array_job_id: j.array.map(|a| a.array_job_id),
+                array_task_id: j.array.map(|a| a.task_id),
+                job_name: s.name.clone(),
+                user: s.user.clone(),
+                first_node: info.batch_host.clone().unwrap_or_default(),
+                restart: j.restarts,
+                ..PatternContext::default()
+            };
+            let shown = |pattern: &str| {
+                resolve(&expand(pattern, &ctx), std::path::Path::new(&s.workdir))
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            let out = s.stdout.as_deref().unwrap_or(default_stdout(j));
             info.workdir = s.workdir.clone();
-            info.stdout = s.stdout.clone().unwrap_or_else(default_out);
-            info.stderr = s
-                .stderr
-                .clone()
-                .or_else(|| s.stdout.clone())
-                .unwrap_or_else(default_out);
-            info.stdin = s.stdin.clone().unwrap_or_else(|| "/dev/null".into());
+            info.stdout = shown(out);
+            info.stderr = shown(s.stderr.as_deref().unwrap_or(out));
+            info.stdin = shown(s.stdin.as_deref().unwrap_or("/dev/null"));
             info.command = s.command.clone();
             info.submit_line = s.submit_line.clone();
         }
@@ -1087,15 +1108,11 @@ impl Handler<Admit> for ControllerActor {
             return self.will_run(&msg);
         }
         let conf = self.conf.clone();
-        let req = match Request::for_job(&msg.submit, &|n| conf.node_index(n)) {
+        let req = match Request::for_job(&msg.submit, conf.as_ref()) {
             Ok(r) => r,
-            Err(_) => {
-                return Box::pin(async {
-                    Err(refused(
-                        ErrorCode::InvalidNodeName,
-                        "Invalid node name specified",
-                    ))
-                })
+            Err(e) => {
+                let e = request_refusal(e);
+                return Box::pin(async { Err(e) });
             }
         };
         let ranks = self.partition_ranks(&msg.partition);
@@ -1135,11 +1152,14 @@ impl Handler<Admit> for ControllerActor {
         }
         let now = chrono::Utc::now().timestamp();
         let (id, ids) = self.alloc_ids(tasks.len());
-        // One priority for the whole submission: an array's tasks queue together.
-        let priority = if submit.hold {
-            0
-        } else {
-            self.priority.assign()
+        // One priority for the whole submission: an array's tasks queue
+        // together. An operator's `--priority` is fixed; `--nice` lowers
+        // (or, negative, raises) the count-down's value, as in priority/basic.
+        let fixed = submit.priority;
+        let priority = match (submit.hold, fixed) {
+            (true, _) => 0,
+            (false, Some(p)) => p,
+            (false, None) => with_nice(self.priority.assign(), submit.nice),
         };
         let mut ops = Vec::with_capacity(tasks.len() + 1);
         for (job_id, array) in ids.into_iter().zip(tasks) {
@@ -1157,6 +1177,7 @@ impl Handler<Admit> for ControllerActor {
             );
             rec.dependency = dependency.clone();
             rec.priority = priority;
+            rec.priority_set = fixed.is_some_and(|p| p > 0);
             ops.push(Op::PutJob(Box::new(rec.clone())));
             self.jobs.admit(rec);
             self.submitted += 1;
@@ -1192,8 +1213,8 @@ impl ControllerActor {
         let partition = msg.partition.as_str();
         let ranks = self.partition_ranks(partition);
         let conf = &self.conf;
-        let checked = Request::for_job(&msg.submit, &|n| conf.node_index(n))
-            .map_err(|_| refused(ErrorCode::InvalidNodeName, "Invalid node name specified"))
+        let checked = Request::for_job(&msg.submit, conf.as_ref())
+            .map_err(request_refusal)
             .and_then(|req| {
                 sched::feasible(&req, ranks, &self.slots).map_err(|_| {
                     refused(
@@ -1879,6 +1900,10 @@ impl ControllerActor {
             tracing::info!(job_id = id, suspend, "job suspend state changed");
             return Ok(());
         }
+        if job.submit.no_requeue {
+            // `--no-requeue`: refused whatever the state, as in Slurm.
+            return Err("Requested operation is presently disabled".into());
+        }
         let hold = u.requeue == Some(RequeueKind::Hold);
         let hold_reason = if operator {
             "JobHeldAdmin"
@@ -1971,7 +1996,13 @@ impl ControllerActor {
         // A released job queues behind everything submitted so far, as in
         // Slurm's priority/basic.
         let released = u.hold == Some(false) && job.priority == 0;
-        let fresh = if released { self.priority.assign() } else { 0 };
+        let (fixed, nice) = (job.submit.priority, job.submit.nice);
+        let fresh = match (released, fixed) {
+            (false, _) => 0,
+            // An operator's `--priority` comes back with the release.
+            (true, Some(p)) if p > 0 => p,
+            (true, _) => with_nice(self.priority.assign(), nice),
+        };
         self.jobs.modify(id, |j| {
             if let Some(n) = &u.name {
                 j.submit.name = n.clone();
@@ -2004,7 +2035,7 @@ impl ControllerActor {
                     j.submit.hold = false;
                     if released {
                         j.priority = fresh;
-                        j.priority_set = false;
+                        j.priority_set = j.submit.priority.is_some_and(|p| p > 0);
                     }
                     j.reason = "None".into();
                 }
@@ -2223,6 +2254,23 @@ fn refused(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
         code,
         message: message.into(),
     }
+}
+
+/// Slurm's refusal for a request that names nodes or features it lacks.
+fn request_refusal(e: RequestError) -> ErrorReply {
+    match e {
+        RequestError::UnknownNode(_) => {
+            refused(ErrorCode::InvalidNodeName, "Invalid node name specified")
+        }
+        RequestError::Constraint(c) => refused(ErrorCode::InvalidRequest, c.to_string()),
+    }
+}
+
+/// priority/basic's value after `--nice`: lower for a positive nice, never
+/// 0 (which means held) and never past the top.
+fn with_nice(priority: u32, nice: i32) -> u32 {
+    let adjusted = i64::from(priority) - i64::from(nice);
+    adjusted.clamp(1, i64::from(u32::MAX - 1)) as u32
 }
 
 /// Tasks per node for `ntasks` over `nodes` nodes, block-distributed

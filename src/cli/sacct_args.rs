@@ -1928,6 +1928,7 @@ mod tests {
             priority: 0,
             restarts: 0,
             comment: String::new(),
+            constraints: String::new(),
             steps: Vec::new(),
             array: None,
         }

@@ -26,7 +26,7 @@ use thiserror::Error;
 
 use crate::config::units;
 use crate::sched::array;
-use crate::wire::types::{ArraySpec, JobSubmit, SignalSpec, UnixTime};
+use crate::wire::types::{ArraySpec, Exclusive, JobSubmit, SignalSpec, UnixTime};
 
 use super::getopt::{self, spec, Ambiguity, ArgKind, GetoptError, Word};
 use Action as A;
@@ -135,6 +135,14 @@ pub enum SbatchError {
         line: usize,
         text: String,
     },
+    #[error("sbatch: error: Invalid --exclusive specification")]
+    InvalidExclusive,
+    #[error("sbatch: error: Invalid --nice value, out of range (+/- 2147483645)")]
+    InvalidNice,
+    #[error("sbatch: error: Priority must be >= 0")]
+    NegativePriority,
+    #[error("sbatch: error: Priority must be < 4294967294")]
+    PriorityTooLarge,
     #[error("sbatch: error: heterogeneous jobs ({marker}) are not supported by canopy yet")]
     HetJobUnsupported { marker: String },
     /// `-h/--help`: not a failure; print to stdout and exit 0.
@@ -156,7 +164,11 @@ impl SbatchError {
             SbatchError::HelpRequested
             | SbatchError::UsageRequested
             | SbatchError::VersionRequested => 0,
-            SbatchError::Syntax(_) => 255,
+            SbatchError::Syntax(_)
+            | SbatchError::InvalidExclusive
+            | SbatchError::InvalidNice
+            | SbatchError::NegativePriority
+            | SbatchError::PriorityTooLarge => 255,
             _ => 1,
         }
     }
@@ -195,6 +207,13 @@ variables override them and the command line overrides both.
       --wrap=command          run command under /bin/sh, no script file
       --parsable              print only the job id
   -H, --hold                  submit held (priority 0)
+  -A, --account=name          account to charge (shown, lower-cased)
+      --comment=text          a comment kept with the job
+  -C, --constraint=features   nodes with these features (a&b, a|b, [a|b])
+      --exclusive[=user|mcs]  whole nodes, shared with no other job
+      --requeue, --no-requeue whether the job may be requeued
+      --nice[=adj]            lower the job's priority by adj (default 100)
+      --priority=n|TOP        fixed priority (operators only)
   -Q, --quiet                 print nothing on success
   -h, --help / -u, --usage / -V, --version
 
@@ -230,6 +249,14 @@ enum Action {
     Nodelist,
     Exclude,
     TestOnly,
+    Account,
+    Comment,
+    Constraint,
+    Exclusive,
+    Requeue,
+    NoRequeue,
+    Nice,
+    Priority,
     Help,
     Usage,
     Version,
@@ -270,7 +297,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("usage", Some('u'), Flag, A::Usage),
     spec("version", Some('V'), Flag, A::Version),
     // Known but not implemented yet: values are consumed, then ignored.
-    spec("account", Some('A'), Required, A::Unsupported),
+    spec("account", Some('A'), Required, A::Account),
     spec("acctg-freq", None, Required, A::Unsupported),
     spec("batch", None, Required, A::Unsupported),
     spec("bb", None, Required, A::Unsupported),
@@ -278,8 +305,8 @@ static OPTIONS: &[OptSpec] = &[
     spec("begin", Some('b'), Required, A::Begin),
     spec("cluster-constraint", None, Required, A::Unsupported),
     spec("clusters", Some('M'), Required, A::Unsupported),
-    spec("comment", None, Required, A::Unsupported),
-    spec("constraint", Some('C'), Required, A::Unsupported),
+    spec("comment", None, Required, A::Comment),
+    spec("constraint", Some('C'), Required, A::Constraint),
     spec("container", None, Required, A::Unsupported),
     spec("container-id", None, Required, A::Unsupported),
     spec("contiguous", None, Flag, A::Unsupported),
@@ -291,7 +318,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("delay-boot", None, Required, A::Unsupported),
     spec("distribution", Some('m'), Required, A::Unsupported),
     spec("exclude", Some('x'), Required, A::Exclude),
-    spec("exclusive", None, Optional, A::Unsupported),
+    spec("exclusive", None, Optional, A::Exclusive),
     spec("export-file", None, Required, A::Unsupported),
     spec("extra", None, Required, A::Unsupported),
     spec("extra-node-info", Some('B'), Required, A::Unsupported),
@@ -316,9 +343,9 @@ static OPTIONS: &[OptSpec] = &[
     spec("mem-per-gpu", None, Required, A::Unsupported),
     spec("mincpus", None, Required, A::Unsupported),
     spec("network", None, Required, A::Unsupported),
-    spec("nice", None, Optional, A::Unsupported),
+    spec("nice", None, Optional, A::Nice),
     spec("no-kill", Some('k'), Optional, A::Unsupported),
-    spec("no-requeue", None, Flag, A::Unsupported),
+    spec("no-requeue", None, Flag, A::NoRequeue),
     spec("nodefile", Some('F'), Required, A::Unsupported),
     spec("nodelist", Some('w'), Required, A::Nodelist),
     spec("ntasks-per-core", None, Required, A::Unsupported),
@@ -329,12 +356,12 @@ static OPTIONS: &[OptSpec] = &[
     spec("oversubscribe", Some('s'), Flag, A::Unsupported),
     spec("power", None, Required, A::Unsupported),
     spec("prefer", None, Required, A::Unsupported),
-    spec("priority", None, Required, A::Unsupported),
+    spec("priority", None, Required, A::Priority),
     spec("profile", None, Required, A::Unsupported),
     spec("propagate", None, Optional, A::Unsupported),
     spec("qos", Some('q'), Required, A::Unsupported),
     spec("reboot", None, Flag, A::Unsupported),
-    spec("requeue", None, Flag, A::Unsupported),
+    spec("requeue", None, Flag, A::Requeue),
     spec("reservation", None, Required, A::Unsupported),
     spec("segment", None, Required, A::Unsupported),
     spec("sockets-per-node", None, Required, A::Unsupported),
@@ -458,6 +485,14 @@ struct Layer {
     nodelist: Option<String>,
     exclude: Option<String>,
     test_only: bool,
+    account: Option<String>,
+    comment: Option<String>,
+    constraint: Option<String>,
+    exclusive: Option<Exclusive>,
+    /// `--requeue` (true) or `--no-requeue` (false).
+    requeue: Option<bool>,
+    nice: Option<i32>,
+    priority: Option<u32>,
 }
 
 impl Layer {
@@ -492,6 +527,13 @@ impl Layer {
             nodelist: self.nodelist.or(lower.nodelist),
             exclude: self.exclude.or(lower.exclude),
             test_only: self.test_only || lower.test_only,
+            account: self.account.or(lower.account),
+            comment: self.comment.or(lower.comment),
+            constraint: self.constraint.or(lower.constraint),
+            exclusive: self.exclusive.or(lower.exclusive),
+            requeue: self.requeue.or(lower.requeue),
+            nice: self.nice.or(lower.nice),
+            priority: self.priority.or(lower.priority),
         }
     }
 }
@@ -544,6 +586,14 @@ fn apply(
         A::Nodelist => layer.nodelist = Some(v.to_string()),
         A::Exclude => layer.exclude = Some(v.to_string()),
         A::TestOnly => layer.test_only = true,
+        A::Account => layer.account = Some(v.to_string()),
+        A::Comment => layer.comment = Some(v.to_string()),
+        A::Constraint => layer.constraint = Some(v.to_string()),
+        A::Exclusive => layer.exclusive = Some(parse_exclusive(value)?),
+        A::Requeue => layer.requeue = Some(true),
+        A::NoRequeue => layer.requeue = Some(false),
+        A::Nice => layer.nice = Some(parse_nice(value)?),
+        A::Priority => layer.priority = Some(parse_priority(v)?),
         A::Array => {
             layer.array = Some(array::parse(v).map_err(|e| SbatchError::InvalidArray {
                 value: v.to_string(),
@@ -590,6 +640,60 @@ fn warn_unsupported(long: &str, source: Source, warnings: &mut Vec<String>) {
         warnings,
         format!("{}{origin}", super::unsupported_option("sbatch", long)),
     );
+}
+
+/// `--exclusive[=user|mcs]`; a bare `--exclusive` is whole nodes.
+fn parse_exclusive(value: Option<&str>) -> Result<Exclusive, SbatchError> {
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("") => Ok(Exclusive::Node),
+        Some("user") => Ok(Exclusive::User),
+        Some("mcs") => Ok(Exclusive::Mcs),
+        Some(_) => Err(SbatchError::InvalidExclusive),
+    }
+}
+
+/// `--nice[=adj]`: a bare `--nice` is 100. The value is read as C's atoi
+/// reads it (Slurm's sbatch does), so junk is 0; the range is Slurm's.
+fn parse_nice(value: Option<&str>) -> Result<i32, SbatchError> {
+    const LIMIT: i64 = 2_147_483_645;
+    let Some(v) = value else {
+        return Ok(100);
+    };
+    let n = atoi(v);
+    if n.abs() > LIMIT {
+        return Err(SbatchError::InvalidNice);
+    }
+    Ok(n as i32)
+}
+
+/// `--priority=N|TOP`: `TOP` is the highest priority an operator can give.
+fn parse_priority(v: &str) -> Result<u32, SbatchError> {
+    if v.eq_ignore_ascii_case("top") {
+        return Ok(u32::MAX - 1);
+    }
+    let n = atoi(v);
+    if n < 0 {
+        return Err(SbatchError::NegativePriority);
+    }
+    u32::try_from(n)
+        .ok()
+        .filter(|&p| p < u32::MAX - 1)
+        .ok_or(SbatchError::PriorityTooLarge)
+}
+
+/// C's `atoi`/`strtoll` reading: optional blanks and sign, then digits up to
+/// the first non-digit; nothing readable is 0. Saturates instead of wrapping.
+fn atoi(text: &str) -> i64 {
+    let t = text.trim_start();
+    let (sign, digits) = match t.strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let mut n: i64 = 0;
+    for c in digits.chars().map_while(|c| c.to_digit(10)) {
+        n = n.saturating_mul(10).saturating_add(i64::from(c));
+    }
+    sign * n
 }
 
 /// `--open-mode=append|truncate`: true for append. Slurm looks only at the
@@ -1189,6 +1293,13 @@ fn build_submit(
         req_nodes: opts.nodelist,
         exc_nodes: opts.exclude,
         test_only: opts.test_only,
+        account: opts.account,
+        comment: opts.comment,
+        constraint: opts.constraint,
+        exclusive: opts.exclusive,
+        no_requeue: opts.requeue == Some(false),
+        nice: opts.nice.unwrap_or(0),
+        priority: opts.priority,
         script: script.text,
     }
 }
@@ -1597,16 +1708,60 @@ mod tests {
         ]);
         assert_eq!(
             sub.warnings,
-            vec![
-                unsupported("gres"),
-                unsupported("exclusive"),
-                unsupported("account"),
-                unsupported("no-kill"),
-                unsupported("requeue"),
-            ]
+            vec![unsupported("gres"), unsupported("no-kill")]
         );
         assert_eq!(sub.submit.command, format!("{}/job.sh", f.cwd()));
         assert!(sub.submit.script_args.is_empty());
+        // The implemented ones in the same line took their values.
+        assert_eq!(sub.submit.account.as_deref(), Some("acct"));
+        assert_eq!(sub.submit.exclusive, Some(Exclusive::User));
+        assert!(!sub.submit.no_requeue);
+    }
+
+    #[test]
+    fn job_attributes_and_their_errors() {
+        let f = fixture();
+        f.write("job.sh", SCRIPT);
+        let s = f
+            .ok(&[
+                "--comment=rule_a b",
+                "-C",
+                "fast,big",
+                "--exclusive",
+                "--no-requeue",
+                "--nice",
+                "--priority=TOP",
+                "job.sh",
+            ])
+            .submit;
+        assert_eq!(s.comment.as_deref(), Some("rule_a b"));
+        assert_eq!(s.constraint.as_deref(), Some("fast,big"));
+        assert_eq!(s.exclusive, Some(Exclusive::Node));
+        assert!(s.no_requeue);
+        assert_eq!((s.nice, s.priority), (100, Some(u32::MAX - 1)));
+        let s = f.ok(&["--nice=-5", "--priority=7", "job.sh"]).submit;
+        assert_eq!((s.nice, s.priority), (-5, Some(7)));
+        // Slurm reads these numbers as atoi does: junk is 0.
+        let s = f.ok(&["--nice=abc", "--priority=x", "job.sh"]).submit;
+        assert_eq!((s.nice, s.priority), (0, Some(0)));
+        for (args, text) in [
+            (
+                &["--exclusive=bogus", "job.sh"][..],
+                "sbatch: error: Invalid --exclusive specification",
+            ),
+            (
+                &["--nice=99999999999", "job.sh"][..],
+                "sbatch: error: Invalid --nice value, out of range (+/- 2147483645)",
+            ),
+            (
+                &["--priority=-1", "job.sh"][..],
+                "sbatch: error: Priority must be >= 0",
+            ),
+        ] {
+            let e = f.err(args);
+            assert_eq!(e.to_string(), text);
+            assert_eq!(e.exit_code(), 255);
+        }
     }
 
     #[test]
@@ -2064,15 +2219,16 @@ mod tests {
     fn env_options_warn_and_validate() {
         let f = fixture()
             .env("SBATCH_ACCOUNT", "proj")
-            .env("SBATCH_REQUEUE", "1");
+            .env("SBATCH_NO_REQUEUE", "1")
+            .env("SBATCH_GRES", "gpu:1");
         f.write("job.sh", SCRIPT);
+        let sub = f.ok(&["job.sh"]);
         assert_eq!(
-            f.ok(&["job.sh"]).warnings,
-            vec![
-                format!("{} (set by SBATCH_ACCOUNT)", unsupported("account")),
-                format!("{} (set by SBATCH_REQUEUE)", unsupported("requeue")),
-            ]
+            sub.warnings,
+            vec![format!("{} (set by SBATCH_GRES)", unsupported("gres"))]
         );
+        assert_eq!(sub.submit.account.as_deref(), Some("proj"));
+        assert!(sub.submit.no_requeue);
         let bad = fixture().env("SBATCH_TIMELIMIT", "later");
         bad.write("job.sh", SCRIPT);
         assert!(matches!(

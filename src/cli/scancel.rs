@@ -19,8 +19,8 @@
 //!   Invalid job id specified`) and nothing is sent; for a pending job nothing is
 //!   reported, as Slurm skips pending jobs there. Cancelling or signalling `N` reaches
 //!   every process of the job.
-//! - Jobs have no account, reservation or wckey and run under QOS `normal`: `-A`, `-R` and
-//!   `--wckey` match only the empty value, `-q` matches `normal`.
+//! - Jobs have no reservation or wckey and run under QOS `normal`: `-R` and `--wckey`
+//!   match only the empty value, `-q` matches `normal`. `-A` matches the job's account.
 //! - Unknown and finished jobs: the error line is printed (unless `-Q`) and the exit
 //!   status stays 0, which the client libraries calling scancel rely on.
 //! - `-M/--clusters` accepts `all` and the local ClusterName; it always acts locally.
@@ -546,7 +546,7 @@ impl Selector {
             && f.state.is_none_or(|s| s == job.state)
             && is(&f.partition, &job.partition)
             && is(&f.name, &job.name)
-            && is(&f.account, "")
+            && is(&f.account, &job.account)
             && is(&f.qos, JOB_QOS)
             && is(&f.reservation, "")
             && is(&f.wckey, "")

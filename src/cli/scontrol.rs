@@ -481,9 +481,10 @@ fn listed_ids(args: &[&str]) -> Option<(Vec<u32>, bool)> {
 /// How Slurm 22.05 words a job a command could not act on.
 #[derive(Clone, Copy)]
 enum Refusal {
-    /// `Job 12: <reason>` (update, requeue, suspend).
+    /// `Job 12: <reason>` (update).
     JobColon,
-    /// `<reason> for job 12` (top).
+    /// `<reason> for job 12` (top, requeue, suspend, resume; checked
+    /// against 22.05).
     ForJob,
     /// `<reason> for job 12` per job, then `<call> error: <last reason>`
     /// (hold, uhold, release).
@@ -550,7 +551,7 @@ fn control(kind: &str, args: &[&str]) -> i32 {
         "suspend" => u.suspend = Some(true),
         _ => u.suspend = Some(false),
     }
-    send_update(u, "slurm_update", Refusal::JobColon)
+    send_update(u, "slurm_update", Refusal::ForJob)
 }
 
 /// `hold`, `uhold` and `release`. Failures are worded as Slurm 22.05 words

@@ -15,6 +15,7 @@ use crate::wire::types::JobInfo;
 /// What each option does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Opt {
+    Account,
     All,
     Array,
     Format,
@@ -40,7 +41,7 @@ enum Opt {
 
 /// squeue's option table (getopt_long syntax, as Slurm's squeue reads it).
 static OPTIONS: &[getopt::OptSpec<Opt>] = &[
-    spec("account", Some('A'), Required, Opt::Ignored),
+    spec("account", Some('A'), Required, Opt::Account),
     spec("all", Some('a'), Flag, Opt::All),
     spec("array", Some('r'), Flag, Opt::Array),
     spec("array-unique", None, Flag, Opt::Ignored),
@@ -88,6 +89,8 @@ struct Args {
     jobs: Option<String>,
     name: Option<String>,
     partition: Option<String>,
+    /// `-A`: comma list, compared lower-cased (Slurm stores accounts so).
+    account: Option<String>,
     nodelist: Option<String>,
     sort: Option<String>,
     /// `--start`: pending jobs with their expected start times.
@@ -120,6 +123,7 @@ impl Args {
                 Opt::NoHeader => a.noheader = true,
                 Opt::NodeList => a.nodelist = v,
                 Opt::Partition => a.partition = v,
+                Opt::Account => a.account = v.map(|v| v.to_lowercase()),
                 Opt::Sort => a.sort = v,
                 Opt::Start => a.start = true,
                 Opt::States => a.states = v,
@@ -243,6 +247,7 @@ pub fn run(args: &[String]) -> i32 {
         }
         let names: Option<Vec<&str>> = a.name.as_deref().map(|n| n.split(',').collect());
         let parts: Option<Vec<&str>> = a.partition.as_deref().map(|p| p.split(',').collect());
+        let accounts: Option<Vec<&str>> = a.account.as_deref().map(|p| p.split(',').collect());
         let shown: Vec<JobInfo> = jobs
             .into_iter()
             .filter(|j| {
@@ -257,6 +262,11 @@ pub fn run(args: &[String]) -> i32 {
                 parts
                     .as_ref()
                     .is_none_or(|p| p.contains(&j.partition.as_str()))
+            })
+            .filter(|j| {
+                accounts
+                    .as_ref()
+                    .is_none_or(|want| want.contains(&j.account.as_str()))
             })
             .filter(|j| {
                 nodes.as_ref().is_none_or(|want| {

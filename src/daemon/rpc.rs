@@ -178,6 +178,18 @@ async fn submit(
         return error(ErrorCode::PermissionDenied, "Access/permission denied");
     }
     s.user = info.user_name(s.uid);
+    // Only operators may raise a job's priority; a user's `--priority` is
+    // ignored and a negative `--nice` refused, as in Slurm.
+    if !operator {
+        s.priority = None;
+        if s.nice < 0 {
+            return error(ErrorCode::InvalidRequest, "Invalid --nice value");
+        }
+    }
+    // Slurm stores accounts lower-cased, and shows `a,b` constraints as `a&b`.
+    let non_empty = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+    s.account = non_empty(s.account.take()).map(|a| a.to_lowercase());
+    s.constraint = non_empty(s.constraint.take()).map(|c| crate::sched::features::normalise(&c));
     // `-w`/`-x` are kept in Slurm's form: sorted and compressed.
     for list in [&mut s.req_nodes, &mut s.exc_nodes].into_iter().flatten() {
         match crate::config::hostlist::expand(list) {

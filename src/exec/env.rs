@@ -92,6 +92,9 @@ fn job_vars(launch: &JobLaunch, node_name: &str, conf_path: &str) -> Vec<(String
     vars.set("SLURM_JOB_NUM_NODES", launch.num_nodes);
     vars.set("SLURM_NNODES", launch.num_nodes);
     vars.set("SLURM_JOB_PARTITION", &launch.partition);
+    if let Some(a) = &launch.account {
+        vars.set("SLURM_JOB_ACCOUNT", a);
+    }
     vars.set(
         "SLURM_JOB_CPUS_PER_NODE",
         compress_counts(&launch.cpus_per_node),
@@ -221,6 +224,7 @@ mod tests {
             script_args: Vec::new(),
             array: None,
             open_append: false,
+            account: None,
         }
     }
 

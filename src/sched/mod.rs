@@ -8,6 +8,7 @@
 
 pub mod array;
 pub mod depend;
+pub mod features;
 pub mod priority;
 pub mod table;
 
@@ -47,11 +48,64 @@ pub struct Request {
     pub required: Vec<u32>,
     /// `-x`: ranks the allocation must not include.
     pub excluded: Vec<u32>,
+    /// `--exclusive`: whole nodes, shared with no other job.
+    pub exclusive: bool,
+    /// `--constraint`: the node sets (sorted ranks) the job may use; with a
+    /// matching OR, one per alternative, and all its nodes from one of them.
+    pub node_sets: Option<Vec<Vec<u32>>>,
 }
 
 /// A `-w`/`-x` list names a node the configuration does not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownNode(pub String);
+
+/// Why a job's request cannot be read against this cluster's nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestError {
+    UnknownNode(UnknownNode),
+    Constraint(features::ConstraintError),
+}
+
+impl From<UnknownNode> for RequestError {
+    fn from(e: UnknownNode) -> Self {
+        RequestError::UnknownNode(e)
+    }
+}
+
+/// How the scheduler finds nodes: by name (`-w`, `-x`) and by feature.
+pub trait NodeDirectory {
+    fn index(&self, name: &str) -> Option<usize>;
+    /// The features of the node at `rank`.
+    fn features(&self, rank: u32) -> &[String];
+    fn count(&self) -> usize;
+}
+
+/// A bare name lookup: nodes without features (tests, simple callers).
+impl<F: Fn(&str) -> Option<usize>> NodeDirectory for F {
+    fn index(&self, name: &str) -> Option<usize> {
+        self(name)
+    }
+    fn features(&self, _rank: u32) -> &[String] {
+        &[]
+    }
+    fn count(&self) -> usize {
+        0
+    }
+}
+
+impl NodeDirectory for crate::config::Config {
+    fn index(&self, name: &str) -> Option<usize> {
+        self.node_index(name)
+    }
+    fn features(&self, rank: u32) -> &[String] {
+        self.nodes
+            .get(rank as usize)
+            .map_or(&[], |n| n.features.as_slice())
+    }
+    fn count(&self) -> usize {
+        self.nodes.len()
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemRequest {
@@ -71,6 +125,8 @@ impl Request {
         let mem = match (s.mem_per_node_mb, s.mem_per_cpu_mb) {
             (Some(m), _) => MemRequest::PerNode(m),
             (None, Some(m)) => MemRequest::PerCpu(m),
+            // An exclusive job holds its nodes' memory too, as in Slurm.
+            (None, None) if s.exclusive.is_some() => MemRequest::PerNode(0),
             (None, None) => MemRequest::None,
         };
         Request {
@@ -81,19 +137,20 @@ impl Request {
             mem,
             required: Vec::new(),
             excluded: Vec::new(),
+            exclusive: s.exclusive.is_some(),
+            node_sets: None,
         }
     }
 
-    /// As [`Request::from_submit`], with `-w`/`-x` resolved to ranks by
-    /// `node_index`. Naming nodes makes the job use at least that many.
-    pub fn for_job(
-        s: &JobSubmit,
-        node_index: &dyn Fn(&str) -> Option<usize>,
-    ) -> Result<Request, UnknownNode> {
+    /// As [`Request::from_submit`], with `-w`/`-x` resolved to ranks and
+    /// `--constraint` to node sets through `nodes`. Naming nodes makes the
+    /// job use at least that many.
+    pub fn for_job(s: &JobSubmit, nodes: &dyn NodeDirectory) -> Result<Request, RequestError> {
         let mut req = Request::from_submit(s);
+        let node_index = |n: &str| nodes.index(n);
         let ranks = |list: &Option<String>| -> Result<Vec<u32>, UnknownNode> {
             let mut out = match list {
-                Some(list) => node_ranks(list, node_index)?,
+                Some(list) => node_ranks(list, &node_index)?,
                 None => Vec::new(),
             };
             out.sort_unstable();
@@ -102,6 +159,18 @@ impl Request {
         };
         req.required = ranks(&s.req_nodes)?;
         req.excluded = ranks(&s.exc_nodes)?;
+        if let Some(text) = &s.constraint {
+            let parsed = features::Constraint::parse(text).map_err(RequestError::Constraint)?;
+            if let Some(c) = parsed {
+                let known = |f: &str| {
+                    (0..nodes.count() as u32).any(|r| nodes.features(r).iter().any(|g| g == f))
+                };
+                if !c.features().into_iter().all(known) {
+                    return Err(RequestError::Constraint(features::ConstraintError::Invalid));
+                }
+                req.node_sets = Some(c.node_sets(nodes.count(), |r| nodes.features(r)));
+            }
+        }
         if !req.required.is_empty() {
             let named = req.required.len() as u32;
             req.nodes = Some(req.nodes.unwrap_or(0).max(named));
@@ -180,14 +249,42 @@ pub enum Infeasible {
     NodeConfig,
 }
 
+/// `candidates` narrowed to each of the request's constraint node sets (one
+/// list, all of them, without a constraint).
+fn restricted<'a>(req: &Request, candidates: &'a [u32]) -> Vec<std::borrow::Cow<'a, [u32]>> {
+    match &req.node_sets {
+        None => vec![std::borrow::Cow::Borrowed(candidates)],
+        Some(sets) => sets
+            .iter()
+            .map(|set| {
+                std::borrow::Cow::Owned(
+                    candidates
+                        .iter()
+                        .copied()
+                        .filter(|r| set.binary_search(r).is_ok())
+                        .collect(),
+                )
+            })
+            .collect(),
+    }
+}
+
 /// Try to place `req` on the `candidates` (ranks, in preference order) given the
 /// current `slots`. Returns the allocation without applying it.
 pub fn place(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Allocation> {
+    restricted(req, candidates)
+        .iter()
+        .find_map(|c| place_in(req, c, slots))
+}
+
+fn place_in(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Allocation> {
+    // An exclusive job takes only nodes nothing else runs on.
+    let usable = |s: &NodeSlot| s.available && (!req.exclusive || s.alloc_cpus == 0);
     let mut alloc = place_with(
         req,
         &req.candidates(candidates),
         slots,
-        |s| s.available,
+        usable,
         NodeSlot::free_cpus,
         NodeSlot::free_mem,
     )?;
@@ -205,6 +302,17 @@ pub fn place(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Al
 
 /// Could `req` ever run on `candidates` if they were all idle and up?
 pub fn feasible(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Result<(), Infeasible> {
+    let mut why = Infeasible::NodeConfig;
+    for c in restricted(req, candidates) {
+        match feasible_in(req, &c, slots) {
+            Ok(()) => return Ok(()),
+            Err(e) => why = e,
+        }
+    }
+    Err(why)
+}
+
+fn feasible_in(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Result<(), Infeasible> {
     if !req.named_nodes_fit(candidates) {
         return Err(Infeasible::NodeConfig);
     }
@@ -252,7 +360,10 @@ fn place_with(
                 {
                     continue;
                 }
-                let cpus = tasks.max(1) * req.cpus_per_task;
+                let mut cpus = tasks.max(1) * req.cpus_per_task;
+                if req.exclusive {
+                    cpus = cpus.max(cpus_of(slot));
+                }
                 let mem = req.mem_on(slot, cpus);
                 if usable(slot) && cpus_of(slot) >= cpus && mem_of(slot) >= mem {
                     alloc.ranks.push(rank);
@@ -281,7 +392,12 @@ fn place_with(
                 if tasks == 0 {
                     continue;
                 }
-                let cpus = tasks * req.cpus_per_task;
+                // An exclusive job holds every CPU of its nodes.
+                let cpus = if req.exclusive {
+                    cpus_of(slot)
+                } else {
+                    tasks * req.cpus_per_task
+                };
                 let mem = req.mem_on(slot, cpus);
                 if mem_of(slot) < mem {
                     continue;
@@ -372,6 +488,8 @@ mod tests {
             required: Vec::new(),
             excluded: Vec::new(),
             mem,
+            exclusive: false,
+            node_sets: None,
         }
     }
 
@@ -423,7 +541,7 @@ mod tests {
         // Unknown names are reported.
         assert_eq!(
             Request::for_job(&submit(Some("n7"), None, None), &index),
-            Err(UnknownNode("n7".into()))
+            Err(RequestError::UnknownNode(UnknownNode("n7".into())))
         );
     }
 

@@ -413,14 +413,14 @@ impl JobTable {
 
     /// One pass: start jobs in queue order per partition until one does not
     /// fit. Returns the started ids; their records are Running with `alloc`.
-    /// `node_index` resolves the node names of `-w`/`-x` (a job naming an
-    /// unknown node waits).
+    /// `nodes` resolves the node names of `-w`/`-x` (a job naming an
+    /// unknown node waits) and the features `--constraint` asks for.
     pub fn schedule(
         &mut self,
         parts: &[PartitionView<'_>],
         slots: &mut [NodeSlot],
         now: UnixTime,
-        node_index: &dyn Fn(&str) -> Option<usize>,
+        nodes: &dyn super::NodeDirectory,
     ) -> Vec<u32> {
         let mut started = Vec::new();
         for p in parts {
@@ -476,7 +476,7 @@ impl JobTable {
                 if job.submit.begin_time.is_some_and(|t| t > now) {
                     continue;
                 }
-                let placed = Request::for_job(&job.submit, node_index)
+                let placed = Request::for_job(&job.submit, nodes)
                     .ok()
                     .and_then(|req| place(&req, p.ranks, slots));
                 match placed {
@@ -759,7 +759,7 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0, 1],
         }];
-        assert_eq!(t.schedule(&parts, &mut s, 10, &|_| None), vec![1]);
+        assert_eq!(t.schedule(&parts, &mut s, 10, &|_: &str| None), vec![1]);
         // Job 2 needs both nodes: it blocks; job 3 (would fit) waits behind it.
         assert_eq!(t.reason(t.get(2).unwrap()), "Resources");
         assert_eq!(t.reason(t.get(3).unwrap()), "Priority");
@@ -782,7 +782,7 @@ mod tests {
             )
             .unwrap();
         super::super::release(&alloc, &mut s);
-        assert_eq!(t.schedule(&parts, &mut s, 21, &|_| None), vec![2]);
+        assert_eq!(t.schedule(&parts, &mut s, 21, &|_: &str| None), vec![2]);
         assert_eq!(
             t.counts("p"),
             Counts {
@@ -837,7 +837,7 @@ mod tests {
             },
         ];
         // Held job 1 is skipped; released job 2 runs in its new partition.
-        assert_eq!(t.schedule(&parts, &mut s, 0, &|_| None), vec![2]);
+        assert_eq!(t.schedule(&parts, &mut s, 0, &|_: &str| None), vec![2]);
         assert!(!t.modify(99, |_| {}));
         assert_eq!(t.active(), 2);
     }
@@ -853,7 +853,7 @@ mod tests {
             state: PartitionState::Down,
             ranks: &[0, 1],
         }];
-        assert!(t.schedule(&parts, &mut s, 0, &|_| None).is_empty());
+        assert!(t.schedule(&parts, &mut s, 0, &|_: &str| None).is_empty());
         assert_eq!(t.reason(t.get(1).unwrap()), "PartitionDown");
         assert_eq!(t.reason(t.get(2).unwrap()), "PartitionDown");
     }
@@ -902,7 +902,7 @@ mod tests {
             ranks: &[0, 1],
         }];
         let mut s = slots(2);
-        assert_eq!(t.schedule(&parts, &mut s, 10, &|_| None), vec![3, 2]);
+        assert_eq!(t.schedule(&parts, &mut s, 10, &|_: &str| None), vec![3, 2]);
         assert_eq!(t.reason(t.get(1).unwrap()), "Resources");
         assert_eq!(t.reason(t.get(4).unwrap()), "Priority");
     }
@@ -937,7 +937,10 @@ mod tests {
             ranks: &[0, 1, 2, 3],
         }];
         // Two tasks (the throttle), then the plain job behind the array.
-        assert_eq!(t.schedule(&parts, &mut s, 0, &|_| None), vec![11, 12, 14]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 0, &|_: &str| None),
+            vec![11, 12, 14]
+        );
         assert_eq!(t.reason(t.get(13).unwrap()), "JobArrayTaskLimit");
         assert_eq!(t.array_members(10).count(), 4);
         assert_eq!(t.array_task(10, 3).map(|j| j.job_id), Some(10));
@@ -951,7 +954,7 @@ mod tests {
             )
             .unwrap();
         super::super::release(&alloc, &mut s);
-        assert_eq!(t.schedule(&parts, &mut s, 2, &|_| None), vec![13]);
+        assert_eq!(t.schedule(&parts, &mut s, 2, &|_: &str| None), vec![13]);
         // Requeue: back in the queue under the same id, one restart more.
         assert!(t.requeue(11, None));
         let j = t.get(11).unwrap();
@@ -986,7 +989,7 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0, 1],
         }];
-        assert_eq!(t.schedule(&parts, &mut s, 0, &|_| None), vec![1]);
+        assert_eq!(t.schedule(&parts, &mut s, 0, &|_: &str| None), vec![1]);
         t.finish(
             1,
             JobState::Completed,
@@ -997,7 +1000,7 @@ mod tests {
         let r = t.resolve_dependencies(5);
         assert_eq!((r.changed, r.killed), (vec![2], vec![3]));
         assert_eq!(t.get(3).unwrap().state, JobState::Cancelled);
-        assert_eq!(t.schedule(&parts, &mut s, 6, &|_| None), vec![2]);
+        assert_eq!(t.schedule(&parts, &mut s, 6, &|_: &str| None), vec![2]);
     }
 
     #[test]
@@ -1013,6 +1016,6 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0],
         }];
-        assert!(t.schedule(&parts, &mut s, 0, &|_| None).is_empty());
+        assert!(t.schedule(&parts, &mut s, 0, &|_: &str| None).is_empty());
     }
 }

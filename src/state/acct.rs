@@ -65,6 +65,7 @@ mod tests {
             priority: 1,
             restarts: 0,
             comment: String::new(),
+            constraints: String::new(),
             steps: vec![],
             array: None,
         }

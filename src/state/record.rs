@@ -138,7 +138,7 @@ impl JobRecord {
             uid: s.uid,
             gid: s.gid,
             partition: self.partition.clone(),
-            account: String::new(),
+            account: s.account.clone().unwrap_or_default(),
             qos: "normal".into(),
             cluster: cluster.to_string(),
             state,
@@ -166,7 +166,8 @@ impl JobRecord {
             submit_line: s.submit_line.clone(),
             priority: self.priority,
             restarts: self.restarts,
-            comment: String::new(),
+            comment: s.comment.clone().unwrap_or_default(),
+            constraints: s.constraint.clone().unwrap_or_default(),
             steps: steps
                 .into_iter()
                 .chain(self.steps.iter().cloned())

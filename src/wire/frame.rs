@@ -514,6 +514,7 @@ mod tests {
             interactive: false,
             array: None,
             open_append: false,
+            account: None,
         }
     }
 

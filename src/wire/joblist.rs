@@ -22,7 +22,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::types::{ArrayTask, JobInfo, JobState, UnixTime};
+use super::types::{ArrayTask, Exclusive, JobInfo, JobState, UnixTime};
 
 /// Rows reserved ahead of decoding, at most (more still decode, by growing).
 const MAX_PREALLOCATED_ROWS: usize = 1 << 16;
@@ -200,6 +200,12 @@ job_columns! {
     array_pending: Option<String>,
     req_node_list: String,
     exc_node_list: String,
+    account: String,
+    comment: String,
+    features: String,
+    exclusive: Option<Exclusive>,
+    no_requeue: bool,
+    nice: i32,
 }
 
 impl<'de> Deserialize<'de> for JobList {

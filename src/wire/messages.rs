@@ -421,6 +421,9 @@ pub struct JobLaunch {
     /// (`--open-mode=append`, and every run after a requeue).
     #[serde(default)]
     pub open_append: bool,
+    /// `-A` (SLURM_JOB_ACCOUNT), if given.
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 /// `srun`: run a step inside a running job's allocation.

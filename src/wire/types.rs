@@ -230,6 +230,58 @@ pub struct JobSubmit {
     /// `--test-only`: say when and where the job would start; queue nothing.
     #[serde(default)]
     pub test_only: bool,
+    /// `-A/--account`, lower-cased as Slurm stores it.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// `--comment`.
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// `-C/--constraint`, in Slurm's spelling (`a,b` shown as `a&b`).
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// `--exclusive[=user|mcs]`.
+    #[serde(default)]
+    pub exclusive: Option<Exclusive>,
+    /// `--no-requeue`: the job may not be requeued (`Requeue=0`).
+    #[serde(default)]
+    pub no_requeue: bool,
+    /// `--nice`: subtracted from the job's priority.
+    #[serde(default)]
+    pub nice: i32,
+    /// `--priority`: a fixed priority, honoured for operators only.
+    #[serde(default)]
+    pub priority: Option<u32>,
+}
+
+/// `--exclusive`'s forms. canopy gives every form whole nodes; `User` and
+/// `Mcs` are kept so they are shown as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Exclusive {
+    Node,
+    User,
+    Mcs,
+}
+
+impl Exclusive {
+    /// squeue's `%h` and scontrol's `OverSubscribe=`.
+    pub fn oversubscribe(e: Option<Exclusive>) -> &'static str {
+        match e {
+            None => "OK",
+            Some(Exclusive::Node) => "NO",
+            Some(Exclusive::User) => "USER",
+            Some(Exclusive::Mcs) => "MCS",
+        }
+    }
+
+    /// scontrol's `Exclusive=` (the newer spelling of the same).
+    pub fn exclusive(e: Option<Exclusive>) -> &'static str {
+        match e {
+            None => "NO",
+            Some(Exclusive::Node) => "NODE",
+            Some(Exclusive::User) => "USER",
+            Some(Exclusive::Mcs) => "MCS",
+        }
+    }
 }
 
 /// `--signal`: send `signal` `secs` before the time limit, to the steps'
@@ -298,6 +350,20 @@ pub struct JobInfo {
     /// `-x` as given ("" = none).
     #[serde(default)]
     pub exc_node_list: String,
+    /// `-A` ("" = none, shown `(null)`).
+    #[serde(default)]
+    pub account: String,
+    #[serde(default)]
+    pub comment: String,
+    /// `--constraint` ("" = none).
+    #[serde(default)]
+    pub features: String,
+    #[serde(default)]
+    pub exclusive: Option<Exclusive>,
+    #[serde(default)]
+    pub no_requeue: bool,
+    #[serde(default)]
+    pub nice: i32,
 }
 
 /// One node as the controller reports it.
@@ -477,4 +543,7 @@ pub struct AcctJob {
     /// Set for array tasks.
     #[serde(default)]
     pub array: Option<ArrayTask>,
+    /// `--constraint` as shown ("" = none).
+    #[serde(default)]
+    pub constraints: String,
 }

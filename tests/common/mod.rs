@@ -45,6 +45,18 @@ impl Cluster {
 
     /// As `start`, with extra global slurm.conf lines (later keys win).
     pub fn start_with(nodes: u32, tree_width: u32, slurmd_timeout: u32, extra: &str) -> Cluster {
+        Self::start_with_nodes(nodes, tree_width, slurmd_timeout, extra, &[])
+    }
+
+    /// As `start_with`, with `node_extra[i]` appended to node n{i+1}'s line
+    /// (`Features=a,b`, ...).
+    pub fn start_with_nodes(
+        nodes: u32,
+        tree_width: u32,
+        slurmd_timeout: u32,
+        extra: &str,
+        node_extra: &[&str],
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("slurm.conf");
         let mut text = format!(
@@ -58,8 +70,9 @@ impl Cluster {
         );
         text.push_str(extra);
         for i in 1..=nodes {
+            let more = node_extra.get(i as usize - 1).copied().unwrap_or("");
             text.push_str(&format!(
-                "NodeName=n{i} NodeAddr=127.0.0.1 Port={}\n",
+                "NodeName=n{i} NodeAddr=127.0.0.1 Port={} {more}\n",
                 port()
             ));
         }

@@ -83,6 +83,7 @@ enum Field {
     AveCpu,
     Cluster,
     Comment,
+    Constraints,
     ConsumedEnergy,
     ConsumedEnergyRaw,
     CpuTime,
@@ -164,7 +165,7 @@ static FIELDS: &[FieldDef] = &[
     def(16, "BlockID", F::NotRecorded),
     def(10, "Cluster", F::Cluster),
     def(14, "Comment", F::Comment),
-    def(19, "Constraints", F::NotRecorded),
+    def(19, "Constraints", F::Constraints),
     def(14, "ConsumedEnergy", F::ConsumedEnergy),
     def(17, "ConsumedEnergyRaw", F::ConsumedEnergyRaw),
     def(19, "Container", F::NotRecorded),
@@ -738,6 +739,7 @@ fn value(field: Field, row: Row<'_>, ctx: Ctx) -> Value {
             None => String::new(),
         }),
         F::Comment => job_text(step, &job.comment),
+        F::Constraints => job_text(step, &job.constraints),
         F::ConsumedEnergy => Value::Text("0".to_string()),
         F::ConsumedEnergyRaw => Value::Count(Some(0)),
         F::CpuTime => Value::Duration(Some(cpu_time_secs(row, ctx.now))),
@@ -1183,6 +1185,7 @@ mod tests {
             priority: 4294,
             restarts: 0,
             comment: String::new(),
+            constraints: String::new(),
             steps: vec![
                 step(
                     StepKind::Numbered(0),

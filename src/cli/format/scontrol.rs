@@ -11,7 +11,9 @@
 use super::squeue::{node_count, used_secs};
 use super::time::{fmt_duration_long, fmt_limit_min, fmt_timestamp, LimitStyle};
 use super::{fmt_mem_mb, group_name, job_tres};
-use crate::wire::types::{AcctJob, AcctStep, JobInfo, NodeInfo, PartitionInfo, StepKind};
+use crate::wire::types::{
+    AcctJob, AcctStep, Exclusive, JobInfo, NodeInfo, PartitionInfo, StepKind,
+};
 
 /// Slurm's default `SlurmdPort`; `Port=` is only shown for other ports.
 const DEFAULT_SLURMD_PORT: u16 = 6818;
@@ -69,9 +71,18 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         "UserId={}({}) GroupId={group}({}) MCS_label=N/A",
         j.user, j.uid, j.gid
     ));
+    let or_null = |s: &str| {
+        if s.is_empty() {
+            "(null)".to_string()
+        } else {
+            s.to_string()
+        }
+    };
     r.line(format!(
-        "Priority={} Nice=0 Account=(null) QOS=(null)",
-        j.priority
+        "Priority={} Nice={} Account={} QOS=(null)",
+        j.priority,
+        j.nice,
+        or_null(&j.account)
     ));
     r.line(format!(
         "JobState={} Reason={} Dependency={}",
@@ -84,7 +95,8 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         }
     ));
     r.line(format!(
-        "Requeue=1 Restarts={} BatchFlag=1 Reboot=0 ExitCode={}",
+        "Requeue={} Restarts={} BatchFlag=1 Reboot=0 ExitCode={}",
+        u8::from(!j.no_requeue),
         j.restarts,
         exit_code(j.exit_code)
     ));
@@ -113,13 +125,6 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         fmt_timestamp(j.start_time.or(Some(j.submit_time)))
     ));
     r.line(format!("Partition={} AllocNode:Sid=(null):0", j.partition));
-    let or_null = |s: &str| {
-        if s.is_empty() {
-            "(null)".to_string()
-        } else {
-            s.to_string()
-        }
-    };
     r.line(format!(
         "ReqNodeList={} ExcNodeList={}",
         or_null(&j.req_node_list),
@@ -145,11 +150,22 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         j.cpus_per_task,
         fmt_mem_mb(j.mem_per_node_mb)
     ));
-    r.line("Features=(null) DelayBoot=00:00:00");
-    r.line("OverSubscribe=OK Exclusive=NO Contiguous=0 Licenses=(null) LicensesAlloc=(null) Network=(null)");
+    r.line(format!(
+        "Features={} DelayBoot=00:00:00",
+        or_null(&j.features)
+    ));
+    r.line(format!(
+        "OverSubscribe={} Exclusive={} Contiguous=0 Licenses=(null) LicensesAlloc=(null) Network=(null)",
+        Exclusive::oversubscribe(j.exclusive),
+        Exclusive::exclusive(j.exclusive)
+    ));
     r.line(format!("Command={}", j.command));
     r.line(format!("SubmitLine={}", j.submit_line));
     r.line(format!("WorkDir={}", j.workdir));
+    if !j.comment.is_empty() {
+        // Slurm leaves a blank after the comment.
+        r.line(format!("Comment={} ", j.comment));
+    }
     r.line(format!("StdErr={}", j.stderr));
     r.line(format!("StdIn={}", j.stdin));
     r.line(format!("StdOut={}", j.stdout));

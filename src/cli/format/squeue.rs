@@ -17,7 +17,7 @@ use super::{
     fmt_mem_mb, group_name, job_tres, parse_long_list, parse_percent, render_line,
     render_line_into, Cell, FormatError, FormatWarning, Item,
 };
-use crate::wire::types::{JobInfo, JobState};
+use crate::wire::types::{Exclusive, JobInfo, JobState};
 
 /// squeue's default layout.
 const DEFAULT_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
@@ -322,11 +322,19 @@ impl JobField {
 
     fn text(self, j: &JobInfo, now: i64) -> String {
         use JobField::*;
-        match self {
-            // Data canopy does not keep: Slurm's text for "unset".
-            Account | Features | Comment | Qos | Reservation | Wckey | Licenses | SchedNodes => {
+        let or_null = |s: &str| {
+            if s.is_empty() {
                 "(null)".to_string()
+            } else {
+                s.to_string()
             }
+        };
+        match self {
+            Account => or_null(&j.account),
+            Features => or_null(&j.features),
+            Comment => or_null(&j.comment),
+            // Data canopy does not keep: Slurm's text for "unset".
+            Qos | Reservation | Wckey | Licenses | SchedNodes => "(null)".to_string(),
             Dependency if j.dependency.is_empty() => "(null)".to_string(),
             Dependency => j.dependency.clone(),
             TresPerNode | CoreSpec => "N/A".to_string(),
@@ -335,11 +343,12 @@ impl JobField {
                 (None, Some(a)) => a.task_id.to_string(),
                 (None, None) => "N/A".to_string(),
             },
-            MinTmpDisk | Nice | Contiguous => "0".to_string(),
+            Nice => j.nice.to_string(),
+            MinTmpDisk | Contiguous => "0".to_string(),
             ReqNodes => j.req_node_list.clone(),
             ExcNodes => j.exc_node_list.clone(),
             StepOnly => String::new(),
-            OverSubscribe => "OK".to_string(),
+            OverSubscribe => Exclusive::oversubscribe(j.exclusive).to_string(),
             Sct => "*:*:*".to_string(),
             SocketsPerNode | CoresPerSocket | ThreadsPerCore => "*".to_string(),
             Command => j.command.clone(),
