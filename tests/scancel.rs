@@ -142,6 +142,27 @@ fn signal_after_the_id_reaches_the_job_and_unknown_ids_exit_zero() {
     );
     assert!(out.ends_with(" ***\n"), "{out}");
 
+    // A running srun step gets its own line, through srun, to the same stderr.
+    let with_step = c.sbatch(
+        w,
+        &[
+            "-o",
+            "step.out",
+            "--wrap",
+            "srun sh -c 'echo step started; sleep 300'",
+        ],
+    );
+    c.wait_for(Duration::from_secs(20), "step started", |_| {
+        std::fs::read_to_string(w.join("step.out")).is_ok_and(|t| t.contains("step started"))
+    });
+    scancel(&c, w, &[&with_step.to_string()]);
+    c.wait_done(with_step, Duration::from_secs(20));
+    let out = std::fs::read_to_string(w.join("step.out")).unwrap();
+    for what in [format!("JOB {with_step}"), format!("STEP {with_step}.0")] {
+        let line = format!("slurmstepd: error: *** {what} ON n1 CANCELLED AT ");
+        assert!(out.contains(&line), "{line} in {out}");
+    }
+
     // Unknown and finished ids: exit 0, and the error line only with -v (as Slurm
     // 22.05 does). Both paths: plain ids go straight to the controller, a signal
     // makes scancel look the jobs up first.

@@ -90,6 +90,13 @@ fn srun_input_goes_to_every_task_or_the_one_asked() {
     let o = c.cli(w, "srun", &["-i", "missing.txt", "cat"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("missing.txt"), "{}", err(&o));
+
+    // `-i in.%t`: each task reads its own file, opened on its node.
+    std::fs::write(w.join("in.0"), "zero\n").unwrap();
+    std::fs::write(w.join("in.1"), "one\n").unwrap();
+    let o = c.cli(w, "srun", &["-N2", "-n2", "-l", "-i", "in.%t", "cat"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(sorted_lines(&out(&o)), ["0: zero", "1: one"]);
 }
 
 #[test]

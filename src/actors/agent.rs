@@ -82,6 +82,8 @@ struct LocalJob {
     spool_dir: Option<PathBuf>,
     /// Process groups of srun tasks started here (one per task).
     tasks: Vec<i32>,
+    /// The srun steps started here, for their kill notes.
+    steps: Vec<crate::exec::tasks::StartedStep>,
     finished: Option<ExitStatus>,
 }
 
@@ -92,6 +94,7 @@ impl LocalJob {
             batch_stderr: None,
             spool_dir: None,
             tasks: Vec::new(),
+            steps: Vec::new(),
             finished: None,
         }
     }
@@ -162,14 +165,17 @@ impl NodeAgent {
             .ok()
             .and_then(|v| v.iter().position(|n| *n == self.node))
             .ok_or_else(|| format!("{} is not in step nodelist {}", self.node, l.nodelist))?;
-        let groups = crate::exec::tasks::spawn_tasks(l, &self.node, index, auth)?;
+        let step = crate::exec::tasks::spawn_tasks(l, &self.node, index, auth)?;
         tracing::info!(
             job_id = l.job_id,
             step_id = l.step_id,
-            tasks = groups.len(),
+            tasks = step.groups.len(),
             "step tasks started"
         );
-        job.tasks.extend(groups);
+        job.tasks.extend(step.groups.iter().copied());
+        // Forget steps whose link has closed (their tasks are done).
+        job.steps.retain(|s| s.notes.strong_count() > 0);
+        job.steps.push(step);
         Ok(NodeReply::Launched)
     }
 
@@ -268,11 +274,7 @@ impl NodeAgent {
 /// since.
 fn write_banner(file: &std::fs::File, job_id: u32, node: &str, cause: KillCause) {
     use std::io::Write;
-    let when = crate::cli::format::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
-    let line = format!(
-        "slurmstepd: error: *** JOB {job_id} ON {node} CANCELLED AT {when}{} ***\n",
-        cause.suffix()
-    );
+    let line = kill_note(&format!("JOB {job_id}"), node, cause);
     let written = file.metadata().and_then(|m| {
         if m.is_file() {
             let mut f = file;
@@ -284,6 +286,16 @@ fn write_banner(file: &std::fs::File, job_id: u32, node: &str, cause: KillCause)
     if let Err(e) = written {
         tracing::warn!(job_id, error = %e, "cannot write the cancel note");
     }
+}
+
+/// slurmstepd's line for a killed job or step (`what` is `JOB 12` or
+/// `STEP 12.0`), stamped now in local time.
+fn kill_note(what: &str, node: &str, cause: KillCause) -> String {
+    let when = crate::cli::format::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
+    format!(
+        "slurmstepd: error: *** {what} ON {node} CANCELLED AT {when}{} ***\n",
+        cause.suffix()
+    )
 }
 
 /// Position of `node` in a compressed nodelist (0 if absent).
@@ -419,8 +431,19 @@ impl Handler<RunCommand> for NodeAgent {
                 let Some(job) = self.jobs.get(&job_id) else {
                     return now(Ok(NodeReply::Terminated));
                 };
-                if let (Some(cause), Some(file), None) = (cause, &job.batch_stderr, job.finished) {
-                    write_banner(file, job_id, &self.node, cause);
+                if let Some(cause) = cause {
+                    // slurmstepd's line for each srun step still running here…
+                    for step in &job.steps {
+                        step.note(&kill_note(
+                            &format!("STEP {job_id}.{}", step.step_id),
+                            &self.node,
+                            cause,
+                        ));
+                    }
+                    // …and for the batch script, in its stderr.
+                    if let (Some(file), None) = (&job.batch_stderr, job.finished) {
+                        write_banner(file, job_id, &self.node, cause);
+                    }
                 }
                 let groups: Vec<i32> = job.groups().collect();
                 for &g in &groups {

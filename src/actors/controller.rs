@@ -2396,6 +2396,7 @@ impl ControllerActor {
             stderr: r.stderr.clone(),
             array: job.array,
             stdin: r.stdin,
+            stdin_pattern: r.stdin_pattern.clone(),
         };
         let step = AcctStep {
             kind: StepKind::Numbered(step_id),

@@ -67,6 +67,9 @@ pub enum Input {
     Task(u32),
     /// A file on srun's host, copied to every task.
     File(String),
+    /// A file name with `%` fields (`in.%t`): each task reads its own,
+    /// opened on its node as the output files are.
+    Pattern(String),
 }
 
 impl Input {
@@ -76,6 +79,7 @@ impl Input {
             "none" => Input::None,
             _ => match v.parse() {
                 Ok(t) => Input::Task(t),
+                Err(_) if v.contains('%') => Input::Pattern(v.to_string()),
                 Err(_) => Input::File(v.to_string()),
             },
         }
@@ -84,7 +88,7 @@ impl Input {
     fn target(&self) -> StdinTarget {
         match self {
             Input::All | Input::File(_) => StdinTarget::All,
-            Input::None => StdinTarget::None,
+            Input::None | Input::Pattern(_) => StdinTarget::None,
             Input::Task(t) => StdinTarget::Task(*t),
         }
     }
@@ -396,7 +400,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     };
     // A missing input file is refused before anything is allocated.
     let input = match &a.input {
-        Input::None => None,
+        Input::None | Input::Pattern(_) => None,
         Input::File(path) => match std::fs::File::open(path) {
             Ok(f) => Some(read_input(Box::new(f))),
             Err(e) => {
@@ -458,6 +462,10 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_default(),
         srun_pid: std::process::id(),
+        stdin_pattern: match &a.input {
+            Input::Pattern(p) => Some(p.clone()),
+            _ => None,
+        },
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,
@@ -1214,6 +1222,10 @@ mod tests {
         assert_eq!(
             p(&["-i", "in.txt", "cat"]).unwrap().input,
             Input::File("in.txt".into())
+        );
+        assert_eq!(
+            p(&["-i", "in.%t", "cat"]).unwrap().input,
+            Input::Pattern("in.%t".into())
         );
         assert_eq!(p(&["cat"]).unwrap().input, Input::All);
         assert!(

@@ -98,16 +98,21 @@ pub fn task_env(
     env
 }
 
-/// One task's output files, opened as the step's user: `None` streams to srun.
+/// One task's files, opened as the step's user: `None` streams to (or, for
+/// input, from) srun.
 struct TaskFiles {
     stdout: Option<File>,
     stderr: Option<File>,
+    stdin: Option<File>,
 }
+
+/// Where one task's streams go: output files, error files, input file.
+type TaskPaths = (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>);
 
 /// Open every local task's `--output`/`--error` file as the user (run through
 /// [`JobUser::run`]), and check the working directory the same way.
 fn open_task_files(
-    paths: &[(Option<PathBuf>, Option<PathBuf>)],
+    paths: &[TaskPaths],
     cwd: &Path,
 ) -> Result<(Vec<TaskFiles>, Option<std::io::Error>), String> {
     let open = |p: &Option<PathBuf>| -> Result<Option<File>, String> {
@@ -116,14 +121,22 @@ fn open_task_files(
             .transpose()
     };
     let mut files = Vec::with_capacity(paths.len());
-    for (out, err) in paths {
+    for (out, err, input) in paths {
         let stdout = open(out)?;
         let stderr = match (err, &stdout) {
             (Some(_), _) => open(err)?,
             (None, Some(f)) => Some(f.try_clone().map_err(|e| e.to_string())?),
             (None, None) => None,
         };
-        files.push(TaskFiles { stdout, stderr });
+        let stdin = input
+            .as_ref()
+            .map(|p| File::open(p).map_err(|e| format!("cannot open {}: {e}", p.display())))
+            .transpose()?;
+        files.push(TaskFiles {
+            stdout,
+            stderr,
+            stdin,
+        });
     }
     Ok((files, super::process::usable_dir(cwd).err()))
 }
@@ -140,14 +153,39 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// Start this node's tasks; returns their process groups. Output not sent to
-/// files and every exit status go to srun at `l.io_addr`.
+/// A step's tasks started on this node.
+pub struct StartedStep {
+    pub step_id: u32,
+    /// The tasks' process groups.
+    pub groups: Vec<i32>,
+    /// The lowest rank here, and a way to add a line to srun's stderr (the
+    /// node's kill note) while the step's link is open. Weak: it must not
+    /// keep the link open once the tasks are done.
+    pub first_rank: u32,
+    pub notes: mpsc::WeakSender<Body>,
+}
+
+impl StartedStep {
+    /// Send `line` to srun as this node's stderr, if the link is still up.
+    pub fn note(&self, line: &str) {
+        if let Some(tx) = self.notes.upgrade() {
+            let _ = tx.try_send(Body::TaskOutput(TaskOutput {
+                task: self.first_rank,
+                stderr: true,
+                data: line.as_bytes().to_vec(),
+            }));
+        }
+    }
+}
+
+/// Start this node's tasks. Output not sent to files and every exit status
+/// go to srun at `l.io_addr`.
 pub fn spawn_tasks(
     l: &StepLaunch,
     node: &str,
     node_index: usize,
     auth: Arc<Authenticator>,
-) -> Result<Vec<i32>, String> {
+) -> Result<StartedStep, String> {
     let ranks = local_ranks(&l.tasks_per_node, node_index);
     let Some(program) = l.argv.first() else {
         return Err("no command given".into());
@@ -158,13 +196,13 @@ pub fn spawn_tasks(
     let cwd = Path::new(&l.cwd);
     // If any task cannot start, the step fails: kill those already started
     // rather than leave them running unrecorded.
-    let abort = |pgids: &[i32], e: String| -> Result<Vec<i32>, String> {
+    let abort = |pgids: &[i32], e: String| -> Result<StartedStep, String> {
         for &g in pgids {
             super::process::signal_group(g, nix::sys::signal::Signal::SIGKILL);
         }
         Err(e)
     };
-    let paths: Vec<(Option<PathBuf>, Option<PathBuf>)> = ranks
+    let paths: Vec<TaskPaths> = ranks
         .clone()
         .map(|rank| {
             let ctx = PatternContext {
@@ -180,7 +218,7 @@ pub fn spawn_tasks(
                 restart: 0,
             };
             let path = |p: &Option<String>| p.as_ref().map(|p| resolve(&expand(p, &ctx), cwd));
-            (path(&l.stdout), path(&l.stderr))
+            (path(&l.stdout), path(&l.stderr), path(&l.stdin_pattern))
         })
         .collect();
     let user = JobUser::new(&l.user, l.uid, l.gid);
@@ -213,7 +251,11 @@ pub fn spawn_tasks(
         let TaskFiles {
             stdout: out_file,
             stderr: mut err_file,
+            stdin: in_file,
         } = files;
+        if let Some(f) = in_file {
+            cmd.stdin(f);
+        }
         if let (Some(note), 0) = (&chdir_note, local) {
             // Best effort: the task runs whether or not the note is written.
             match &mut err_file {
@@ -288,7 +330,9 @@ pub fn spawn_tasks(
             let _ = tx.send(Body::TaskExit { task: rank, status }).await;
         });
     }
+    let notes = tx.downgrade();
     drop(tx);
+    let first_rank = ranks.start;
     let hello = StepIoHello {
         job_id: l.job_id,
         step_id: l.step_id,
@@ -302,7 +346,12 @@ pub fn spawn_tasks(
         uid: l.uid,
     };
     actix::spawn(io_link(l.io_addr.clone(), auth, hello, rx, control));
-    Ok(pgids)
+    Ok(StartedStep {
+        step_id: l.step_id,
+        groups: pgids,
+        first_rank,
+        notes,
+    })
 }
 
 /// What srun may act on through a node's I/O link.

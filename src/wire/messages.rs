@@ -461,6 +461,10 @@ pub struct StepRequest {
     pub srun_host: String,
     #[serde(default)]
     pub srun_pid: u32,
+    /// `-i` with `%` fields (`in.%t`): each task reads its own file, opened
+    /// on its node.
+    #[serde(default)]
+    pub stdin_pattern: Option<String>,
 }
 
 /// Which of a step's tasks get srun's standard input.
@@ -523,6 +527,9 @@ pub struct StepLaunch {
     /// Which tasks get a pipe for srun's standard input.
     #[serde(default)]
     pub stdin: StdinTarget,
+    /// `-i` pattern opened per task on the node (see [`StepRequest`]).
+    #[serde(default)]
+    pub stdin_pattern: Option<String>,
 }
 
 /// Output of one task, streamed to srun.
