@@ -160,6 +160,15 @@ fn jobs_open_their_files_and_run_as_their_user() {
         .collect();
     lines.sort();
     assert_eq!(lines, ["0: 65534", "1: 65534"]);
+    let o = as_nobody(&c, home, "srun", &["-D", &private.to_string_lossy(), "pwd"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "/tmp\n", "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!(
+            "slurmstepd: error: couldn't chdir to `{}': Permission denied: going to /tmp instead",
+            private.display()
+        )),
+        "{o:?}"
+    );
     let pattern = format!("{}/task-%t", private.display());
     let o = as_nobody(&c, home, "srun", &["-N2", "-o", &pattern, "true"]);
     assert!(!o.status.success(), "{o:?}");

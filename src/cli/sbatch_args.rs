@@ -1142,7 +1142,7 @@ fn lookup<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
 /// variables always pass; `NONE`/`NIL` pass nothing else; a list passes the
 /// named variables (`VAR` takes the caller's value, `VAR=value` sets one),
 /// on top of everything when the list includes `ALL`.
-fn export_env(spec: Option<&str>, caller: &[(String, String)]) -> Vec<(String, String)> {
+pub(crate) fn export_env(spec: Option<&str>, caller: &[(String, String)]) -> Vec<(String, String)> {
     let items = export_items(spec.unwrap_or("ALL"));
     let all = items.iter().any(|i| i.eq_ignore_ascii_case("ALL"));
     let mut env: Vec<(String, String)> = caller

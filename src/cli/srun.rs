@@ -51,6 +51,16 @@ pub struct SrunArgs {
     pub disable_status: bool,
     /// `--quit-on-interrupt`: one Ctrl-C ends the step.
     pub quit_on_interrupt: bool,
+    /// `--export`: the tasks' environment (default `ALL`).
+    pub export: Option<String>,
+    /// For an allocation srun or salloc creates: `-A`, `-C`, `--exclusive`,
+    /// `--mem-per-cpu`, `--comment`. Inside an existing allocation they are
+    /// the job's, already settled.
+    pub account: Option<String>,
+    pub constraint: Option<String>,
+    pub exclusive: bool,
+    pub mem_per_cpu_mb: Option<u64>,
+    pub comment: Option<String>,
     pub command: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -130,6 +140,7 @@ static OPTIONS: &[OptSpec<&str>] = &[
     spec("signal", None, Required, "signal"),
     spec("constraint", Some('C'), Required, "constraint"),
     spec("exclusive", None, Optional, "exclusive"),
+    spec("comment", None, Required, "comment"),
     spec("overlap", None, Flag, "overlap"),
     spec("exact", None, Flag, "exact"),
     spec("pty", None, Flag, "pty"),
@@ -157,6 +168,11 @@ const HONOURED: &[&str] = &[
     "input",
     "disable-status",
     "quit-on-interrupt",
+    "export",
+    "account",
+    "constraint",
+    "mem-per-cpu",
+    "comment",
     "mpi",
     "cpu-bind",
     "exclusive",
@@ -202,6 +218,18 @@ fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
         "input" => a.input = Input::parse(v),
         "disable-status" => a.disable_status = true,
         "quit-on-interrupt" => a.quit_on_interrupt = true,
+        "export" => a.export = Some(v.to_string()),
+        "account" => a.account = Some(v.to_string()),
+        "constraint" => a.constraint = Some(v.to_string()),
+        "comment" => a.comment = Some(v.to_string()),
+        // Steps inside an allocation already get CPUs of their own.
+        "exclusive" => a.exclusive = true,
+        "mem-per-cpu" => {
+            a.mem_per_cpu_mb = Some(
+                crate::config::units::parse_mem_mb(v)
+                    .map_err(|_| "srun: error: Invalid --mem-per-cpu specification".to_string())?,
+            )
+        }
         _ if !HONOURED.contains(&opt) => a.warnings.push(super::unsupported_option("srun", opt)),
         _ => {}
     }
@@ -302,6 +330,11 @@ pub(crate) async fn allocate(
         cpus_per_task: a.cpus_per_task,
         ntasks_per_node: a.ntasks_per_node,
         mem_per_node_mb: a.mem_mb,
+        mem_per_cpu_mb: a.mem_per_cpu_mb.filter(|_| a.mem_mb.is_none()),
+        account: a.account.clone(),
+        constraint: a.constraint.clone(),
+        comment: a.comment.clone(),
+        exclusive: a.exclusive.then_some(crate::wire::types::Exclusive::Node),
         time_limit_min: a.time_limit_min,
         workdir: cwd.to_string(),
         submit_dir: cwd.to_string(),
@@ -449,7 +482,10 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
             .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
             .unwrap_or_default(),
         argv: a.command.clone(),
-        env: std::env::vars().collect(),
+        env: super::sbatch_args::export_env(
+            a.export.as_deref(),
+            &std::env::vars().collect::<Vec<_>>(),
+        ),
         cwd,
         io_addr,
         io_token: token,
@@ -1208,6 +1244,29 @@ mod tests {
         assert!(p(&["-l"]).unwrap_err().contains("No command given"));
         let a = p(&["--gres=gpu:1", "true"]).unwrap();
         assert_eq!(a.warnings.len(), 1);
+    }
+
+    #[test]
+    fn allocation_and_environment_options_are_kept() {
+        let a = p(&[
+            "-A",
+            "proj",
+            "-C",
+            "fast",
+            "--exclusive",
+            "--mem-per-cpu=2G",
+            "--comment=c",
+            "--export=NONE",
+            "true",
+        ])
+        .unwrap();
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+        assert_eq!(a.account.as_deref(), Some("proj"));
+        assert_eq!(a.constraint.as_deref(), Some("fast"));
+        assert!(a.exclusive);
+        assert_eq!(a.mem_per_cpu_mb, Some(2048));
+        assert_eq!(a.comment.as_deref(), Some("c"));
+        assert_eq!(a.export.as_deref(), Some("NONE"));
     }
 
     #[test]

@@ -135,15 +135,74 @@ fn supplementary_groups(name: &str, gid: u32) -> Vec<libc::gid_t> {
     }
 }
 
-/// Change to `dir` in a forked child, or to `/tmp` if the user cannot, as
-/// slurmstepd does (the caller has already told the user why, in the job's
-/// stderr). Async-signal-safe: both paths are prepared before the fork.
-pub fn chdir_in_child(dir: &CString, fallback: &CString) -> io::Result<()> {
-    // SAFETY: chdir on NUL-terminated strings that outlive the call.
-    if unsafe { libc::chdir(dir.as_ptr()) } == 0 || unsafe { libc::chdir(fallback.as_ptr()) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+/// A job's working directory, made ready before the fork for the child to
+/// enter after it has become the user (so the user's rights decide).
+pub struct WorkDir {
+    dir: CString,
+    /// slurmstepd's note for each likely errno, formatted in advance: the
+    /// child may not allocate.
+    notes: Vec<(i32, Vec<u8>)>,
+    other_note: Vec<u8>,
+}
+
+impl WorkDir {
+    pub fn new(dir: &std::path::Path) -> io::Result<WorkDir> {
+        use nix::errno::Errno;
+        use std::os::unix::ffi::OsStrExt;
+        let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "working directory contains a NUL byte",
+            )
+        })?;
+        let note = |why: &str| {
+            format!(
+                "slurmstepd: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
+                dir.display()
+            )
+            .into_bytes()
+        };
+        let notes = [
+            Errno::EACCES,
+            Errno::ENOENT,
+            Errno::ENOTDIR,
+            Errno::ELOOP,
+            Errno::ENAMETOOLONG,
+        ]
+        .into_iter()
+        .map(|e| (e as i32, note(e.desc())))
+        .collect();
+        Ok(WorkDir {
+            dir: c,
+            notes,
+            other_note: note("cannot enter the directory"),
+        })
+    }
+
+    /// In the forked child: change to the directory, or, as slurmstepd
+    /// does, say why not on stderr and go to `/tmp`. Only chdir and write,
+    /// on memory prepared before the fork.
+    pub fn enter_in_child(&self) -> io::Result<()> {
+        // SAFETY: chdir on a NUL-terminated string that outlives the call.
+        if unsafe { libc::chdir(self.dir.as_ptr()) } == 0 {
+            return Ok(());
+        }
+        let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        let note = self
+            .notes
+            .iter()
+            .find(|(e, _)| *e == errno)
+            .map_or(&self.other_note, |(_, n)| n);
+        // SAFETY: write(2) of a buffer that outlives the call; best effort.
+        unsafe {
+            libc::write(2, note.as_ptr().cast(), note.len());
+        }
+        // SAFETY: as above, on a static NUL-terminated string.
+        if unsafe { libc::chdir(c"/tmp".as_ptr()) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 }
 

@@ -7,10 +7,7 @@
 //! (see [`super::identity`]); otherwise it all runs as the daemon's user (a
 //! personal test cluster).
 
-use std::ffi::CString;
 use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -21,7 +18,7 @@ use nix::unistd::{Gid, Pid, Uid};
 use thiserror::Error;
 
 use super::env::batch_env;
-use super::identity::{chdir_in_child, JobUser};
+use super::identity::{JobUser, WorkDir};
 use super::pattern::{expand, resolve, PatternContext};
 use crate::wire::messages::{ExitStatus, JobLaunch, Usage};
 
@@ -65,8 +62,6 @@ struct BatchFiles {
     stdout: fs::File,
     stderr: fs::File,
     stdin: Option<fs::File>,
-    /// Why the user cannot work in the requested directory, if they cannot.
-    cwd_error: Option<std::io::Error>,
 }
 
 /// Write the script under `spool` and start it with the job's environment.
@@ -130,7 +125,6 @@ pub fn spawn_batch(
                 err_path.as_deref(),
                 in_path.as_deref(),
                 launch.open_append,
-                workdir,
             )
         })
         .map_err(|source| ExecError::Identity {
@@ -139,34 +133,18 @@ pub fn spawn_batch(
             source,
         })??;
     let stderr_path = err_path.unwrap_or(out_path);
-    let keep_err = |source| ExecError::Output {
-        what: "stderr",
-        path: stderr_path.clone(),
-        source,
-    };
-    if let Some(e) = &files.cwd_error {
-        // slurmstepd's words; the job still runs, from /tmp.
-        let why = e
-            .raw_os_error()
-            .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
-            .unwrap_or_else(|| e.to_string());
-        let note = format!(
-            "slurmstepd: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
-            workdir.display()
-        );
-        (&files.stderr)
-            .write_all(note.as_bytes())
-            .map_err(keep_err)?;
-    }
-    let note_handle = files.stderr.try_clone().map_err(keep_err)?;
-    let cwd = CString::new(workdir.as_os_str().as_bytes()).map_err(|_| ExecError::Spawn {
+    let note_handle = files
+        .stderr
+        .try_clone()
+        .map_err(|source| ExecError::Output {
+            what: "stderr",
+            path: stderr_path,
+            source,
+        })?;
+    let cwd = WorkDir::new(workdir).map_err(|source| ExecError::Spawn {
         job_id: launch.job_id,
-        source: std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "working directory contains a NUL byte",
-        ),
+        source,
     })?;
-    let tmp = CString::from(c"/tmp");
 
     let mut cmd = std::process::Command::new(&script);
     cmd.args(&launch.script_args)
@@ -182,7 +160,7 @@ pub fn spawn_batch(
         cmd.pre_exec(move || {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
             user.become_in_child()?;
-            chdir_in_child(&cwd, &tmp)
+            cwd.enter_in_child()
         });
     }
     let child = cmd.spawn().map_err(|source| ExecError::Spawn {
@@ -204,7 +182,6 @@ fn open_batch_files(
     err: Option<&Path>,
     input: Option<&Path>,
     append: bool,
-    workdir: &Path,
 ) -> Result<BatchFiles, ExecError> {
     let stdout = open_output(out, "stdout", append)?;
     let stderr = match err {
@@ -228,17 +205,7 @@ fn open_batch_files(
         stdout,
         stderr,
         stdin,
-        cwd_error: usable_dir(workdir).err(),
     })
-}
-
-/// Whether the caller may make `dir` its working directory.
-pub(super) fn usable_dir(dir: &Path) -> std::io::Result<()> {
-    if !fs::metadata(dir)?.is_dir() {
-        return Err(std::io::Error::from_raw_os_error(nix::libc::ENOTDIR));
-    }
-    // access(2) checks the real ids, which the job-user thread has set too.
-    nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).map_err(std::io::Error::from)
 }
 
 /// Block until `pid` exits; its exit status and resource usage (Slurm's

@@ -4,10 +4,7 @@
 //! The same connection carries srun's standard input and the signals srun
 //! forwards (Ctrl-C and friends) back down to the tasks.
 
-use std::ffi::CString;
 use std::fs::File;
-use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::env::compress_counts;
-use super::identity::{chdir_in_child, JobUser};
+use super::identity::{JobUser, WorkDir};
 use super::pattern::{expand, resolve, PatternContext};
 use crate::wire::auth::Authenticator;
 use crate::wire::connection::Connection;
@@ -109,12 +106,9 @@ struct TaskFiles {
 /// Where one task's streams go: output files, error files, input file.
 type TaskPaths = (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>);
 
-/// Open every local task's `--output`/`--error` file as the user (run through
-/// [`JobUser::run`]), and check the working directory the same way.
-fn open_task_files(
-    paths: &[TaskPaths],
-    cwd: &Path,
-) -> Result<(Vec<TaskFiles>, Option<std::io::Error>), String> {
+/// Open every local task's `--output`/`--error`/`--input` file as the user
+/// (run through [`JobUser::run`]).
+fn open_task_files(paths: &[TaskPaths]) -> Result<Vec<TaskFiles>, String> {
     let open = |p: &Option<PathBuf>| -> Result<Option<File>, String> {
         p.as_ref()
             .map(|p| open_append(p).map_err(|e| format!("cannot open {}: {e}", p.display())))
@@ -138,7 +132,7 @@ fn open_task_files(
             stdin,
         });
     }
-    Ok((files, super::process::usable_dir(cwd).err()))
+    Ok(files)
 }
 
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
@@ -222,22 +216,25 @@ pub fn spawn_tasks(
         })
         .collect();
     let user = JobUser::new(&l.user, l.uid, l.gid);
-    let (files, cwd_error) = user
-        .run(|| open_task_files(&paths, cwd))
-        .map_err(|e| format!("cannot act as uid {}: {e}", l.uid))??;
-    let cwd_c = CString::new(cwd.as_os_str().as_bytes())
-        .map_err(|_| "working directory contains a NUL byte".to_string())?;
-    // slurmstepd's words, once per node; the tasks still run, from /tmp.
-    let chdir_note = cwd_error.map(|e| {
-        let why = e
-            .raw_os_error()
-            .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
-            .unwrap_or_else(|| e.to_string());
-        format!(
-            "slurmstepd: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
-            cwd.display()
-        )
-    });
+    // Only files need the user's identity before the fork (a thread each
+    // time); a step that streams everything to srun skips it.
+    let files = if paths
+        .iter()
+        .all(|(o, e, i)| o.is_none() && e.is_none() && i.is_none())
+    {
+        paths
+            .iter()
+            .map(|_| TaskFiles {
+                stdout: None,
+                stderr: None,
+                stdin: None,
+            })
+            .collect()
+    } else {
+        user.run(|| open_task_files(&paths))
+            .map_err(|e| format!("cannot act as uid {}: {e}", l.uid))??
+    };
+    let workdir = Arc::new(WorkDir::new(cwd).map_err(|e| e.to_string())?);
     for ((local, rank), files) in ranks.clone().enumerate().zip(files) {
         let mut cmd = std::process::Command::new(program);
         cmd.args(&l.argv[1..])
@@ -250,40 +247,25 @@ pub fn spawn_tasks(
             });
         let TaskFiles {
             stdout: out_file,
-            stderr: mut err_file,
+            stderr: err_file,
             stdin: in_file,
         } = files;
         if let Some(f) = in_file {
             cmd.stdin(f);
-        }
-        if let (Some(note), 0) = (&chdir_note, local) {
-            // Best effort: the task runs whether or not the note is written.
-            match &mut err_file {
-                Some(f) => {
-                    let _ = f.write_all(note.as_bytes());
-                }
-                None => {
-                    let _ = tx.try_send(Body::TaskOutput(TaskOutput {
-                        task: rank,
-                        stderr: true,
-                        data: note.clone().into_bytes(),
-                    }));
-                }
-            }
         }
         let piped_out = out_file.is_none();
         let piped_err = err_file.is_none();
         cmd.stdout(out_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
         cmd.stderr(err_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
         // SAFETY: setsid (each task its own group, so a cancel kills whatever
-        // it started), setgroups/setgid/setuid and chdir are async-signal-safe
-        // and use only memory prepared before the fork.
+        // it started), setgroups/setgid/setuid, chdir and write are
+        // async-signal-safe and use only memory prepared before the fork.
         unsafe {
-            let (user, cwd, tmp) = (user.clone(), cwd_c.clone(), CString::from(c"/tmp"));
+            let (user, workdir) = (user.clone(), workdir.clone());
             cmd.pre_exec(move || {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
                 user.become_in_child()?;
-                chdir_in_child(&cwd, &tmp)
+                workdir.enter_in_child()
             });
         }
         let mut child = match tokio::process::Command::from(cmd).spawn() {
