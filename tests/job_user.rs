@@ -124,6 +124,18 @@ fn jobs_open_their_files_and_run_as_their_user() {
     }
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "keep\n");
     assert!(!private.join("made").exists());
+    // A job that could not start leaves no spool directory behind.
+    for id in [truncate, mkdir, err, read] {
+        for n in ["n1", "n2"] {
+            let spool = c
+                .dir
+                .path()
+                .join("spool")
+                .join(n)
+                .join(format!("job{id:05}"));
+            assert!(!spool.exists(), "{}", spool.display());
+        }
+    }
 
     // A working directory the user cannot enter: slurmstepd's note, then /tmp.
     let cd = submit(

@@ -65,6 +65,7 @@ struct BatchFiles {
 }
 
 /// Write the script under `spool` and start it with the job's environment.
+/// If it cannot start, its spool directory is removed again.
 pub fn spawn_batch(
     launch: &JobLaunch,
     node: &str,
@@ -73,6 +74,20 @@ pub fn spawn_batch(
     spool: &Path,
 ) -> Result<BatchProcess, ExecError> {
     let dir = spool.join(format!("job{:05}", launch.job_id));
+    let started = start_batch(launch, node, node_index, conf_path, dir.clone());
+    if started.is_err() {
+        let _ = fs::remove_dir_all(&dir);
+    }
+    started
+}
+
+fn start_batch(
+    launch: &JobLaunch,
+    node: &str,
+    node_index: u32,
+    conf_path: &str,
+    dir: PathBuf,
+) -> Result<BatchProcess, ExecError> {
     let spool_err = |source| ExecError::Spool {
         path: dir.clone(),
         source,
@@ -175,8 +190,8 @@ pub fn spawn_batch(
     })
 }
 
-/// Open the script's streams (and check its working directory). Runs as the
-/// job's user: a path they may not write is refused to them, as it should be.
+/// Open the script's streams. Runs as the job's user: a path they may not
+/// write is refused to them, as it should be.
 fn open_batch_files(
     out: &Path,
     err: Option<&Path>,
