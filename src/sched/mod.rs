@@ -546,6 +546,27 @@ mod tests {
     }
 
     #[test]
+    fn exclusive_jobs_take_whole_idle_nodes_and_constraints_narrow_them() {
+        let mut s = slots(3, 4, 1000);
+        s[0].alloc_cpus = 1;
+        let mut r = req(None, 1, 1, MemRequest::None);
+        r.exclusive = true;
+        // Node 0 has three free CPUs, but it is not idle.
+        let a = place(&r, &[0, 1, 2], &s).unwrap();
+        assert_eq!((a.ranks, a.cpus), (vec![1], vec![4]));
+        // With a matching OR, every node comes from one alternative.
+        let mut r = req(Some(2), 2, 1, MemRequest::None);
+        r.node_sets = Some(vec![vec![0, 1], vec![1, 2]]);
+        s[0].available = false;
+        assert_eq!(place(&r, &[0, 1, 2], &s).unwrap().ranks, vec![1, 2]);
+        r.node_sets = Some(vec![vec![0, 1]]);
+        assert!(place(&r, &[0, 1, 2], &s).is_none());
+        assert!(feasible(&r, &[0, 1, 2], &s).is_ok());
+        r.node_sets = Some(vec![vec![0]]);
+        assert_eq!(feasible(&r, &[0, 1, 2], &s), Err(Infeasible::TooManyNodes));
+    }
+
+    #[test]
     fn earliest_start_waits_for_enough_running_jobs_to_end() {
         let mut s = slots(2, 2, 1000);
         let all = [0, 1];
