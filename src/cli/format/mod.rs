@@ -310,6 +310,15 @@ pub(crate) fn render_line_into<C: Copy>(
     }
 }
 
+/// Empty text is Slurm's NULL.
+pub(crate) fn or_null(text: &str) -> &str {
+    if text.is_empty() {
+        "(null)"
+    } else {
+        text
+    }
+}
+
 /// A size in MiB as Slurm prints it: the largest binary unit that divides it
 /// exactly (`1000M`, `16G`, `2T`), and a bare `0` for nothing.
 pub fn fmt_mem_mb(mb: u64) -> String {

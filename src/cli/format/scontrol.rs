@@ -10,7 +10,7 @@
 
 use super::squeue::{node_count, used_secs};
 use super::time::{fmt_duration_long, fmt_limit_min, fmt_timestamp, LimitStyle};
-use super::{fmt_mem_mb, group_name, job_tres};
+use super::{fmt_mem_mb, group_name, job_tres, or_null};
 use crate::wire::types::{
     AcctJob, AcctStep, Exclusive, JobInfo, NodeInfo, PartitionInfo, StepKind,
 };
@@ -71,13 +71,6 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         "UserId={}({}) GroupId={group}({}) MCS_label=N/A",
         j.user, j.uid, j.gid
     ));
-    let or_null = |s: &str| {
-        if s.is_empty() {
-            "(null)".to_string()
-        } else {
-            s.to_string()
-        }
-    };
     r.line(format!(
         "Priority={} Nice={} Account={} QOS=(null)",
         j.priority,
@@ -88,11 +81,7 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         "JobState={} Reason={} Dependency={}",
         j.state.name(),
         underscore_spaces(&j.reason),
-        if j.dependency.is_empty() {
-            "(null)"
-        } else {
-            &j.dependency
-        }
+        or_null(&j.dependency)
     ));
     r.line(format!(
         "Requeue={} Restarts={} BatchFlag=1 Reboot=0 ExitCode={}",
@@ -268,15 +257,6 @@ pub fn show_node(n: &NodeInfo, _now: i64, one_liner: bool) -> String {
         });
     }
     r.finish()
-}
-
-/// Empty text is Slurm's NULL.
-fn or_null(text: &str) -> &str {
-    if text.is_empty() {
-        "(null)"
-    } else {
-        text
-    }
 }
 
 /// Boot times the node never reported print `None`.

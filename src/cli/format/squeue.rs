@@ -14,7 +14,7 @@ use super::time::{
     fmt_date_line, fmt_elapsed_squeue, fmt_limit_min, fmt_time_left, fmt_timestamp, LimitStyle,
 };
 use super::{
-    fmt_mem_mb, group_name, job_tres, parse_long_list, parse_percent, render_line,
+    fmt_mem_mb, group_name, job_tres, or_null, parse_long_list, parse_percent, render_line,
     render_line_into, Cell, FormatError, FormatWarning, Item,
 };
 use crate::wire::types::{Exclusive, JobInfo, JobState};
@@ -322,21 +322,13 @@ impl JobField {
 
     fn text(self, j: &JobInfo, now: i64) -> String {
         use JobField::*;
-        let or_null = |s: &str| {
-            if s.is_empty() {
-                "(null)".to_string()
-            } else {
-                s.to_string()
-            }
-        };
         match self {
-            Account => or_null(&j.account),
-            Features => or_null(&j.features),
-            Comment => or_null(&j.comment),
+            Account => or_null(&j.account).to_string(),
+            Features => or_null(&j.features).to_string(),
+            Comment => or_null(&j.comment).to_string(),
+            Dependency => or_null(&j.dependency).to_string(),
             // Data canopy does not keep: Slurm's text for "unset".
             Qos | Reservation | Wckey | Licenses | SchedNodes => "(null)".to_string(),
-            Dependency if j.dependency.is_empty() => "(null)".to_string(),
-            Dependency => j.dependency.clone(),
             TresPerNode | CoreSpec => "N/A".to_string(),
             ArrayTaskId => match (&j.array_pending, &j.array) {
                 (Some(set), _) => set.clone(),
