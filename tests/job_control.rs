@@ -65,7 +65,9 @@ fn time_limit_ends_jobs_after_the_warning_signal() {
         let out = std::fs::read_to_string(w.join(format!("slurm-{id}.out"))).unwrap();
         let note = out
             .lines()
-            .find(|l| l.starts_with(&format!("slurmstepd: error: *** JOB {id} ON n")))
+            .find(|l| {
+                l.starts_with("slurmstepd-n") && l.contains(&format!(": error: *** JOB {id} ON n"))
+            })
             .unwrap_or_else(|| panic!("no cancel note in {out}"));
         assert!(note.ends_with(" DUE TO TIME LIMIT ***"), "{out}");
     }
@@ -118,7 +120,7 @@ fn requeue_runs_the_job_again_under_the_same_id() {
     assert_eq!((lines[0].as_str(), lines[2].as_str()), ("out 0", "out 1"));
     assert!(
         lines[1].starts_with(&format!(
-            "slurmstepd: error: *** JOB {id} ON n1 CANCELLED AT "
+            "slurmstepd-n1: error: *** JOB {id} ON n1 CANCELLED AT "
         )) && lines[1].ends_with(" DUE TO JOB REQUEUE ***"),
         "{lines:?}"
     );

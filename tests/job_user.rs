@@ -150,15 +150,14 @@ fn jobs_open_their_files_and_run_as_their_user() {
             "pwd",
         ],
     );
-    assert_eq!(
-        c.wait_done(cd, Duration::from_secs(30)).state,
-        JobState::Completed
-    );
+    let done = c.wait_done(cd, Duration::from_secs(30));
+    assert_eq!(done.state, JobState::Completed);
     let text = std::fs::read_to_string(home.join("cd.out")).unwrap();
     assert_eq!(
         text,
         format!(
-            "slurmstepd: error: couldn't chdir to `{}': Permission denied: going to /tmp instead\n/tmp\n",
+            "slurmstepd-{}: error: couldn't chdir to `{}': Permission denied: going to /tmp instead\n/tmp\n",
+            done.nodes,
             private.display()
         )
     );
@@ -176,7 +175,7 @@ fn jobs_open_their_files_and_run_as_their_user() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "/tmp\n", "{o:?}");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains(&format!(
-            "slurmstepd: error: couldn't chdir to `{}': Permission denied: going to /tmp instead",
+            "slurmstepd-n1: error: couldn't chdir to `{}': Permission denied: going to /tmp instead",
             private.display()
         )),
         "{o:?}"

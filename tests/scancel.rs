@@ -132,7 +132,7 @@ fn signal_after_the_id_reaches_the_job_and_unknown_ids_exit_zero() {
     scancel(&c, w, &[&killed.to_string()]);
     c.wait_done(killed, Duration::from_secs(20));
     let out = std::fs::read_to_string(w.join("killed.out")).unwrap();
-    let head = format!("started\nslurmstepd: error: *** JOB {killed} ON n1 CANCELLED AT ");
+    let head = format!("started\nslurmstepd-n1: error: *** JOB {killed} ON n1 CANCELLED AT ");
     assert!(out.starts_with(&head), "{out}");
     // The local time, as Slurm prints it: 2026-11-21T10:00:00.
     let stamp = &out[head.len()..out.len() - " ***\n".len()];
@@ -159,7 +159,7 @@ fn signal_after_the_id_reaches_the_job_and_unknown_ids_exit_zero() {
     c.wait_done(with_step, Duration::from_secs(20));
     let out = std::fs::read_to_string(w.join("step.out")).unwrap();
     for what in [format!("JOB {with_step}"), format!("STEP {with_step}.0")] {
-        let line = format!("slurmstepd: error: *** {what} ON n1 CANCELLED AT ");
+        let line = format!("slurmstepd-n1: error: *** {what} ON n1 CANCELLED AT ");
         assert!(out.contains(&line), "{line} in {out}");
     }
 

@@ -126,3 +126,144 @@ fn scancel_kills_srun_tasks_on_every_node() {
         assert!(!alive(p), "task {p} survived scancel");
     }
 }
+
+/// Read a file of pids, one per line, once it has `n` of them.
+fn wait_pids(c: &Cluster, path: &std::path::Path, n: usize) -> Vec<i32> {
+    c.wait_for(Duration::from_secs(20), "tasks started", |_| {
+        std::fs::read_to_string(path).is_ok_and(|s| s.lines().count() == n)
+    });
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn one_step_is_cancelled_or_signalled_and_srun_ends_its_own_steps() {
+    let c = Cluster::start(2, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    // Two steps at once in one job: `scancel J.0` ends step 0 only, with
+    // slurmstepd's note through its srun; `scancel -s USR1 J.1` signals step 1.
+    write_script(
+        w,
+        "two.sh",
+        "#!/bin/bash\n#SBATCH -N 2 -o two.out\n\
+         srun -N2 -n2 bash -c 'echo $$ >> p0; exec sleep 300' &\n\
+         srun -N1 -n1 bash -c 'echo $$ >> p1; exec sleep 300' &\n\
+         wait\necho after\n",
+    );
+    let id = c.sbatch(w, &["two.sh"]);
+    let step0 = wait_pids(&c, &w.join("p0"), 2);
+    let step1 = wait_pids(&c, &w.join("p1"), 1);
+    let o = c.cli(w, "scancel", &[&format!("{id}.0")]);
+    assert!(o.status.success(), "{o:?}");
+    c.wait_for(Duration::from_secs(15), "step 0 killed", |_| {
+        step0.iter().all(|&p| !alive(p))
+    });
+    assert!(alive(step1[0]), "step 1 must survive the cancel of step 0");
+    assert_eq!(c.job(id).unwrap().state, JobState::Running);
+    // A step the job does not have: Slurm's line naming the job, exit 225;
+    // a step of a job that is not there: exit 1.
+    let o = c.cli(w, "scancel", &[&format!("{id}.7")]);
+    assert_eq!(o.status.code(), Some(225), "{o:?}");
+    assert_eq!(
+        err(&o),
+        format!("scancel: error: Kill job error on job step id {id}: Invalid job id specified\n")
+    );
+    let o = c.cli(w, "scancel", &["424242.1"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(err(&o).contains("job step id 424242.1: Invalid job id specified"));
+    let o = c.cli(w, "scancel", &["-s", "USR1", &format!("{id}.1")]);
+    assert!(o.status.success(), "{o:?}");
+    let j = c.wait_done(id, Duration::from_secs(20));
+    assert_eq!(j.state, JobState::Completed);
+    let out = std::fs::read_to_string(w.join("two.out")).unwrap();
+    assert!(
+        out.contains(&format!(
+            "slurmstepd-n1: error: *** STEP {id}.0 ON n1 CANCELLED AT "
+        )) && out.contains("srun: Job step aborted: Waiting up to"),
+        "{out}"
+    );
+    assert!(!out.contains(&format!("STEP {id}.1")), "{out}");
+    assert!(
+        out.contains("User defined signal 1") && out.ends_with("after\n"),
+        "{out}"
+    );
+    let o = c.cli(
+        w,
+        "sacct",
+        &[
+            "-j",
+            &id.to_string(),
+            "-P",
+            "-n",
+            "-o",
+            "JobID,State,ExitCode",
+        ],
+    );
+    let acct = text(&o);
+    assert!(acct.contains(&format!("{id}.0|CANCELLED|0:9\n")), "{acct}");
+    assert!(acct.contains(&format!("{id}.1|CANCELLED|0:10\n")), "{acct}");
+
+    // -K: the bad exit is reported, then srun ends the step.
+    let o = c.cli(
+        w,
+        "srun",
+        &[
+            "-N2",
+            "-n2",
+            "-K",
+            "bash",
+            "-c",
+            "[ $SLURM_PROCID = 1 ] && exit 3; exec sleep 300",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(137), "{o:?}");
+    let e = err(&o);
+    let at = |s: &str| e.find(s).unwrap_or_else(|| panic!("no {s:?} in {e}"));
+    assert!(at("n2: task 1: Exited with exit code 3") < at("_step_signal: Terminating StepId="));
+    assert!(at("_step_signal: Terminating StepId=") < at("Force Terminated StepId="));
+    assert!(
+        e.contains("error: *** STEP ") && e.contains("task 0: Killed"),
+        "{e}"
+    );
+
+    // -W: the others get that long after the first exit.
+    let o = c.cli(
+        w,
+        "srun",
+        &[
+            "-n2",
+            "-W",
+            "1",
+            "bash",
+            "-c",
+            "[ $SLURM_PROCID = 1 ] && exit 0; exec sleep 300",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(137), "{o:?}");
+    let e = err(&o);
+    assert!(e.contains("srun: First task exited 1s ago\n"), "{e}");
+    assert!(
+        e.contains(".0 task 0: running\n") && e.contains(".0 task 1: exited\n"),
+        "{e}"
+    );
+
+    // -I: a busy cluster means no allocation, and the request is withdrawn.
+    let busy = c.sbatch(w, &["--exclusive", "-N2", "--wrap", "sleep 300"]);
+    c.wait_for(Duration::from_secs(15), "busy job running", |c| {
+        c.job(busy).is_some_and(|j| j.state == JobState::Running)
+    });
+    let o = c.cli(w, "srun", &["-I", "true"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert_eq!(
+        err(&o),
+        "srun: error: Unable to allocate resources: Requested nodes are busy\n"
+    );
+    let o = c.cli(w, "squeue", &["-h", "-t", "PD"]);
+    assert_eq!(text(&o), "", "the -I request must not stay queued");
+}

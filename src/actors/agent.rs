@@ -99,6 +99,20 @@ impl LocalJob {
         }
     }
 
+    /// The srun steps whose tasks may still run (their link to srun is open).
+    fn live_steps(&self) -> impl Iterator<Item = &crate::exec::tasks::StartedStep> {
+        self.steps.iter().filter(|s| s.notes.strong_count() > 0)
+    }
+
+    /// The process groups of step `id`, while it runs: once its link has
+    /// closed they may have been reused by other processes.
+    fn live_step_groups(&self, id: u32) -> impl Iterator<Item = i32> + '_ {
+        self.live_steps()
+            .filter(move |s| s.step_id == id)
+            .flat_map(|s| s.groups.iter().copied())
+            .filter(|&g| g > 0)
+    }
+
     /// Every process group of the job on this node.
     fn groups(&self) -> impl Iterator<Item = i32> + '_ {
         std::iter::once(self.pgid)
@@ -293,7 +307,8 @@ fn write_banner(file: &std::fs::File, job_id: u32, node: &str, cause: KillCause)
 fn kill_note(what: &str, node: &str, cause: KillCause) -> String {
     let when = crate::cli::format::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
     format!(
-        "slurmstepd: error: *** {what} ON {node} CANCELLED AT {when}{} ***\n",
+        "{}: error: *** {what} ON {node} CANCELLED AT {when}{} ***\n",
+        crate::exec::identity::stepd_prefix(node),
         cause.suffix()
     )
 }
@@ -402,6 +417,7 @@ impl Handler<RunCommand> for NodeAgent {
                 signal,
                 batch_only,
                 steps_only,
+                step,
             } => {
                 let sig = match Signal::try_from(signal) {
                     Ok(s) => s,
@@ -410,7 +426,9 @@ impl Handler<RunCommand> for NodeAgent {
                 let count = match self.jobs.get(&job_id) {
                     Some(j) if j.finished.is_none() || !j.tasks.is_empty() => {
                         // -b: only the batch shell; otherwise every group of the job.
-                        let groups: Vec<i32> = if batch_only {
+                        let groups: Vec<i32> = if let Some(id) = step {
+                            j.live_step_groups(id).collect()
+                        } else if batch_only {
                             vec![j.pgid]
                         } else if steps_only {
                             j.tasks.iter().copied().filter(|&g| g > 0).collect()
@@ -423,6 +441,26 @@ impl Handler<RunCommand> for NodeAgent {
                 };
                 now(Ok(NodeReply::Signalled { processes: count }))
             }
+            NodeCommand::KillStep { job_id, step_id } => {
+                let Some(job) = self.jobs.get(&job_id) else {
+                    return now(Ok(NodeReply::Signalled { processes: 0 }));
+                };
+                for step in job.live_steps().filter(|s| s.step_id == step_id) {
+                    step.aborted();
+                    step.note(&kill_note(
+                        &format!("STEP {job_id}.{step_id}"),
+                        &self.node,
+                        KillCause::Cancelled,
+                    ));
+                }
+                let groups: Vec<i32> = job.live_step_groups(step_id).collect();
+                let count = groups
+                    .into_iter()
+                    .filter(|&g| signal_group(g, Signal::SIGKILL))
+                    .count() as u32;
+                tracing::info!(job_id, step_id, groups = count, "step cancelled");
+                now(Ok(NodeReply::Signalled { processes: count }))
+            }
             NodeCommand::Terminate {
                 job_id,
                 kill_wait_s,
@@ -433,7 +471,8 @@ impl Handler<RunCommand> for NodeAgent {
                 };
                 if let Some(cause) = cause {
                     // slurmstepd's line for each srun step still running here…
-                    for step in &job.steps {
+                    for step in job.live_steps() {
+                        step.aborted();
                         step.note(&kill_note(
                             &format!("STEP {job_id}.{}", step.step_id),
                             &self.node,

@@ -36,8 +36,8 @@ use crate::wire::joblist::JobList;
 use crate::wire::messages::{
     AcctQuery, ActorStatus, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply,
     ExitStatus, JobLaunch, JobOnNode, JobUpdate, KillCause, NodeCommand, NodeCounts, NodeUpdate,
-    RequeueKind, StatusReport, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply,
-    TreePlace, Usage, WillRun,
+    RequeueKind, StatusReport, StepCancel, StepComplete, StepLaunch, StepLaunched, StepRequest,
+    SubmitReply, TreePlace, Usage, WillRun,
 };
 use crate::wire::types::{
     AcctJob, AcctStep, ArraySpec, ArrayTask, JobInfo, JobState, JobSubmit, NodeBaseState, NodeInfo,
@@ -81,6 +81,15 @@ pub struct GetPartitions;
 #[derive(Message)]
 #[rtype(result = "CancelReply")]
 pub struct Cancel(pub CancelRequest);
+
+/// `scancel J.S`: cancel or signal one srun step.
+#[derive(Message)]
+#[rtype(result = "CancelReply")]
+pub struct CancelStep {
+    pub req: StepCancel,
+    pub uid: u32,
+    pub operator: bool,
+}
 
 #[derive(Message)]
 #[rtype(result = "Result<(), ErrorReply>")]
@@ -1404,6 +1413,18 @@ impl Handler<Cancel> for ControllerActor {
     }
 }
 
+impl Handler<CancelStep> for ControllerActor {
+    type Result = MessageResult<CancelStep>;
+    fn handle(&mut self, msg: CancelStep, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let r = msg.req;
+        let result = self.cancel_step(&r, msg.operator, msg.uid).err();
+        MessageResult(CancelReply {
+            results: vec![(r.job_id, result)],
+        })
+    }
+}
+
 impl Handler<UpdateNodes> for ControllerActor {
     type Result = ResponseFuture<Result<(), ErrorReply>>;
     fn handle(&mut self, msg: UpdateNodes, _ctx: &mut Context<Self>) -> Self::Result {
@@ -1870,6 +1891,66 @@ impl ControllerActor {
                 let _ = addr.send(SignalStep { signal, batch_only }).await;
             });
         }
+    }
+
+    /// `scancel J.S`: the step's nodes kill it (and note it to srun, whose
+    /// exit report then records it) or signal its tasks. The errors are the
+    /// texts Slurm's controller gives; a pending job has no steps to act on,
+    /// and a signal for a step that is not running is quietly dropped, as
+    /// in Slurm.
+    fn cancel_step(&mut self, r: &StepCancel, operator: bool, uid: u32) -> Result<(), String> {
+        let job = self.owned_job(r.job_id, operator, uid)?;
+        if job.state.is_finished() || job.ending_as.is_some() {
+            return Err("Job/step already completing or completed".into());
+        }
+        if job.state == JobState::Pending {
+            return Ok(());
+        }
+        let step = job
+            .steps
+            .iter()
+            .find(|s| s.kind == StepKind::Numbered(r.step_id) && s.state == JobState::Running);
+        let Some(step) = step else {
+            return match r.signal {
+                Some(_) => Ok(()),
+                None => Err("Invalid job id specified".into()),
+            };
+        };
+        let mut targets = RankSet::new();
+        for name in hostlist::expand(&step.nodes).unwrap_or_default() {
+            if let Some(rank) = self.conf.node_index(&name) {
+                targets.insert(rank as u32);
+            }
+        }
+        let (job_id, step_id) = (r.job_id, r.step_id);
+        let cmd = match r.signal {
+            None => NodeCommand::KillStep { job_id, step_id },
+            Some(signal) => NodeCommand::Signal {
+                job_id,
+                signal,
+                batch_only: false,
+                steps_only: true,
+                step: Some(step_id),
+            },
+        };
+        tracing::info!(job_id, step_id, signal = ?r.signal, "cancelling step");
+        let fanout = Fanout {
+            targets,
+            cmd,
+            budget: root_budget(Duration::from_secs(10), self.topo.max_depth()),
+        };
+        let relay = self.relay.clone();
+        self.relay_stats.sent();
+        actix::spawn(async move {
+            let failed: Vec<String> = match relay.send(fanout).await {
+                Ok(o) => o.into_iter().filter_map(|o| o.result.err()).collect(),
+                Err(e) => vec![e.to_string()],
+            };
+            if !failed.is_empty() {
+                tracing::warn!(job_id, step_id, errors = %failed.join("; "), "step cancel not delivered everywhere");
+            }
+        });
+        Ok(())
     }
 
     /// `requeue`, `requeuehold`, `suspend` and `resume` on job `id`; the

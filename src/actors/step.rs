@@ -270,6 +270,7 @@ impl StepActor {
                     signal: w.signal,
                     batch_only: w.batch_only,
                     steps_only: !w.batch_only,
+                    step: None,
                 };
                 let budget = act.budget(LAUNCH_BASE);
                 act.fanout(cmd, budget, ctx, |_, _, _| {});
@@ -374,6 +375,7 @@ impl Handler<SignalStep> for StepActor {
             signal: msg.signal,
             batch_only: msg.batch_only,
             steps_only: false,
+            step: None,
         };
         let budget = self.budget(LAUNCH_BASE);
         self.fanout(cmd, budget, ctx, |_, _, _| {});

@@ -17,7 +17,7 @@ pub enum ArgKind {
 }
 
 /// One row of a command's option table.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct OptSpec<A: 'static> {
     /// Empty for short-only options.
     pub long: &'static str,

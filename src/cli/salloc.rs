@@ -13,19 +13,48 @@
 use std::process::Command;
 
 use super::client::{CliError, Client};
-use super::srun::{allocate, parse_options, release, SrunArgs};
+use super::srun::{allocate, parse_options, print_info, release, SrunArgs};
 use crate::exec::env::compress_counts;
 use crate::wire::messages::{Body, ExitStatus, JobQuery};
 use crate::wire::types::JobInfo;
 
+const SALLOC_USAGE: &str = "\
+Usage: salloc [-N nodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n]
+              [-p partition] [-t time] [-J name] [-D dir] [-w hosts] [-x hosts]
+              [--mem=size] [--mem-per-cpu=size] [-A account] [-C features]
+              [--exclusive] [-H] [-b time] [-d dependency] [--nice[=adj]]
+              [-I[secs]] [command [args...]]
+";
+
+const SALLOC_HELP: &str = "\
+Usage: salloc [OPTIONS...] [command [args...]]
+
+Get an allocation, run the command (default: your shell) on this host with the
+job's SLURM_* environment, and release the allocation when it exits.
+
+  -N, --nodes=n  -n, --ntasks=n  -c, --cpus-per-task=n  --ntasks-per-node=n
+  -p, --partition=name  -t, --time=limit  -J, --job-name=name  -D, --chdir=dir
+  -w, --nodelist=hosts  -x, --exclude=hosts  --mem=size  --mem-per-cpu=size
+  -A, --account=name  -C, --constraint=features  --exclusive  --comment=text
+  -H, --hold  -b, --begin=time  -d, --dependency=list  --nice[=adj]
+  --priority=n  -I, --immediate[=secs]  -Q, --quiet
+  -h, --help  --usage  -V, --version
+
+Other Slurm salloc options are accepted with a warning and ignored.
+";
+
 pub fn run(args: &[String]) -> i32 {
-    let mut a = match parse_options(args) {
+    let mut a = match parse_options(args, "salloc") {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("{}", e.replacen("srun:", "salloc:", 1));
-            return 1;
+            eprintln!("{}", e.message);
+            return e.code;
         }
     };
+    if let Some(info) = a.info {
+        print_info(info, SALLOC_USAGE, SALLOC_HELP);
+        return 0;
+    }
     for w in &a.warnings {
         eprintln!("{}", w.replacen("srun:", "salloc:", 1));
     }

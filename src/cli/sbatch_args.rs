@@ -654,7 +654,7 @@ fn parse_exclusive(value: Option<&str>) -> Result<Exclusive, SbatchError> {
 
 /// `--nice[=adj]`: a bare `--nice` is 100. The value is read as C's atoi
 /// reads it (Slurm's sbatch does), so junk is 0; the range is Slurm's.
-fn parse_nice(value: Option<&str>) -> Result<i32, SbatchError> {
+pub(crate) fn parse_nice(value: Option<&str>) -> Result<i32, SbatchError> {
     const LIMIT: i64 = 2_147_483_645;
     let Some(v) = value else {
         return Ok(100);
@@ -667,7 +667,7 @@ fn parse_nice(value: Option<&str>) -> Result<i32, SbatchError> {
 }
 
 /// `--priority=N|TOP`: `TOP` is the highest priority an operator can give.
-fn parse_priority(v: &str) -> Result<u32, SbatchError> {
+pub(crate) fn parse_priority(v: &str) -> Result<u32, SbatchError> {
     if v.eq_ignore_ascii_case("top") {
         return Ok(u32::MAX - 1);
     }

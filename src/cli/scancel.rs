@@ -13,12 +13,11 @@
 //! Where canopy cannot be Slurm yet, the choice made here:
 //! - Arrays: `N` (or `N_*`) names every task of array N, `N_T` one task and
 //!   `N_[a-b,c]` several. Het jobs do not exist: `N+C` is an invalid job id.
-//! - Steps: a cancel request names whole jobs only (and Slurm's `N.S` cannot name the
-//!   batch step anyway: it rejects `N.batch`), so `N.S` is never acted on. It is reported
-//!   as Slurm reports a step that is not there (`Kill job error on job step id N.S:
-//!   Invalid job id specified`) and nothing is sent; for a pending job nothing is
-//!   reported, as Slurm skips pending jobs there. Cancelling or signalling `N` reaches
-//!   every process of the job.
+//! - Steps: `N.S` cancels (SIGKILL, with slurmstepd's STEP note to srun) or signals one
+//!   srun step; each is its own request. As in Slurm 22.05, a step of a pending job is
+//!   passed over, a step of an unknown or finished job is always reported and exits 1,
+//!   and a running job without that step gets Slurm's line naming the job alone, exit
+//!   225. `N.batch` is not a step id here either (Slurm rejects it).
 //! - Jobs have no reservation or wckey and run under QOS `normal`: `-R` and `--wckey`
 //!   match only the empty value, `-q` matches `normal`. `-A` matches the job's account.
 //! - Unknown and finished jobs: the error line is printed (unless `-Q`) and the exit
@@ -40,7 +39,7 @@ use super::getopt::{
     GetoptError, Word,
 };
 use crate::config::hostlist;
-use crate::wire::messages::{Body, CancelRequest, JobQuery};
+use crate::wire::messages::{Body, CancelRequest, JobQuery, StepCancel};
 use crate::wire::types::{JobInfo, JobState};
 
 /// The QOS every canopy job runs under.
@@ -615,8 +614,10 @@ pub struct Selection {
     /// Each once, pending jobs first (so none of them starts while the others are handled,
     /// as Slurm orders it).
     pub jobs: Vec<JobInfo>,
-    /// Named targets with no active job, or no such step: error lines.
+    /// Named targets with no active job: error lines.
     pub missing: Vec<Target>,
+    /// Steps of started jobs (`N.S`), as (job id, step id), each once.
+    pub steps: Vec<(u32, u32)>,
 }
 
 /// The active jobs named by `targets` (all active jobs when there are none) that pass
@@ -624,6 +625,7 @@ pub struct Selection {
 pub fn select(targets: &[Target], selector: &Selector, jobs: &[JobInfo]) -> Selection {
     let active = || jobs.iter().filter(|j| is_active(j.state));
     let mut missing = Vec::new();
+    let mut steps = Vec::new();
     let mut chosen: Vec<&JobInfo> = if targets.is_empty() {
         active().collect()
     } else {
@@ -632,12 +634,12 @@ pub fn select(targets: &[Target], selector: &Selector, jobs: &[JobInfo]) -> Sele
             let hits: Vec<&JobInfo> = active().filter(|j| t.matches(j)).collect();
             match (hits.is_empty(), t.step) {
                 (true, _) => missing.push(t.clone()),
-                // A request cannot name a step (see the module notes); Slurm passes
-                // over step ids of pending jobs without a word.
-                (false, Some(_)) if hits.iter().any(|j| j.state != JobState::Pending) => {
-                    missing.push(t.clone())
-                }
-                (false, Some(_)) => {}
+                // Slurm passes over step ids of pending jobs without a word.
+                (false, Some(step)) => steps.extend(
+                    hits.iter()
+                        .filter(|j| j.state != JobState::Pending && selector.matches(j))
+                        .map(|j| (j.job_id, step)),
+                ),
                 (false, None) => named.extend(hits),
             }
         }
@@ -646,9 +648,12 @@ pub fn select(targets: &[Target], selector: &Selector, jobs: &[JobInfo]) -> Sele
     let mut seen = HashSet::new();
     chosen.retain(|j| selector.matches(j) && seen.insert(j.job_id));
     chosen.sort_by_key(|j| j.state != JobState::Pending);
+    let mut seen = HashSet::new();
+    steps.retain(|s| seen.insert(*s));
     Selection {
         jobs: chosen.into_iter().cloned().collect(),
         missing,
+        steps,
     }
 }
 
@@ -829,6 +834,7 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
             return 1;
         }
     }
+    let mut code = 0;
     let requests = if a.direct() {
         vec![CancelRequest {
             job_ids: a.targets.iter().map(|t| t.job_id).collect(),
@@ -849,12 +855,23 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
         };
         let picked = select(&a.targets, &selector, &jobs);
         // Slurm 22.05 says nothing about a job that is not there unless
-        // asked to be verbose (and exits 0 either way).
-        if a.verbosity > 0 {
-            for t in &picked.missing {
+        // asked to be verbose (and exits 0 either way); a step of one is
+        // always reported, and fails the command.
+        for t in &picked.missing {
+            if a.verbosity > 0 {
                 eprintln!("{}", action_line(t, &a));
+            }
+            if t.step.is_some() {
+                if !a.quiet() {
+                    eprintln!("{}", missing_line(t));
+                }
+                code = 1;
+            } else if a.verbosity > 0 {
                 eprintln!("{}", missing_line(t));
             }
+        }
+        for &(job_id, step_id) in &picked.steps {
+            code = code.max(cancel_step(&mut c, &a, job_id, step_id).await);
         }
         if picked.jobs.is_empty() && a.targets.is_empty() && a.verbosity > 0 {
             eprintln!("{}", no_match_line(&a.filters, me));
@@ -871,7 +888,6 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
         };
         requests(&jobs, a.signal, a.batch_only())
     };
-    let mut code = 0;
     for req in requests {
         if a.verbosity > 0 {
             for id in &req.job_ids {
@@ -891,6 +907,54 @@ async fn execute(a: ScancelArgs, selector: Selector, me: u32) -> i32 {
         }
     }
     code
+}
+
+/// Cancel or signal step `job_id.step_id`; returns the exit status it calls for.
+async fn cancel_step(c: &mut Client, a: &ScancelArgs, job_id: u32, step_id: u32) -> i32 {
+    if a.verbosity > 0 {
+        eprintln!("{}", step_action_line(job_id, step_id, a.signal));
+    }
+    let req = StepCancel {
+        job_id,
+        step_id,
+        signal: a.signal,
+    };
+    let msg = match c.call(Body::CancelStep(req)).await {
+        Ok(Body::CancelReply(r)) => r.results.into_iter().find_map(|(_, e)| e),
+        Ok(other) => return unexpected(&other),
+        Err(e) => return super::report("scancel", &e),
+    };
+    let Some(msg) = msg else { return 0 };
+    let (line, code) = step_error(job_id, step_id, &msg);
+    if !a.quiet() {
+        eprintln!("{line}");
+    }
+    code
+}
+
+/// `-v`: Slurm's line before acting on a step.
+fn step_action_line(job_id: u32, step_id: u32, signal: Option<i32>) -> String {
+    match signal {
+        None => format!("scancel: Terminating step {job_id}.{step_id}"),
+        Some(sig) => format!("scancel: Signal {sig} to step {job_id}.{step_id}"),
+    }
+}
+
+/// The error line and exit status for a refused step cancel. Slurm 22.05
+/// names only the job when the step is not there, and exits with its error
+/// number's low byte (ESLURM_INVALID_JOB_ID, 2017: 225).
+fn step_error(job_id: u32, step_id: u32, msg: &str) -> (String, i32) {
+    if msg == INVALID_JOB_ID {
+        (
+            format!("scancel: error: Kill job error on job step id {job_id}: {msg}"),
+            2017 & 0xff,
+        )
+    } else {
+        (
+            format!("scancel: error: Kill job error on job step id {job_id}.{step_id}: {msg}"),
+            1,
+        )
+    }
 }
 
 fn unexpected(body: &Body) -> i32 {
@@ -1394,18 +1458,33 @@ mod tests {
         let s = select(&targets, &selector(&["-n", "a"]), &jobs);
         // 4 is filtered out silently, 1 is taken once, pending 3 goes first.
         assert_eq!(ids(&s), vec![3, 1]);
-        // Finished 2 and unknown 9 are missing; steps are missing unless the job is pending.
-        assert_eq!(
-            s.missing,
-            vec![target(2), target(9), step(1, 0), step(9, 1)]
-        );
+        // Finished 2 and unknown 9 are missing, with their steps; the step of
+        // running 1 is acted on, the step of pending 3 passed over.
+        assert_eq!(s.missing, vec![target(2), target(9), step(9, 1)]);
+        assert_eq!(s.steps, vec![(1, 0)]);
+        // A step of a job the filters leave out is left out too.
+        let s = select(&[step(4, 0)], &selector(&["-n", "a"]), &jobs);
+        assert_eq!((s.steps.len(), s.missing.len()), (0, 0));
         assert_eq!(
             missing_line(&target(2)),
             "scancel: error: Kill job error on job id 2: Invalid job id specified"
         );
         assert_eq!(
-            missing_line(&step(1, 0)),
-            "scancel: error: Kill job error on job step id 1.0: Invalid job id specified"
+            missing_line(&step(9, 1)),
+            "scancel: error: Kill job error on job step id 9.1: Invalid job id specified"
+        );
+        // A running job without that step: Slurm names the job alone, and
+        // exits with its error number's low byte.
+        assert_eq!(
+            step_error(1, 7, INVALID_JOB_ID),
+            (
+                "scancel: error: Kill job error on job step id 1: Invalid job id specified".into(),
+                225
+            )
+        );
+        assert_eq!(
+            step_action_line(1, 0, Some(10)),
+            "scancel: Signal 10 to step 1.0"
         );
     }
 

@@ -61,8 +61,31 @@ pub struct SrunArgs {
     pub exclusive: bool,
     pub mem_per_cpu_mb: Option<u64>,
     pub comment: Option<String>,
+    /// `-H`, `-b`, `-d`, `--nice`, `--priority`: for a new allocation too.
+    pub hold: bool,
+    pub begin_time: Option<i64>,
+    pub dependency: Option<String>,
+    pub nice: Option<i32>,
+    pub priority: Option<u32>,
+    /// `-I[secs]`: give up on a new allocation not granted within secs.
+    pub immediate: Option<u32>,
+    /// `-K`: a task that exits non-zero ends the step.
+    pub kill_on_bad_exit: bool,
+    /// `-W secs`: end the step this long after its first task exits.
+    pub wait_s: Option<u32>,
+    pub verbose: u32,
+    /// `--help`, `--usage`, `-V`: print it and do nothing else.
+    pub info: Option<Info>,
     pub command: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// What `--help`, `--usage` and `--version` ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Info {
+    Help,
+    Usage,
+    Version,
 }
 
 /// `-i/--input`.
@@ -104,90 +127,272 @@ impl Input {
     }
 }
 
-/// srun's options; the action is the long name (see `set`).
-static OPTIONS: &[OptSpec<&str>] = &[
-    spec("ntasks", Some('n'), Required, "ntasks"),
-    spec("nodes", Some('N'), Required, "nodes"),
-    spec("ntasks-per-node", None, Required, "ntasks-per-node"),
-    spec("cpus-per-task", Some('c'), Required, "cpus-per-task"),
-    spec("output", Some('o'), Required, "output"),
-    spec("error", Some('e'), Required, "error"),
-    spec("job-name", Some('J'), Required, "job-name"),
-    spec("partition", Some('p'), Required, "partition"),
-    spec("time", Some('t'), Required, "time"),
-    spec("mem", None, Required, "mem"),
-    spec("chdir", Some('D'), Required, "chdir"),
-    spec("label", Some('l'), Flag, "label"),
-    spec("unbuffered", Some('u'), Flag, "unbuffered"),
-    spec("quiet", Some('Q'), Flag, "quiet"),
-    spec("verbose", Some('v'), Flag, "verbose"),
-    spec("nodelist", Some('w'), Required, "nodelist"),
-    spec("exclude", Some('x'), Required, "exclude"),
-    spec("input", Some('i'), Required, "input"),
-    spec("disable-status", Some('X'), Flag, "disable-status"),
-    spec("quit-on-interrupt", None, Flag, "quit-on-interrupt"),
-    // Accepted so scripts keep working; they change nothing in canopy yet.
-    spec("mpi", None, Required, "mpi"),
-    spec("cpu-bind", None, Required, "cpu-bind"),
-    spec("export", None, Required, "export"),
+/// Options srun and salloc share (Slurm 22.05's tables); the action is the
+/// long name (see `set`). Options canopy does not act on are accepted with a
+/// warning, so scripts written for Slurm keep running.
+const COMMON: &[OptSpec<&str>] = &[
     spec("account", Some('A'), Required, "account"),
-    spec("qos", Some('q'), Required, "qos"),
-    spec("gres", None, Required, "gres"),
-    spec("gpus", Some('G'), Required, "gpus"),
-    spec("distribution", Some('m'), Required, "distribution"),
-    spec("mem-per-cpu", None, Required, "mem-per-cpu"),
-    spec("kill-on-bad-exit", Some('K'), Optional, "kill-on-bad-exit"),
-    spec("signal", None, Required, "signal"),
-    spec("constraint", Some('C'), Required, "constraint"),
-    spec("exclusive", None, Optional, "exclusive"),
+    spec("acctg-freq", None, Required, "acctg-freq"),
+    spec("bb", None, Required, "bb"),
+    spec("bbf", None, Required, "bbf"),
+    spec("begin", Some('b'), Required, "begin"),
+    spec("chdir", Some('D'), Required, "chdir"),
+    spec("cluster-constraint", None, Required, "cluster-constraint"),
+    spec("clusters", Some('M'), Required, "clusters"),
     spec("comment", None, Required, "comment"),
-    spec("overlap", None, Flag, "overlap"),
-    spec("exact", None, Flag, "exact"),
-    spec("pty", None, Flag, "pty"),
+    spec("constraint", Some('C'), Required, "constraint"),
+    spec("container", None, Required, "container"),
+    spec("contiguous", None, Flag, "contiguous"),
+    spec("core-spec", Some('S'), Required, "core-spec"),
+    spec("cores-per-socket", None, Required, "cores-per-socket"),
+    spec("cpu-freq", None, Required, "cpu-freq"),
+    spec("cpus-per-gpu", None, Required, "cpus-per-gpu"),
+    spec("cpus-per-task", Some('c'), Required, "cpus-per-task"),
+    spec("deadline", None, Required, "deadline"),
+    spec("delay-boot", None, Required, "delay-boot"),
+    spec("dependency", Some('d'), Required, "dependency"),
+    spec("distribution", Some('m'), Required, "distribution"),
+    spec("exclude", Some('x'), Required, "exclude"),
+    spec("exclusive", None, Optional, "exclusive"),
+    spec("extra-node-info", Some('B'), Required, "extra-node-info"),
+    spec("gid", None, Required, "gid"),
+    spec("gpu-bind", None, Required, "gpu-bind"),
+    spec("gpu-freq", None, Required, "gpu-freq"),
+    spec("gpus", Some('G'), Required, "gpus"),
+    spec("gpus-per-node", None, Required, "gpus-per-node"),
+    spec("gpus-per-socket", None, Required, "gpus-per-socket"),
+    spec("gpus-per-task", None, Required, "gpus-per-task"),
+    spec("gres", None, Required, "gres"),
+    spec("gres-flags", None, Required, "gres-flags"),
+    spec("help", Some('h'), Flag, "help"),
+    spec("hint", None, Required, "hint"),
+    spec("hold", Some('H'), Flag, "hold"),
+    spec("immediate", Some('I'), Optional, "immediate"),
+    spec("job-name", Some('J'), Required, "job-name"),
+    spec("licenses", Some('L'), Required, "licenses"),
+    spec("mail-type", None, Required, "mail-type"),
+    spec("mail-user", None, Required, "mail-user"),
+    spec("mcs-label", None, Required, "mcs-label"),
+    spec("mem", None, Required, "mem"),
+    spec("mem-bind", None, Required, "mem-bind"),
+    spec("mem-per-cpu", None, Required, "mem-per-cpu"),
+    spec("mem-per-gpu", None, Required, "mem-per-gpu"),
+    spec("mincpus", None, Required, "mincpus"),
+    spec("network", None, Required, "network"),
+    spec("nice", None, Optional, "nice"),
+    spec("no-kill", Some('k'), Optional, "no-kill"),
+    spec("nodefile", Some('F'), Required, "nodefile"),
+    spec("nodelist", Some('w'), Required, "nodelist"),
+    spec("nodes", Some('N'), Required, "nodes"),
+    spec("ntasks", Some('n'), Required, "ntasks"),
+    spec("ntasks-per-core", None, Required, "ntasks-per-core"),
+    spec("ntasks-per-gpu", None, Required, "ntasks-per-gpu"),
+    spec("ntasks-per-node", None, Required, "ntasks-per-node"),
+    spec("ntasks-per-socket", None, Required, "ntasks-per-socket"),
+    spec("overcommit", Some('O'), Flag, "overcommit"),
+    spec("oversubscribe", Some('s'), Flag, "oversubscribe"),
+    spec("partition", Some('p'), Required, "partition"),
+    spec("power", None, Required, "power"),
+    spec("prefer", None, Required, "prefer"),
+    spec("priority", None, Required, "priority"),
+    spec("profile", None, Required, "profile"),
+    spec("qos", Some('q'), Required, "qos"),
+    spec("quiet", Some('Q'), Flag, "quiet"),
+    spec("reboot", None, Flag, "reboot"),
+    spec("reservation", None, Required, "reservation"),
+    spec("signal", None, Required, "signal"),
+    spec("sockets-per-node", None, Required, "sockets-per-node"),
+    spec("spread-job", None, Flag, "spread-job"),
+    spec("switches", None, Required, "switches"),
+    spec("thread-spec", None, Required, "thread-spec"),
+    spec("threads-per-core", None, Required, "threads-per-core"),
+    spec("time", Some('t'), Required, "time"),
+    spec("time-min", None, Required, "time-min"),
+    spec("tmp", None, Required, "tmp"),
+    spec("uid", None, Required, "uid"),
+    spec("usage", None, Flag, "usage"),
+    spec("use-min-nodes", None, Flag, "use-min-nodes"),
+    spec("verbose", Some('v'), Flag, "verbose"),
+    spec("version", Some('V'), Flag, "version"),
+    spec("wckey", None, Required, "wckey"),
+    spec("x11", None, Optional, "x11"),
 ];
 
-/// Options canopy honours; the rest of OPTIONS only warn.
-const HONOURED: &[&str] = &[
-    "ntasks",
-    "nodes",
-    "ntasks-per-node",
-    "cpus-per-task",
-    "output",
-    "error",
-    "job-name",
-    "partition",
-    "time",
-    "mem",
-    "chdir",
-    "label",
-    "unbuffered",
-    "quiet",
-    "verbose",
-    "nodelist",
-    "exclude",
-    "input",
-    "disable-status",
-    "quit-on-interrupt",
-    "export",
-    "account",
-    "constraint",
-    "mem-per-cpu",
-    "comment",
-    "mpi",
-    "cpu-bind",
-    "exclusive",
-    "overlap",
-    "exact",
+/// srun's own options: the step's I/O, layout and launch.
+const SRUN_ONLY: &[OptSpec<&str>] = &[
+    spec("bcast", None, Optional, "bcast"),
+    spec("bcast-exclude", None, Required, "bcast-exclude"),
+    spec("compress", None, Optional, "compress"),
+    spec("cpu-bind", None, Required, "cpu-bind"),
+    spec("disable-status", Some('X'), Flag, "disable-status"),
+    spec("epilog", None, Required, "epilog"),
+    spec("error", Some('e'), Required, "error"),
+    spec("exact", None, Flag, "exact"),
+    spec("export", None, Required, "export"),
+    spec("het-group", None, Required, "het-group"),
+    spec("input", Some('i'), Required, "input"),
+    spec("jobid", None, Required, "jobid"),
+    spec("kill-on-bad-exit", Some('K'), Optional, "kill-on-bad-exit"),
+    spec("label", Some('l'), Flag, "label"),
+    spec("mpi", None, Required, "mpi"),
+    spec("multi-prog", None, Flag, "multi-prog"),
+    spec("no-allocate", Some('Z'), Flag, "no-allocate"),
+    spec("open-mode", None, Required, "open-mode"),
+    spec("output", Some('o'), Required, "output"),
+    spec("overlap", None, Flag, "overlap"),
+    spec("preserve-env", Some('E'), Flag, "preserve-env"),
+    spec("prolog", None, Required, "prolog"),
+    spec("propagate", None, Optional, "propagate"),
+    spec("pty", None, Flag, "pty"),
+    spec("quit-on-interrupt", None, Flag, "quit-on-interrupt"),
+    spec("relative", Some('r'), Required, "relative"),
+    spec("resv-ports", None, Optional, "resv-ports"),
+    spec("send-libs", None, Optional, "send-libs"),
+    spec("slurmd-debug", None, Required, "slurmd-debug"),
+    spec("task-epilog", None, Required, "task-epilog"),
+    spec("task-prolog", None, Required, "task-prolog"),
+    spec("test-only", None, Flag, "test-only"),
+    spec("threads", Some('T'), Required, "threads"),
+    spec("unbuffered", Some('u'), Flag, "unbuffered"),
+    spec("wait", Some('W'), Required, "wait"),
+    spec("whole", None, Flag, "whole"),
 ];
+
+/// salloc's own options.
+const SALLOC_ONLY: &[OptSpec<&str>] = &[
+    spec("bell", None, Flag, "bell"),
+    spec("get-user-env", None, Optional, "get-user-env"),
+    spec("kill-command", Some('K'), Optional, "kill-command"),
+    spec("no-bell", None, Flag, "no-bell"),
+    spec("no-shell", None, Flag, "no-shell"),
+    spec("wait-all-nodes", None, Required, "wait-all-nodes"),
+];
+
+static SRUN_OPTIONS: std::sync::LazyLock<Vec<OptSpec<&str>>> =
+    std::sync::LazyLock::new(|| [COMMON, SRUN_ONLY].concat());
+static SALLOC_OPTIONS: std::sync::LazyLock<Vec<OptSpec<&str>>> =
+    std::sync::LazyLock::new(|| [COMMON, SALLOC_ONLY].concat());
+
+/// Options canopy honours; the rest only warn.
+const HONOURED: &[&str] = &[
+    "account",
+    "begin",
+    "chdir",
+    "comment",
+    "constraint",
+    "cpu-bind",
+    "cpus-per-task",
+    "dependency",
+    "disable-status",
+    "error",
+    "exact",
+    "exclude",
+    "exclusive",
+    "export",
+    "help",
+    "hold",
+    "immediate",
+    "input",
+    "job-name",
+    "kill-on-bad-exit",
+    "label",
+    "mem",
+    "mem-per-cpu",
+    "mpi",
+    "nice",
+    "nodelist",
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "output",
+    "overlap",
+    "partition",
+    "priority",
+    "quiet",
+    "quit-on-interrupt",
+    "time",
+    "unbuffered",
+    "usage",
+    "verbose",
+    "version",
+    "wait",
+];
+
+/// A command line srun or salloc refuses: the message and the exit status
+/// (Slurm exits 255 where getopt or an option's check fails, 1 elsewhere).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptError {
+    pub message: String,
+    pub code: i32,
+}
+
+impl From<String> for OptError {
+    fn from(message: String) -> Self {
+        OptError { message, code: 1 }
+    }
+}
+
+impl From<&str> for OptError {
+    fn from(message: &str) -> Self {
+        OptError::from(message.to_string())
+    }
+}
+
+fn fatal(message: String) -> OptError {
+    OptError { message, code: 255 }
+}
 
 fn num<T: std::str::FromStr>(opt: &str, v: &str) -> Result<T, String> {
     v.parse()
         .map_err(|_| format!("srun: error: Invalid numeric value \"{v}\" for --{opt}."))
 }
 
-fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
-    let v = v.unwrap_or_default();
+fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<(), OptError> {
+    let v = value.unwrap_or_default();
     match opt {
+        "help" => a.info = a.info.or(Some(Info::Help)),
+        "usage" => a.info = a.info.or(Some(Info::Usage)),
+        "version" => a.info = a.info.or(Some(Info::Version)),
+        "hold" => a.hold = true,
+        "begin" => {
+            let now = chrono::Utc::now().timestamp();
+            a.begin_time = match super::sacct_args::parse_slurm_time(
+                v,
+                now,
+                &chrono::Local,
+                super::sacct_args::Tense::Future,
+            ) {
+                Ok(Some(t)) => Some(t),
+                _ => {
+                    return Err(fatal(format!(
+                        "Invalid time specification (pos=0): {v}\nsrun: error: Invalid --begin specification"
+                    )))
+                }
+            }
+        }
+        "dependency" => a.dependency = Some(v.to_string()),
+        "nice" => {
+            a.nice = Some(super::sbatch_args::parse_nice(value).map_err(|_| {
+                fatal("srun: error: Invalid --nice value, out of range (+/- 2147483645)".into())
+            })?)
+        }
+        "priority" => {
+            a.priority = Some(
+                super::sbatch_args::parse_priority(v)
+                    .map_err(|e| fatal(e.to_string().replacen("sbatch:", "srun:", 1)))?,
+            )
+        }
+        // Bare -I: granted at once or not at all.
+        "immediate" => {
+            a.immediate = Some(match value {
+                None => 0,
+                Some(v) => v.parse().map_err(|_| {
+                    format!("srun: error: Invalid numeric value \"{v}\" for immediate.")
+                })?,
+            })
+        }
+        "kill-on-bad-exit" => a.kill_on_bad_exit = value.is_none_or(|v| v.trim() != "0"),
+        "wait" => a.wait_s = Some(num(opt, v)?).filter(|&s| s > 0),
         "ntasks" => a.ntasks = Some(num(opt, v)?),
         // min[-max]: canopy uses the minimum.
         "nodes" => a.nodes = Some(num(opt, v.split('-').next().unwrap_or(v))?),
@@ -230,6 +435,7 @@ fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
                     .map_err(|_| "srun: error: Invalid --mem-per-cpu specification".to_string())?,
             )
         }
+        "verbose" => a.verbose += 1,
         _ if !HONOURED.contains(&opt) => a.warnings.push(super::unsupported_option("srun", opt)),
         _ => {}
     }
@@ -238,20 +444,38 @@ fn set(a: &mut SrunArgs, opt: &str, v: Option<&str>) -> Result<(), String> {
 
 /// Parse srun's command line: options (`--k=v`, `--k v`, `-kv`, `-k v`,
 /// unique prefixes) up to the first non-option, which starts the command.
-pub fn parse(args: &[String]) -> Result<SrunArgs, String> {
-    let a = parse_options(args)?;
-    if a.command.is_empty() {
+pub fn parse(args: &[String]) -> Result<SrunArgs, OptError> {
+    let a = parse_options(args, "srun")?;
+    if a.command.is_empty() && a.info.is_none() {
         return Err("srun: fatal: No command given to execute.".into());
     }
     Ok(a)
 }
 
-/// The options and the command (possibly empty: salloc runs a shell then).
-pub(crate) fn parse_options(args: &[String]) -> Result<SrunArgs, String> {
+/// The options and the command (possibly empty: salloc runs a shell then),
+/// with `prog`'s (srun's or salloc's) option table and name in messages.
+pub(crate) fn parse_options(args: &[String], prog: &'static str) -> Result<SrunArgs, OptError> {
+    parse_table(args, prog).map_err(|mut e| {
+        if prog != "srun" {
+            e.message = e
+                .message
+                .replace("srun:", &format!("{prog}:"))
+                .replace("\"srun --help\"", &format!("\"{prog} --help\""));
+        }
+        e
+    })
+}
+
+fn parse_table(args: &[String], prog: &'static str) -> Result<SrunArgs, OptError> {
+    let table: &'static [OptSpec<&str>] = if prog == "salloc" {
+        &SALLOC_OPTIONS
+    } else {
+        &SRUN_OPTIONS
+    };
     let mut a = SrunArgs::default();
     let mut i = 0;
     loop {
-        match getopt::read_word(OPTIONS, args, i, Ambiguity::Error) {
+        match getopt::read_word(table, args, i, Ambiguity::Error) {
             Word::EndOfOptions => {
                 i += 1;
                 break;
@@ -266,7 +490,10 @@ pub(crate) fn parse_options(args: &[String]) -> Result<SrunArgs, String> {
                     set(&mut a, g.spec.action, g.value.as_deref())?;
                 }
                 if let Some(p) = problem {
-                    return Err(p.message("srun"));
+                    return Err(fatal(format!(
+                        "{}\nTry \"srun --help\" for more information",
+                        p.message("srun")
+                    )));
                 }
                 i = next;
             }
@@ -280,10 +507,14 @@ pub fn run(args: &[String]) -> i32 {
     let a = match parse(args) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("{e}");
-            return 1;
+            eprintln!("{}", e.message);
+            return e.code;
         }
     };
+    if let Some(info) = a.info {
+        print_info(info, SRUN_USAGE, SRUN_HELP);
+        return 0;
+    }
     for w in &a.warnings {
         eprintln!("{w}");
     }
@@ -294,6 +525,57 @@ pub fn run(args: &[String]) -> i32 {
         }
     })
 }
+
+/// Print what `--help`, `--usage` or `--version` asked for, to stdout.
+pub(crate) fn print_info(info: Info, usage: &str, help: &str) {
+    match info {
+        Info::Help => print!("{help}"),
+        Info::Usage => print!("{usage}"),
+        Info::Version => println!("canopy {}", env!("CARGO_PKG_VERSION")),
+    }
+}
+
+const SRUN_USAGE: &str = "\
+Usage: srun [-N nodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n] [-i in]
+            [-o out] [-e err] [-l] [-u] [-p partition] [-t time] [-J name]
+            [-D dir] [-w hosts] [-x hosts] [--mem=size] [--mem-per-cpu=size]
+            [-A account] [-C features] [--exclusive] [--export=vars] [-H]
+            [-b time] [-d dependency] [--nice[=adj]] [-I[secs]] [-K] [-W secs]
+            executable [args...]
+";
+
+const SRUN_HELP: &str = "\
+Usage: srun [OPTIONS...] executable [args...]
+
+Run a parallel step: inside the allocation named by SLURM_JOB_ID, or in a new
+allocation made for it and released when it ends.
+
+  -n, --ntasks=n              number of tasks
+  -N, --nodes=n               number of nodes
+      --ntasks-per-node=n     tasks per node
+  -c, --cpus-per-task=n       CPUs per task
+  -w, --nodelist=hosts        nodes to run on
+  -x, --exclude=hosts         nodes not to run on
+  -o, --output=pattern        tasks' stdout file (%j %J %s %t %n %N %A %a %u %x %%)
+  -e, --error=pattern         tasks' stderr file
+  -i, --input=what            all, none, a task number, a file or a pattern
+  -l, --label                 prefix each output line with its task number
+  -u, --unbuffered            pass output on as it comes (always so in canopy)
+  -D, --chdir=dir             tasks' working directory
+      --export=ALL|NONE|vars  tasks' environment
+  -K, --kill-on-bad-exit      a task exiting non-zero ends the step
+  -W, --wait=secs             end the step secs after its first task exits
+  -X, --disable-status        Ctrl-C goes straight to the tasks
+      --quit-on-interrupt     one Ctrl-C ends the step
+For a new allocation:
+  -p, --partition=name  -t, --time=limit  -J, --job-name=name  --mem=size
+  --mem-per-cpu=size  -A, --account=name  -C, --constraint=features
+  --exclusive  --comment=text  -H, --hold  -b, --begin=time
+  -d, --dependency=list  --nice[=adj]  --priority=n  -I, --immediate[=secs]
+  -Q, --quiet  -h, --help  --usage  -V, --version
+
+Other Slurm srun options are accepted with a warning and ignored.
+";
 
 fn env_job_id() -> Option<u32> {
     ["SLURM_JOB_ID", "SLURM_JOBID"]
@@ -345,6 +627,11 @@ pub(crate) async fn allocate(
         interactive: true,
         req_nodes: a.nodelist.clone(),
         exc_nodes: a.exclude.clone(),
+        hold: a.hold,
+        begin_time: a.begin_time,
+        dependency: a.dependency.clone(),
+        nice: a.nice.unwrap_or(0),
+        priority: a.priority,
         ..Default::default()
     };
     let id = match c.call(Body::SubmitJob(Box::new(submit))).await {
@@ -366,7 +653,13 @@ pub(crate) async fn allocate(
         }
         Err(e) => return Err(e),
     };
+    if a.hold && !a.quiet {
+        eprintln!("{prog}: Job is in held state, pending scheduler release");
+    }
     let mut said = false;
+    let give_up_at = a
+        .immediate
+        .map(|s| Instant::now() + Duration::from_secs(u64::from(s)));
     let mut signals = catch_signals();
     // Start fast (an idle cluster grants at once), back off for a busy one.
     let mut delay = Duration::from_millis(1);
@@ -386,6 +679,18 @@ pub(crate) async fn allocate(
                     eprintln!("{prog}: job {id} has been allocated resources");
                 }
                 return Ok(Some(id));
+            }
+            Some(JobState::Pending) if give_up_at.is_some_and(|t| Instant::now() >= t) => {
+                // -I: not granted in time; withdraw the request. The
+                // controller scheduled it before answering the first query.
+                cancel_request(c, id).await;
+                let why = "Unable to allocate resources: Requested nodes are busy";
+                if prog == "salloc" {
+                    eprintln!("salloc: error: {why}");
+                    eprintln!("salloc: Job allocation {id} has been revoked.");
+                    return Ok(None);
+                }
+                return Err(CliError::Usage(why.into()));
             }
             Some(JobState::Pending) => {
                 if !said && !a.quiet {
@@ -409,19 +714,30 @@ pub(crate) async fn allocate(
                     continue;
                 }
                 // Withdraw the request rather than leave a job nobody will use.
-                let cancel = Body::CancelJobs(crate::wire::messages::CancelRequest {
-                    job_ids: vec![id],
-                    signal: None,
-                    batch_only: false,
-                    exact: true,
-                });
-                let _ = c.call(cancel).await;
-                eprintln!("{prog}: Job allocation {id} has been revoked");
+                cancel_request(c, id).await;
+                if prog == "salloc" {
+                    eprintln!("salloc: Job allocation {id} has been revoked.");
+                    eprintln!("salloc: Job aborted due to signal");
+                } else {
+                    eprintln!("srun: Job allocation {id} has been revoked");
+                    eprintln!("srun: Force Terminated JobId={id}");
+                }
                 return Ok(None);
             }
         }
         delay = (delay * 2).min(Duration::from_millis(200));
     }
+}
+
+/// Withdraw an allocation request nobody will use.
+async fn cancel_request(c: &mut Client, id: u32) {
+    let cancel = Body::CancelJobs(crate::wire::messages::CancelRequest {
+        job_ids: vec![id],
+        signal: None,
+        batch_only: false,
+        exact: true,
+    });
+    let _ = c.call(cancel).await;
 }
 
 /// Run the step; returns srun's exit code.
@@ -535,6 +851,8 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
             Interrupts::Status
         },
         kill_wait_s: c.conf.kill_wait_s,
+        kill_on_bad_exit: a.kill_on_bad_exit,
+        wait_s: a.wait_s,
     };
     let auth = crate::daemon::authenticator(&c.conf)?;
     let exit = session.run(listener, auth, input, signals, &mut c).await;
@@ -624,6 +942,8 @@ enum Event {
         task: u32,
         status: ExitStatus,
     },
+    /// A node is killing the step (the job or the step was cancelled).
+    Aborted,
     Closed,
 }
 
@@ -836,6 +1156,10 @@ struct Session<'a> {
     target: StdinTarget,
     interrupts: Interrupts,
     kill_wait_s: u32,
+    /// `-K`: the first task to exit badly ends the step.
+    kill_on_bad_exit: bool,
+    /// `-W`: the step ends this long after its first task exits.
+    wait_s: Option<u32>,
 }
 
 /// Where Ctrl-C handling stands.
@@ -844,6 +1168,8 @@ struct Abort {
     last_interrupt: Option<Instant>,
     /// Set once the step is being killed: srun waits until then at most.
     deadline: Option<tokio::time::Instant>,
+    /// "Job step aborted" has been printed.
+    said: bool,
 }
 
 impl Session<'_> {
@@ -862,9 +1188,41 @@ impl Session<'_> {
         }
         eprintln!("srun: forcing job termination");
         links.forward(libc_sig::SIGKILL);
+        self.say_aborted(abort);
         let wait = self.kill_wait_s + 2;
-        eprintln!("srun: Job step aborted: Waiting up to {wait} seconds for job step to finish.");
         abort.deadline = Some(tokio::time::Instant::now() + Duration::from_secs(u64::from(wait)));
+    }
+
+    /// End the step through the controller, as srun's `-K` and `-W` do: the
+    /// nodes note it and kill the tasks, whose exits then come in as usual.
+    async fn terminate(&self, ctl: &mut Client) {
+        let (job_id, step_id) = (self.launched.job_id, self.launched.step_id);
+        eprintln!("srun: launch/slurm: _step_signal: Terminating StepId={job_id}.{step_id}");
+        let req = crate::wire::messages::StepCancel {
+            job_id,
+            step_id,
+            signal: None,
+        };
+        match ctl.call(Body::CancelStep(req)).await {
+            Ok(Body::CancelReply(r)) => {
+                for msg in r.results.into_iter().filter_map(|(_, e)| e) {
+                    eprintln!("srun: error: cannot end StepId={job_id}.{step_id}: {msg}");
+                }
+            }
+            Ok(other) => eprintln!("srun: error: unexpected reply {}", other.kind()),
+            Err(e) => eprintln!("srun: error: cannot end StepId={job_id}.{step_id}: {e}"),
+        }
+    }
+
+    /// Slurm's line for a step being killed, once.
+    fn say_aborted(&self, abort: &mut Abort) {
+        if !abort.said {
+            abort.said = true;
+            let wait = self.kill_wait_s + 2;
+            eprintln!(
+                "srun: Job step aborted: Waiting up to {wait} seconds for job step to finish."
+            );
+        }
     }
 
     /// Ctrl-C once: where every task stands.
@@ -977,6 +1335,7 @@ impl Session<'_> {
                         let ev = match env.body {
                             Body::TaskOutput(o) => Event::Output(o),
                             Body::TaskExit { task, status } => Event::Exit { task, status },
+                            Body::StepAborted => Event::Aborted,
                             _ => continue,
                         };
                         if tx.send(ev).await.is_err() {
@@ -1009,6 +1368,9 @@ impl Session<'_> {
         let mut closed = 0usize;
         let mut abort = Abort::default();
         let mut left_early = false;
+        // -W: when to end the step; -K: whether srun ended it.
+        let mut wait_until: Option<tokio::time::Instant> = None;
+        let mut killed_bad_exit = false;
         let write = |stderr: bool, bytes: &[u8]| {
             if stderr {
                 let _ = std::io::stderr().write_all(bytes);
@@ -1053,6 +1415,20 @@ impl Session<'_> {
                         None => std::future::pending().await,
                     }
                 } => break,
+                _ = async {
+                    match wait_until {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    wait_until = None;
+                    if let Some(w) = self.wait_s {
+                        eprintln!("srun: First task exited {w}s ago");
+                    }
+                    self.print_status(&exits);
+                    self.terminate(ctl).await;
+                    continue;
+                }
                 _ = check.tick() => {
                     if job_ended(ctl, job_id).await {
                         eprintln!("srun: error: job {job_id} ended before every task reported");
@@ -1087,6 +1463,7 @@ impl Session<'_> {
                     }
                 }
                 Event::Closed => closed += 1,
+                Event::Aborted => self.say_aborted(&mut abort),
                 Event::Output(o) if self.label => {
                     // -l: prefix every complete line with the task rank.
                     let buf = partial.entry((o.task, o.stderr)).or_default();
@@ -1102,6 +1479,22 @@ impl Session<'_> {
                 Event::Exit { task, status } => {
                     exits.insert(task, status);
                     unreported.push((task, status));
+                    let bad = status.code != 0 || status.signal != 0;
+                    if self.kill_on_bad_exit && bad && !killed_bad_exit && abort.deadline.is_none()
+                    {
+                        // The bad exit is reported first, then the step ended.
+                        killed_bad_exit = true;
+                        abort.said = true;
+                        report_exits(&mut unreported, &node_of);
+                        report_at = None;
+                        self.terminate(ctl).await;
+                        continue;
+                    }
+                    if exits.len() == 1 {
+                        wait_until = self.wait_s.map(|w| {
+                            tokio::time::Instant::now() + Duration::from_secs(u64::from(w))
+                        });
+                    }
                     report_at
                         .get_or_insert_with(|| tokio::time::Instant::now() + EXIT_REPORT_DELAY);
                 }
@@ -1115,6 +1508,9 @@ impl Session<'_> {
             w.abort();
         }
         report_exits(&mut unreported, &node_of);
+        if killed_bad_exit {
+            eprintln!("srun: Force Terminated {}", self.step_name());
+        }
         for ((task, stderr), rest) in partial {
             if !rest.is_empty() {
                 let mut out = format!("{task:>width$}: ").into_bytes();
@@ -1186,7 +1582,7 @@ fn exit_lines(
 mod tests {
     use super::*;
 
-    fn p(args: &[&str]) -> Result<SrunArgs, String> {
+    fn p(args: &[&str]) -> Result<SrunArgs, OptError> {
         parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
     }
 
@@ -1234,16 +1630,115 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_with_slurm_messages() {
-        assert!(p(&["--bogus", "x"])
+        assert_eq!(
+            p(&["--bogus", "x"]).unwrap_err(),
+            OptError {
+                message: "srun: unrecognized option '--bogus'\n\
+                          Try \"srun --help\" for more information"
+                    .into(),
+                code: 255
+            }
+        );
+        let e = p(&["-n", "x", "true"]).unwrap_err();
+        assert!(e.message.contains("Invalid numeric value"), "{e:?}");
+        assert!(p(&["-n"])
             .unwrap_err()
-            .contains("unrecognized option '--bogus'"));
-        assert!(p(&["-n", "x", "true"])
-            .unwrap_err()
-            .contains("Invalid numeric value"));
-        assert!(p(&["-n"]).unwrap_err().contains("requires an argument"));
-        assert!(p(&["-l"]).unwrap_err().contains("No command given"));
+            .message
+            .contains("requires an argument"));
+        assert!(p(&["-l"]).unwrap_err().message.contains("No command given"));
         let a = p(&["--gres=gpu:1", "true"]).unwrap();
         assert_eq!(a.warnings.len(), 1);
+        // Option checks as srun 22.05 words them.
+        let e = p(&["-b", "garbage", "true"]).unwrap_err();
+        assert_eq!(e.code, 255);
+        assert!(e
+            .message
+            .ends_with("srun: error: Invalid --begin specification"));
+        assert_eq!(
+            p(&["--priority=-3", "true"]).unwrap_err().message,
+            "srun: error: Priority must be >= 0"
+        );
+        assert_eq!(
+            p(&["-Ix", "true"]).unwrap_err(),
+            OptError {
+                message: "srun: error: Invalid numeric value \"x\" for immediate.".into(),
+                code: 1
+            }
+        );
+        assert_eq!(
+            p(&["-W", "x", "true"]).unwrap_err().message,
+            "srun: error: Invalid numeric value \"x\" for --wait."
+        );
+    }
+
+    #[test]
+    fn every_slurm_option_is_known_with_its_argument_kind() {
+        // Flags must not swallow the command; valued options must take theirs.
+        let a = p(&[
+            "--contiguous",
+            "-O",
+            "--multi-prog",
+            "--gpus-per-task",
+            "1",
+            "-k",
+            "--propagate",
+            "hostname",
+        ])
+        .unwrap();
+        assert_eq!(a.command, ["hostname"]);
+        assert_eq!(a.warnings.len(), 6, "{:?}", a.warnings);
+        assert_eq!(
+            a.warnings[0],
+            "srun: warning: option --contiguous is not supported by canopy yet; ignored"
+        );
+        // salloc has its own table: -K is --kill-command there, and srun's
+        // I/O options are not salloc's.
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let s = parse_options(&args(&["-K", "--bell", "sleep", "1"]), "salloc").unwrap();
+        assert!(!s.kill_on_bad_exit);
+        assert_eq!(s.command, ["sleep", "1"]);
+        let e = parse_options(&args(&["--label", "true"]), "salloc").unwrap_err();
+        assert_eq!(
+            e.message,
+            "salloc: unrecognized option '--label'\nTry \"salloc --help\" for more information"
+        );
+    }
+
+    #[test]
+    fn allocation_step_and_informational_options() {
+        let a = p(&[
+            "-H",
+            "-b",
+            "now+60",
+            "-d",
+            "afterok:5",
+            "--nice",
+            "--priority=7",
+            "-I",
+            "-K",
+            "-W",
+            "3",
+            "true",
+        ])
+        .unwrap();
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+        assert!(a.hold && a.kill_on_bad_exit);
+        let now = chrono::Utc::now().timestamp();
+        assert!((now + 55..=now + 65).contains(&a.begin_time.unwrap()));
+        assert_eq!(a.dependency.as_deref(), Some("afterok:5"));
+        assert_eq!((a.nice, a.priority), (Some(100), Some(7)));
+        assert_eq!((a.immediate, a.wait_s), (Some(0), Some(3)));
+        assert_eq!(p(&["-I5", "true"]).unwrap().immediate, Some(5));
+        assert!(
+            !p(&["--kill-on-bad-exit=0", "true"])
+                .unwrap()
+                .kill_on_bad_exit
+        );
+        assert_eq!(p(&["-W0", "true"]).unwrap().wait_s, None);
+        // --help needs no command, and wins over what else is given.
+        assert_eq!(p(&["--help"]).unwrap().info, Some(Info::Help));
+        assert_eq!(p(&["-V", "-n2"]).unwrap().info, Some(Info::Version));
+        assert_eq!(p(&["--usage"]).unwrap().info, Some(Info::Usage));
     }
 
     #[test]

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
-    Admit, Cancel, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions, GetRanks,
-    GetRanksReply, GetStatus, NamesOf, Reconfigure, StartStep, StepDone, UpdateJobs, UpdateNodes,
+    Admit, Cancel, CancelStep, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions,
+    GetRanks, GetRanksReply, GetStatus, NamesOf, Reconfigure, StartStep, StepDone, UpdateJobs,
+    UpdateNodes,
 };
 use crate::actors::partition::ValidateSubmit;
 use crate::actors::relay::Fanout;
@@ -97,6 +98,17 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::CancelJobs(req) => cancel(req, env.uid, operator, h).await,
+        Body::CancelStep(req) => {
+            let msg = CancelStep {
+                req,
+                uid: env.uid,
+                operator,
+            };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
+                Ok(r) => Body::CancelReply(r),
+                Err(_) => gone(),
+            }
+        }
         Body::UpdateNodes(update) => update_nodes(update, env.uid, operator, h).await,
         Body::QueryStatus => {
             match send_counted(&h.controller, &h.controller_stats, GetStatus).await {

@@ -135,6 +135,12 @@ fn supplementary_groups(name: &str, gid: u32) -> Vec<libc::gid_t> {
     }
 }
 
+/// The name slurmstepd gives itself in the notes it writes into a job's
+/// output (`slurmstepd-n1`): users and tools see it there.
+pub fn stepd_prefix(node: &str) -> String {
+    format!("slurmstepd-{node}")
+}
+
 /// A job's working directory, made ready before the fork for the child to
 /// enter after it has become the user (so the user's rights decide).
 pub struct WorkDir {
@@ -146,7 +152,8 @@ pub struct WorkDir {
 }
 
 impl WorkDir {
-    pub fn new(dir: &std::path::Path) -> io::Result<WorkDir> {
+    /// `node` names this node in the note, as slurmstepd's log prefix does.
+    pub fn new(dir: &std::path::Path, node: &str) -> io::Result<WorkDir> {
         use nix::errno::Errno;
         use std::os::unix::ffi::OsStrExt;
         let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
@@ -157,7 +164,8 @@ impl WorkDir {
         })?;
         let note = |why: &str| {
             format!(
-                "slurmstepd: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
+                "{}: error: couldn't chdir to `{}': {why}: going to /tmp instead\n",
+                stepd_prefix(node),
                 dir.display()
             )
             .into_bytes()

@@ -156,7 +156,7 @@ fn start_batch(
             path: stderr_path,
             source,
         })?;
-    let cwd = WorkDir::new(workdir).map_err(|source| ExecError::Spawn {
+    let cwd = WorkDir::new(workdir, node).map_err(|source| ExecError::Spawn {
         job_id: launch.job_id,
         source,
     })?;

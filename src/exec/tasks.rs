@@ -160,6 +160,13 @@ pub struct StartedStep {
 }
 
 impl StartedStep {
+    /// Tell srun the step is being killed, if the link is still up.
+    pub fn aborted(&self) {
+        if let Some(tx) = self.notes.upgrade() {
+            let _ = tx.try_send(Body::StepAborted);
+        }
+    }
+
     /// Send `line` to srun as this node's stderr, if the link is still up.
     pub fn note(&self, line: &str) {
         if let Some(tx) = self.notes.upgrade() {
@@ -234,7 +241,7 @@ pub fn spawn_tasks(
         user.run(|| open_task_files(&paths))
             .map_err(|e| format!("cannot act as uid {}: {e}", l.uid))??
     };
-    let workdir = Arc::new(WorkDir::new(cwd).map_err(|e| e.to_string())?);
+    let workdir = Arc::new(WorkDir::new(cwd, node).map_err(|e| e.to_string())?);
     for ((local, rank), files) in ranks.clone().enumerate().zip(files) {
         let mut cmd = std::process::Command::new(program);
         cmd.args(&l.argv[1..])

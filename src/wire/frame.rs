@@ -440,6 +440,21 @@ mod tests {
                 batch_only: false,
                 exact: false,
             }),
+            Body::CancelStep(crate::wire::messages::StepCancel {
+                job_id: 4,
+                step_id: 1,
+                signal: None,
+            }),
+            Body::StepAborted,
+            Body::Forward(Box::new(Forward {
+                id: 8,
+                targets: RankSet::default(),
+                budget_ms: 5_000,
+                cmd: NodeCommand::KillStep {
+                    job_id: 4,
+                    step_id: 1,
+                },
+            })),
             Body::Error(ErrorReply {
                 code: ErrorCode::InvalidPartition,
                 message: "no such partition".into(),
@@ -454,6 +469,7 @@ mod tests {
                     signal: 9,
                     batch_only: true,
                     steps_only: false,
+                    step: None,
                 },
             })),
             Body::ForwardReply(ForwardReply {

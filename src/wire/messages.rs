@@ -114,6 +114,14 @@ pub struct CancelRequest {
     pub exact: bool,
 }
 
+/// `scancel J.S`: cancel (`signal: None`) or signal one srun step of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepCancel {
+    pub job_id: u32,
+    pub step_id: u32,
+    pub signal: Option<i32>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CancelReply {
     /// Per requested id: `None` = done, `Some(message)` = the error for that id.
@@ -585,6 +593,15 @@ pub enum NodeCommand {
         /// without `B:`).
         #[serde(default)]
         steps_only: bool,
+        /// Only this srun step's tasks (`scancel -s SIG J.S`).
+        #[serde(default)]
+        step: Option<u32>,
+    },
+    /// Cancel one srun step here: its kill note to srun, then SIGKILL to
+    /// its tasks, as slurmstepd does for `scancel J.S`.
+    KillStep {
+        job_id: u32,
+        step_id: u32,
     },
     /// End a job on the node: SIGCONT+SIGTERM, SIGKILL after `kill_wait_s`,
     /// then forget it.
@@ -702,6 +719,11 @@ pub enum Body {
     SignalTasks {
         signal: i32,
     },
+    /// node → srun, on a step's I/O link: the step is being killed (the job
+    /// or the step was cancelled); srun says so, as Slurm's does.
+    StepAborted,
+    /// `scancel J.S`; answered with `CancelReply`.
+    CancelStep(StepCancel),
     UpdateJobs(JobUpdate),
     /// Per job: `None` = done, `Some(message)` = why not.
     UpdateJobsReply(CancelReply),
@@ -754,6 +776,8 @@ impl Body {
             Body::TaskExit { .. } => "TaskExit",
             Body::StepStdin(_) => "StepStdin",
             Body::SignalTasks { .. } => "SignalTasks",
+            Body::StepAborted => "StepAborted",
+            Body::CancelStep(_) => "CancelStep",
             Body::UpdateJobs(_) => "UpdateJobs",
             Body::UpdateJobsReply(_) => "UpdateJobsReply",
             Body::QueryAcct(_) => "QueryAcct",
