@@ -429,3 +429,67 @@ fn ok_release_and_finish(c: &Cluster, w: &std::path::Path, id: u32) {
     let j = c.wait_done(id, Duration::from_secs(30));
     assert_eq!(j.state, JobState::Completed);
 }
+
+/// Read `cmd args` (which repeats forever) until `blocks` listings have come,
+/// then stop it; the listings, each ending in its blank line.
+fn repeated(c: &Cluster, w: &std::path::Path, cmd: &str, args: &[&str], blocks: usize) -> String {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(common::bin("canopy"))
+        .arg(cmd)
+        .args(args)
+        .current_dir(w)
+        .env("CANOPY_CONF", &c.conf)
+        .env_remove("SQUEUE_FORMAT")
+        .env_remove("SINFO_FORMAT")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    let mut seen = 0;
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        seen += usize::from(line.is_empty());
+        out.push_str(&line);
+        out.push('\n');
+        if seen == blocks {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    out
+}
+
+#[test]
+fn iterate_lists_again_with_the_date_line_until_stopped() {
+    let c = Cluster::start(2, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let held = c.sbatch(w, &["--hold", "--wrap", "true"]);
+    let out = repeated(&c, w, "squeue", &["-i", "1", "-o", "%i %t"], 2);
+    let blocks: Vec<&str> = out.split_terminator("\n\n").collect();
+    assert_eq!(blocks.len(), 2, "{out}");
+    for b in blocks {
+        let lines: Vec<&str> = b.lines().collect();
+        // `Sat Nov 21 10:00:00 2026`, as -l prints it, then the listing.
+        assert!(
+            chrono::NaiveDateTime::parse_from_str(lines[0], "%a %b %e %H:%M:%S %Y").is_ok(),
+            "{out}"
+        );
+        assert_eq!(
+            lines[1..],
+            ["JOBID ST".to_string(), format!("{held} PD")],
+            "{out}"
+        );
+    }
+    // -h: no header and no date line; sinfo repeats the same way.
+    let out = repeated(&c, w, "squeue", &["-h", "-i", "1", "-o", "%i"], 2);
+    assert_eq!(out, format!("{held}\n\n{held}\n\n"));
+    let out = repeated(&c, w, "sinfo", &["-h", "-i", "1", "-o", "%D %t"], 2);
+    assert_eq!(out, "2 idle\n\n2 idle\n\n");
+    for cmd in ["squeue", "sinfo"] {
+        let o = c.cli(w, cmd, &["-i", "0"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(err(&o), format!("{cmd}: error: --iterate=0\n\n"));
+    }
+}

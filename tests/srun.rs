@@ -153,12 +153,28 @@ fn one_step_is_cancelled_or_signalled_and_srun_ends_its_own_steps() {
         "two.sh",
         "#!/bin/bash\n#SBATCH -N 2 -o two.out\n\
          srun -N2 -n2 bash -c 'echo $$ >> p0; exec sleep 300' &\n\
-         srun -N1 -n1 bash -c 'echo $$ >> p1; exec sleep 300' &\n\
+         until [ -s p0 ]; do sleep 0.1; done\n\
+         srun -N1 -n1 -J second bash -c 'echo $$ >> p1; exec sleep 300' &\n\
          wait\necho after\n",
     );
     let id = c.sbatch(w, &["two.sh"]);
     let step0 = wait_pids(&c, &w.join("p0"), 2);
     let step1 = wait_pids(&c, &w.join("p1"), 1);
+    // squeue -s lists the job's running steps, srun's -J naming its step.
+    let o = c.cli(w, "squeue", &["-s", "-h", "-o", "%i %j %A %N"]);
+    assert_eq!(
+        text(&o),
+        format!("{id}.0 bash 2 n[1-2]\n{id}.1 second 1 n1\n{id}.batch batch 1 n1\n")
+    );
+    let o = c.cli(w, "squeue", &["-s", &format!("{id}.1"), "-o", "%.8i %u"]);
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap()
+        .name;
+    assert_eq!(
+        text(&o),
+        format!("  STEPID USER\n{:>8} {user}\n", format!("{id}.1"))
+    );
     let o = c.cli(w, "scancel", &[&format!("{id}.0")]);
     assert!(o.status.success(), "{o:?}");
     c.wait_for(Duration::from_secs(15), "step 0 killed", |_| {
@@ -266,4 +282,13 @@ fn one_step_is_cancelled_or_signalled_and_srun_ends_its_own_steps() {
     );
     let o = c.cli(w, "squeue", &["-h", "-t", "PD"]);
     assert_eq!(text(&o), "", "the -I request must not stay queued");
+    let o = c.cli(w, "scancel", &[&busy.to_string()]);
+    assert!(o.status.success(), "{o:?}");
+
+    // `-o /dev/null` is used as it is (it cannot be truncated).
+    let quiet = c.sbatch(w, &["-o", "/dev/null", "--wrap", "echo gone"]);
+    assert_eq!(
+        c.wait_done(quiet, Duration::from_secs(20)).state,
+        JobState::Completed
+    );
 }

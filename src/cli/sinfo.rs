@@ -17,13 +17,16 @@ enum Opt {
     Exact,
     Format,
     FormatLong,
+    Dead,
     Help,
+    Iterate,
     Long,
     Node,
     NoHeader,
     Nodes,
     Partition,
     Reasons,
+    Responding,
     States,
     Summarize,
     Usage,
@@ -37,14 +40,14 @@ enum Opt {
 static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("all", Some('a'), Flag, Opt::All),
     spec("clusters", Some('M'), Required, Opt::Ignored),
-    spec("dead", Some('d'), Flag, Opt::Ignored),
+    spec("dead", Some('d'), Flag, Opt::Dead),
     spec("exact", Some('e'), Flag, Opt::Exact),
     spec("federation", None, Flag, Opt::Ignored),
     spec("format", Some('o'), Required, Opt::Format),
     spec("Format", Some('O'), Required, Opt::FormatLong),
     spec("help", None, Flag, Opt::Help),
     spec("hide", None, Flag, Opt::Ignored),
-    spec("iterate", Some('i'), Required, Opt::Ignored),
+    spec("iterate", Some('i'), Required, Opt::Iterate),
     spec("local", None, Flag, Opt::Ignored),
     spec("long", Some('l'), Flag, Opt::Long),
     spec("Node", Some('N'), Flag, Opt::Node),
@@ -52,7 +55,7 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("noheader", Some('h'), Flag, Opt::NoHeader),
     spec("nodes", Some('n'), Required, Opt::Nodes),
     spec("partition", Some('p'), Required, Opt::Partition),
-    spec("responding", Some('r'), Flag, Opt::Ignored),
+    spec("responding", Some('r'), Flag, Opt::Responding),
     spec("list-reasons", Some('R'), Flag, Opt::Reasons),
     spec("summarize", Some('s'), Flag, Opt::Summarize),
     spec("sort", Some('S'), Required, Opt::Ignored),
@@ -77,6 +80,10 @@ struct Args {
     states: Option<String>,
     partition: Option<String>,
     nodes: Option<String>,
+    /// `-i secs`: list again every secs seconds.
+    iterate_arg: Option<String>,
+    dead: bool,
+    responding: bool,
     help: bool,
     usage: bool,
     version: bool,
@@ -97,6 +104,9 @@ impl Args {
                 Opt::FormatLong => a.format_long = v,
                 Opt::Help => a.help = true,
                 Opt::Long => a.long = true,
+                Opt::Iterate => a.iterate_arg = v,
+                Opt::Dead => a.dead = true,
+                Opt::Responding => a.responding = true,
                 Opt::Node => a.node_view = true,
                 Opt::NoHeader => a.noheader = true,
                 Opt::Nodes => a.nodes = v,
@@ -162,6 +172,8 @@ pub fn run(args: &[String]) -> i32 {
     }
     fmt.no_header = a.noheader;
     fmt.exact = a.exact;
+    fmt.dead_only = a.dead;
+    fmt.responding_only = a.responding;
     fmt.states = a.states.clone();
     fmt.partitions = a
         .partition
@@ -175,7 +187,40 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
+    let iterate = match a
+        .iterate_arg
+        .as_deref()
+        .map(super::squeue::parse_iterate)
+        .transpose()
+    {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("sinfo: error: {e}\n");
+            return 1;
+        }
+    };
+    let Some(every) = iterate else {
+        return super::block_on(list(&fmt));
+    };
+    // -i: the listing again every so often, each with the date line (unless
+    // -h) and followed by a blank line, until interrupted.
+    fmt.date_line = !fmt.no_header;
     super::block_on(async move {
+        loop {
+            let code = list(&fmt).await;
+            if code != 0 {
+                return code;
+            }
+            println!();
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            tokio::time::sleep(std::time::Duration::from_secs(every)).await;
+        }
+    })
+}
+
+/// Fetch partitions and nodes and print the listing once; the exit code.
+async fn list(fmt: &SinfoFormat) -> i32 {
+    {
         let r = async {
             let mut c = Client::connect(None).await?;
             let parts = c.call(Body::QueryPartitions).await?;
@@ -194,7 +239,7 @@ pub fn run(args: &[String]) -> i32 {
                 return 1;
             }
         };
-        match render(&parts, &nodes, &fmt, chrono::Utc::now().timestamp()) {
+        match render(&parts, &nodes, fmt, chrono::Utc::now().timestamp()) {
             Ok(text) => {
                 print!("{text}");
                 0
@@ -204,5 +249,5 @@ pub fn run(args: &[String]) -> i32 {
                 1
             }
         }
-    })
+    }
 }

@@ -3,14 +3,15 @@
 
 use super::client::{CliError, Client};
 use super::format::squeue::{group_pending_arrays, render, SqueueFormat, START_SORT, START_STATES};
+use super::format::squeue_steps::{render as render_steps, StepFormat};
 use super::format::FormatError;
 use super::getopt::{
     self, spec, Ambiguity,
     ArgKind::{Flag, Optional, Required},
 };
 use crate::config::hostlist;
-use crate::wire::messages::{Body, JobQuery};
-use crate::wire::types::JobInfo;
+use crate::wire::messages::{AcctQuery, Body, JobQuery};
+use crate::wire::types::{AcctJob, AcctStep, JobInfo, JobState, StepKind};
 
 /// What each option does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +22,7 @@ enum Opt {
     Format,
     FormatLong,
     Help,
+    Iterate,
     Jobs,
     Long,
     Me,
@@ -31,6 +33,7 @@ enum Opt {
     Sort,
     Start,
     States,
+    Steps,
     User,
     Usage,
     Verbose,
@@ -51,7 +54,7 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("Format", Some('O'), Required, Opt::FormatLong),
     spec("help", None, Flag, Opt::Help),
     spec("hide", None, Flag, Opt::Ignored),
-    spec("iterate", Some('i'), Required, Opt::Ignored),
+    spec("iterate", Some('i'), Required, Opt::Iterate),
     spec("jobs", Some('j'), Optional, Opt::Jobs),
     spec("licenses", Some('L'), Required, Opt::Ignored),
     spec("local", None, Flag, Opt::Ignored),
@@ -69,7 +72,7 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("sort", Some('S'), Required, Opt::Sort),
     spec("start", None, Flag, Opt::Start),
     spec("states", Some('t'), Required, Opt::States),
-    spec("steps", Some('s'), Optional, Opt::Ignored),
+    spec("steps", Some('s'), Optional, Opt::Steps),
     spec("usage", None, Flag, Opt::Usage),
     spec("user", Some('u'), Required, Opt::User),
     spec("verbose", Some('v'), Flag, Opt::Verbose),
@@ -97,6 +100,10 @@ struct Args {
     start: bool,
     /// One line per array task, pending ones included.
     array: bool,
+    /// `-s[list]`: list running steps instead of jobs (`Some("")`: all).
+    steps: Option<String>,
+    /// `-i secs`: list again every secs seconds.
+    iterate_arg: Option<String>,
     help: bool,
     usage: bool,
     version: bool,
@@ -116,6 +123,7 @@ impl Args {
                 Opt::Format => a.format = v,
                 Opt::FormatLong => a.format_long = v,
                 Opt::Help => a.help = true,
+                Opt::Iterate => a.iterate_arg = v,
                 Opt::Jobs => a.jobs = v.or(a.jobs),
                 Opt::Long => a.long = true,
                 Opt::Me => a.me = true,
@@ -127,6 +135,7 @@ impl Args {
                 Opt::Sort => a.sort = v,
                 Opt::Start => a.start = true,
                 Opt::States => a.states = v,
+                Opt::Steps => a.steps = Some(v.unwrap_or_default()),
                 Opt::User => a.user = v,
                 Opt::Usage => a.usage = true,
                 Opt::Version => a.version = true,
@@ -171,6 +180,9 @@ pub fn run(args: &[String]) -> i32 {
         return 1;
     }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if a.steps.is_some() {
+        return steps(&a);
+    }
     let (mut fmt, warnings) = match (
         a.format.clone().or_else(|| env("SQUEUE_FORMAT")),
         a.format_long.clone().or_else(|| env("SQUEUE_FORMAT2")),
@@ -215,7 +227,46 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
+    // With explicit ids, finished jobs are shown too (as Slurm does within MinJobAge).
+    if !ids.is_empty() && fmt.states.is_none() {
+        fmt.states = Some("all".into());
+    }
+    let iterate = match a.iterate_arg.as_deref().map(parse_iterate).transpose() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("squeue: error: {e}\n");
+            return 1;
+        }
+    };
+    let Some(every) = iterate else {
+        return super::block_on(async { list(&a, &fmt, &ids, &users, &nodes).await });
+    };
+    // -i: the listing again every so often, each with the date line (unless
+    // -h) and followed by a blank line, until interrupted.
+    fmt.date_line = !fmt.no_header;
     super::block_on(async move {
+        loop {
+            let code = list(&a, &fmt, &ids, &users, &nodes).await;
+            if code != 0 {
+                return code;
+            }
+            println!();
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            tokio::time::sleep(std::time::Duration::from_secs(every)).await;
+        }
+    })
+}
+
+/// Fetch the jobs, filter them and print the listing once; the exit code.
+async fn list(
+    a: &Args,
+    fmt: &SqueueFormat,
+    ids: &[(u32, Option<u32>)],
+    users: &Option<Vec<u32>>,
+    nodes: &Option<Vec<String>>,
+) -> i32 {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    {
         let q = JobQuery {
             job_ids: ids.iter().map(|&(id, _)| id).collect(),
             include_finished: true,
@@ -282,12 +333,7 @@ pub fn run(args: &[String]) -> i32 {
         } else {
             group_pending_arrays(shown)
         };
-        // With explicit ids, finished jobs are shown too (as Slurm does within MinJobAge).
-        let mut fmt = fmt;
-        if !ids.is_empty() && fmt.states.is_none() {
-            fmt.states = Some("all".into());
-        }
-        match render(&shown, &fmt, chrono::Utc::now().timestamp()) {
+        match render(&shown, fmt, chrono::Utc::now().timestamp()) {
             Ok(text) => {
                 print!("{text}");
                 0
@@ -302,13 +348,145 @@ pub fn run(args: &[String]) -> i32 {
                 1
             }
         }
+    }
+}
+
+/// `squeue -s`: the running steps, from the accounting view (which holds
+/// every job's batch and srun steps), narrowed by the step list, `-j`, `-u`,
+/// `-p` and `-w`.
+fn steps(a: &Args) -> i32 {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let (mut fmt, warnings) = match (a.format.clone(), a.format_long.clone()) {
+        (Some(f), _) => StepFormat::user_format(&f),
+        (None, Some(f)) => StepFormat::field_list(&f),
+        _ => (StepFormat::default_format(), vec![]),
+    };
+    for w in warnings {
+        eprintln!("squeue: error: {w}");
+    }
+    fmt.no_header = a.noheader;
+    fmt.date_line = a.long;
+    fmt.sort = a.sort.clone().or_else(|| env("SQUEUE_SORT"));
+    // `J` (every step of job J) or `J.S`; from -s's list and the words that
+    // follow the options. Array tasks (`J_T`) are not step ids: Slurm says
+    // nothing for them either.
+    let list: Vec<&str> = a
+        .steps
+        .iter()
+        .chain(a.jobs.iter())
+        .flat_map(|l| l.split(','))
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut wanted: Vec<(u32, Option<String>)> = Vec::new();
+    for item in list {
+        let (job, step) = match item.split_once('.') {
+            Some((j, s)) => (j, Some(s.to_string())),
+            None => (item, None),
+        };
+        match job.parse() {
+            Ok(id) => wanted.push((id, step)),
+            Err(_) => {
+                eprintln!("squeue: error: Invalid job step id: {item}");
+                return 1;
+            }
+        }
+    }
+    let users = match user_filter(a, env("SQUEUE_USERS")) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("squeue: error: {e}");
+            return 1;
+        }
+    };
+    let nodes = match a.nodelist.as_deref().map(hostlist::expand).transpose() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("squeue: error: Invalid node name: {e}");
+            return 1;
+        }
+    };
+    let parts: Option<Vec<&str>> = a.partition.as_deref().map(|p| p.split(',').collect());
+    let q = AcctQuery {
+        job_ids: wanted.iter().map(|(id, _)| *id).collect(),
+        states: vec![JobState::Running, JobState::Suspended],
+        ..AcctQuery::default()
+    };
+    super::block_on(async move {
+        let r = async {
+            let mut c = Client::connect(None).await?;
+            c.call(Body::QueryAcct(q)).await
+        }
+        .await;
+        let jobs = match r {
+            Ok(Body::Acct(j)) => j,
+            Ok(other) => {
+                eprintln!("squeue: error: unexpected reply {}", other.kind());
+                return 1;
+            }
+            Err(e) => {
+                eprintln!("slurm_get_job_steps error: {e}");
+                return 1;
+            }
+        };
+        let keep = |j: &AcctJob, s: &AcctStep| {
+            (wanted.is_empty()
+                || wanted.iter().any(|(id, step)| {
+                    *id == j.job_id
+                        && step
+                            .as_deref()
+                            .is_none_or(|want| step_matches(want, s.kind))
+                }))
+                && users.as_ref().is_none_or(|u| u.contains(&j.uid))
+                && parts
+                    .as_ref()
+                    .is_none_or(|p| p.contains(&j.partition.as_str()))
+                && nodes.as_ref().is_none_or(|want| {
+                    hostlist::expand(&s.nodes)
+                        .map(|have| have.iter().any(|h| want.contains(h)))
+                        .unwrap_or(false)
+                })
+        };
+        match render_steps(&jobs, keep, &fmt, chrono::Utc::now().timestamp()) {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(e) => {
+                eprintln!("squeue: error: {e}");
+                1
+            }
+        }
     })
+}
+
+/// Whether a typed step id (`0`, `batch`, `extern`) names `kind`.
+fn step_matches(want: &str, kind: StepKind) -> bool {
+    match kind {
+        StepKind::Batch => want == "batch",
+        StepKind::Extern => want == "extern",
+        StepKind::Numbered(n) => want.parse() == Ok(n),
+    }
 }
 
 /// Listed after an invalid `-t` state, as Slurm lists them.
 const VALID_STATES: &str = "PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NODE_FAIL,PREEMPTED,BOOT_FAIL,DEADLINE,OUT_OF_MEMORY,COMPLETING,CONFIGURING,RESIZING,RESV_DEL_HOLD,REQUEUED,REQUEUE_FED,REQUEUE_HOLD,REVOKED,SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED";
 
 const USAGE: &str = "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid] [-n name] [-o format] [-O fields] [-p partitions] [--qos qos] [--reservation reservation] [--sort fields] [--start] [--step step_id] [-t states] [-u user_name] [--usage] [-L licenses] [-w nodes] [--federation] [--local] [--sibling] [-ahjlrsv]";
+
+/// `-i/--iterate`: a whole number of seconds, at least 1 (atoi-style, as
+/// Slurm reads it; the error is Slurm's `--iterate=VALUE`).
+pub(crate) fn parse_iterate(v: &str) -> Result<u64, String> {
+    let digits: String = v
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse::<u64>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("--iterate={v}"))
+}
 
 /// `-j` items: `N` (a job, or every task of array N) or `N_T` (one task).
 fn parse_ids(list: Option<&str>) -> Result<Vec<(u32, Option<u32>)>, String> {

@@ -792,11 +792,13 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         ntasks: a.ntasks,
         ntasks_per_node: a.ntasks_per_node,
         cpus_per_task: a.cpus_per_task,
-        name: a
-            .command
-            .first()
-            .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
-            .unwrap_or_default(),
+        // -J names the step; otherwise its program does, as in Slurm.
+        name: a.job_name.clone().unwrap_or_else(|| {
+            a.command
+                .first()
+                .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+                .unwrap_or_default()
+        }),
         argv: a.command.clone(),
         env: super::sbatch_args::export_env(
             a.export.as_deref(),

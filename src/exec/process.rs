@@ -285,7 +285,9 @@ fn open_output(path: &Path, what: &'static str, append: bool) -> Result<fs::File
         .append(true)
         .open(path)
         .map_err(err)?;
-    if !append {
+    // Only a regular file can be truncated: `-o /dev/null` (or a FIFO) is
+    // used as it is.
+    if !append && file.metadata().map_err(err)?.is_file() {
         file.set_len(0).map_err(err)?;
     }
     Ok(file)

@@ -500,7 +500,7 @@ pub struct AcctStep {
 
 /// One job as `sacct` shows it: the allocation plus its steps. Kept by the
 /// controller for good (unlike squeue's view, which forgets after MinJobAge).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AcctJob {
     pub job_id: u32,
     pub name: String,

@@ -12,6 +12,7 @@ pub mod sacct;
 pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
+pub mod squeue_steps;
 pub mod time;
 
 use std::fmt;

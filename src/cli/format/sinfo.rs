@@ -335,6 +335,9 @@ pub struct SinfoFormat {
     pub partitions: Option<Vec<String>>,
     /// `-n`, expanded to node names: only these nodes.
     pub nodes: Option<Vec<String>>,
+    /// `-d`: only nodes not responding; `-r`: only responding ones.
+    pub dead_only: bool,
+    pub responding_only: bool,
 }
 
 impl SinfoFormat {
@@ -409,6 +412,8 @@ impl SinfoFormat {
             states: None,
             partitions: None,
             nodes: None,
+            dead_only: false,
+            responding_only: false,
         }
     }
 }
@@ -701,9 +706,11 @@ fn build_groups<'a>(
         (None, _) => None,
     };
     let shown = |n: &NodeInfo| {
-        opts.nodes
-            .as_ref()
-            .is_none_or(|names| names.contains(&n.name))
+        !(opts.dead_only && !n.not_responding || opts.responding_only && n.not_responding)
+            && opts
+                .nodes
+                .as_ref()
+                .is_none_or(|names| names.contains(&n.name))
             && states
                 .as_ref()
                 .is_none_or(|sels| sels.iter().any(|&s| state_matches(s, n)))
@@ -1221,6 +1228,29 @@ mod tests {
              n6             1                  long mix   \n\
              n6             1 verylongpartitionname mix   \n\
              n6             1                   gpu mix   \n"
+        );
+    }
+
+    #[test]
+    fn dead_and_responding_select_by_the_no_respond_flag() {
+        let names = |opts: &SinfoFormat| -> Vec<String> {
+            let mut v: Vec<String> = show(opts)
+                .lines()
+                .skip(1)
+                .map(|l| l.split_whitespace().next().unwrap_or_default().to_string())
+                .collect();
+            v.dedup();
+            v
+        };
+        let mut opts = SinfoFormat::standard(SinfoView::Nodes, false);
+        opts.dead_only = true;
+        assert_eq!(names(&opts), ["n4"]);
+        opts.dead_only = false;
+        opts.responding_only = true;
+        let alive = names(&opts);
+        assert!(
+            !alive.contains(&"n4".to_string()) && alive.len() > 3,
+            "{alive:?}"
         );
     }
 
