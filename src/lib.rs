@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod exec;
+pub mod mail;
 pub mod sched;
 pub mod sim;
 pub mod state;

@@ -94,7 +94,13 @@ fn secs_between(from: Option<i64>, to: Option<i64>) -> u64 {
 
 /// The variables Slurm sets for MailProg, for job `j` in event `what`.
 fn base_env(j: &AcctJob, what: &str, group: &str) -> Vec<(String, String)> {
-    let or_null = |s: &str| if s.is_empty() { "(null)".to_string() } else { s.to_string() };
+    let or_null = |s: &str| {
+        if s.is_empty() {
+            "(null)".to_string()
+        } else {
+            s.to_string()
+        }
+    };
     let mut env = vec![
         ("SLURM_CLUSTER_NAME", j.cluster.clone()),
         ("SLURM_JOBID", j.job_id.to_string()),
@@ -209,10 +215,7 @@ pub fn array_ended(tasks: &[&AcctJob], mail_type: u32, to: String, group: &str) 
 
 fn exit_range(tasks: &[&AcctJob]) -> (i32, i32) {
     let codes = tasks.iter().map(|t| t.exit_code.0);
-    (
-        codes.clone().min().unwrap_or(0),
-        codes.max().unwrap_or(0),
-    )
+    (codes.clone().min().unwrap_or(0), codes.max().unwrap_or(0))
 }
 
 /// Exit-code variables: the highest (and, for arrays, lowest) code, and the
@@ -224,9 +227,18 @@ fn exit_env(tasks: &[&AcctJob]) -> Vec<(String, String)> {
     };
     let (code, signal) = j.exit_code;
     let mut env = vec![
-        ("SLURM_JOB_DERIVED_EC".to_string(), j.derived_exit_code.0.to_string()),
-        ("SLURM_JOB_EXIT_CODE2".to_string(), format!("{code}:{signal}")),
-        ("SLURM_JOB_EXIT_CODE".to_string(), ((code << 8) | signal).to_string()),
+        (
+            "SLURM_JOB_DERIVED_EC".to_string(),
+            j.derived_exit_code.0.to_string(),
+        ),
+        (
+            "SLURM_JOB_EXIT_CODE2".to_string(),
+            format!("{code}:{signal}"),
+        ),
+        (
+            "SLURM_JOB_EXIT_CODE".to_string(),
+            ((code << 8) | signal).to_string(),
+        ),
         ("SLURM_JOB_EXIT_CODE_MAX".to_string(), hi.to_string()),
     ];
     if j.array.is_some() {
@@ -295,7 +307,10 @@ mod tests {
         assert_eq!(parse_mail_type("BEGIN,end"), Some(BEGIN | END));
         assert_eq!(parse_mail_type("ALL"), Some(ALL));
         assert_eq!(parse_mail_type("ALL,NONE,FAIL"), Some(FAIL));
-        assert_eq!(parse_mail_type("TIME_LIMIT_80,ARRAY_TASKS"), Some(TIME_LIMIT_80 | ARRAY_TASKS));
+        assert_eq!(
+            parse_mail_type("TIME_LIMIT_80,ARRAY_TASKS"),
+            Some(TIME_LIMIT_80 | ARRAY_TASKS)
+        );
         assert_eq!(parse_mail_type("bogus"), None);
         assert_eq!(parse_mail_type(""), None);
     }
@@ -305,10 +320,19 @@ mod tests {
         let j = job(JobState::Running, 0);
         let m = began(&j, recipient(None, "alice", None), "grp", false);
         assert_eq!(m.to, "alice");
-        assert_eq!(m.subject, "Slurm Job_id=81 Name=mailjob Began, Queued time 00:00:03");
-        assert!(m.env.contains(&("SLURM_JOB_QUEUED_TIME".into(), "00:00:03".into())));
-        assert!(m.env.contains(&("SLURM_JOB_MAIL_TYPE".into(), "Began".into())));
-        assert!(m.env.contains(&("SLURM_JOB_ACCOUNT".into(), "(null)".into())));
+        assert_eq!(
+            m.subject,
+            "Slurm Job_id=81 Name=mailjob Began, Queued time 00:00:03"
+        );
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_QUEUED_TIME".into(), "00:00:03".into())));
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_MAIL_TYPE".into(), "Began".into())));
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_ACCOUNT".into(), "(null)".into())));
 
         let failed = job(JobState::Failed, 3);
         let m = ended(&failed, ALL, "bob@x".into(), "grp").unwrap();
@@ -316,15 +340,27 @@ mod tests {
             m.subject,
             "Slurm Job_id=81 Name=mailjob Failed, Run time 00:00:02, FAILED, ExitCode 3"
         );
-        assert!(m.env.contains(&("SLURM_JOB_EXIT_CODE".into(), "768".into())));
-        assert!(m.env.contains(&("SLURM_JOB_EXIT_CODE2".into(), "3:0".into())));
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_EXIT_CODE".into(), "768".into())));
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_EXIT_CODE2".into(), "3:0".into())));
         // END alone still reports a failure, as "Ended"; BEGIN alone, nothing.
         let m = ended(&failed, END, "a".into(), "g").unwrap();
-        assert!(m.subject.contains(" Ended, Run time 00:00:02, FAILED, ExitCode 3"));
+        assert!(m
+            .subject
+            .contains(" Ended, Run time 00:00:02, FAILED, ExitCode 3"));
         assert_eq!(ended(&failed, BEGIN, "a".into(), "g"), None);
         // A cancelled job is "Ended" even under FAIL only: no mail then.
-        assert_eq!(ended(&job(JobState::Cancelled, 0), FAIL, "a".into(), "g"), None);
-        assert_eq!(recipient(Some("carol"), "alice", Some("example.org")), "carol@example.org");
+        assert_eq!(
+            ended(&job(JobState::Cancelled, 0), FAIL, "a".into(), "g"),
+            None
+        );
+        assert_eq!(
+            recipient(Some("carol"), "alice", Some("example.org")),
+            "carol@example.org"
+        );
         assert_eq!(recipient(Some("c@d"), "alice", Some("example.org")), "c@d");
     }
 
@@ -347,7 +383,10 @@ mod tests {
         let t2 = task(2, 88, JobState::Failed, 1);
         let t3 = task(3, 86, JobState::Failed, 2);
         let m = began(&t1, "a".into(), "g", true);
-        assert_eq!(m.subject, "Slurm Array Summary Job_id=86_* (86) Name=mailjob Began");
+        assert_eq!(
+            m.subject,
+            "Slurm Array Summary Job_id=86_* (86) Name=mailjob Began"
+        );
         let m = began(&t1, "a".into(), "g", false);
         assert_eq!(
             m.subject,
@@ -358,7 +397,9 @@ mod tests {
             m.subject,
             "Slurm Array Summary Job_id=86_* (86) Name=mailjob Failed, Mixed, ExitCode [0-2]"
         );
-        assert!(m.env.contains(&("SLURM_JOB_EXIT_CODE_MIN".into(), "0".into())));
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_EXIT_CODE_MIN".into(), "0".into())));
         let m = array_ended(&[&t1], END, "a".into(), "g").unwrap();
         assert_eq!(
             m.subject,

@@ -395,3 +395,112 @@ fn account_comment_constraint_exclusive_requeue_and_nice_act_and_show() {
     );
     assert_eq!(o, "10\n");
 }
+
+#[test]
+fn job_mail_runs_mailprog_as_slurm_does() {
+    let m = tempfile::tempdir().unwrap();
+    let log = m.path().join("mail.log");
+    let prog = common::write_script(
+        m.path(),
+        "mailprog.sh",
+        &format!(
+            "#!/bin/sh\necho \"$1|$2|$3|$SLURM_JOB_MAIL_TYPE|$SLURM_JOB_STATE\" >> {}\n",
+            log.display()
+        ),
+    );
+    let c = Cluster::start_with(
+        2,
+        2,
+        30,
+        &format!("MailProg={}\nMailDomain=example.org\n", prog.display()),
+    );
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let ok = c.sbatch(w, &["--mail-type=ALL", "-J", "mj", "--wrap", "sleep 1"]);
+    let bad = c.sbatch(
+        w,
+        &[
+            "--mail-type=END,FAIL",
+            "--mail-user=bob",
+            "-J",
+            "bad",
+            "--wrap",
+            "exit 3",
+        ],
+    );
+    let arr = c.sbatch(
+        w,
+        &[
+            "--mail-type=BEGIN,END",
+            "--array=1-3",
+            "-J",
+            "arr",
+            "--wrap",
+            "exit $SLURM_ARRAY_TASK_ID",
+        ],
+    );
+    let quiet = c.sbatch(w, &["-J", "quiet", "--wrap", "true"]);
+    for id in [ok, bad, arr, arr + 1, arr + 2, quiet] {
+        c.wait_done(id, Duration::from_secs(30));
+    }
+    // MailProg runs on a thread of its own: wait for its lines.
+    let lines = || -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    c.wait_for(Duration::from_secs(10), "five mails", |_| {
+        lines().len() >= 5
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let lines = lines();
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap()
+        .name;
+    let find = |start: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no mail starting {start:?} in {lines:#?}"))
+    };
+    let began = find(&format!(
+        "-s|Slurm Job_id={ok} Name=mj Began, Queued time 00:00:0"
+    ));
+    assert!(
+        began.ends_with(&format!("|{user}@example.org|Began|RUNNING")),
+        "{began}"
+    );
+    let ended = find(&format!(
+        "-s|Slurm Job_id={ok} Name=mj Ended, Run time 00:00:0"
+    ));
+    assert!(
+        ended.ends_with(&format!(
+            ", COMPLETED, ExitCode 0|{user}@example.org|Ended|COMPLETED"
+        )),
+        "{ended}"
+    );
+    let failed = find(&format!(
+        "-s|Slurm Job_id={bad} Name=bad Failed, Run time 00:00:0"
+    ));
+    assert!(
+        failed.ends_with(", FAILED, ExitCode 3|bob@example.org|Failed|FAILED"),
+        "{failed}"
+    );
+    // The array: one summary when its first task starts, one when its last ends.
+    find(&format!(
+        "-s|Slurm Array Summary Job_id={arr}_* ({arr}) Name=arr Began|"
+    ));
+    find(&format!(
+        "-s|Slurm Array Summary Job_id={arr}_* ({arr}) Name=arr Ended, FAILED, ExitCode [1-3]|"
+    ));
+    let o = c.cli(w, "sbatch", &["--mail-type=bogus", "--wrap", "true"]);
+    assert_eq!(o.status.code(), Some(255));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "sbatch: error: Invalid --mail-type specification\n"
+    );
+}

@@ -23,6 +23,7 @@ use super::stats::{ActorStats, Counted};
 use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded, WarnBeforeLimit};
 use crate::config::hostlist;
 use crate::config::Config;
+use crate::mail;
 use crate::sched::depend::Dependency;
 use crate::sched::priority::BasicPriority;
 use crate::sched::table::{JobTable, PartitionView, Resolved};
@@ -453,7 +454,84 @@ impl ControllerActor {
             ops.push(Op::PutJob(Box::new(j.clone())));
             ops.push(Op::PutAcct(Box::new(self.acct_of(j, usage))));
         }
+        // Every path that ends a job comes through here, once per job.
+        self.mail_finished(ids);
         self.store.submit(ops)
+    }
+
+    /// BEGIN mail for jobs that just started. An array (without
+    /// ARRAY_TASKS) is mailed once, with the first of its tasks to start.
+    fn mail_started(&self, started: &[u32]) {
+        let batch: std::collections::HashSet<u32> = started.iter().copied().collect();
+        let mut arrays = std::collections::HashSet::new();
+        for j in started.iter().filter_map(|&id| self.jobs.get(id)) {
+            let flags = j.submit.mail_type;
+            if flags & mail::BEGIN == 0 {
+                continue;
+            }
+            let summary = match j.array {
+                Some(a) if flags & mail::ARRAY_TASKS == 0 => {
+                    let earlier = self
+                        .jobs
+                        .array_members(a.array_job_id)
+                        .any(|t| t.start_time.is_some() && !batch.contains(&t.job_id));
+                    if earlier || !arrays.insert(a.array_job_id) {
+                        continue;
+                    }
+                    true
+                }
+                _ => false,
+            };
+            let acct = self.acct_of(j, Usage::default());
+            let to = self.mail_to(j);
+            self.send_mail(mail::began(&acct, to, &group_of(j.submit.gid), summary));
+        }
+    }
+
+    /// END or FAIL mail for jobs that just finished; an array (without
+    /// ARRAY_TASKS) gets its summary when its last task finishes.
+    fn mail_finished(&self, ids: &[u32]) {
+        let mut arrays = std::collections::HashSet::new();
+        for j in ids.iter().filter_map(|&id| self.jobs.get(id)) {
+            let flags = j.submit.mail_type;
+            if flags & (mail::END | mail::FAIL) == 0 {
+                continue;
+            }
+            let (to, group) = (self.mail_to(j), group_of(j.submit.gid));
+            let sent = match j.array {
+                Some(a) if flags & mail::ARRAY_TASKS == 0 => {
+                    let tasks: Vec<&JobRecord> = self.jobs.array_members(a.array_job_id).collect();
+                    if tasks.iter().any(|t| !t.state.is_finished())
+                        || !arrays.insert(a.array_job_id)
+                    {
+                        continue;
+                    }
+                    let accts: Vec<AcctJob> = tasks
+                        .iter()
+                        .map(|t| self.acct_of(t, Usage::default()))
+                        .collect();
+                    let refs: Vec<&AcctJob> = accts.iter().collect();
+                    mail::array_ended(&refs, flags, to, &group)
+                }
+                _ => mail::ended(&self.acct_of(j, Usage::default()), flags, to, &group),
+            };
+            if let Some(m) = sent {
+                self.send_mail(m);
+            }
+        }
+    }
+
+    fn mail_to(&self, j: &JobRecord) -> String {
+        mail::recipient(
+            j.submit.mail_user.as_deref(),
+            &j.submit.user,
+            self.conf.mail_domain.as_deref(),
+        )
+    }
+
+    fn send_mail(&self, m: mail::Mail) {
+        tracing::info!(to = %m.to, subject = %m.subject, "mailing");
+        mail::send(&self.conf.mail_prog, m);
     }
 
     /// A job's accounting view, with node names resolved.
@@ -508,6 +586,7 @@ impl ControllerActor {
         if started.is_empty() {
             return;
         }
+        self.mail_started(&started);
         // Starting jobs may satisfy `after` dependencies: look again.
         self.queue_schedule(ctx);
         self.started += started.len() as u64;
@@ -2621,4 +2700,9 @@ impl Handler<StepDone> for ControllerActor {
             Ok(())
         })
     }
+}
+
+/// A gid's group name (the gid itself when the system has no name for it).
+fn group_of(gid: u32) -> String {
+    crate::cli::format::group_name(gid).unwrap_or_else(|| gid.to_string())
 }

@@ -146,6 +146,8 @@ pub enum SbatchError {
     #[error("sbatch: error: heterogeneous jobs ({marker}) are not supported by canopy yet")]
     HetJobUnsupported { marker: String },
     /// `-h/--help`: not a failure; print to stdout and exit 0.
+    #[error("sbatch: error: Invalid --mail-type specification")]
+    InvalidMailType,
     #[error("{HELP_TEXT}")]
     HelpRequested,
     /// `-u/--usage`: not a failure; print to stdout and exit 0.
@@ -167,6 +169,7 @@ impl SbatchError {
             SbatchError::Syntax(_)
             | SbatchError::InvalidExclusive
             | SbatchError::InvalidNice
+            | SbatchError::InvalidMailType
             | SbatchError::NegativePriority
             | SbatchError::PriorityTooLarge => 255,
             _ => 1,
@@ -214,6 +217,8 @@ variables override them and the command line overrides both.
       --requeue, --no-requeue whether the job may be requeued
       --nice[=adj]            lower the job's priority by adj (default 100)
       --priority=n|TOP        fixed priority (operators only)
+      --mail-type=list        mail on BEGIN, END, FAIL, ALL (MailProg)
+      --mail-user=user        who gets it (default: you)
   -Q, --quiet                 print nothing on success
   -h, --help / -u, --usage / -V, --version
 
@@ -257,6 +262,8 @@ enum Action {
     NoRequeue,
     Nice,
     Priority,
+    MailType,
+    MailUser,
     Help,
     Usage,
     Version,
@@ -336,8 +343,8 @@ static OPTIONS: &[OptSpec] = &[
     spec("ignore-pbs", None, Flag, A::Unsupported),
     spec("jobid", None, Required, A::Unsupported),
     spec("licenses", Some('L'), Required, A::Unsupported),
-    spec("mail-type", None, Required, A::Unsupported),
-    spec("mail-user", None, Required, A::Unsupported),
+    spec("mail-type", None, Required, A::MailType),
+    spec("mail-user", None, Required, A::MailUser),
     spec("mcs-label", None, Required, A::Unsupported),
     spec("mem-bind", None, Required, A::Unsupported),
     spec("mem-per-gpu", None, Required, A::Unsupported),
@@ -493,6 +500,8 @@ struct Layer {
     requeue: Option<bool>,
     nice: Option<i32>,
     priority: Option<u32>,
+    mail_type: Option<u32>,
+    mail_user: Option<String>,
 }
 
 impl Layer {
@@ -534,6 +543,8 @@ impl Layer {
             requeue: self.requeue.or(lower.requeue),
             nice: self.nice.or(lower.nice),
             priority: self.priority.or(lower.priority),
+            mail_type: self.mail_type.or(lower.mail_type),
+            mail_user: self.mail_user.or(lower.mail_user),
         }
     }
 }
@@ -588,6 +599,11 @@ fn apply(
         A::TestOnly => layer.test_only = true,
         A::Account => layer.account = Some(v.to_string()),
         A::Comment => layer.comment = Some(v.to_string()),
+        A::MailType => {
+            layer.mail_type =
+                Some(crate::mail::parse_mail_type(v).ok_or(SbatchError::InvalidMailType)?)
+        }
+        A::MailUser => layer.mail_user = Some(v.to_string()),
         A::Constraint => layer.constraint = Some(v.to_string()),
         A::Exclusive => layer.exclusive = Some(parse_exclusive(value)?),
         A::Requeue => layer.requeue = Some(true),
@@ -1300,6 +1316,8 @@ fn build_submit(
         no_requeue: opts.requeue == Some(false),
         nice: opts.nice.unwrap_or(0),
         priority: opts.priority,
+        mail_type: opts.mail_type.unwrap_or(0),
+        mail_user: opts.mail_user,
         script: script.text,
     }
 }

@@ -210,20 +210,10 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let users = match user_filter(&a, env("SQUEUE_USERS")) {
-        Ok(u) => u,
+    let (users, nodes) = match user_and_node_filters(&a) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("squeue: error: {e}");
-            return 1;
-        }
-    };
-    let nodes = match a.nodelist.as_deref().map(hostlist::expand).transpose() {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!(
-                "squeue: error: Invalid node name {}: {e}",
-                a.nodelist.unwrap_or_default()
-            );
             return 1;
         }
     };
@@ -391,17 +381,10 @@ fn steps(a: &Args) -> i32 {
             }
         }
     }
-    let users = match user_filter(a, env("SQUEUE_USERS")) {
-        Ok(u) => u,
+    let (users, nodes) = match user_and_node_filters(a) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("squeue: error: {e}");
-            return 1;
-        }
-    };
-    let nodes = match a.nodelist.as_deref().map(hostlist::expand).transpose() {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("squeue: error: Invalid node name: {e}");
             return 1;
         }
     };
@@ -504,6 +487,27 @@ fn parse_ids(list: Option<&str>) -> Result<Vec<(u32, Option<u32>)>, String> {
             None => Ok((s.parse::<u32>().map_err(|_| bad(s))?, None)),
         })
         .collect()
+}
+
+/// `-w`, expanded: the node names to keep (`None`: every node).
+type NodeFilter = Option<Vec<String>>;
+
+/// The uids (`-u`, `--me`, SQUEUE_USERS) and node names (`-w`) to keep.
+fn user_and_node_filters(a: &Args) -> Result<(Option<Vec<u32>>, NodeFilter), String> {
+    let env_users = std::env::var("SQUEUE_USERS").ok().filter(|v| !v.is_empty());
+    let users = user_filter(a, env_users)?;
+    let nodes = a
+        .nodelist
+        .as_deref()
+        .map(hostlist::expand)
+        .transpose()
+        .map_err(|e| {
+            format!(
+                "Invalid node name {}: {e}",
+                a.nodelist.as_deref().unwrap_or_default()
+            )
+        })?;
+    Ok((users, nodes))
 }
 
 /// `-u a,b` (names or uids) and `--me` → the uids to keep.

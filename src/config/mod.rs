@@ -75,6 +75,11 @@ pub struct Config {
     /// `priority/basic` (the default) or `priority/multifactor`; sprio
     /// reads it. canopy computes no priority factors yet.
     pub priority_type: String,
+    /// The program job mail is sent with (`MailProg`, default `/bin/mail`),
+    /// called as `MailProg -s SUBJECT USER`.
+    pub mail_prog: PathBuf,
+    /// `MailDomain`: appended to mail recipients given without `@`.
+    pub mail_domain: Option<String>,
     /// `SchedulerParameters=enable_user_top`: users may `scontrol top`
     /// their own jobs (otherwise only operators may).
     pub enable_user_top: bool,
@@ -316,6 +321,8 @@ enum GlobalKey {
     ReturnToService,
     PriorityType,
     SchedulerParameters,
+    MailProg,
+    MailDomain,
 }
 
 const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -339,6 +346,8 @@ const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("ReturnToService", GlobalKey::ReturnToService),
     ("PriorityType", GlobalKey::PriorityType),
     ("SchedulerParameters", GlobalKey::SchedulerParameters),
+    ("MailProg", GlobalKey::MailProg),
+    ("MailDomain", GlobalKey::MailDomain),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -450,8 +459,6 @@ const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "LaunchType",
     "Licenses",
     "LogTimeFormat",
-    "MailDomain",
-    "MailProg",
     "MaxBatchRequeue",
     "MaxDBDMsgs",
     "MaxMemPerCPU",
@@ -1131,6 +1138,8 @@ impl Builder {
                 message_timeout_s: 10,
                 return_to_service: 0,
                 priority_type: "priority/basic".into(),
+                mail_prog: PathBuf::from("/bin/mail"),
+                mail_domain: None,
                 enable_user_top: false,
                 auth_key_path: dir.join("slurm.key"),
                 nodes: Vec::new(),
@@ -1252,6 +1261,8 @@ impl Builder {
                 cfg.slurmd_timeout_s = secs_in(loc, item, 0, MAX_TIMEOUT_S)?
             }
             GlobalKey::TreeWidth => cfg.tree_width = int_in(loc, item, 2, 65_533)?,
+            GlobalKey::MailProg => cfg.mail_prog = non_empty(loc, item, "a program")?.into(),
+            GlobalKey::MailDomain => cfg.mail_domain = Some(non_empty(loc, item, "a domain")?),
             GlobalKey::StateSaveLocation => {
                 cfg.state_save_location = non_empty(loc, item, "a directory")?.into()
             }

@@ -136,7 +136,7 @@ pub struct ArraySpec {
 
 /// One array task's place in its array: its `A_T` name and the
 /// `SLURM_ARRAY_*` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrayTask {
     /// The id the array was submitted as (`A`); one task's own id.
     pub array_job_id: u32,
@@ -251,6 +251,12 @@ pub struct JobSubmit {
     /// `--priority`: a fixed priority, honoured for operators only.
     #[serde(default)]
     pub priority: Option<u32>,
+    /// `--mail-type`, as `crate::mail` flags (0: no mail).
+    #[serde(default)]
+    pub mail_type: u32,
+    /// `--mail-user` (default: the job's user).
+    #[serde(default)]
+    pub mail_user: Option<String>,
 }
 
 /// `--exclusive`'s forms. canopy gives every form whole nodes; `User` and

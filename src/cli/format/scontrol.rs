@@ -400,6 +400,11 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ("ClusterName", conf.cluster_name.clone()),
         ("FirstJobId", conf.first_job_id.to_string()),
         ("KillWait", secs(u64::from(conf.kill_wait_s))),
+        (
+            "MailDomain",
+            super::or_null(conf.mail_domain.as_deref().unwrap_or_default()).into(),
+        ),
+        ("MailProg", conf.mail_prog.display().to_string()),
         ("MaxArraySize", conf.max_array_size.to_string()),
         ("MaxJobCount", conf.max_job_count.to_string()),
         ("MaxJobId", conf.max_job_id.to_string()),
