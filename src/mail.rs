@@ -94,13 +94,7 @@ fn secs_between(from: Option<i64>, to: Option<i64>) -> u64 {
 
 /// The variables Slurm sets for MailProg, for job `j` in event `what`.
 fn base_env(j: &AcctJob, what: &str, group: &str) -> Vec<(String, String)> {
-    let or_null = |s: &str| {
-        if s.is_empty() {
-            "(null)".to_string()
-        } else {
-            s.to_string()
-        }
-    };
+    let or_null = |s: &str| crate::cli::format::or_null(s).to_string();
     let mut env = vec![
         ("SLURM_CLUSTER_NAME", j.cluster.clone()),
         ("SLURM_JOBID", j.job_id.to_string()),

@@ -471,11 +471,16 @@ impl ControllerActor {
             }
             let summary = match j.array {
                 Some(a) if flags & mail::ARRAY_TASKS == 0 => {
+                    // Each array is looked at once per pass, however many
+                    // of its tasks start in it.
+                    if !arrays.insert(a.array_job_id) {
+                        continue;
+                    }
                     let earlier = self
                         .jobs
                         .array_members(a.array_job_id)
                         .any(|t| t.start_time.is_some() && !batch.contains(&t.job_id));
-                    if earlier || !arrays.insert(a.array_job_id) {
+                    if earlier {
                         continue;
                     }
                     true
@@ -500,10 +505,11 @@ impl ControllerActor {
             let (to, group) = (self.mail_to(j), group_of(j.submit.gid));
             let sent = match j.array {
                 Some(a) if flags & mail::ARRAY_TASKS == 0 => {
+                    if !arrays.insert(a.array_job_id) {
+                        continue;
+                    }
                     let tasks: Vec<&JobRecord> = self.jobs.array_members(a.array_job_id).collect();
-                    if tasks.iter().any(|t| !t.state.is_finished())
-                        || !arrays.insert(a.array_job_id)
-                    {
+                    if tasks.iter().any(|t| !t.state.is_finished()) {
                         continue;
                     }
                     let accts: Vec<AcctJob> = tasks

@@ -82,6 +82,40 @@ pub fn block_on<F: Future<Output = i32>>(f: F) -> i32 {
     }
 }
 
+/// `-i/--iterate` of squeue and sinfo: a whole number of seconds, at least 1
+/// (atoi-style, as Slurm reads it; the error is Slurm's `--iterate=VALUE`).
+pub(crate) fn parse_iterate(v: &str) -> Result<u64, String> {
+    let digits: String = v
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse::<u64>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("--iterate={v}"))
+}
+
+/// squeue/sinfo `-i`: print the listing again every `secs` seconds until
+/// interrupted, each followed by a blank line, as Slurm's do (the caller
+/// turns the date line on). Returns the first failing listing's exit code.
+pub(crate) async fn repeat_every<F, Fut>(secs: u64, mut once: F) -> i32
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = i32>,
+{
+    loop {
+        let code = once().await;
+        if code != 0 {
+            return code;
+        }
+        println!();
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+    }
+}
+
 /// The warning for a real Slurm option canopy accepts but does not act on.
 pub fn unsupported_option(cmd: &str, long: &str) -> String {
     format!("{cmd}: warning: option --{long} is not supported by canopy yet; ignored")

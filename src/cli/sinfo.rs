@@ -190,7 +190,7 @@ pub fn run(args: &[String]) -> i32 {
     let iterate = match a
         .iterate_arg
         .as_deref()
-        .map(super::squeue::parse_iterate)
+        .map(super::parse_iterate)
         .transpose()
     {
         Ok(i) => i,
@@ -202,20 +202,8 @@ pub fn run(args: &[String]) -> i32 {
     let Some(every) = iterate else {
         return super::block_on(list(&fmt));
     };
-    // -i: the listing again every so often, each with the date line (unless
-    // -h) and followed by a blank line, until interrupted.
     fmt.date_line = !fmt.no_header;
-    super::block_on(async move {
-        loop {
-            let code = list(&fmt).await;
-            if code != 0 {
-                return code;
-            }
-            println!();
-            let _ = std::io::Write::flush(&mut std::io::stdout());
-            tokio::time::sleep(std::time::Duration::from_secs(every)).await;
-        }
-    })
+    super::block_on(async { super::repeat_every(every, || list(&fmt)).await })
 }
 
 /// Fetch partitions and nodes and print the listing once; the exit code.

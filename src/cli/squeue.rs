@@ -221,7 +221,12 @@ pub fn run(args: &[String]) -> i32 {
     if !ids.is_empty() && fmt.states.is_none() {
         fmt.states = Some("all".into());
     }
-    let iterate = match a.iterate_arg.as_deref().map(parse_iterate).transpose() {
+    let iterate = match a
+        .iterate_arg
+        .as_deref()
+        .map(super::parse_iterate)
+        .transpose()
+    {
         Ok(i) => i,
         Err(e) => {
             eprintln!("squeue: error: {e}\n");
@@ -231,19 +236,9 @@ pub fn run(args: &[String]) -> i32 {
     let Some(every) = iterate else {
         return super::block_on(async { list(&a, &fmt, &ids, &users, &nodes).await });
     };
-    // -i: the listing again every so often, each with the date line (unless
-    // -h) and followed by a blank line, until interrupted.
     fmt.date_line = !fmt.no_header;
-    super::block_on(async move {
-        loop {
-            let code = list(&a, &fmt, &ids, &users, &nodes).await;
-            if code != 0 {
-                return code;
-            }
-            println!();
-            let _ = std::io::Write::flush(&mut std::io::stdout());
-            tokio::time::sleep(std::time::Duration::from_secs(every)).await;
-        }
+    super::block_on(async {
+        super::repeat_every(every, || list(&a, &fmt, &ids, &users, &nodes)).await
     })
 }
 
@@ -455,21 +450,6 @@ fn step_matches(want: &str, kind: StepKind) -> bool {
 const VALID_STATES: &str = "PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NODE_FAIL,PREEMPTED,BOOT_FAIL,DEADLINE,OUT_OF_MEMORY,COMPLETING,CONFIGURING,RESIZING,RESV_DEL_HOLD,REQUEUED,REQUEUE_FED,REQUEUE_HOLD,REVOKED,SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED";
 
 const USAGE: &str = "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid] [-n name] [-o format] [-O fields] [-p partitions] [--qos qos] [--reservation reservation] [--sort fields] [--start] [--step step_id] [-t states] [-u user_name] [--usage] [-L licenses] [-w nodes] [--federation] [--local] [--sibling] [-ahjlrsv]";
-
-/// `-i/--iterate`: a whole number of seconds, at least 1 (atoi-style, as
-/// Slurm reads it; the error is Slurm's `--iterate=VALUE`).
-pub(crate) fn parse_iterate(v: &str) -> Result<u64, String> {
-    let digits: String = v
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse::<u64>()
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("--iterate={v}"))
-}
 
 /// `-j` items: `N` (a job, or every task of array N) or `N_T` (one task).
 fn parse_ids(list: Option<&str>) -> Result<Vec<(u32, Option<u32>)>, String> {
