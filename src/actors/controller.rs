@@ -20,7 +20,9 @@ use super::node::{
 use super::partition::{JobCounts, PartitionActor, SetPartitionConf};
 use super::relay::{Fanout, GetRelayState, RelayActor, UpEvent};
 use super::stats::{ActorStats, Counted};
-use super::step::{EndStep, ScriptExited, SignalStep, StepActor, StepEnded, WarnBeforeLimit};
+use super::step::{
+    AwaitLaunch, EndStep, ScriptExited, SignalStep, StepActor, StepEnded, WarnBeforeLimit,
+};
 use crate::config::hostlist;
 use crate::config::Config;
 use crate::mail;
@@ -399,7 +401,7 @@ impl ControllerActor {
             let ending = job.ending_as;
             let cause = job.requeue.is_some().then_some(KillCause::Requeue);
             tracing::info!(job_id = id, "adopting running job after restart");
-            self.spawn_step(id, false, ctx);
+            self.spawn_step(id, None, ctx);
             if let (Some(state), Some(h)) = (ending, self.steps.get(&id)) {
                 h.stats.sent();
                 let _ = h.addr.try_send(EndStep {
@@ -597,15 +599,25 @@ impl ControllerActor {
         self.queue_schedule(ctx);
         self.started += started.len() as u64;
         self.counts_dirty = true;
+        // The job actors exist at once, so a cancel or an srun step that
+        // comes next finds them; each launches once the start is on disk.
         let durable = self.persist(&started);
-        ctx.spawn(durable.into_actor(self).map(move |res, act, ctx| {
-            if !matches!(res, Ok(Ok(()))) {
+        let gates: Vec<_> = started
+            .iter()
+            .map(|&id| {
+                let (open, gate) = tokio::sync::oneshot::channel();
+                self.spawn_step(id, Some(gate), ctx);
+                open
+            })
+            .collect();
+        actix::spawn(async move {
+            if !matches!(durable.await, Ok(Ok(()))) {
                 tracing::error!("could not persist job starts; launching anyway");
             }
-            for id in started {
-                act.spawn_step(id, true, ctx);
+            for g in gates {
+                let _ = g.send(());
             }
-        }));
+        });
     }
 
     /// Persist dependency changes; jobs killed for an impossible dependency
@@ -626,7 +638,14 @@ impl ControllerActor {
         }
     }
 
-    fn spawn_step(&mut self, id: u32, launch: bool, ctx: &mut Context<Self>) {
+    /// Start job `id`'s actor: it launches the job once `launch` fires, or
+    /// adopts it as already running (`None`, after a restart).
+    fn spawn_step(
+        &mut self,
+        id: u32,
+        launch: Option<tokio::sync::oneshot::Receiver<()>>,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(job) = self.jobs.get(id) else {
             return;
         };
@@ -634,7 +653,7 @@ impl ControllerActor {
             return;
         };
         let ranks = RankSet::from_ranks(alloc.ranks.iter().copied());
-        let launch_msg = launch.then(|| self.launch_message(job));
+        let launch_msg = launch.is_some().then(|| self.launch_message(job));
         let time_limit = job.time_limit_min.map(|m| {
             let elapsed = chrono::Utc::now().timestamp() - job.start_time.unwrap_or(0);
             Duration::from_secs((u64::from(m) * 60).saturating_sub(elapsed.max(0) as u64))
@@ -656,7 +675,11 @@ impl ControllerActor {
             signal: s.signal,
             before: Duration::from_secs(u64::from(s.secs)),
             batch_only: s.batch_only,
-        }))
+        }));
+        let addr = match launch {
+            Some(gate) => addr.with_gate(gate),
+            None => addr,
+        }
         .start();
         self.steps.insert(id, StepHandle { addr, stats: st });
     }
@@ -2635,16 +2658,24 @@ impl Handler<StartStep> for ControllerActor {
             cmd: NodeCommand::RunStep(Box::new(launch)),
             budget: root_budget(Duration::from_secs(10), self.topo.max_depth()),
         };
+        // The job's own launch may still be on its way down the tree (srun
+        // asks as soon as the job is running): the step follows it.
+        let job = self.steps.get(&job_id).map(|h| h.addr.clone());
         Box::pin(
             async move {
                 let _ = durable.await;
-                relay.send(fanout).await
+                if let Some(job) = job {
+                    if !job.send(AwaitLaunch).await.unwrap_or(false) {
+                        return Err("the job's launch failed or the job is ending".to_string());
+                    }
+                }
+                relay.send(fanout).await.map_err(|e| e.to_string())
             }
             .into_actor(self)
             .map(move |outcomes, act, _| {
                 let failed: Vec<String> = match outcomes {
                     Ok(o) => o.into_iter().filter_map(|o| o.result.err()).collect(),
-                    Err(e) => vec![e.to_string()],
+                    Err(e) => vec![e],
                 };
                 if failed.is_empty() {
                     return Ok(reply);

@@ -74,6 +74,13 @@ pub struct WarnBeforeLimit {
 #[rtype(result = "StepStatus")]
 pub struct GetStepStatus;
 
+/// Wait until the job's launch has reached every node (`true`), or failed or
+/// was overtaken by the job's end (`false`). An srun step travels as a fanout
+/// of its own, and must not reach a node before the job it belongs to.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct AwaitLaunch;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Phase {
     Launching,
@@ -109,6 +116,10 @@ pub struct StepActor {
     stats: Arc<ActorStats>,
     /// Depth of the relay tree: every deadline grows with it.
     tree_depth: u32,
+    /// Those waiting for the launch to settle ([`AwaitLaunch`]).
+    launch_waiters: Vec<tokio::sync::oneshot::Sender<bool>>,
+    /// The launch waits for this (the job's start being on disk).
+    gate: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl StepActor {
@@ -148,6 +159,22 @@ impl StepActor {
             controller,
             stats,
             tree_depth,
+            launch_waiters: Vec::new(),
+            gate: None,
+        }
+    }
+
+    /// Launch only once `gate` fires (or its sender is dropped). Messages
+    /// wait meanwhile, so a cancel that comes first still follows the launch.
+    pub fn with_gate(mut self, gate: tokio::sync::oneshot::Receiver<()>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Tell everyone waiting on the launch how it went.
+    fn settle_launch(&mut self, launched: bool) {
+        for w in self.launch_waiters.drain(..) {
+            let _ = w.send(launched);
         }
     }
 
@@ -201,6 +228,7 @@ impl StepActor {
             "ending job step"
         );
         self.phase = Phase::Ending;
+        self.settle_launch(false);
         self.ending = Some((state, exit, reason));
         let budget = self.budget(Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK);
         let cause = self.cause.or(match state {
@@ -294,8 +322,23 @@ impl Actor for StepActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
-        let Some(launch) = self.launch.take() else {
+        if self.launch.is_none() {
             self.arm_time_limit(ctx);
+            return;
+        }
+        match self.gate.take() {
+            Some(gate) => {
+                ctx.wait(gate.into_actor(self).map(|_, act, ctx| act.launch(ctx)));
+            }
+            None => self.launch(ctx),
+        }
+    }
+}
+
+impl StepActor {
+    /// Fan the job's launch out to its nodes; the job runs once all answer.
+    fn launch(&mut self, ctx: &mut Context<Self>) {
+        let Some(launch) = self.launch.take() else {
             return;
         };
         let cmd = NodeCommand::Launch(Box::new(launch));
@@ -305,6 +348,7 @@ impl Actor for StepActor {
             if failed.is_empty() {
                 if act.phase == Phase::Launching {
                     act.phase = Phase::Running;
+                    act.settle_launch(true);
                     act.arm_time_limit(ctx);
                 }
                 return;
@@ -379,6 +423,22 @@ impl Handler<SignalStep> for StepActor {
         };
         let budget = self.budget(LAUNCH_BASE);
         self.fanout(cmd, budget, ctx, |_, _, _| {});
+    }
+}
+
+impl Handler<AwaitLaunch> for StepActor {
+    type Result = ResponseFuture<bool>;
+    fn handle(&mut self, _msg: AwaitLaunch, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        match self.phase {
+            Phase::Running => Box::pin(async { true }),
+            Phase::Ending => Box::pin(async { false }),
+            Phase::Launching => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                self.launch_waiters.push(tx);
+                Box::pin(async move { rx.await.unwrap_or(false) })
+            }
+        }
     }
 }
 

@@ -22,12 +22,15 @@ pub struct Cluster {
     rt: tokio::runtime::Runtime,
 }
 
-fn port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `n` free loopback ports, all different: every listener is held until the
+/// last is bound, or the kernel may hand the same port out twice.
+fn ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 pub fn bin(name: &str) -> PathBuf {
@@ -59,12 +62,13 @@ impl Cluster {
     ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("slurm.conf");
+        let ports = ports(nodes as usize + 1);
         let mut text = format!(
             "ClusterName=test\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={}\n\
              SlurmdTimeout={slurmd_timeout}\nTreeWidth={tree_width}\nStateSaveLocation={}/state\n\
              SlurmdSpoolDir={}/spool/%n\nReturnToService=1\nKillWait=2\nMinJobAge=600\n\
              NodeName=DEFAULT CPUs=2 RealMemory=1000\n",
-            port(),
+            ports[0],
             dir.path().display(),
             dir.path().display()
         );
@@ -73,7 +77,7 @@ impl Cluster {
             let more = node_extra.get(i as usize - 1).copied().unwrap_or("");
             text.push_str(&format!(
                 "NodeName=n{i} NodeAddr=127.0.0.1 Port={} {more}\n",
-                port()
+                ports[i as usize]
             ));
         }
         text.push_str("PartitionName=debug Nodes=ALL Default=YES MaxTime=60 State=UP\n");
@@ -270,8 +274,18 @@ impl Cluster {
         let ctld =
             std::fs::read_to_string(self.dir.path().join("log/ctld.log")).unwrap_or_default();
         let tail: Vec<&str> = ctld.lines().rev().take(40).collect();
+        // A daemon that refused to start says why in its log's first lines.
+        let mut refused = String::new();
+        for i in 1..=self.nodes {
+            let log = std::fs::read_to_string(self.dir.path().join(format!("log/n{i}.log")))
+                .unwrap_or_default();
+            if log.starts_with("Error:") {
+                let head: Vec<&str> = log.lines().take(4).collect();
+                refused.push_str(&format!("n{i} log:\n{}\n", head.join("\n")));
+            }
+        }
         panic!(
-            "timed out after {limit:?} waiting for {what}\nctld log tail:\n{}",
+            "timed out after {limit:?} waiting for {what}\n{refused}ctld log tail:\n{}",
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
     }
@@ -315,8 +329,13 @@ pub fn alive(pid: i32) -> bool {
 /// Keep the cluster's logs when CANOPY_KEEP_LOGS is set (for debugging a failure).
 pub fn keep_logs(c: &Cluster) {
     if let Ok(dest) = std::env::var("CANOPY_KEEP_LOGS") {
+        // One folder per cluster: tests run side by side.
+        let name = c.dir.path().file_name().unwrap_or_default();
+        let dest = Path::new(&dest).join(name);
         let _ = std::process::Command::new("cp")
-            .args(["-r", c.dir.path().join("log").to_str().unwrap(), &dest])
+            .arg("-r")
+            .arg(c.dir.path().join("log"))
+            .arg(&dest)
             .status();
     }
 }
