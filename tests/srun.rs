@@ -225,7 +225,8 @@ fn one_step_is_cancelled_or_signalled_and_srun_ends_its_own_steps() {
     assert!(acct.contains(&format!("{id}.0|CANCELLED|0:9\n")), "{acct}");
     assert!(acct.contains(&format!("{id}.1|CANCELLED|0:10\n")), "{acct}");
 
-    // -K: the bad exit is reported, then srun ends the step.
+    // -K: the bad exit is reported, then srun ends the step: SIGTERM first
+    // (SIGKILL only after KillWait), so the others end "Terminated".
     let o = c.cli(
         w,
         "srun",
@@ -238,13 +239,13 @@ fn one_step_is_cancelled_or_signalled_and_srun_ends_its_own_steps() {
             "[ $SLURM_PROCID = 1 ] && exit 3; exec sleep 300",
         ],
     );
-    assert_eq!(o.status.code(), Some(137), "{o:?}");
+    assert_eq!(o.status.code(), Some(143), "{o:?}");
     let e = err(&o);
     let at = |s: &str| e.find(s).unwrap_or_else(|| panic!("no {s:?} in {e}"));
     assert!(at("n2: task 1: Exited with exit code 3") < at("_step_signal: Terminating StepId="));
     assert!(at("_step_signal: Terminating StepId=") < at("Force Terminated StepId="));
     assert!(
-        e.contains("error: *** STEP ") && e.contains("task 0: Killed"),
+        e.contains("error: *** STEP ") && e.contains("task 0: Terminated"),
         "{e}"
     );
 
@@ -261,7 +262,7 @@ fn one_step_is_cancelled_or_signalled_and_srun_ends_its_own_steps() {
             "[ $SLURM_PROCID = 1 ] && exit 0; exec sleep 300",
         ],
     );
-    assert_eq!(o.status.code(), Some(137), "{o:?}");
+    assert_eq!(o.status.code(), Some(143), "{o:?}");
     let e = err(&o);
     assert!(e.contains("srun: First task exited 1s ago\n"), "{e}");
     assert!(

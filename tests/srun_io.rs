@@ -231,9 +231,12 @@ fn sbatch_test_only_estimates_and_uses_up_an_id() {
 /// both are ready.
 fn trapping_srun(c: &Cluster, w: &Path, tag: &str) -> Child {
     let ready = w.join(format!("{tag}.ready"));
+    // The USR1 trap also leaves a mark, so the test can wait for it.
     let script = format!(
-        "trap 'echo got USR1 $SLURM_PROCID' USR1; trap 'echo got INT $SLURM_PROCID; exit 3' INT; \
+        "trap 'echo got USR1 $SLURM_PROCID; echo u >> {}' USR1; \
+         trap 'echo got INT $SLURM_PROCID; exit 3' INT; \
          echo x >> {}; for i in $(seq 1 300); do sleep 0.1; done",
+        w.join(format!("{tag}.usr1")).display(),
         ready.display()
     );
     let child = spawn(c, w, &["srun", "-n2", "-l", "bash", "-c", &script]);
@@ -285,7 +288,11 @@ fn srun_forwards_signals_and_handles_ctrl_c_as_slurm_does() {
         "{shown}"
     );
     signal(&child, Signal::SIGUSR1);
-    std::thread::sleep(Duration::from_millis(500));
+    c.wait_for(
+        Duration::from_secs(15),
+        "USR1 trapped by both tasks",
+        |_| std::fs::read_to_string(w.join("a.usr1")).is_ok_and(|s| s.lines().count() == 2),
+    );
     signal(&child, Signal::SIGINT);
     std::thread::sleep(Duration::from_millis(1500));
     // Twice within a second: SIGINT to the tasks, then the step is killed.

@@ -16,7 +16,7 @@ use nix::sys::signal::Signal;
 
 use super::relay::{RelayActor, SendUp};
 use super::stats::ActorStats;
-use crate::exec::process::{signal_group, spawn_batch, wait_with_usage};
+use crate::exec::process::{signal_group, spawn_batch, term_then_kill, wait_with_usage};
 use crate::wire::messages::{
     BatchFinished, Body, ExitStatus, Hello, JobLaunch, JobOnNode, JobReport, KillCause,
     NodeCommand, NodeReply, NodeResources, Registration, Usage, PROTOCOL_VERSION,
@@ -441,7 +441,11 @@ impl Handler<RunCommand> for NodeAgent {
                 };
                 now(Ok(NodeReply::Signalled { processes: count }))
             }
-            NodeCommand::KillStep { job_id, step_id } => {
+            NodeCommand::KillStep {
+                job_id,
+                step_id,
+                kill_wait_s,
+            } => {
                 let Some(job) = self.jobs.get(&job_id) else {
                     return now(Ok(NodeReply::Signalled { processes: 0 }));
                 };
@@ -454,10 +458,19 @@ impl Handler<RunCommand> for NodeAgent {
                     ));
                 }
                 let groups: Vec<i32> = job.live_step_groups(step_id).collect();
-                let count = groups
-                    .into_iter()
-                    .filter(|&g| signal_group(g, Signal::SIGKILL))
-                    .count() as u32;
+                let count = match kill_wait_s {
+                    None => groups
+                        .into_iter()
+                        .filter(|&g| signal_group(g, Signal::SIGKILL))
+                        .count() as u32,
+                    Some(w) => {
+                        // srun ending its own step: the tasks may clean up.
+                        let count = groups.len() as u32;
+                        let wait = Duration::from_secs(u64::from(w));
+                        actix::spawn(async move { term_then_kill(&groups, wait).await });
+                        count
+                    }
+                };
                 tracing::info!(job_id, step_id, groups = count, "step cancelled");
                 now(Ok(NodeReply::Signalled { processes: count }))
             }
@@ -485,31 +498,10 @@ impl Handler<RunCommand> for NodeAgent {
                     }
                 }
                 let groups: Vec<i32> = job.groups().collect();
-                for &g in &groups {
-                    signal_group(g, Signal::SIGCONT);
-                    signal_group(g, Signal::SIGTERM);
-                }
                 let wait = Duration::from_secs(u64::from(kill_wait_s));
                 Box::pin(
-                    async move {
-                        // Poll the groups: done as soon as all are empty, SIGKILL at KillWait.
-                        let step = Duration::from_millis(50);
-                        let mut waited = Duration::ZERO;
-                        let alive =
-                            |gs: &[i32]| gs.iter().any(|&g| signal_group(g, Signal::SIGCONT));
-                        while alive(&groups) && waited < wait {
-                            tokio::time::sleep(step).await;
-                            waited += step;
-                        }
-                        let mut killed = false;
-                        for &g in &groups {
-                            killed |= signal_group(g, Signal::SIGKILL);
-                        }
-                        if killed {
-                            tokio::time::sleep(step).await;
-                        }
-                    }
-                    .into_actor(self)
+                    async move { term_then_kill(&groups, wait).await }
+                        .into_actor(self)
                     .map(move |_, act, _| {
                         let spool = act.jobs.remove(&job_id).and_then(|j| j.spool_dir);
                         if let Some(dir) = spool {

@@ -2032,7 +2032,11 @@ impl ControllerActor {
         }
         let (job_id, step_id) = (r.job_id, r.step_id);
         let cmd = match r.signal {
-            None => NodeCommand::KillStep { job_id, step_id },
+            None => NodeCommand::KillStep {
+                job_id,
+                step_id,
+                kill_wait_s: r.terminate.then_some(self.conf.kill_wait_s),
+            },
             Some(signal) => NodeCommand::Signal {
                 job_id,
                 signal,
@@ -2586,6 +2590,7 @@ impl ControllerActor {
             array: job.array,
             stdin: r.stdin,
             stdin_pattern: r.stdin_pattern.clone(),
+            pty: r.pty,
         };
         let step = AcctStep {
             kind: StepKind::Numbered(step_id),

@@ -21,6 +21,7 @@ pub mod squeue;
 pub mod srun;
 pub mod sshare;
 pub mod status;
+pub mod terminal;
 
 use std::future::Future;
 

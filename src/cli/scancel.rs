@@ -918,6 +918,7 @@ async fn cancel_step(c: &mut Client, a: &ScancelArgs, job_id: u32, step_id: u32)
         job_id,
         step_id,
         signal: a.signal,
+        terminate: false,
     };
     let msg = match c.call(Body::CancelStep(req)).await {
         Ok(Body::CancelReply(r)) => r.results.into_iter().find_map(|(_, e)| e),

@@ -73,6 +73,8 @@ pub struct SrunArgs {
     pub kill_on_bad_exit: bool,
     /// `-W secs`: end the step this long after its first task exits.
     pub wait_s: Option<u32>,
+    /// `--pty`: task 0 on a pseudo-terminal, this terminal in raw mode.
+    pub pty: bool,
     pub verbose: u32,
     /// `--help`, `--usage`, `-V`: print it and do nothing else.
     pub info: Option<Info>,
@@ -308,6 +310,7 @@ const HONOURED: &[&str] = &[
     "overlap",
     "partition",
     "priority",
+    "pty",
     "quiet",
     "quit-on-interrupt",
     "time",
@@ -423,6 +426,7 @@ fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<(), OptError>
         "input" => a.input = Input::parse(v),
         "disable-status" => a.disable_status = true,
         "quit-on-interrupt" => a.quit_on_interrupt = true,
+        "pty" => a.pty = true,
         "export" => a.export = Some(v.to_string()),
         "account" => a.account = Some(v.to_string()),
         "constraint" => a.constraint = Some(v.to_string()),
@@ -660,7 +664,7 @@ pub(crate) async fn allocate(
     let give_up_at = a
         .immediate
         .map(|s| Instant::now() + Duration::from_secs(u64::from(s)));
-    let mut signals = catch_signals();
+    let mut signals = catch_signals(&[]);
     // Start fast (an idle cluster grants at once), back off for a busy one.
     let mut delay = Duration::from_millis(1);
     loop {
@@ -764,10 +768,11 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
             stdin_readable().then(|| read_input(Box::new(std::io::stdin())))
         }
     };
-    let target = if input.is_none() {
-        StdinTarget::None
-    } else {
-        a.input.target()
+    let target = match (&input, &a.input) {
+        (None, _) => StdinTarget::None,
+        // --pty: only task 0 has a terminal to read from.
+        (Some(_), Input::All) if a.pty => StdinTarget::Task(0),
+        (Some(_), i) => i.target(),
     };
     let (job_id, own_allocation) = match env_job_id() {
         Some(id) => (id, false),
@@ -785,7 +790,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     let start_time = chrono::Utc::now().timestamp();
     // Caught from before the launch: a signal that comes while the tasks
     // start is forwarded once they are linked, not lost.
-    let signals = catch_signals();
+    let signals = catch_signals(if a.pty { PTY_SIGNALS } else { &[] });
     let req = StepRequest {
         job_id,
         nodes: a.nodes,
@@ -820,6 +825,9 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
             Input::Pattern(p) => Some(p.clone()),
             _ => None,
         },
+        pty: a
+            .pty
+            .then(|| crate::exec::pty::size_of(&std::io::stdin()).unwrap_or_default()),
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,
@@ -855,9 +863,13 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         kill_wait_s: c.conf.kill_wait_s,
         kill_on_bad_exit: a.kill_on_bad_exit,
         wait_s: a.wait_s,
+        pty: a.pty,
     };
     let auth = crate::daemon::authenticator(&c.conf)?;
+    // Keys go to the task's terminal as typed, until the step ends.
+    let raw = a.pty.then(super::terminal::RawMode::enter).flatten();
     let exit = session.run(listener, auth, input, signals, &mut c).await;
+    drop(raw);
     let done = StepComplete {
         job_id,
         step_id: launched.step_id,
@@ -1012,13 +1024,17 @@ mod libc_sig {
     pub const SIGCONT: i32 = Signal::SIGCONT as i32;
     pub const SIGTSTP: i32 = Signal::SIGTSTP as i32;
     pub const SIGKILL: i32 = Signal::SIGKILL as i32;
+    pub const SIGWINCH: i32 = Signal::SIGWINCH as i32;
 }
 
-/// Deliver every signal in `HANDLED_SIGNALS` to one channel.
-fn catch_signals() -> mpsc::UnboundedReceiver<i32> {
+/// Caught as well with `--pty`: the terminal's size changed.
+const PTY_SIGNALS: &[i32] = &[libc_sig::SIGWINCH];
+
+/// Deliver every signal in `HANDLED_SIGNALS` and `extra` to one channel.
+fn catch_signals(extra: &[i32]) -> mpsc::UnboundedReceiver<i32> {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = mpsc::unbounded_channel();
-    for &sig in HANDLED_SIGNALS {
+    for &sig in HANDLED_SIGNALS.iter().chain(extra) {
         let Ok(mut stream) = signal(SignalKind::from_raw(sig)) else {
             continue;
         };
@@ -1034,25 +1050,37 @@ fn catch_signals() -> mpsc::UnboundedReceiver<i32> {
     rx
 }
 
+/// What srun sends down every node link, besides input.
+#[derive(Debug, Clone, Copy)]
+enum Down {
+    Signal(i32),
+    /// `--pty`: the terminal's new size.
+    Resize(crate::wire::messages::WindowSize),
+}
+
 /// Where forwarded signals go: one queue per node link. Signals that come
 /// before every node has linked up are kept and replayed to late links.
 struct Links {
-    queues: Vec<mpsc::UnboundedSender<i32>>,
+    queues: Vec<mpsc::UnboundedSender<Down>>,
     expected: usize,
-    early: Vec<i32>,
+    early: Vec<Down>,
 }
 
 impl Links {
     fn forward(&mut self, signal: i32) {
+        self.send(Down::Signal(signal));
+    }
+
+    fn send(&mut self, msg: Down) {
         for q in &self.queues {
-            let _ = q.send(signal);
+            let _ = q.send(msg);
         }
         if self.queues.len() < self.expected {
-            self.early.push(signal);
+            self.early.push(msg);
         }
     }
 
-    fn add(&mut self, queue: mpsc::UnboundedSender<i32>) {
+    fn add(&mut self, queue: mpsc::UnboundedSender<Down>) {
         for &s in &self.early {
             let _ = queue.send(s);
         }
@@ -1070,7 +1098,7 @@ impl Links {
 /// Send what srun has for one node: signals first, then input.
 async fn link_writer(
     mut w: ConnWriter,
-    mut signals: mpsc::UnboundedReceiver<i32>,
+    mut signals: mpsc::UnboundedReceiver<Down>,
     mut input: Option<mpsc::Receiver<Vec<u8>>>,
 ) {
     loop {
@@ -1083,7 +1111,8 @@ async fn link_writer(
         let body = tokio::select! {
             biased;
             s = signals.recv() => match s {
-                Some(signal) => Body::SignalTasks { signal },
+                Some(Down::Signal(signal)) => Body::SignalTasks { signal },
+                Some(Down::Resize(size)) => Body::WindowChange(size),
                 None => return,
             },
             d = next_input => match d {
@@ -1162,6 +1191,8 @@ struct Session<'a> {
     kill_on_bad_exit: bool,
     /// `-W`: the step ends this long after its first task exits.
     wait_s: Option<u32>,
+    /// `--pty`: SIGWINCH resizes task 0's terminal.
+    pty: bool,
 }
 
 /// Where Ctrl-C handling stands.
@@ -1188,6 +1219,7 @@ impl Session<'_> {
         if abort.deadline.is_some() {
             return;
         }
+        super::terminal::restore();
         eprintln!("srun: forcing job termination");
         links.forward(libc_sig::SIGKILL);
         self.say_aborted(abort);
@@ -1204,6 +1236,7 @@ impl Session<'_> {
             job_id,
             step_id,
             signal: None,
+            terminate: true,
         };
         match ctl.call(Body::CancelStep(req)).await {
             Ok(Body::CancelReply(r)) => {
@@ -1220,6 +1253,7 @@ impl Session<'_> {
     fn say_aborted(&self, abort: &mut Abort) {
         if !abort.said {
             abort.said = true;
+            super::terminal::restore();
             let wait = self.kill_wait_s + 2;
             eprintln!(
                 "srun: Job step aborted: Waiting up to {wait} seconds for job step to finish."
@@ -1286,6 +1320,12 @@ impl Session<'_> {
             }
             // Job control stays with srun: Ctrl-Z is ignored, as in Slurm.
             libc_sig::SIGTSTP | libc_sig::SIGCONT => {}
+            libc_sig::SIGWINCH => {
+                if self.pty {
+                    let size = crate::exec::pty::size_of(&std::io::stdin()).unwrap_or_default();
+                    links.send(Down::Resize(size));
+                }
+            }
             _ => links.forward(sig),
         }
         false
@@ -1479,6 +1519,11 @@ impl Session<'_> {
                 }
                 Event::Output(o) => write(o.stderr, &o.data),
                 Event::Exit { task, status } => {
+                    if self.pty && task == 0 {
+                        // The terminal's session is over: srun's own lines
+                        // that follow need it cooked again.
+                        super::terminal::restore();
+                    }
                     exits.insert(task, status);
                     unreported.push((task, status));
                     let bad = status.code != 0 || status.signal != 0;

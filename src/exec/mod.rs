@@ -5,4 +5,5 @@ pub mod env;
 pub mod identity;
 pub mod pattern;
 pub mod process;
+pub mod pty;
 pub mod tasks;

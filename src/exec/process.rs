@@ -297,3 +297,28 @@ fn open_output(path: &Path, what: &'static str, append: bool) -> Result<fs::File
 pub fn signal_group(pgid: i32, sig: Signal) -> bool {
     pgid > 0 && killpg(Pid::from_raw(pgid), sig).is_ok()
 }
+
+/// End process groups as slurmstepd does: SIGCONT and SIGTERM, then SIGKILL
+/// to whatever is left after `wait`. Returns as soon as every group is
+/// gone, or once the SIGKILL has had a moment to land.
+pub async fn term_then_kill(groups: &[i32], wait: std::time::Duration) {
+    for &g in groups {
+        signal_group(g, Signal::SIGCONT);
+        signal_group(g, Signal::SIGTERM);
+    }
+    let step = std::time::Duration::from_millis(50);
+    let mut waited = std::time::Duration::ZERO;
+    // SIGCONT doubles as the probe: harmless, and it fails once a group is empty.
+    let alive = |gs: &[i32]| gs.iter().any(|&g| signal_group(g, Signal::SIGCONT));
+    while alive(groups) && waited < wait {
+        tokio::time::sleep(step).await;
+        waited += step;
+    }
+    let mut killed = false;
+    for &g in groups {
+        killed |= signal_group(g, Signal::SIGKILL);
+    }
+    if killed {
+        tokio::time::sleep(step).await;
+    }
+}

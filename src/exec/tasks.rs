@@ -194,6 +194,8 @@ pub fn spawn_tasks(
     let (tx, rx) = mpsc::channel::<Body>(1024);
     let mut pgids: Vec<i32> = Vec::new();
     let mut stdins: Vec<mpsc::Sender<Vec<u8>>> = Vec::new();
+    // --pty: task 0's terminal, kept for srun's window resizes.
+    let mut pty_master: Option<std::os::fd::OwnedFd> = None;
     let cwd = Path::new(&l.cwd);
     // If any task cannot start, the step fails: kill those already started
     // rather than leave them running unrecorded.
@@ -262,30 +264,69 @@ pub fn spawn_tasks(
         }
         let piped_out = out_file.is_none();
         let piped_err = err_file.is_none();
-        cmd.stdout(out_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
-        cmd.stderr(err_file.map(Stdio::from).unwrap_or_else(Stdio::piped));
+        let quiet = l.pty.is_some() && rank != 0;
+        let stream = || if quiet { Stdio::null() } else { Stdio::piped() };
+        cmd.stdout(out_file.map(Stdio::from).unwrap_or_else(stream));
+        cmd.stderr(err_file.map(Stdio::from).unwrap_or_else(stream));
+        let pty = match l.pty.filter(|_| rank == 0) {
+            Some(size) => match pty_for(&mut cmd, size, l.uid, l.gid) {
+                Ok(master) => Some(master),
+                Err(e) => return abort(&pgids, format!("cannot open a pty: {e}")),
+            },
+            None => None,
+        };
+        let controlling_tty = pty.is_some();
         // SAFETY: setsid (each task its own group, so a cancel kills whatever
-        // it started), setgroups/setgid/setuid, chdir and write are
-        // async-signal-safe and use only memory prepared before the fork.
+        // it started), the TIOCSCTTY ioctl, setgroups/setgid/setuid, chdir
+        // and write are async-signal-safe and use only memory prepared
+        // before the fork.
         unsafe {
             let (user, workdir) = (user.clone(), workdir.clone());
             cmd.pre_exec(move || {
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
+                if controlling_tty {
+                    super::pty::take_as_controlling_in_child()?;
+                }
                 user.become_in_child()?;
                 workdir.enter_in_child()
             });
         }
-        let mut child = match tokio::process::Command::from(cmd).spawn() {
+        // The Command (and with it our copies of a pty's slave end) is
+        // dropped here, so reading the master ends when the task's side closes.
+        let spawned = tokio::process::Command::from(cmd).spawn();
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => return abort(&pgids, format!("cannot start {program}: {e}")),
         };
         pgids.push(child.id().map(|p| p as i32).unwrap_or(0));
+        let mut pumps = Vec::new();
+        if let Some(master) = pty {
+            match pty_streams(&master) {
+                Ok((reader, writer)) => {
+                    let (in_tx, in_rx) = mpsc::channel(STDIN_QUEUE);
+                    stdins.push(in_tx);
+                    actix::spawn(feed_stdin(writer, in_rx, Some(EOT)));
+                    pumps.push(actix::spawn(pump(
+                        PipeKind::Pty(reader),
+                        rank,
+                        false,
+                        tx.clone(),
+                    )));
+                    pty_master = Some(master);
+                }
+                Err(e) => {
+                    pgids.iter().for_each(|&g| {
+                        super::process::signal_group(g, nix::sys::signal::Signal::SIGKILL);
+                    });
+                    return Err(format!("cannot read the pty: {e}"));
+                }
+            }
+        }
         if let Some(input) = child.stdin.take() {
             let (in_tx, in_rx) = mpsc::channel(STDIN_QUEUE);
             stdins.push(in_tx);
-            actix::spawn(feed_stdin(input, in_rx));
+            actix::spawn(feed_stdin(input, in_rx, None));
         }
-        let mut pumps = Vec::new();
         for (pipe, stderr) in [
             (
                 child.stdout.take().filter(|_| piped_out).map(PipeKind::Out),
@@ -333,6 +374,7 @@ pub fn spawn_tasks(
         stdins,
         groups: pgids.clone(),
         uid: l.uid,
+        pty: pty_master,
     };
     actix::spawn(io_link(l.io_addr.clone(), auth, hello, rx, control));
     Ok(StartedStep {
@@ -351,13 +393,59 @@ struct Control {
     groups: Vec<i32>,
     /// The step owner's uid: only they (or root) may signal it.
     uid: u32,
+    /// Task 0's pty master (`--pty`), for window resizes.
+    pty: Option<std::os::fd::OwnedFd>,
 }
 
-/// Write srun's standard input into one task; an empty chunk closes it.
-async fn feed_stdin(mut input: tokio::process::ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
+/// What a terminal reads as end of input (Ctrl-D) at the start of a line.
+const EOT: &[u8] = b"\x04";
+
+/// Give `cmd` a new pty of `size` as stdin, stdout and stderr; returns the
+/// master end.
+fn pty_for(
+    cmd: &mut std::process::Command,
+    size: crate::wire::messages::WindowSize,
+    uid: u32,
+    gid: u32,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    let p = super::pty::open(size, uid, gid)?;
+    cmd.stdin(Stdio::from(p.slave.try_clone()?))
+        .stdout(Stdio::from(p.slave.try_clone()?))
+        .stderr(Stdio::from(p.slave));
+    Ok(p.master)
+}
+
+/// A pty master as a tokio reader and writer (two descriptors for the one
+/// non-blocking terminal; the kernel polls ptys like pipes).
+fn pty_streams(
+    master: &std::os::fd::OwnedFd,
+) -> std::io::Result<(
+    tokio::net::unix::pipe::Receiver,
+    tokio::net::unix::pipe::Sender,
+)> {
+    use tokio::net::unix::pipe;
+    let reader = pipe::Receiver::from_owned_fd_unchecked(master.try_clone()?)?;
+    let writer = pipe::Sender::from_owned_fd_unchecked(master.try_clone()?)?;
+    Ok((reader, writer))
+}
+
+/// Write srun's standard input into one task; an empty chunk is the end of
+/// it: the pipe is closed, or a terminal is sent `eof` (a pty must stay
+/// open: closing the master would hang the task up).
+async fn feed_stdin(
+    mut input: impl tokio::io::AsyncWrite + Unpin,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    eof: Option<&'static [u8]>,
+) {
     while let Some(chunk) = rx.recv().await {
-        if chunk.is_empty() || input.write_all(&chunk).await.is_err() {
-            // End of input, or the task closed its stdin / exited.
+        if chunk.is_empty() {
+            if let Some(eof) = eof {
+                let _ = input.write_all(eof).await;
+            }
+            return;
+        }
+        if input.write_all(&chunk).await.is_err() {
+            // The task closed its stdin, or exited.
             return;
         }
     }
@@ -382,6 +470,13 @@ async fn serve_control(
                     }
                 }
                 control.stdins = open;
+            }
+            Body::WindowChange(size) => {
+                if let Some(master) = &control.pty {
+                    if let Err(e) = super::pty::resize(master, size) {
+                        tracing::debug!(job_id, step_id, error = %e, "cannot resize the pty");
+                    }
+                }
             }
             Body::SignalTasks { signal } => {
                 if env.uid != control.uid && env.uid != 0 {
@@ -418,6 +513,8 @@ async fn serve_control(
 enum PipeKind {
     Out(tokio::process::ChildStdout),
     Err(tokio::process::ChildStderr),
+    /// A pty master: reading fails with EIO once the task's side is closed.
+    Pty(tokio::net::unix::pipe::Receiver),
 }
 
 /// Forward one pipe's bytes as they arrive.
@@ -427,6 +524,7 @@ async fn pump(mut p: PipeKind, task: u32, stderr: bool, tx: mpsc::Sender<Body>) 
         let r = match &mut p {
             PipeKind::Out(o) => o.read(&mut buf).await,
             PipeKind::Err(e) => e.read(&mut buf).await,
+            PipeKind::Pty(p) => p.read(&mut buf).await,
         };
         match r {
             Ok(0) | Err(_) => return,

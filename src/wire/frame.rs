@@ -444,8 +444,13 @@ mod tests {
                 job_id: 4,
                 step_id: 1,
                 signal: None,
+                terminate: true,
             }),
             Body::StepAborted,
+            Body::WindowChange(crate::wire::messages::WindowSize {
+                rows: 50,
+                cols: 132,
+            }),
             Body::Forward(Box::new(Forward {
                 id: 8,
                 targets: RankSet::default(),
@@ -453,6 +458,7 @@ mod tests {
                 cmd: NodeCommand::KillStep {
                     job_id: 4,
                     step_id: 1,
+                    kill_wait_s: Some(30),
                 },
             })),
             Body::Error(ErrorReply {

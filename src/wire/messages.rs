@@ -120,6 +120,10 @@ pub struct StepCancel {
     pub job_id: u32,
     pub step_id: u32,
     pub signal: Option<i32>,
+    /// Cancel with SIGTERM first and SIGKILL after KillWait (srun's `-K`
+    /// and `-W` ending their own step), not SIGKILL at once.
+    #[serde(default)]
+    pub terminate: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -473,6 +477,23 @@ pub struct StepRequest {
     /// on its node.
     #[serde(default)]
     pub stdin_pattern: Option<String>,
+    /// `--pty`: task 0 runs on a pseudo-terminal of this size.
+    #[serde(default)]
+    pub pty: Option<WindowSize>,
+}
+
+/// A terminal's size in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowSize {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+impl Default for WindowSize {
+    /// What a terminal without a size is taken to be.
+    fn default() -> Self {
+        WindowSize { rows: 24, cols: 80 }
+    }
 }
 
 /// Which of a step's tasks get srun's standard input.
@@ -538,6 +559,10 @@ pub struct StepLaunch {
     /// `-i` pattern opened per task on the node (see [`StepRequest`]).
     #[serde(default)]
     pub stdin_pattern: Option<String>,
+    /// `--pty`: task 0's pseudo-terminal size; the other tasks' output is
+    /// discarded, as in Slurm.
+    #[serde(default)]
+    pub pty: Option<WindowSize>,
 }
 
 /// Output of one task, streamed to srun.
@@ -598,10 +623,13 @@ pub enum NodeCommand {
         step: Option<u32>,
     },
     /// Cancel one srun step here: its kill note to srun, then SIGKILL to
-    /// its tasks, as slurmstepd does for `scancel J.S`.
+    /// its tasks, as slurmstepd does for `scancel J.S`; or, with
+    /// `kill_wait_s`, SIGCONT+SIGTERM first and SIGKILL that much later.
     KillStep {
         job_id: u32,
         step_id: u32,
+        #[serde(default)]
+        kill_wait_s: Option<u32>,
     },
     /// End a job on the node: SIGCONT+SIGTERM, SIGKILL after `kill_wait_s`,
     /// then forget it.
@@ -722,6 +750,9 @@ pub enum Body {
     /// node → srun, on a step's I/O link: the step is being killed (the job
     /// or the step was cancelled); srun says so, as Slurm's does.
     StepAborted,
+    /// srun → node, on a step's I/O link: srun's terminal was resized
+    /// (`--pty`); the node resizes the task's pty.
+    WindowChange(WindowSize),
     /// `scancel J.S`; answered with `CancelReply`.
     CancelStep(StepCancel),
     UpdateJobs(JobUpdate),
@@ -777,6 +808,7 @@ impl Body {
             Body::StepStdin(_) => "StepStdin",
             Body::SignalTasks { .. } => "SignalTasks",
             Body::StepAborted => "StepAborted",
+            Body::WindowChange(_) => "WindowChange",
             Body::CancelStep(_) => "CancelStep",
             Body::UpdateJobs(_) => "UpdateJobs",
             Body::UpdateJobsReply(_) => "UpdateJobsReply",
