@@ -83,3 +83,82 @@ fn sshare_answers_with_a_flat_tree() {
     let o = c.cli(w, "sshare", &["-o", "nosuch"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn no_shell_keeps_the_allocation_and_a_revoke_is_reported() {
+    let c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    // --no-shell: granted, and left for steps to use through --jobid.
+    let o = c.cli(w, "salloc", &["--no-shell", "-N1"]);
+    assert!(o.status.success(), "{o:?}");
+    let id: u32 = err(&o)
+        .trim()
+        .strip_prefix("salloc: Granted job allocation ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{o:?}"));
+    let job = c.job(id).unwrap();
+    assert_eq!(
+        (job.state, job.name.as_str()),
+        (JobState::Running, "no-shell")
+    );
+    let o = c.cli(
+        w,
+        "srun",
+        &["--jobid", &id.to_string(), "printenv", "SLURM_JOB_ID"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("{id}\n"),
+        "{o:?}"
+    );
+    c.cli(w, "scancel", &[&id.to_string()]);
+    c.wait_done(id, std::time::Duration::from_secs(20));
+
+    // Cancelled under a running command: "revoked". Without -K the command
+    // runs on; with -K it gets SIGTERM. Nothing is relinquished after.
+    for (kill, expect) in [(false, 0), (true, 9)] {
+        let mut args = vec!["-N1"];
+        if kill {
+            args.push("-K");
+        }
+        let script = format!(
+            "trap 'echo got-term; exit 9' TERM; echo $SLURM_JOB_ID > {}/id; \
+             for i in $(seq 1 50); do sleep 0.1; done; echo ran-on",
+            w.display()
+        );
+        args.extend(["bash", "-c", &script]);
+        let mut child = std::process::Command::new(common::bin("canopy"))
+            .arg("salloc")
+            .args(&args)
+            .current_dir(w)
+            .env("CANOPY_CONF", &c.conf)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.wait_for(
+            std::time::Duration::from_secs(15),
+            "salloc's command",
+            |_| std::fs::read_to_string(w.join("id")).is_ok_and(|s| s.ends_with('\n')),
+        );
+        let id = std::fs::read_to_string(w.join("id")).unwrap();
+        std::fs::remove_file(w.join("id")).unwrap();
+        c.cli(w, "scancel", &[id.trim()]);
+        let _ = child.stdin.take();
+        let o = child.wait_with_output().unwrap();
+        let (so, se) = (String::from_utf8_lossy(&o.stdout), err(&o));
+        assert_eq!(o.status.code(), Some(expect), "{so}{se}");
+        assert!(
+            se.contains(&format!(
+                "salloc: Job allocation {} has been revoked.\n",
+                id.trim()
+            )),
+            "{se}"
+        );
+        assert!(!se.contains("Relinquishing"), "{se}");
+        assert_eq!(so, if kill { "got-term\n" } else { "ran-on\n" });
+    }
+}

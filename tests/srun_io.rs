@@ -334,3 +334,94 @@ fn srun_forwards_signals_and_handles_ctrl_c_as_slurm_does() {
         s.lines().count() >= 2 && !s.contains("RUNNING") && !s.contains("PENDING")
     });
 }
+
+#[test]
+fn jobid_test_only_and_multi_prog() {
+    let c = Cluster::start(2, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+
+    // --jobid: a step in a job named on the command line, not the environment.
+    let id = c.sbatch(w, &["--wrap", "sleep 60"]);
+    c.wait_for(Duration::from_secs(10), "job running", |c| {
+        c.job(id).is_some_and(|j| j.state == JobState::Running)
+    });
+    let o = c.cli(
+        w,
+        "srun",
+        &[
+            &format!("--jobid={id}"),
+            "bash",
+            "-c",
+            "echo $SLURM_JOB_ID.$SLURM_STEP_ID",
+        ],
+    );
+    assert_eq!(out(&o), format!("{id}.0\n"), "{}", err(&o));
+    c.cli(w, "scancel", &[&id.to_string()]);
+    // Ids that name no usable allocation, in Slurm's words.
+    let held = c.sbatch(w, &["--hold", "--wrap", "true"]);
+    for (job, why) in [
+        (9999, "Invalid job id specified"),
+        (held, "Job is pending execution"),
+    ] {
+        let o = c.cli(w, "srun", &["--jobid", &job.to_string(), "true"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(
+            err(&o),
+            format!(
+                "srun: error: Unable to confirm allocation for job {job}: {why}\n\
+                 srun: Check SLURM_JOB_ID environment variable. Expired or invalid job {job}\n"
+            )
+        );
+    }
+
+    // --test-only: an estimate on stderr, nothing queued.
+    let o = c.cli(w, "srun", &["--test-only", "-N2", "true"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains(" using 2 processors on nodes n[1-2] in partition debug\n"),
+        "{}",
+        err(&o)
+    );
+    let o = c.cli(w, "squeue", &["-h", "-t", "PD,R", "-o", "%i"]);
+    assert_eq!(out(&o), format!("{held}\n"));
+    let o = c.cli(w, "srun", &["--test-only", "-p", "nope", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o),
+        "allocation failure: Invalid partition name specified\n"
+    );
+
+    // --multi-prog: a program per task, %t and %o filled in.
+    std::fs::write(
+        w.join("mp.conf"),
+        "# per task\n0      echo zero %t %o\n1-2    echo range %t %o\n*      echo rest %t %o\n",
+    )
+    .unwrap();
+    let o = c.cli(w, "srun", &["-N2", "-n4", "-l", "--multi-prog", "mp.conf"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        sorted_lines(&out(&o)),
+        ["0: zero 0 0", "1: range 1 0", "2: range 2 1", "3: rest 3 3"]
+    );
+    // The file is checked against the task count, here or in the controller.
+    for args in [["-n2", "--multi-prog"], ["-N2", "--multi-prog"]] {
+        let mut all = args.to_vec();
+        all.push("mp.conf");
+        all.push("ignored");
+        let o = c.cli(w, "srun", &all);
+        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(
+            err(&o),
+            "srun: error: Invalid task id, 2 >= ntasks\n\
+             srun: error: Line 3 of configuration file mp.conf invalid\n",
+            "{args:?}"
+        );
+    }
+    let o = c.cli(w, "srun", &["--multi-prog", "none.conf"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o),
+        "srun: error: Could not open multi_prog config file none.conf\n"
+    );
+}

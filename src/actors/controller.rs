@@ -2552,6 +2552,10 @@ impl ControllerActor {
             .or(r.ntasks_per_node.map(|p| p * nodes))
             .unwrap_or(default_tasks.max(nodes))
             .max(1);
+        if let Some(m) = &r.multi_prog {
+            crate::exec::multiprog::check(m, ntasks)
+                .map_err(|lines| refused(ErrorCode::InvalidRequest, lines.join("\n")))?;
+        }
         let tasks_per_node = step_layout(ntasks, nodes);
         if tasks_per_node.len() < required.len() {
             // Fewer tasks than named nodes: some named node would go unused.
@@ -2591,6 +2595,7 @@ impl ControllerActor {
             stdin: r.stdin,
             stdin_pattern: r.stdin_pattern.clone(),
             pty: r.pty,
+            multi_prog: r.multi_prog.clone(),
         };
         let step = AcctStep {
             kind: StepKind::Numbered(step_id),

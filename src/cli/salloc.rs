@@ -7,10 +7,11 @@
 //! which makes the same kind of allocation. Steps started inside (`srun`)
 //! find the job through `SLURM_JOB_ID`.
 //!
-//! Not done: a job cancelled or timed out while the command runs does not
-//! stop the command (Slurm's "Job allocation N has been revoked").
+//! A job cancelled or timed out while the command runs is "revoked": salloc
+//! says so and, with `-K`, signals the command; without it the command runs
+//! on, as in Slurm.
 
-use std::process::Command;
+use std::time::Duration;
 
 use super::client::{CliError, Client};
 use super::srun::{allocate, parse_options, print_info, release, SrunArgs};
@@ -23,7 +24,7 @@ Usage: salloc [-N nodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n]
               [-p partition] [-t time] [-J name] [-D dir] [-w hosts] [-x hosts]
               [--mem=size] [--mem-per-cpu=size] [-A account] [-C features]
               [--exclusive] [-H] [-b time] [-d dependency] [--nice[=adj]]
-              [-I[secs]] [command [args...]]
+              [-I[secs]] [-K[sig]] [--no-shell] [--bell] [command [args...]]
 ";
 
 const SALLOC_HELP: &str = "\
@@ -37,7 +38,9 @@ job's SLURM_* environment, and release the allocation when it exits.
   -w, --nodelist=hosts  -x, --exclude=hosts  --mem=size  --mem-per-cpu=size
   -A, --account=name  -C, --constraint=features  --exclusive  --comment=text
   -H, --hold  -b, --begin=time  -d, --dependency=list  --nice[=adj]
-  --priority=n  -I, --immediate[=secs]  -Q, --quiet
+  --priority=n  -I, --immediate[=secs]  --signal=[B:]sig[@secs]  -Q, --quiet
+  -K, --kill-command[=sig]  signal the command if the allocation is revoked
+  --no-shell  exit once granted, leaving the allocation  --bell  --no-bell
   -h, --help  --usage  -V, --version
 
 Other Slurm salloc options are accepted with a warning and ignored.
@@ -58,7 +61,7 @@ pub fn run(args: &[String]) -> i32 {
     for w in &a.warnings {
         eprintln!("{}", w.replacen("srun:", "salloc:", 1));
     }
-    if a.command.is_empty() {
+    if a.command.is_empty() && !a.no_shell {
         a.command = vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())];
     }
     super::block_on(async move {
@@ -81,6 +84,15 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
     };
     if !a.quiet {
         eprintln!("salloc: Granted job allocation {id}");
+    }
+    if a.bell == Some(true) {
+        // --bell: the terminal's bell, for whoever stopped watching.
+        eprint!("\x07");
+    }
+    if a.no_shell {
+        // The allocation stays until it is cancelled or times out; steps
+        // use it through --jobid or SLURM_JOB_ID.
+        return Ok(0);
     }
     let job = match c
         .call(Body::QueryJobs(JobQuery {
@@ -105,11 +117,25 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
             nix::sys::signal::SigHandler::SigIgn,
         );
     }
-    let status = Command::new(&a.command[0])
-        .args(&a.command[1..])
-        .current_dir(&cwd)
-        .envs(env)
-        .status();
+    let mut cmd = tokio::process::Command::new(&a.command[0]);
+    cmd.args(&a.command[1..]).current_dir(&cwd).envs(env);
+    // SAFETY: resetting a disposition is async-signal-safe. An ignored
+    // signal would stay ignored across exec: Ctrl-C must reach the command.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+            .map(drop)
+            .map_err(std::io::Error::from)
+        });
+    }
+    let child = cmd.spawn();
+    let (status, revoked) = match child {
+        Ok(child) => watch(&mut c, id, child, a.kill_command).await,
+        Err(e) => (Err(e), false),
+    };
     let (code, exit) = match status {
         Ok(s) => {
             use std::os::unix::process::ExitStatusExt;
@@ -128,12 +154,54 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
             (1, ExitStatus { code: 1, signal: 0 })
         }
     };
+    if revoked {
+        // Already over: nothing to relinquish.
+        return Ok(code);
+    }
     if !a.quiet {
         eprintln!("salloc: Relinquishing job allocation {id}");
     }
     // No step ran under this id: release names one that does not exist.
     release(&mut c, id, u32::MAX, exit, start_time).await;
     Ok(code)
+}
+
+/// How often salloc checks that its allocation still stands.
+const REVOKE_CHECK: Duration = Duration::from_secs(2);
+
+/// Wait for the command, watching the allocation meanwhile: once the job
+/// has ended (cancelled, timed out), say it was revoked and, with `-K`,
+/// signal the command. Returns its status and whether that happened.
+async fn watch(
+    c: &mut Client,
+    id: u32,
+    mut child: tokio::process::Child,
+    kill_command: Option<i32>,
+) -> (std::io::Result<std::process::ExitStatus>, bool) {
+    let mut check = tokio::time::interval(REVOKE_CHECK);
+    check.tick().await;
+    let mut revoked = false;
+    loop {
+        tokio::select! {
+            status = child.wait() => return (status, revoked),
+            _ = check.tick(), if !revoked => {
+                if !super::srun::job_ended(c, id).await {
+                    continue;
+                }
+                revoked = true;
+                eprintln!("salloc: Job allocation {id} has been revoked.");
+                let target = kill_command
+                    .and_then(|s| nix::sys::signal::Signal::try_from(s).ok())
+                    .zip(child.id());
+                if let Some((sig, pid)) = target {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        sig,
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The job variables salloc gives its command (Slurm's set for an

@@ -748,7 +748,7 @@ fn parse_positive(option: &'static str, value: &str) -> Result<u32, SbatchError>
 
 /// `--signal=[{R|B}:]SIG[@secs]` (60 s when no time is given). `R:` (may
 /// overlap a reservation) means nothing without reservations.
-fn parse_warn_signal(value: &str) -> Result<SignalSpec, SbatchError> {
+pub(crate) fn parse_warn_signal(value: &str) -> Result<SignalSpec, SbatchError> {
     let bad = || SbatchError::InvalidSignal {
         value: value.to_string(),
     };

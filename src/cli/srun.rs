@@ -75,6 +75,21 @@ pub struct SrunArgs {
     pub wait_s: Option<u32>,
     /// `--pty`: task 0 on a pseudo-terminal, this terminal in raw mode.
     pub pty: bool,
+    /// `--jobid`: run the step in this job (before SLURM_JOB_ID).
+    pub jobid: Option<u32>,
+    /// `--signal`: for an allocation srun or salloc creates.
+    pub signal: Option<crate::wire::types::SignalSpec>,
+    /// `--test-only`: only say when and where a new allocation would start.
+    pub test_only: bool,
+    /// `--multi-prog`: the command is a file of per-task programs.
+    pub multi_prog: bool,
+    /// salloc `--no-shell`: exit once granted, keeping the allocation.
+    pub no_shell: bool,
+    /// salloc `--bell`/`--no-bell`: ring when the allocation is granted.
+    pub bell: Option<bool>,
+    /// salloc `-K/--kill-command[=sig]`: signal the command if the
+    /// allocation is revoked.
+    pub kill_command: Option<i32>,
     pub verbose: u32,
     /// `--help`, `--usage`, `-V`: print it and do nothing else.
     pub info: Option<Info>,
@@ -279,6 +294,7 @@ static SALLOC_OPTIONS: std::sync::LazyLock<Vec<OptSpec<&str>>> =
 const HONOURED: &[&str] = &[
     "account",
     "begin",
+    "bell",
     "chdir",
     "comment",
     "constraint",
@@ -296,12 +312,17 @@ const HONOURED: &[&str] = &[
     "immediate",
     "input",
     "job-name",
+    "jobid",
+    "kill-command",
     "kill-on-bad-exit",
     "label",
     "mem",
     "mem-per-cpu",
     "mpi",
+    "multi-prog",
     "nice",
+    "no-bell",
+    "no-shell",
     "nodelist",
     "nodes",
     "ntasks",
@@ -313,6 +334,8 @@ const HONOURED: &[&str] = &[
     "pty",
     "quiet",
     "quit-on-interrupt",
+    "signal",
+    "test-only",
     "time",
     "unbuffered",
     "usage",
@@ -427,6 +450,26 @@ fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<(), OptError>
         "disable-status" => a.disable_status = true,
         "quit-on-interrupt" => a.quit_on_interrupt = true,
         "pty" => a.pty = true,
+        "jobid" => a.jobid = Some(num(opt, v)?),
+        "signal" => {
+            a.signal = Some(
+                super::sbatch_args::parse_warn_signal(v)
+                    .map_err(|_| fatal("srun: error: Invalid --signal specification".into()))?,
+            )
+        }
+        "test-only" => a.test_only = true,
+        "multi-prog" => a.multi_prog = true,
+        "no-shell" => a.no_shell = true,
+        "bell" => a.bell = Some(true),
+        "no-bell" => a.bell = Some(false),
+        "kill-command" => {
+            a.kill_command = Some(match value {
+                None => nix::sys::signal::Signal::SIGTERM as i32,
+                Some(s) => super::scancel::parse_signal(s).ok_or_else(|| {
+                    fatal("srun: error: Invalid --kill-command specification".into())
+                })?,
+            })
+        }
         "export" => a.export = Some(v.to_string()),
         "account" => a.account = Some(v.to_string()),
         "constraint" => a.constraint = Some(v.to_string()),
@@ -545,7 +588,8 @@ Usage: srun [-N nodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n] [-i in]
             [-D dir] [-w hosts] [-x hosts] [--mem=size] [--mem-per-cpu=size]
             [-A account] [-C features] [--exclusive] [--export=vars] [-H]
             [-b time] [-d dependency] [--nice[=adj]] [-I[secs]] [-K] [-W secs]
-            executable [args...]
+            [--jobid=id] [--pty] [--test-only] [--signal=[B:]sig[@secs]]
+            executable [args...] | --multi-prog file
 ";
 
 const SRUN_HELP: &str = "\
@@ -571,12 +615,16 @@ allocation made for it and released when it ends.
   -W, --wait=secs             end the step secs after its first task exits
   -X, --disable-status        Ctrl-C goes straight to the tasks
       --quit-on-interrupt     one Ctrl-C ends the step
+      --jobid=id              run in this job (instead of SLURM_JOB_ID's)
+      --pty                   task 0 on a terminal; this one raw meanwhile
+      --multi-prog            the executable is a file of per-task programs
+      --test-only             only say when and where it would start
 For a new allocation:
   -p, --partition=name  -t, --time=limit  -J, --job-name=name  --mem=size
   --mem-per-cpu=size  -A, --account=name  -C, --constraint=features
   --exclusive  --comment=text  -H, --hold  -b, --begin=time
   -d, --dependency=list  --nice[=adj]  --priority=n  -I, --immediate[=secs]
-  -Q, --quiet  -h, --help  --usage  -V, --version
+  --signal=[B:]sig[@secs]  -Q, --quiet  -h, --help  --usage  -V, --version
 
 Other Slurm srun options are accepted with a warning and ignored.
 ";
@@ -595,6 +643,31 @@ pub(crate) async fn allocate(
     cwd: &str,
     prog: &str,
 ) -> Result<Option<u32>, CliError> {
+    let submit = allocation_request(a, cwd);
+    let id = match c.call(Body::SubmitJob(Box::new(submit))).await {
+        Ok(Body::SubmitReply(r)) => r.job_id,
+        Ok(other) => return Err(CliError::Unexpected(other.kind())),
+        // Slurm's wording: srun "Unable to allocate resources", salloc
+        // "Job submit/allocate failed".
+        Err(CliError::Refused(e)) if prog == "salloc" => {
+            return Err(CliError::Usage(format!(
+                "Job submit/allocate failed: {}",
+                e.message
+            )))
+        }
+        Err(CliError::Refused(e)) => {
+            return Err(CliError::Usage(format!(
+                "Unable to allocate resources: {}",
+                e.message
+            )))
+        }
+        Err(e) => return Err(e),
+    };
+    wait_for_grant(c, a, id, prog).await
+}
+
+/// The job an allocation srun or salloc makes is (also for `--test-only`).
+fn allocation_request(a: &SrunArgs, cwd: &str) -> JobSubmit {
     let uid = nix::unistd::getuid().as_raw();
     let name = a
         .job_name
@@ -607,8 +680,9 @@ pub(crate) async fn allocate(
                     .unwrap_or_else(|| c.clone())
             })
         })
-        .unwrap_or_else(|| "srun".into());
-    let submit = JobSubmit {
+        // Slurm's name for `salloc --no-shell`.
+        .unwrap_or_else(|| if a.no_shell { "no-shell" } else { "srun" }.into());
+    JobSubmit {
         name,
         partition: a.partition.clone(),
         min_nodes: a.nodes,
@@ -636,27 +710,47 @@ pub(crate) async fn allocate(
         dependency: a.dependency.clone(),
         nice: a.nice.unwrap_or(0),
         priority: a.priority,
+        signal: a.signal,
+        test_only: a.test_only,
         ..Default::default()
-    };
-    let id = match c.call(Body::SubmitJob(Box::new(submit))).await {
-        Ok(Body::SubmitReply(r)) => r.job_id,
-        Ok(other) => return Err(CliError::Unexpected(other.kind())),
-        // Slurm's wording: srun "Unable to allocate resources", salloc
-        // "Job submit/allocate failed".
-        Err(CliError::Refused(e)) if prog == "salloc" => {
-            return Err(CliError::Usage(format!(
-                "Job submit/allocate failed: {}",
-                e.message
-            )))
+    }
+}
+
+/// `--test-only`: when and where the allocation would start; nothing is
+/// queued (the job id is used up, as in Slurm).
+async fn test_only(c: &mut Client, a: &SrunArgs, cwd: &str, prog: &str) -> Result<i32, CliError> {
+    let submit = allocation_request(a, cwd);
+    match c.call(Body::SubmitJob(Box::new(submit))).await {
+        Ok(Body::SubmitReply(crate::wire::messages::SubmitReply {
+            job_id,
+            will_run: Some(w),
+        })) => {
+            eprintln!(
+                "{prog}: Job {job_id} to start at {} using {} processors on nodes {} in partition {}",
+                super::format::time::fmt_timestamp(Some(w.start_time)),
+                w.cpus,
+                w.nodes,
+                w.partition
+            );
+            Ok(0)
         }
+        Ok(other) => Err(CliError::Unexpected(other.kind())),
         Err(CliError::Refused(e)) => {
-            return Err(CliError::Usage(format!(
-                "Unable to allocate resources: {}",
-                e.message
-            )))
+            eprintln!("allocation failure: {}", e.message);
+            Ok(1)
         }
-        Err(e) => return Err(e),
-    };
+        Err(e) => Err(e),
+    }
+}
+
+/// Wait until allocation `id` runs; `None` if it was withdrawn (`-I`, a
+/// signal).
+async fn wait_for_grant(
+    c: &mut Client,
+    a: &SrunArgs,
+    id: u32,
+    prog: &str,
+) -> Result<Option<u32>, CliError> {
     if a.hold && !a.quiet {
         eprintln!("{prog}: Job is in held state, pending scheduler release");
     }
@@ -774,7 +868,23 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         (Some(_), Input::All) if a.pty => StdinTarget::Task(0),
         (Some(_), i) => i.target(),
     };
-    let (job_id, own_allocation) = match env_job_id() {
+    if a.test_only {
+        return test_only(&mut c, &a, &cwd, "srun").await;
+    }
+    // --multi-prog: the file is read and checked here, before any allocation.
+    let multi_prog = match (a.multi_prog, a.command.first()) {
+        (true, Some(file)) => match read_multi_prog(file, a.ntasks) {
+            Ok(m) => Some(m),
+            Err(lines) => {
+                for line in lines {
+                    eprintln!("srun: error: {line}");
+                }
+                return Ok(1);
+            }
+        },
+        _ => None,
+    };
+    let (job_id, own_allocation) = match a.jobid.or_else(env_job_id) {
         Some(id) => (id, false),
         None => match allocate(&mut c, &a, &cwd, "srun").await? {
             Some(id) => (id, true),
@@ -828,12 +938,31 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         pty: a
             .pty
             .then(|| crate::exec::pty::size_of(&std::io::stdin()).unwrap_or_default()),
+        multi_prog,
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,
         Ok(other) => return Err(CliError::Unexpected(other.kind())),
         Err(CliError::Refused(e)) => {
-            eprintln!("srun: error: {}", e.message);
+            use crate::wire::messages::ErrorCode;
+            let about_job = matches!(
+                e.code,
+                ErrorCode::InvalidJobId | ErrorCode::AlreadyDone | ErrorCode::PermissionDenied
+            );
+            if about_job && !own_allocation {
+                // Slurm's words for a job id that names no usable allocation.
+                eprintln!(
+                    "srun: error: Unable to confirm allocation for job {job_id}: {}",
+                    e.message
+                );
+                eprintln!(
+                    "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job {job_id}"
+                );
+            } else {
+                for line in e.message.lines() {
+                    eprintln!("srun: error: {line}");
+                }
+            }
             if own_allocation {
                 release(
                     &mut c,
@@ -879,6 +1008,22 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     };
     let _ = c.call(Body::StepComplete(done)).await;
     Ok(exit.code)
+}
+
+/// Read and parse a `--multi-prog` file; errors are srun's lines.
+/// With `-n`, it is also checked against that many tasks (without, the
+/// controller checks it once it has laid the step out).
+fn read_multi_prog(
+    file: &str,
+    ntasks: Option<u32>,
+) -> Result<crate::wire::messages::MultiProg, Vec<String>> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|_| vec![format!("Could not open multi_prog config file {file}")])?;
+    let m = crate::exec::multiprog::parse(file, &text)?;
+    if let Some(n) = ntasks {
+        crate::exec::multiprog::check(&m, n)?;
+    }
+    Ok(m)
 }
 
 /// srun's stdin is /dev/null.
@@ -962,7 +1107,7 @@ enum Event {
 }
 
 /// True once the controller no longer runs `job_id` (or cannot say so).
-async fn job_ended(c: &mut Client, job_id: u32) -> bool {
+pub(crate) async fn job_ended(c: &mut Client, job_id: u32) -> bool {
     let q = Body::QueryJobs(JobQuery {
         job_ids: vec![job_id],
         include_finished: true,
@@ -1733,7 +1878,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.command, ["hostname"]);
-        assert_eq!(a.warnings.len(), 6, "{:?}", a.warnings);
+        assert!(a.multi_prog);
+        assert_eq!(a.warnings.len(), 5, "{:?}", a.warnings);
         assert_eq!(
             a.warnings[0],
             "srun: warning: option --contiguous is not supported by canopy yet; ignored"

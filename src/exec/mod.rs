@@ -3,6 +3,7 @@
 
 pub mod env;
 pub mod identity;
+pub mod multiprog;
 pub mod pattern;
 pub mod process;
 pub mod pty;

@@ -188,8 +188,17 @@ pub fn spawn_tasks(
     auth: Arc<Authenticator>,
 ) -> Result<StartedStep, String> {
     let ranks = local_ranks(&l.tasks_per_node, node_index);
-    let Some(program) = l.argv.first() else {
-        return Err("no command given".into());
+    // Each task's command line: the step's, or its own (--multi-prog).
+    let argv_of = |rank: u32| -> Result<Vec<String>, String> {
+        let argv = match &l.multi_prog {
+            Some(m) => super::multiprog::argv_for(m, rank)
+                .ok_or_else(|| format!("no program for task {rank} in {}", m.file))?,
+            None => l.argv.clone(),
+        };
+        if argv.is_empty() {
+            return Err("no command given".into());
+        }
+        Ok(argv)
     };
     let (tx, rx) = mpsc::channel::<Body>(1024);
     let mut pgids: Vec<i32> = Vec::new();
@@ -245,8 +254,13 @@ pub fn spawn_tasks(
     };
     let workdir = Arc::new(WorkDir::new(cwd, node).map_err(|e| e.to_string())?);
     for ((local, rank), files) in ranks.clone().enumerate().zip(files) {
+        let argv = match argv_of(rank) {
+            Ok(a) => a,
+            Err(e) => return abort(&pgids, e),
+        };
+        let program = &argv[0];
         let mut cmd = std::process::Command::new(program);
-        cmd.args(&l.argv[1..])
+        cmd.args(&argv[1..])
             .env_clear()
             .envs(task_env(l, node, node_index, rank, local as u32))
             .stdin(if l.stdin.includes(rank) {

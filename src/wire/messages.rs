@@ -480,6 +480,28 @@ pub struct StepRequest {
     /// `--pty`: task 0 runs on a pseudo-terminal of this size.
     #[serde(default)]
     pub pty: Option<WindowSize>,
+    /// `--multi-prog`: each task's program, from srun's file (`argv` then
+    /// holds the file's name).
+    #[serde(default)]
+    pub multi_prog: Option<MultiProg>,
+}
+
+/// A parsed `--multi-prog` file (see `exec::multiprog`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiProg {
+    /// The file's name, for error messages.
+    pub file: String,
+    pub lines: Vec<MultiProgLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiProgLine {
+    /// Line number in the file, for error messages.
+    pub line: u32,
+    /// Inclusive rank ranges; `None` is `*`.
+    pub ranks: Option<Vec<(u32, u32)>>,
+    /// Program and arguments, `%t`/`%o` not yet filled in.
+    pub argv: Vec<String>,
 }
 
 /// A terminal's size in characters.
@@ -563,6 +585,9 @@ pub struct StepLaunch {
     /// discarded, as in Slurm.
     #[serde(default)]
     pub pty: Option<WindowSize>,
+    /// `--multi-prog`: per-task programs, checked against the task count.
+    #[serde(default)]
+    pub multi_prog: Option<MultiProg>,
 }
 
 /// Output of one task, streamed to srun.
