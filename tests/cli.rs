@@ -493,3 +493,67 @@ fn iterate_lists_again_with_the_date_line_until_stopped() {
         assert_eq!(err(&o), format!("{cmd}: error: --iterate=0\n\n"));
     }
 }
+
+#[test]
+fn cluster_filter_sort_and_single_cluster_options() {
+    // Nodes with room for a 2G job.
+    let c = Cluster::start_with(3, 2, 30, "NodeName=DEFAULT CPUs=2 RealMemory=4096\n");
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let mem = c.sbatch(w, &["--hold", "--mem=2G", "--wrap", "true"]);
+    let run = c.sbatch(w, &["-N2", "--wrap", "sleep 60"]);
+    c.wait_for(Duration::from_secs(10), "job running", |c| {
+        c.job(run).is_some_and(|j| j.state == JobState::Running)
+    });
+
+    // -M: this cluster by name gets Slurm's CLUSTER line; another is refused.
+    let o = c.cli(w, "squeue", &["-M", "test", "-h", "-o", "%i"]);
+    assert_eq!(text(&o), format!("CLUSTER: test\n{mem}\n{run}\n"));
+    let o = c.cli(w, "sinfo", &["--clusters=all", "-h", "-o", "%D %t"]);
+    assert_eq!(text(&o), "CLUSTER: test\n2 mix\n1 idle\n");
+    let o = c.cli(w, "squeue", &["-M", "other"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err(&o),
+        "squeue: error: 'other' can't be reached now, or it is an invalid entry for \
+         --cluster.  Use 'sacctmgr list clusters' to see available clusters.\n"
+    );
+
+    // No job has a QOS, reservation or license: naming one matches none.
+    for f in [["-q", "normal"], ["-R", "maint"], ["-L", "matlab"]] {
+        let o = c.cli(w, "squeue", &[f[0], f[1], "-h"]);
+        assert_eq!((text(&o), err(&o)), (String::new(), String::new()), "{f:?}");
+    }
+    // --noconvert: memory as stored.
+    let o = c.cli(w, "squeue", &["--noconvert", "-h", "-o", "%i %m"]);
+    assert_eq!(text(&o), format!("{mem} 2048M\n{run} 0\n"));
+    let o = c.cli(w, "squeue", &["-h", "-o", "%i %m"]);
+    assert_eq!(text(&o), format!("{mem} 2G\n{run} 0\n"));
+    // Single-cluster no-ops: accepted silently, output unchanged.
+    let plain = c.cli(w, "squeue", &["-h"]);
+    let o = c.cli(
+        w,
+        "squeue",
+        &[
+            "-h",
+            "--hide",
+            "--local",
+            "--sibling",
+            "--federation",
+            "-P",
+            "--array-unique",
+        ],
+    );
+    assert_eq!((text(&o), err(&o)), (text(&plain), String::new()));
+
+    // sinfo -S: fields ascending or (-) descending, in order of importance.
+    let o = c.cli(w, "sinfo", &["-N", "-h", "-S", "-N", "-o", "%N"]);
+    // (n1 and n2 are also in partition short.)
+    assert_eq!(text(&o), "n3\nn2\nn2\nn1\nn1\n");
+    let o = c.cli(w, "sinfo", &["-N", "-h", "-S", "t,-N", "-o", "%N %t"]);
+    assert_eq!(text(&o), "n3 idle\nn2 mix\nn2 mix\nn1 mix\nn1 mix\n");
+    let o = c.cli(w, "sinfo", &["-h", "-S", "+D", "-o", "%D %t"]);
+    assert_eq!(text(&o), "1 idle\n2 mix\n");
+    let o = c.cli(w, "sinfo", &["-T"]);
+    assert_eq!(text(&o), "No reservations in the system\n");
+}

@@ -122,6 +122,20 @@ pub fn unsupported_option(cmd: &str, long: &str) -> String {
     format!("{cmd}: warning: option --{long} is not supported by canopy yet; ignored")
 }
 
+/// `-M/--clusters LIST`: canopy runs one cluster, so the list must name it
+/// (or be `all`); the error is Slurm's for a cluster it cannot reach.
+pub fn check_clusters(cmd: &str, list: &str, ours: &str) -> Result<(), String> {
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name != ours && !name.eq_ignore_ascii_case("all") {
+            return Err(format!(
+                "{cmd}: error: '{name}' can't be reached now, or it is an invalid entry for --cluster.  \
+                 Use 'sacctmgr list clusters' to see available clusters."
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Print a CLI error the way the named Slurm command would, and return its exit code.
 pub fn report(cmd: &str, e: &CliError) -> i32 {
     eprintln!("{cmd}: error: {e}");

@@ -32,35 +32,41 @@ enum Opt {
     Usage,
     Verbose,
     Version,
-    /// Slurm options canopy accepts and does not act on (a warning says so).
-    Ignored,
+    Sort,
+    Clusters,
+    /// `-T`: canopy has no reservations; Slurm's line for none.
+    Reservations,
+    /// Options that change nothing on one cluster without hidden
+    /// partitions: federation views, `--hide` (the default), and
+    /// `--noconvert` (sinfo prints memory in MB either way).
+    Moot,
 }
 
 /// sinfo's option table (getopt_long syntax, as Slurm's sinfo reads it).
 static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("all", Some('a'), Flag, Opt::All),
-    spec("clusters", Some('M'), Required, Opt::Ignored),
+    spec("clusters", Some('M'), Required, Opt::Clusters),
     spec("dead", Some('d'), Flag, Opt::Dead),
     spec("exact", Some('e'), Flag, Opt::Exact),
-    spec("federation", None, Flag, Opt::Ignored),
+    spec("federation", None, Flag, Opt::Moot),
     spec("format", Some('o'), Required, Opt::Format),
     spec("Format", Some('O'), Required, Opt::FormatLong),
     spec("help", None, Flag, Opt::Help),
-    spec("hide", None, Flag, Opt::Ignored),
+    spec("hide", None, Flag, Opt::Moot),
     spec("iterate", Some('i'), Required, Opt::Iterate),
-    spec("local", None, Flag, Opt::Ignored),
+    spec("local", None, Flag, Opt::Moot),
     spec("long", Some('l'), Flag, Opt::Long),
     spec("Node", Some('N'), Flag, Opt::Node),
-    spec("noconvert", None, Flag, Opt::Ignored),
+    spec("noconvert", None, Flag, Opt::Moot),
     spec("noheader", Some('h'), Flag, Opt::NoHeader),
     spec("nodes", Some('n'), Required, Opt::Nodes),
     spec("partition", Some('p'), Required, Opt::Partition),
     spec("responding", Some('r'), Flag, Opt::Responding),
     spec("list-reasons", Some('R'), Flag, Opt::Reasons),
     spec("summarize", Some('s'), Flag, Opt::Summarize),
-    spec("sort", Some('S'), Required, Opt::Ignored),
+    spec("sort", Some('S'), Required, Opt::Sort),
     spec("states", Some('t'), Required, Opt::States),
-    spec("reservation", Some('T'), Flag, Opt::Ignored),
+    spec("reservation", Some('T'), Flag, Opt::Reservations),
     spec("usage", None, Flag, Opt::Usage),
     spec("verbose", Some('v'), Flag, Opt::Verbose),
     spec("version", Some('V'), Flag, Opt::Version),
@@ -87,8 +93,10 @@ struct Args {
     help: bool,
     usage: bool,
     version: bool,
-    /// Accepted-but-ignored options, by long name.
-    ignored: Vec<&'static str>,
+    sort: Option<String>,
+    /// `-M`: the clusters to list (this one, by name, or `all`).
+    clusters: Option<String>,
+    reservations: bool,
 }
 
 impl Args {
@@ -116,7 +124,10 @@ impl Args {
                 Opt::Summarize => a.summarize = true,
                 Opt::Usage => a.usage = true,
                 Opt::Version => a.version = true,
-                Opt::Ignored => a.ignored.push(g.spec.long),
+                Opt::Sort => a.sort = v,
+                Opt::Clusters => a.clusters = v,
+                Opt::Reservations => a.reservations = true,
+                Opt::Moot => {}
             }
         }
         Ok(a)
@@ -134,9 +145,6 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    for name in &a.ignored {
-        eprintln!("{}", super::unsupported_option("sinfo", name));
-    }
     if a.help || a.usage {
         println!("{USAGE}");
         return 0;
@@ -175,6 +183,7 @@ pub fn run(args: &[String]) -> i32 {
     fmt.dead_only = a.dead;
     fmt.responding_only = a.responding;
     fmt.states = a.states.clone();
+    fmt.sort = a.sort.clone().or_else(|| env("SINFO_SORT"));
     fmt.partitions = a
         .partition
         .clone()
@@ -200,26 +209,43 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     let Some(every) = iterate else {
-        return super::block_on(list(&fmt));
+        return super::block_on(list(&fmt, &a));
     };
     fmt.date_line = !fmt.no_header;
-    super::block_on(async { super::repeat_every(every, || list(&fmt)).await })
+    super::block_on(async { super::repeat_every(every, || list(&fmt, &a)).await })
 }
 
 /// Fetch partitions and nodes and print the listing once; the exit code.
-async fn list(fmt: &SinfoFormat) -> i32 {
+async fn list(fmt: &SinfoFormat, a: &Args) -> i32 {
     {
         let r = async {
             let mut c = Client::connect(None).await?;
+            if let Some(list) = &a.clusters {
+                super::check_clusters("sinfo", list, &c.conf.cluster_name)
+                    .map_err(super::client::CliError::Usage)?;
+                println!("CLUSTER: {}", c.conf.cluster_name);
+            }
+            if a.reservations {
+                // Nothing to ask: there are none.
+                return Ok(None);
+            }
             let parts = c.call(Body::QueryPartitions).await?;
             let nodes = c.call(Body::QueryNodes(NodeQuery::default())).await?;
-            Ok::<_, super::client::CliError>((parts, nodes))
+            Ok::<_, super::client::CliError>(Some((parts, nodes)))
         }
         .await;
         let (parts, nodes) = match r {
-            Ok((Body::Partitions(p), Body::Nodes(n))) => (p, n),
-            Ok(_) => {
+            Ok(Some((Body::Partitions(p), Body::Nodes(n)))) => (p, n),
+            Ok(None) => {
+                println!("No reservations in the system");
+                return 0;
+            }
+            Ok(Some(_)) => {
                 eprintln!("sinfo: error: unexpected reply from the controller");
+                return 1;
+            }
+            Err(super::client::CliError::Usage(e)) => {
+                eprintln!("{e}");
                 return 1;
             }
             Err(e) => {

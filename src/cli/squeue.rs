@@ -38,8 +38,17 @@ enum Opt {
     Usage,
     Verbose,
     Version,
-    /// Slurm options canopy accepts and does not act on (a warning says so).
-    Ignored,
+    Clusters,
+    NoConvert,
+    /// `-q`, `-R`, `-L`: canopy jobs have no QOS, reservation or licenses
+    /// (squeue shows `(null)`), so naming one matches no job, as in Slurm
+    /// without them.
+    Unmatchable,
+    /// Options that change nothing on a single cluster whose jobs each name
+    /// one partition: federation views, `--hide` (the default), `-P`
+    /// (per-partition listing of multi-partition jobs), `--array-unique`
+    /// (pending tasks are expanded only with `-r`, as in 22.05).
+    Moot,
 }
 
 /// squeue's option table (getopt_long syntax, as Slurm's squeue reads it).
@@ -47,28 +56,28 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("account", Some('A'), Required, Opt::Account),
     spec("all", Some('a'), Flag, Opt::All),
     spec("array", Some('r'), Flag, Opt::Array),
-    spec("array-unique", None, Flag, Opt::Ignored),
-    spec("clusters", Some('M'), Required, Opt::Ignored),
-    spec("federation", None, Flag, Opt::Ignored),
+    spec("array-unique", None, Flag, Opt::Moot),
+    spec("clusters", Some('M'), Required, Opt::Clusters),
+    spec("federation", None, Flag, Opt::Moot),
     spec("format", Some('o'), Required, Opt::Format),
     spec("Format", Some('O'), Required, Opt::FormatLong),
     spec("help", None, Flag, Opt::Help),
-    spec("hide", None, Flag, Opt::Ignored),
+    spec("hide", None, Flag, Opt::Moot),
     spec("iterate", Some('i'), Required, Opt::Iterate),
     spec("jobs", Some('j'), Optional, Opt::Jobs),
-    spec("licenses", Some('L'), Required, Opt::Ignored),
-    spec("local", None, Flag, Opt::Ignored),
+    spec("licenses", Some('L'), Required, Opt::Unmatchable),
+    spec("local", None, Flag, Opt::Moot),
     spec("long", Some('l'), Flag, Opt::Long),
     spec("me", None, Flag, Opt::Me),
     spec("name", Some('n'), Required, Opt::Name),
-    spec("noconvert", None, Flag, Opt::Ignored),
+    spec("noconvert", None, Flag, Opt::NoConvert),
     spec("noheader", Some('h'), Flag, Opt::NoHeader),
     spec("nodelist", Some('w'), Required, Opt::NodeList),
     spec("partition", Some('p'), Required, Opt::Partition),
-    spec("priority", Some('P'), Flag, Opt::Ignored),
-    spec("qos", Some('q'), Required, Opt::Ignored),
-    spec("reservation", Some('R'), Required, Opt::Ignored),
-    spec("sibling", None, Flag, Opt::Ignored),
+    spec("priority", Some('P'), Flag, Opt::Moot),
+    spec("qos", Some('q'), Required, Opt::Unmatchable),
+    spec("reservation", Some('R'), Required, Opt::Unmatchable),
+    spec("sibling", None, Flag, Opt::Moot),
     spec("sort", Some('S'), Required, Opt::Sort),
     spec("start", None, Flag, Opt::Start),
     spec("states", Some('t'), Required, Opt::States),
@@ -107,8 +116,12 @@ struct Args {
     help: bool,
     usage: bool,
     version: bool,
-    /// Accepted-but-ignored options, by long name.
-    ignored: Vec<&'static str>,
+    /// `-M`: the clusters to list (this one, by name, or `all`).
+    clusters: Option<String>,
+    /// `--noconvert`: memory in MB, not the largest unit.
+    noconvert: bool,
+    /// A `-q`/`-R`/`-L` filter was given: no canopy job matches it.
+    unmatchable: bool,
 }
 
 impl Args {
@@ -139,7 +152,10 @@ impl Args {
                 Opt::User => a.user = v,
                 Opt::Usage => a.usage = true,
                 Opt::Version => a.version = true,
-                Opt::Ignored => a.ignored.push(g.spec.long),
+                Opt::Clusters => a.clusters = v,
+                Opt::NoConvert => a.noconvert = true,
+                Opt::Unmatchable => a.unmatchable = true,
+                Opt::Moot => {}
             }
         }
         // Like Slurm, job ids may also follow the options (`squeue 12 13`).
@@ -160,9 +176,6 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    for name in &a.ignored {
-        eprintln!("{}", super::unsupported_option("squeue", name));
-    }
     if a.usage {
         println!("{USAGE}");
         return 0;
@@ -197,6 +210,7 @@ pub fn run(args: &[String]) -> i32 {
         eprintln!("squeue: error: {w}");
     }
     fmt.no_header = a.noheader;
+    fmt.noconvert = a.noconvert;
     fmt.sort = a.sort.clone().or_else(|| env("SQUEUE_SORT"));
     fmt.states = a.states.clone().or_else(|| env("SQUEUE_STATES"));
     if a.start {
@@ -259,6 +273,11 @@ async fn list(
         };
         let r = async {
             let mut c = Client::connect(None).await?;
+            if let Some(list) = &a.clusters {
+                super::check_clusters("squeue", list, &c.conf.cluster_name)
+                    .map_err(CliError::Usage)?;
+                println!("CLUSTER: {}", c.conf.cluster_name);
+            }
             c.call(Body::QueryJobs(q)).await
         }
         .await;
@@ -270,6 +289,10 @@ async fn list(
             }
             Err(CliError::Refused(e)) => {
                 eprintln!("slurm_load_jobs error: {}", e.message);
+                return 1;
+            }
+            Err(CliError::Usage(e)) => {
+                eprintln!("{e}");
                 return 1;
             }
             Err(e) => {
@@ -286,6 +309,7 @@ async fn list(
         let accounts: Option<Vec<&str>> = a.account.as_deref().map(|p| p.split(',').collect());
         let shown: Vec<JobInfo> = jobs
             .into_iter()
+            .filter(|_| !a.unmatchable)
             .filter(|j| {
                 ids.is_empty()
                     || ids

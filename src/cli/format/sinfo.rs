@@ -338,6 +338,8 @@ pub struct SinfoFormat {
     /// `-d`: only nodes not responding; `-r`: only responding ones.
     pub dead_only: bool,
     pub responding_only: bool,
+    /// `-S`: the user's row order (format letters, `+`/`-`, comma-separated).
+    pub sort: Option<String>,
 }
 
 impl SinfoFormat {
@@ -414,6 +416,7 @@ impl SinfoFormat {
             nodes: None,
             dead_only: false,
             responding_only: false,
+            sort: None,
         }
     }
 }
@@ -773,6 +776,53 @@ fn sort_groups(groups: &mut [Group], view: SinfoView) {
     });
 }
 
+/// `-S +P,-m`: order rows by these fields, each ascending (`+`, the
+/// default) or descending (`-`), the first key deciding most. `#P` is the
+/// partitions' slurm.conf order, which is already the default. Numbers
+/// compare as numbers; letters sinfo does not know are skipped, as Slurm's
+/// sinfo skips them.
+fn user_sort(groups: &mut [Group], spec: &str) {
+    let mut keys: Vec<(NodeField, bool, bool)> = Vec::new();
+    for key in spec.split(',').map(str::trim) {
+        let (descending, rest) = match key.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, key.strip_prefix('+').unwrap_or(key)),
+        };
+        let (conf_order, rest) = match rest.strip_prefix('#') {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        let mut letters = rest.chars();
+        if let (Some(c), None) = (letters.next(), letters.next()) {
+            if let Some(f) = NodeField::from_letter(c) {
+                keys.push((f, descending, conf_order));
+            }
+        }
+    }
+    let part_idx = |g: &Group| g.part.map_or(usize::MAX, |(i, _)| i);
+    groups.sort_by(|a, b| {
+        keys.iter()
+            .map(|&(f, descending, conf_order)| {
+                let o = if conf_order && f == NodeField::Partition {
+                    part_idx(a).cmp(&part_idx(b))
+                } else {
+                    let (x, y) = (text(f, a, 0), text(f, b, 0));
+                    match (x.trim().parse::<f64>(), y.trim().parse::<f64>()) {
+                        (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(Ordering::Equal),
+                        _ => natural_key(&x).cmp(&natural_key(&y)),
+                    }
+                };
+                if descending {
+                    o.reverse()
+                } else {
+                    o
+                }
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    });
+}
+
 /// Allocated / idle / other node and CPU counts, as `%A`, `%F` and `%C`
 /// report them: drained or down nodes (and their idle CPUs) are "other".
 #[derive(Debug, Default)]
@@ -978,6 +1028,9 @@ pub fn render(
     let flags = MatchFlags::from_items(&opts.items);
     let mut groups = build_groups(parts, nodes, opts, &flags)?;
     sort_groups(&mut groups, opts.view);
+    if let Some(spec) = &opts.sort {
+        user_sort(&mut groups, spec);
+    }
     let items = resolve_auto_widths(&opts.items, |f| longest(f, &groups));
     let mut out = String::new();
     if !opts.no_header {

@@ -703,6 +703,8 @@ pub struct SqueueFormat {
     pub sort: Option<String>,
     /// `-t` as typed; `None` shows PD, R, S, CG and SO jobs.
     pub states: Option<String>,
+    /// `--noconvert`: memory sizes in MB, as stored (`2048M`, not `2G`).
+    pub noconvert: bool,
 }
 
 impl SqueueFormat {
@@ -778,6 +780,7 @@ impl SqueueFormat {
             date_line: false,
             sort: None,
             states: None,
+            noconvert: false,
         }
     }
 }
@@ -821,7 +824,12 @@ pub fn render(jobs: &[JobInfo], opts: &SqueueFormat, now: i64) -> Result<String,
     // Lines run about 90 bytes; reserving up front saves the regrowth copies.
     out.reserve(shown.len() * 96);
     for job in shown {
-        render_line_into(&mut out, &opts.items, |f, _| f.value(job, now));
+        render_line_into(&mut out, &opts.items, |f, _| match f {
+            JobField::MinMemory if opts.noconvert && job.mem_per_node_mb > 0 => {
+                Cell::cut(format!("{}M", job.mem_per_node_mb))
+            }
+            _ => f.value(job, now),
+        });
         out.push('\n');
     }
     Ok(out)
