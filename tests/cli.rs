@@ -557,3 +557,53 @@ fn cluster_filter_sort_and_single_cluster_options() {
     let o = c.cli(w, "sinfo", &["-T"]);
     assert_eq!(text(&o), "No reservations in the system\n");
 }
+
+#[test]
+fn reservations_licenses_and_gres_are_checked_as_slurm_does() {
+    let c = Cluster::start_with(1, 2, 30, "Licenses=matlab:2,fluent\n");
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let refused = |cmd: &str, args: &[&str], expect: &str| {
+        let o = c.cli(w, cmd, args);
+        assert_eq!(o.status.code(), Some(1), "{cmd} {args:?}");
+        assert!(err(&o).ends_with(expect), "{cmd} {args:?}: {}", err(&o));
+    };
+    // There are no reservations: any name is refused by the controller.
+    refused(
+        "sbatch",
+        &["--reservation=maint", "--wrap", "true"],
+        "sbatch: error: Batch job submission failed: Requested reservation is invalid\n",
+    );
+    refused(
+        "srun",
+        &["--reservation", "maint", "true"],
+        "srun: error: Unable to allocate resources: Requested reservation is invalid\n",
+    );
+    // Licenses: configured names only.
+    refused(
+        "sbatch",
+        &["-L", "matlab:1,abaqus", "--wrap", "true"],
+        "sbatch: error: Batch job submission failed: Invalid license specification\n",
+    );
+    let id = c.sbatch(w, &["--hold", "-L", "matlab:1,fluent", "--wrap", "true"]);
+    assert!(c.job(id).is_some());
+    // No GresTypes: a GPU request is refused before anything is sent.
+    for args in [
+        &["--gres=gpu:1", "--wrap", "true"][..],
+        &["--gpus-per-node=2", "--wrap", "true"][..],
+    ] {
+        refused(
+            "sbatch",
+            args,
+            "sbatch: error: Invalid generic resource (gres) specification\n",
+        );
+    }
+    refused(
+        "salloc",
+        &["--gpus=1", "true"],
+        "salloc: error: Invalid generic resource (gres) specification\n",
+    );
+    let o = c.cli(w, "scontrol", &["show", "config"]);
+    assert!(text(&o).contains("\nGresTypes               = (null)\n"));
+    assert!(text(&o).contains("\nLicenses                = matlab,fluent\n"));
+}

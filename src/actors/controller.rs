@@ -182,6 +182,8 @@ pub type PartitionMap = HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>
 pub struct Routing {
     pub partitions: PartitionMap,
     pub default_partition: Option<String>,
+    /// slurm.conf's `Licenses` names: the ones jobs may ask for.
+    pub licenses: Vec<String>,
 }
 
 /// The routing, shared by the controller (its only writer, at start and on
@@ -340,6 +342,7 @@ impl ControllerActor {
             let routing = SharedRouting::new(Routing {
                 partitions,
                 default_partition: default_partition_name(&conf),
+                licenses: conf.licenses.clone(),
             });
             routing_out = Some(routing.clone());
             let (part_ranks, node_parts) = partition_layout(&conf);
@@ -2294,6 +2297,7 @@ impl ControllerActor {
         self.routing.set(Routing {
             partitions,
             default_partition: default_partition_name(&conf),
+            licenses: conf.licenses.clone(),
         });
         let timeout = Duration::from_secs(conf.slurmd_timeout_s);
         for (rank, nc) in conf.nodes.iter().enumerate() {

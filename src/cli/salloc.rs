@@ -78,6 +78,10 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
         Some(d) => d.clone(),
         None => std::env::current_dir()?.display().to_string(),
     };
+    if let Err(e) = super::sbatch_args::check_gres(&a.gres, &c.conf.gres_types) {
+        eprintln!("salloc: error: {e}");
+        return Ok(1);
+    }
     let start_time = chrono::Utc::now().timestamp();
     let Some(id) = allocate(&mut c, &a, &cwd, "salloc").await? else {
         return Ok(1);

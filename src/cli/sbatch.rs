@@ -43,9 +43,11 @@ pub fn run(args: &[String]) -> i32 {
         eprintln!("{w}");
     }
     let test_only = sub.submit.test_only;
+    let gres = sub.gres.clone();
     super::block_on(async move {
         let reply = async {
             let mut c = Client::connect(None).await?;
+            super::sbatch_args::check_gres(&gres, &c.conf.gres_types).map_err(CliError::Usage)?;
             let r = c.call(Body::SubmitJob(Box::new(sub.submit))).await?;
             Ok::<_, CliError>((c, r))
         }

@@ -58,6 +58,9 @@ pub struct Submission {
     pub quiet: bool,
     /// `-W`: wait for the job to end and exit with its exit code.
     pub wait: bool,
+    /// Generic resources asked for (`--gres`, `--gpus*`), by name: each must
+    /// be in slurm.conf's `GresTypes` (checked once the config is read).
+    pub gres: Vec<String>,
     /// Complete `sbatch: ...` lines for stderr.
     pub warnings: Vec<String>,
 }
@@ -264,6 +267,10 @@ enum Action {
     Priority,
     MailType,
     MailUser,
+    Reservation,
+    Licenses,
+    /// `--gres`, `--gpus*`: the names are checked, the request not acted on.
+    Gres,
     Help,
     Usage,
     Version,
@@ -333,16 +340,16 @@ static OPTIONS: &[OptSpec] = &[
     spec("gid", None, Required, A::Unsupported),
     spec("gpu-bind", None, Required, A::Unsupported),
     spec("gpu-freq", None, Required, A::Unsupported),
-    spec("gpus", Some('G'), Required, A::Unsupported),
-    spec("gpus-per-node", None, Required, A::Unsupported),
-    spec("gpus-per-socket", None, Required, A::Unsupported),
-    spec("gpus-per-task", None, Required, A::Unsupported),
-    spec("gres", None, Required, A::Unsupported),
+    spec("gpus", Some('G'), Required, A::Gres),
+    spec("gpus-per-node", None, Required, A::Gres),
+    spec("gpus-per-socket", None, Required, A::Gres),
+    spec("gpus-per-task", None, Required, A::Gres),
+    spec("gres", None, Required, A::Gres),
     spec("gres-flags", None, Required, A::Unsupported),
     spec("hint", None, Required, A::Unsupported),
     spec("ignore-pbs", None, Flag, A::Unsupported),
     spec("jobid", None, Required, A::Unsupported),
-    spec("licenses", Some('L'), Required, A::Unsupported),
+    spec("licenses", Some('L'), Required, A::Licenses),
     spec("mail-type", None, Required, A::MailType),
     spec("mail-user", None, Required, A::MailUser),
     spec("mcs-label", None, Required, A::Unsupported),
@@ -369,7 +376,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("qos", Some('q'), Required, A::Unsupported),
     spec("reboot", None, Flag, A::Unsupported),
     spec("requeue", None, Flag, A::Requeue),
-    spec("reservation", None, Required, A::Unsupported),
+    spec("reservation", None, Required, A::Reservation),
     spec("segment", None, Required, A::Unsupported),
     spec("sockets-per-node", None, Required, A::Unsupported),
     spec("spread-job", None, Flag, A::Unsupported),
@@ -502,6 +509,9 @@ struct Layer {
     priority: Option<u32>,
     mail_type: Option<u32>,
     mail_user: Option<String>,
+    reservation: Option<String>,
+    licenses: Option<String>,
+    gres: Option<Vec<String>>,
 }
 
 impl Layer {
@@ -545,6 +555,9 @@ impl Layer {
             priority: self.priority.or(lower.priority),
             mail_type: self.mail_type.or(lower.mail_type),
             mail_user: self.mail_user.or(lower.mail_user),
+            reservation: self.reservation.or(lower.reservation),
+            licenses: self.licenses.or(lower.licenses),
+            gres: self.gres.or(lower.gres),
         }
     }
 }
@@ -604,6 +617,13 @@ fn apply(
                 Some(crate::mail::parse_mail_type(v).ok_or(SbatchError::InvalidMailType)?)
         }
         A::MailUser => layer.mail_user = Some(v.to_string()),
+        A::Reservation => layer.reservation = Some(v.to_string()),
+        A::Licenses => layer.licenses = Some(v.to_string()),
+        A::Gres => {
+            let names = gres_names(spec.long, v);
+            layer.gres.get_or_insert_with(Vec::new).extend(names);
+            warn_unsupported(spec.long, source, warnings);
+        }
         A::Constraint => layer.constraint = Some(v.to_string()),
         A::Exclusive => layer.exclusive = Some(parse_exclusive(value)?),
         A::Requeue => layer.requeue = Some(true),
@@ -644,6 +664,30 @@ fn informational(action: Action, source: Source) -> Result<(), SbatchError> {
         (Source::CommandLine, A::Usage) => Err(SbatchError::UsageRequested),
         (Source::CommandLine, A::Version) => Err(SbatchError::VersionRequested),
         _ => Ok(()),
+    }
+}
+
+/// The generic resource names an option asks for: `--gres=gpu:2,nic`
+/// (`name[:type][:count]` each, `gres/` prefix allowed); the `--gpus*`
+/// options ask for `gpu`.
+pub(crate) fn gres_names(option: &str, value: &str) -> Vec<String> {
+    if option != "gres" {
+        return vec!["gpu".to_string()];
+    }
+    value
+        .split(',')
+        .map(|g| g.trim().trim_start_matches("gres/"))
+        .filter(|g| !g.is_empty() && *g != "none")
+        .map(|g| g.split(':').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The error for a generic resource the cluster does not define, as
+/// Slurm's commands give it (before anything is submitted).
+pub(crate) fn check_gres(asked: &[String], defined: &[String]) -> Result<(), String> {
+    match asked.iter().find(|g| !defined.contains(g)) {
+        Some(_) => Err("Invalid generic resource (gres) specification".into()),
+        None => Ok(()),
     }
 }
 
@@ -1247,11 +1291,13 @@ pub fn parse_submission(
     let (mem, mem_per_cpu) = resolve_memory(&cmd, &env, &dir)?;
     let opts = cmd.over(env).over(dir);
     let (parsable, quiet, wait) = (opts.parsable, opts.quiet, opts.wait);
+    let gres = opts.gres.clone().unwrap_or_default();
     Ok(Submission {
         submit: build_submit(opts, (mem, mem_per_cpu), script, args, ctx),
         parsable,
         quiet,
         wait,
+        gres,
         warnings,
     })
 }
@@ -1318,6 +1364,8 @@ fn build_submit(
         priority: opts.priority,
         mail_type: opts.mail_type.unwrap_or(0),
         mail_user: opts.mail_user,
+        reservation: opts.reservation,
+        licenses: opts.licenses,
         script: script.text,
     }
 }

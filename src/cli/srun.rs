@@ -90,6 +90,11 @@ pub struct SrunArgs {
     /// salloc `-K/--kill-command[=sig]`: signal the command if the
     /// allocation is revoked.
     pub kill_command: Option<i32>,
+    /// `--reservation`, `-L`: checked by the controller for a new allocation.
+    pub reservation: Option<String>,
+    pub licenses: Option<String>,
+    /// `--gres`, `--gpus*`: the names asked for (checked against GresTypes).
+    pub gres: Vec<String>,
     pub verbose: u32,
     /// `--help`, `--usage`, `-V`: print it and do nothing else.
     pub info: Option<Info>,
@@ -334,6 +339,8 @@ const HONOURED: &[&str] = &[
     "pty",
     "quiet",
     "quit-on-interrupt",
+    "reservation",
+    "licenses",
     "signal",
     "test-only",
     "time",
@@ -458,6 +465,12 @@ fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<(), OptError>
             )
         }
         "test-only" => a.test_only = true,
+        "reservation" => a.reservation = Some(v.to_string()),
+        "licenses" => a.licenses = Some(v.to_string()),
+        "gres" | "gpus" | "gpus-per-node" | "gpus-per-task" | "gpus-per-socket" => {
+            a.gres.extend(super::sbatch_args::gres_names(opt, v));
+            a.warnings.push(super::unsupported_option("srun", opt));
+        }
         "multi-prog" => a.multi_prog = true,
         "no-shell" => a.no_shell = true,
         "bell" => a.bell = Some(true),
@@ -712,6 +725,8 @@ fn allocation_request(a: &SrunArgs, cwd: &str) -> JobSubmit {
         priority: a.priority,
         signal: a.signal,
         test_only: a.test_only,
+        reservation: a.reservation.clone(),
+        licenses: a.licenses.clone(),
         ..Default::default()
     }
 }
@@ -868,6 +883,10 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         (Some(_), Input::All) if a.pty => StdinTarget::Task(0),
         (Some(_), i) => i.target(),
     };
+    if let Err(e) = super::sbatch_args::check_gres(&a.gres, &c.conf.gres_types) {
+        eprintln!("srun: error: {e}");
+        return Ok(1);
+    }
     if a.test_only {
         return test_only(&mut c, &a, &cwd, "srun").await;
     }

@@ -80,6 +80,11 @@ pub struct Config {
     pub mail_prog: PathBuf,
     /// `MailDomain`: appended to mail recipients given without `@`.
     pub mail_domain: Option<String>,
+    /// `GresTypes`: the generic resource names jobs may ask for.
+    pub gres_types: Vec<String>,
+    /// `Licenses`: the license names jobs may ask for (counts not kept:
+    /// canopy does not schedule by licenses yet).
+    pub licenses: Vec<String>,
     /// `SchedulerParameters=enable_user_top`: users may `scontrol top`
     /// their own jobs (otherwise only operators may).
     pub enable_user_top: bool,
@@ -323,6 +328,8 @@ enum GlobalKey {
     SchedulerParameters,
     MailProg,
     MailDomain,
+    GresTypes,
+    Licenses,
 }
 
 const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -348,6 +355,8 @@ const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("SchedulerParameters", GlobalKey::SchedulerParameters),
     ("MailProg", GlobalKey::MailProg),
     ("MailDomain", GlobalKey::MailDomain),
+    ("GresTypes", GlobalKey::GresTypes),
+    ("Licenses", GlobalKey::Licenses),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -426,7 +435,6 @@ const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "FederationParameters",
     "GetEnvTimeout",
     "GpuFreqDef",
-    "GresTypes",
     "GroupUpdateForce",
     "GroupUpdateTime",
     "HashPlugin",
@@ -457,7 +465,6 @@ const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "KillOnBadExit",
     "LaunchParameters",
     "LaunchType",
-    "Licenses",
     "LogTimeFormat",
     "MaxBatchRequeue",
     "MaxDBDMsgs",
@@ -838,6 +845,16 @@ fn yes_no(loc: &Loc, item: &Item) -> Result<bool, ConfigError> {
     }
 }
 
+/// A comma-separated list, blanks and empty entries dropped.
+fn name_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 fn non_empty(loc: &Loc, item: &Item, what: &str) -> Result<String, ConfigError> {
     let value = item.value.trim();
     if value.is_empty() {
@@ -1140,6 +1157,8 @@ impl Builder {
                 priority_type: "priority/basic".into(),
                 mail_prog: PathBuf::from("/bin/mail"),
                 mail_domain: None,
+                gres_types: Vec::new(),
+                licenses: Vec::new(),
                 enable_user_top: false,
                 auth_key_path: dir.join("slurm.key"),
                 nodes: Vec::new(),
@@ -1263,6 +1282,14 @@ impl Builder {
             GlobalKey::TreeWidth => cfg.tree_width = int_in(loc, item, 2, 65_533)?,
             GlobalKey::MailProg => cfg.mail_prog = non_empty(loc, item, "a program")?.into(),
             GlobalKey::MailDomain => cfg.mail_domain = Some(non_empty(loc, item, "a domain")?),
+            GlobalKey::GresTypes => cfg.gres_types = name_list(&item.value),
+            // `name[:count]` or `name[*count]` entries; the names are kept.
+            GlobalKey::Licenses => {
+                cfg.licenses = name_list(&item.value)
+                    .into_iter()
+                    .map(|l| l.split([':', '*']).next().unwrap_or_default().to_string())
+                    .collect()
+            }
             GlobalKey::StateSaveLocation => {
                 cfg.state_save_location = non_empty(loc, item, "a directory")?.into()
             }
@@ -2956,9 +2983,10 @@ PartitionName=debug Nodes=ALL MaxTime=30 MaxNodes=2 PriorityTier=10 Hidden=NO
         assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
         assert_eq!(cfg.default_partition().unwrap().name, "cpu");
         assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-        // One warning per ignored key (48: PriorityType is read) plus the
-        // backup controller, each naming its line.
-        assert_eq!(cfg.warnings.len(), 48, "{:#?}", cfg.warnings);
+        // One warning per ignored key (47: PriorityType and GresTypes are
+        // read) plus the backup controller, each naming its line.
+        assert_eq!(cfg.warnings.len(), 47, "{:#?}", cfg.warnings);
+        assert_eq!(cfg.gres_types, ["gpu"]);
         assert_eq!(cfg.priority_type, "priority/multifactor");
         assert!(cfg
             .warnings

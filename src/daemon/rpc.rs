@@ -210,6 +210,23 @@ async fn submit(
         }
     }
     let routing = h.routing.get();
+    // No reservations exist yet, and only configured licenses may be asked
+    // for (their counts are not enforced yet): Slurm's refusals otherwise.
+    if s.reservation.is_some() {
+        return error(
+            ErrorCode::InvalidRequest,
+            "Requested reservation is invalid",
+        );
+    }
+    if let Some(asked) = &s.licenses {
+        let known = asked
+            .split(',')
+            .map(|l| l.split([':', '*']).next().unwrap_or_default().trim())
+            .all(|name| !name.is_empty() && routing.licenses.iter().any(|l| l == name));
+        if !known {
+            return error(ErrorCode::InvalidRequest, "Invalid license specification");
+        }
+    }
     let part_name = match s
         .partition
         .clone()

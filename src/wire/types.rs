@@ -257,6 +257,12 @@ pub struct JobSubmit {
     /// `--mail-user` (default: the job's user).
     #[serde(default)]
     pub mail_user: Option<String>,
+    /// `--reservation`: canopy has none, so any name is refused.
+    #[serde(default)]
+    pub reservation: Option<String>,
+    /// `-L/--licenses`: each name must be one slurm.conf's `Licenses` lists.
+    #[serde(default)]
+    pub licenses: Option<String>,
 }
 
 /// `--exclusive`'s forms. canopy gives every form whole nodes; `User` and

@@ -399,7 +399,12 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ("AuthType", "auth/canopy-hmac".into()),
         ("ClusterName", conf.cluster_name.clone()),
         ("FirstJobId", conf.first_job_id.to_string()),
+        (
+            "GresTypes",
+            super::or_null(&conf.gres_types.join(",")).into(),
+        ),
         ("KillWait", secs(u64::from(conf.kill_wait_s))),
+        ("Licenses", super::or_null(&conf.licenses.join(",")).into()),
         (
             "MailDomain",
             super::or_null(conf.mail_domain.as_deref().unwrap_or_default()).into(),
