@@ -298,6 +298,46 @@ pub fn signal_group(pgid: i32, sig: Signal) -> bool {
     pgid > 0 && killpg(Pid::from_raw(pgid), sig).is_ok()
 }
 
+/// Whether any of `groups` still has a running (or stopped) process.
+///
+/// SIGCONT is the first probe (harmless, and it wakes a suspended job so its
+/// SIGTERM can act); it fails once a group is empty. But it succeeds on a
+/// group left with only zombies, dead tasks whose new parent (init, or a
+/// container's first process) has not reaped them yet, which would keep the
+/// job COMPLETING for as long as that takes. So groups that answer are
+/// checked once more in /proc, by the state and process group fields of
+/// each process's `stat`: two fields, read here rather than through a
+/// crate.
+pub fn any_group_alive(groups: &[i32]) -> bool {
+    let answering: Vec<i32> = groups
+        .iter()
+        .copied()
+        .filter(|&g| signal_group(g, Signal::SIGCONT))
+        .collect();
+    if answering.is_empty() {
+        return false;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    dir.flatten().any(|e| {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        state != Some("Z") && pgrp.is_some_and(|p| answering.contains(&p))
+    })
+}
+
 /// End process groups as slurmstepd does: SIGCONT and SIGTERM, then SIGKILL
 /// to whatever is left after `wait`. Returns as soon as every group is
 /// gone, or once the SIGKILL has had a moment to land.
@@ -308,17 +348,56 @@ pub async fn term_then_kill(groups: &[i32], wait: std::time::Duration) {
     }
     let step = std::time::Duration::from_millis(50);
     let mut waited = std::time::Duration::ZERO;
-    // SIGCONT doubles as the probe: harmless, and it fails once a group is empty.
-    let alive = |gs: &[i32]| gs.iter().any(|&g| signal_group(g, Signal::SIGCONT));
-    while alive(groups) && waited < wait {
+    while any_group_alive(groups) && waited < wait {
         tokio::time::sleep(step).await;
         waited += step;
     }
-    let mut killed = false;
-    for &g in groups {
-        killed |= signal_group(g, Signal::SIGKILL);
-    }
-    if killed {
+    if any_group_alive(groups) {
+        for &g in groups {
+            signal_group(g, Signal::SIGKILL);
+        }
         tokio::time::sleep(step).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// A process in a group of its own.
+    fn leader(script: &str) -> std::process::Child {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", script]);
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        cmd.spawn().unwrap()
+    }
+
+    #[test]
+    fn a_group_of_zombies_is_not_alive() {
+        let mut running = leader("exec sleep 30");
+        let mut dead = leader("exit 0");
+        let (r, d) = (running.id() as i32, dead.id() as i32);
+        // Not reaped yet: a zombie, which killpg still reaches.
+        let t = std::time::Instant::now();
+        while std::fs::read_to_string(format!("/proc/{d}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        {
+            assert!(t.elapsed().as_secs() < 10, "the child never exited");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(signal_group(d, Signal::SIGCONT));
+        assert!(!any_group_alive(&[d]));
+        assert!(any_group_alive(&[d, r]));
+        signal_group(r, Signal::SIGKILL);
+        running.wait().unwrap();
+        dead.wait().unwrap();
+        assert!(!any_group_alive(&[d, r]));
     }
 }
