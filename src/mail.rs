@@ -6,8 +6,9 @@
 //!
 //! Sent: BEGIN, END and FAIL, per job; for arrays one summary per array
 //! (`Slurm Array Summary Job_id=7_* (7) ...`), or one per task with
-//! ARRAY_TASKS. Accepted but never sent: REQUEUE, TIME_LIMIT*,
-//! INVALID_DEPEND, STAGE_OUT (canopy has no such events to report yet).
+//! ARRAY_TASKS. REQUEUE, TIME_LIMIT_50/80/90, TIME_LIMIT and INVALID_DEPEND
+//! per job (task). Accepted but never sent: STAGE_OUT (canopy has no burst
+//! buffers to stage out of).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -143,6 +144,62 @@ pub fn began(j: &AcctJob, to: String, group: &str, summary: bool) -> Mail {
     };
     let mut env = base_env(j, "Began", group);
     env.push(("SLURM_JOB_QUEUED_TIME".into(), queued));
+    Mail { to, subject, env }
+}
+
+/// The time-limit mails, with the share of the limit each is sent at (in
+/// percent) and Slurm's words for it.
+pub const TIME_LIMIT_MAILS: [(u32, u64, &str); 4] = [
+    (TIME_LIMIT_50, 50, "Reached 50% of time limit"),
+    (TIME_LIMIT_80, 80, "Reached 80% of time limit"),
+    (TIME_LIMIT_90, 90, "Reached 90% of time limit"),
+    (TIME_LIMIT, 100, "Reached time limit"),
+];
+
+/// The time-limit mails due for a job `run_s` seconds into a limit of
+/// `limit_s`, given the ones it asked for (`mail_type`) and has had (`sent`).
+pub fn time_limit_due(
+    mail_type: u32,
+    sent: u32,
+    run_s: u64,
+    limit_s: u64,
+) -> impl Iterator<Item = (u32, &'static str)> {
+    TIME_LIMIT_MAILS
+        .into_iter()
+        .filter(move |&(bit, pct, _)| {
+            mail_type & bit != 0 && sent & bit == 0 && run_s * 100 >= limit_s * pct
+        })
+        .map(|(bit, _, what)| (bit, what))
+}
+
+/// A mail for an event during a job's life (`Requeued`, `Invalid
+/// dependency`, `Reached 50% of time limit`, ...): `what` is both the
+/// subject's ending and `SLURM_JOB_MAIL_TYPE`, `run_secs` adds the run time
+/// (`Slurm Job_id=12 Name=x Requeued, Run time 00:00:44`), and `state`, when
+/// given, is the state to report (a timed-out job is mailed as RUNNING, as
+/// Slurm mails it before the kill).
+pub fn event(
+    j: &AcctJob,
+    to: String,
+    group: &str,
+    what: &str,
+    run_secs: Option<u64>,
+    state: Option<JobState>,
+) -> Mail {
+    let mut subject = format!("Slurm {} Name={} {what}", job_phrase(j, false), j.name);
+    let mut env = base_env(j, what, group);
+    if let Some(s) = state {
+        for (k, v) in env.iter_mut() {
+            if k == "SLURM_JOB_STATE" {
+                *v = s.name().to_string();
+            }
+        }
+    }
+    if let Some(secs) = run_secs {
+        let run = fmt_duration_long(secs);
+        subject.push_str(&format!(", Run time {run}"));
+        env.push(("SLURM_JOB_RUN_TIME".into(), run));
+    }
     Mail { to, subject, env }
 }
 
@@ -307,6 +364,67 @@ mod tests {
         );
         assert_eq!(parse_mail_type("bogus"), None);
         assert_eq!(parse_mail_type(""), None);
+    }
+
+    #[test]
+    fn event_mails_are_worded_as_slurm_words_them() {
+        // As a 22.05 controller sent them to a recording MailProg.
+        let mut j = job(JobState::Pending, 0);
+        let m = event(&j, "alice".into(), "grp", "Requeued", Some(44), None);
+        assert_eq!(
+            m.subject,
+            "Slurm Job_id=81 Name=mailjob Requeued, Run time 00:00:44"
+        );
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_MAIL_TYPE".into(), "Requeued".into())));
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_RUN_TIME".into(), "00:00:44".into())));
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_STATE".into(), "PENDING".into())));
+        let m = event(&j, "alice".into(), "grp", "Invalid dependency", None, None);
+        assert_eq!(m.subject, "Slurm Job_id=81 Name=mailjob Invalid dependency");
+        assert!(!m.env.iter().any(|(k, _)| k == "SLURM_JOB_RUN_TIME"));
+        j.state = JobState::Timeout;
+        let m = event(
+            &j,
+            "alice".into(),
+            "grp",
+            TIME_LIMIT_MAILS[3].2,
+            Some(87),
+            Some(JobState::Running),
+        );
+        assert_eq!(
+            m.subject,
+            "Slurm Job_id=81 Name=mailjob Reached time limit, Run time 00:01:27"
+        );
+        assert!(m
+            .env
+            .contains(&("SLURM_JOB_STATE".into(), "RUNNING".into())));
+        assert_eq!(TIME_LIMIT_MAILS[0].2, "Reached 50% of time limit");
+    }
+
+    #[test]
+    fn time_limit_mails_come_due_once_each() {
+        let asked = TIME_LIMIT_50 | TIME_LIMIT_90 | END;
+        let due = |sent, run| {
+            time_limit_due(asked, sent, run, 600)
+                .map(|d| d.0)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(due(0, 299), Vec::<u32>::new());
+        assert_eq!(due(0, 300), [TIME_LIMIT_50]);
+        // 80% was not asked for; 90% comes with 50% if both are due at once.
+        assert_eq!(due(0, 560), [TIME_LIMIT_50, TIME_LIMIT_90]);
+        assert_eq!(due(TIME_LIMIT_50, 560), [TIME_LIMIT_90]);
+        assert_eq!(due(TIME_LIMIT_50 | TIME_LIMIT_90, 700), Vec::<u32>::new());
+        let all = time_limit_due(TIME_LIMIT | TIME_LIMIT_80, 0, 600, 600);
+        assert_eq!(
+            all.map(|d| d.1).collect::<Vec<_>>(),
+            ["Reached 80% of time limit", "Reached time limit"]
+        );
     }
 
     #[test]

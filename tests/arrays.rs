@@ -191,6 +191,12 @@ fn dependencies_hold_jobs_until_their_targets_end() {
     );
     let first_end = c.job(first).unwrap().end_time.unwrap();
     assert!(c.job(ok).unwrap().start_time.unwrap() >= first_end);
+    // A target that ended before the dependent was submitted counts too.
+    let late = c.sbatch(w, &["-d", &format!("afterok:{first}"), "--wrap", "true"]);
+    assert_eq!(
+        c.wait_done(late, Duration::from_secs(30)).state,
+        JobState::Completed
+    );
     // afternotok on a success: never satisfiable.
     c.wait_for(Duration::from_secs(10), "impossible dependency", |c| {
         c.job(notok).is_some_and(|j| j.state == JobState::Cancelled)

@@ -497,6 +497,54 @@ fn job_mail_runs_mailprog_as_slurm_does() {
     find(&format!(
         "-s|Slurm Array Summary Job_id={arr}_* ({arr}) Name=arr Ended, FAILED, ExitCode [1-3]|"
     ));
+    // REQUEUE: the run that was cut short, the job pending again.
+    let rq = c.sbatch(
+        w,
+        &["--mail-type=REQUEUE", "-J", "rq", "--wrap", "sleep 30"],
+    );
+    c.wait_for(Duration::from_secs(15), "requeue target running", |c| {
+        c.job(rq).is_some_and(|j| j.state == JobState::Running)
+    });
+    assert!(c
+        .cli(w, "scontrol", &["requeue", &rq.to_string()])
+        .status
+        .success());
+    // INVALID_DEPEND: afterok on a job that failed can never be satisfied.
+    let dep = c.sbatch(
+        w,
+        &[
+            "--mail-type=INVALID_DEPEND",
+            "-J",
+            "dep",
+            "-d",
+            &format!("afterok:{bad}"),
+            "--wrap",
+            "true",
+        ],
+    );
+    let log_ref = &log;
+    let more = |what: &str| {
+        let what = what.to_string();
+        move |_: &Cluster| std::fs::read_to_string(log_ref).is_ok_and(|l| l.contains(&what))
+    };
+    let requeued = format!("-s|Slurm Job_id={rq} Name=rq Requeued, Run time 00:00:0");
+    c.wait_for(Duration::from_secs(15), "Requeued mail", more(&requeued));
+    let invalid = format!(
+        "-s|Slurm Job_id={dep} Name=dep Invalid dependency|{user}@example.org|Invalid dependency|PENDING\n"
+    );
+    c.wait_for(
+        Duration::from_secs(15),
+        "Invalid dependency mail",
+        more(&invalid),
+    );
+    let all = std::fs::read_to_string(&log).unwrap();
+    let line = all.lines().find(|l| l.starts_with(&requeued)).unwrap();
+    assert!(
+        line.ends_with(&format!("|{user}@example.org|Requeued|PENDING")),
+        "{line}"
+    );
+    c.cli(w, "scancel", &[&rq.to_string(), &dep.to_string()]);
+
     let o = c.cli(w, "sbatch", &["--mail-type=bogus", "--wrap", "true"]);
     assert_eq!(o.status.code(), Some(255));
     assert_eq!(

@@ -52,6 +52,15 @@ const MAILBOX: usize = 8192;
 const PURGE_EVERY: Duration = Duration::from_secs(5);
 /// How often partition actors' advisory counters are refreshed.
 const COUNTS_EVERY: Duration = Duration::from_secs(1);
+/// How often running jobs are checked for time-limit mail (Slurm checks
+/// about twice a minute).
+const MAIL_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// How long a job's last run took (to its end, or until now).
+fn run_secs(j: &JobRecord) -> u64 {
+    let end = j.end_time.unwrap_or_else(|| chrono::Utc::now().timestamp());
+    u64::try_from(end - j.start_time.unwrap_or(end)).unwrap_or(0)
+}
 
 /// Admit a validated submission: assign an id and make it durable (or,
 /// for `--test-only`, use up an id and say when the job would start).
@@ -532,6 +541,64 @@ impl ControllerActor {
         }
     }
 
+    /// A mail for an event in job `id`'s life, if its `--mail-type` has
+    /// `flag` (see `mail::event`).
+    fn mail_event(
+        &self,
+        id: u32,
+        flag: u32,
+        what: &str,
+        run_secs: Option<u64>,
+        state: Option<JobState>,
+    ) {
+        let Some(j) = self.jobs.get(id).filter(|j| j.submit.mail_type & flag != 0) else {
+            return;
+        };
+        let acct = self.acct_of(j, Usage::default());
+        let m = mail::event(
+            &acct,
+            self.mail_to(j),
+            &group_of(j.submit.gid),
+            what,
+            run_secs,
+            state,
+        );
+        self.send_mail(m);
+    }
+
+    /// TIME_LIMIT_50/80/90 (and TIME_LIMIT, if the check comes before the
+    /// kill) for running jobs that have reached that share of their limit;
+    /// each is sent once per run.
+    fn mail_time_limits(&mut self) {
+        let now = chrono::Utc::now().timestamp();
+        let mut due: Vec<(u32, u32, &'static str, u64)> = Vec::new();
+        for j in self.jobs.running() {
+            let (Some(limit), Some(start)) = (j.time_limit_min, j.start_time) else {
+                continue;
+            };
+            if j.submit.mail_type == 0 || j.state != JobState::Running {
+                continue;
+            }
+            let run = u64::try_from(now - start).unwrap_or(0);
+            let limit_s = u64::from(limit) * 60;
+            for (bit, what) in mail::time_limit_due(j.submit.mail_type, j.mail_sent, run, limit_s) {
+                due.push((j.job_id, bit, what, run));
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        let mut ids = Vec::new();
+        for (id, bit, what, run) in due {
+            let state = Some(JobState::Running);
+            self.mail_event(id, bit, what, Some(run), state);
+            self.jobs.modify(id, |j| j.mail_sent |= bit);
+            ids.push(id);
+        }
+        ids.dedup();
+        drop(self.persist(&ids));
+    }
+
     fn mail_to(&self, j: &JobRecord) -> String {
         mail::recipient(
             j.submit.mail_user.as_deref(),
@@ -628,6 +695,9 @@ impl ControllerActor {
     fn dependencies_resolved(&mut self, r: Resolved, ctx: &mut Context<Self>) {
         if r.changed.is_empty() && r.killed.is_empty() {
             return;
+        }
+        for &id in &r.never {
+            self.mail_event(id, mail::INVALID_DEPEND, "Invalid dependency", None, None);
         }
         for &id in &r.killed {
             tracing::info!(job_id = id, "cancelled: dependency can never be satisfied");
@@ -949,10 +1019,25 @@ impl ControllerActor {
             }
             .into_actor(self),
         );
+        if let Some(j) = self.jobs.get(id).filter(|_| state == JobState::Timeout) {
+            if j.mail_sent & mail::TIME_LIMIT == 0 {
+                let run = run_secs(j);
+                let what = mail::TIME_LIMIT_MAILS[3].2;
+                self.mail_event(
+                    id,
+                    mail::TIME_LIMIT,
+                    what,
+                    Some(run),
+                    Some(JobState::Running),
+                );
+            }
+        }
         if let Some(hold) = self.jobs.get(id).and_then(|j| j.requeue.clone()) {
             // `scontrol requeue` of a running job: the run is accounted for
             // above; the job itself starts over.
+            let run = self.jobs.get(id).map(run_secs);
             self.jobs.requeue(id, hold.as_deref());
+            self.mail_event(id, mail::REQUEUE, "Requeued", run, None);
             drop(self.persist(&[id]));
         }
         self.counts_dirty = true;
@@ -1191,6 +1276,7 @@ impl Actor for ControllerActor {
         ctx.set_mailbox_capacity(MAILBOX);
         ctx.run_interval(PURGE_EVERY, |act, _| act.purge_old());
         ctx.run_interval(COUNTS_EVERY, |act, _| act.push_partition_counts());
+        ctx.run_interval(MAIL_CHECK_EVERY, |act, _| act.mail_time_limits());
         // Recovered jobs still waiting for their `--begin` time: one timer
         // per distinct time (an array's tasks share theirs).
         let begins: std::collections::BTreeSet<UnixTime> = self
@@ -2110,7 +2196,9 @@ impl ControllerActor {
             JobState::Pending => Err("Job is pending execution".into()),
             _ if ending => Err("Job is currently being completed".into()),
             s if s.is_finished() => {
+                let run = self.jobs.get(id).map(run_secs);
                 self.jobs.requeue(id, hold.then_some(hold_reason));
+                self.mail_event(id, mail::REQUEUE, "Requeued", run, None);
                 tracing::info!(job_id = id, "finished job requeued");
                 Ok(())
             }
@@ -2434,6 +2522,7 @@ fn new_record(
         dependency: None,
         requeue: None,
         priority_set: false,
+        mail_sent: 0,
     }
 }
 

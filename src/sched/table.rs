@@ -106,6 +106,9 @@ pub struct Resolved {
     /// Jobs cancelled because their dependency can never be satisfied and
     /// they asked for that (`--kill-on-invalid-dep=yes`).
     pub killed: Vec<u32>,
+    /// Jobs whose dependency has just become impossible (killed or not):
+    /// each is reported once, for INVALID_DEPEND mail.
+    pub never: Vec<u32>,
 }
 
 impl JobTable {
@@ -204,6 +207,11 @@ impl JobTable {
             if let Some(list) = self.dependents.remove(t) {
                 candidates.extend(list);
             }
+            // A job just admitted (or changed) is looked at itself: what it
+            // waits on may have ended long ago and never be touched again.
+            if self.jobs.get(t).is_some_and(waits_on_dependency) {
+                candidates.insert(*t);
+            }
         }
         candidates.extend(self.singletons.iter().copied());
         for id in candidates {
@@ -219,6 +227,7 @@ impl JobTable {
             };
             let singleton_clear = !dep.has_singleton() || self.singleton_clear(j);
             let self_task = j.array.map(|a| a.task_id);
+            let was_never = j.dependency_outcome() == Outcome::Never;
             let before = dep.clone();
             let outcome = dep.evaluate(|t| self.target_jobs(t), self_task, singleton_clear, now);
             if outcome == Outcome::Waiting {
@@ -234,6 +243,9 @@ impl JobTable {
             }
             if dep == before {
                 continue;
+            }
+            if outcome == Outcome::Never && !was_never {
+                out.never.push(id);
             }
             let kill = outcome == Outcome::Never && j.submit.kill_on_invalid_dep == Some(true);
             self.modify(id, |j| j.dependency = Some(dep));
@@ -600,6 +612,7 @@ impl JobTable {
             j.alloc = None;
             j.ending_as = None;
             j.requeue = None;
+            j.mail_sent = 0;
             j.exit = ExitStatus::default();
             j.restarts += 1;
             j.steps.clear();
@@ -731,6 +744,7 @@ mod tests {
             dependency: None,
             requeue: None,
             priority_set: false,
+            mail_sent: 0,
         }
     }
 

@@ -69,6 +69,10 @@ pub struct JobRecord {
     /// priority is worked out after a restart.
     #[serde(default)]
     pub priority_set: bool,
+    /// Time-limit mails already sent for this run (`mail::TIME_LIMIT*`
+    /// bits), so each goes once, a restart included.
+    #[serde(default)]
+    pub mail_sent: u32,
 }
 
 impl JobRecord {

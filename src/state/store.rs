@@ -322,6 +322,7 @@ mod tests {
             dependency: None,
             requeue: None,
             priority_set: false,
+            mail_sent: 0,
         }
     }
 
