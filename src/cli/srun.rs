@@ -915,7 +915,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
     let listener = TcpListener::bind((ip, 0)).await?;
     let io_addr = listener.local_addr()?.to_string();
-    let token: u64 = rand::random();
+    let token: u64 = crate::daemon::new_boot_id();
     let start_time = chrono::Utc::now().timestamp();
     // Caught from before the launch: a signal that comes while the tasks
     // start is forwarded once they are linked, not lost.

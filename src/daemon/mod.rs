@@ -14,9 +14,14 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::wire::auth::{load_key, Authenticator};
 
-/// A fresh random id for this daemon start.
+/// A fresh random id for this daemon start (or CLI connection).
+///
+/// Straight from the OS (one getrandom call): `rand::random` would first
+/// seed a ChaCha generator whose CPU feature probe (CPUID, which traps on a
+/// VM) costs more than the rest of a short-lived `sbatch` does in user space.
 pub fn new_boot_id() -> u64 {
-    rand::random::<u64>() | 1
+    use rand::RngCore;
+    rand::rngs::OsRng.next_u64() | 1
 }
 
 /// The authenticator every daemon and the CLI sign and verify with.
