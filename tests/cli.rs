@@ -519,6 +519,32 @@ fn cluster_filter_sort_and_single_cluster_options() {
          --cluster.  Use 'sacctmgr list clusters' to see available clusters.\n"
     );
 
+    // sbatch -M: the job id comes with the cluster's name.
+    let o = c.cli(w, "sbatch", &["-M", "test", "--hold", "--wrap", "true"]);
+    let said = text(&o);
+    assert!(
+        said.starts_with("Submitted batch job ") && said.ends_with(" on cluster test\n"),
+        "{said}"
+    );
+    let o = c.cli(
+        w,
+        "sbatch",
+        &["--clusters=test", "--parsable", "--hold", "--wrap", "true"],
+    );
+    assert!(text(&o).trim_end().ends_with(";test"), "{}", text(&o));
+    let o = c.cli(w, "sbatch", &["-M", "other", "--wrap", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).starts_with("sbatch: error: 'other' can't be reached now"),
+        "{}",
+        err(&o)
+    );
+    for id in text(&c.cli(w, "squeue", &["-h", "-t", "PD", "-o", "%i"])).lines() {
+        if id != mem.to_string() {
+            c.cli(w, "scancel", &[id]);
+        }
+    }
+
     // No job has a QOS, reservation or license: naming one matches none.
     for f in [["-q", "normal"], ["-R", "maint"], ["-L", "matlab"]] {
         let o = c.cli(w, "squeue", &[f[0], f[1], "-h"]);

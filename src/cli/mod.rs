@@ -124,11 +124,11 @@ pub fn unsupported_option(cmd: &str, long: &str) -> String {
 
 /// `-M/--clusters LIST`: canopy runs one cluster, so the list must name it
 /// (or be `all`); the error is Slurm's for a cluster it cannot reach.
-pub fn check_clusters(cmd: &str, list: &str, ours: &str) -> Result<(), String> {
+pub fn check_clusters(list: &str, ours: &str) -> Result<(), String> {
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         if name != ours && !name.eq_ignore_ascii_case("all") {
             return Err(format!(
-                "{cmd}: error: '{name}' can't be reached now, or it is an invalid entry for --cluster.  \
+                "'{name}' can't be reached now, or it is an invalid entry for --cluster.  \
                  Use 'sacctmgr list clusters' to see available clusters."
             ));
         }

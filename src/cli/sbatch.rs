@@ -44,10 +44,17 @@ pub fn run(args: &[String]) -> i32 {
     }
     let test_only = sub.submit.test_only;
     let gres = sub.gres.clone();
+    let clusters = sub.clusters.clone();
     super::block_on(async move {
+        let mut on_cluster = None;
         let reply = async {
             let mut c = Client::connect(None).await?;
             super::sbatch_args::check_gres(&gres, &c.conf.gres_types).map_err(CliError::Usage)?;
+            if let Some(list) = &clusters {
+                super::check_clusters(list, &c.conf.cluster_name).map_err(CliError::Usage)?;
+                // With -M, Slurm names the cluster the job went to.
+                on_cluster = Some(c.conf.cluster_name.clone());
+            }
             let r = c.call(Body::SubmitJob(Box::new(sub.submit))).await?;
             Ok::<_, CliError>((c, r))
         }
@@ -85,11 +92,12 @@ pub fn run(args: &[String]) -> i32 {
             }
             Err(e) => return super::report("sbatch", &e),
         };
-        if sub.quiet {
-        } else if sub.parsable {
-            println!("{job_id}");
-        } else {
-            println!("Submitted batch job {job_id}");
+        match (sub.quiet, sub.parsable, on_cluster) {
+            (true, _, _) => {}
+            (_, true, None) => println!("{job_id}"),
+            (_, true, Some(c)) => println!("{job_id};{c}"),
+            (_, false, None) => println!("Submitted batch job {job_id}"),
+            (_, false, Some(c)) => println!("Submitted batch job {job_id} on cluster {c}"),
         }
         if sub.wait {
             return wait_for(&mut client, job_id).await;

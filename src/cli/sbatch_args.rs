@@ -61,6 +61,8 @@ pub struct Submission {
     /// Generic resources asked for (`--gres`, `--gpus*`), by name: each must
     /// be in slurm.conf's `GresTypes` (checked once the config is read).
     pub gres: Vec<String>,
+    /// `-M`: the clusters named (this one, or `all`).
+    pub clusters: Option<String>,
     /// Complete `sbatch: ...` lines for stderr.
     pub warnings: Vec<String>,
 }
@@ -271,6 +273,10 @@ enum Action {
     Licenses,
     /// `--gres`, `--gpus*`: the names are checked, the request not acted on.
     Gres,
+    /// `-M`: must name this cluster; the job id is then printed with it.
+    Clusters,
+    /// `-v`: Slurm's debug chatter; canopy's sbatch has none to add.
+    Verbose,
     Help,
     Usage,
     Version,
@@ -318,7 +324,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("bbf", None, Required, A::Unsupported),
     spec("begin", Some('b'), Required, A::Begin),
     spec("cluster-constraint", None, Required, A::Unsupported),
-    spec("clusters", Some('M'), Required, A::Unsupported),
+    spec("clusters", Some('M'), Required, A::Clusters),
     spec("comment", None, Required, A::Comment),
     spec("constraint", Some('C'), Required, A::Constraint),
     spec("container", None, Required, A::Unsupported),
@@ -391,7 +397,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("tres-per-task", None, Required, A::Unsupported),
     spec("uid", None, Required, A::Unsupported),
     spec("use-min-nodes", None, Flag, A::Unsupported),
-    spec("verbose", Some('v'), Flag, A::Unsupported),
+    spec("verbose", Some('v'), Flag, A::Verbose),
     spec("wait", Some('W'), Flag, A::Wait),
     spec("wait-all-nodes", None, Required, A::Unsupported),
     spec("wckey", None, Required, A::Unsupported),
@@ -512,6 +518,7 @@ struct Layer {
     reservation: Option<String>,
     licenses: Option<String>,
     gres: Option<Vec<String>>,
+    clusters: Option<String>,
 }
 
 impl Layer {
@@ -558,6 +565,7 @@ impl Layer {
             reservation: self.reservation.or(lower.reservation),
             licenses: self.licenses.or(lower.licenses),
             gres: self.gres.or(lower.gres),
+            clusters: self.clusters.or(lower.clusters),
         }
     }
 }
@@ -618,6 +626,8 @@ fn apply(
         }
         A::MailUser => layer.mail_user = Some(v.to_string()),
         A::Reservation => layer.reservation = Some(v.to_string()),
+        A::Clusters => layer.clusters = Some(v.to_string()),
+        A::Verbose => {}
         A::Licenses => layer.licenses = Some(v.to_string()),
         A::Gres => {
             let names = gres_names(spec.long, v);
@@ -1292,12 +1302,14 @@ pub fn parse_submission(
     let opts = cmd.over(env).over(dir);
     let (parsable, quiet, wait) = (opts.parsable, opts.quiet, opts.wait);
     let gres = opts.gres.clone().unwrap_or_default();
+    let clusters = opts.clusters.clone();
     Ok(Submission {
         submit: build_submit(opts, (mem, mem_per_cpu), script, args, ctx),
         parsable,
         quiet,
         wait,
         gres,
+        clusters,
         warnings,
     })
 }

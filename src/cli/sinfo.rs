@@ -221,7 +221,7 @@ async fn list(fmt: &SinfoFormat, a: &Args) -> i32 {
         let r = async {
             let mut c = Client::connect(None).await?;
             if let Some(list) = &a.clusters {
-                super::check_clusters("sinfo", list, &c.conf.cluster_name)
+                super::check_clusters(list, &c.conf.cluster_name)
                     .map_err(super::client::CliError::Usage)?;
                 println!("CLUSTER: {}", c.conf.cluster_name);
             }
@@ -245,7 +245,7 @@ async fn list(fmt: &SinfoFormat, a: &Args) -> i32 {
                 return 1;
             }
             Err(super::client::CliError::Usage(e)) => {
-                eprintln!("{e}");
+                eprintln!("sinfo: error: {e}");
                 return 1;
             }
             Err(e) => {

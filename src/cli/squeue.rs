@@ -274,8 +274,7 @@ async fn list(
         let r = async {
             let mut c = Client::connect(None).await?;
             if let Some(list) = &a.clusters {
-                super::check_clusters("squeue", list, &c.conf.cluster_name)
-                    .map_err(CliError::Usage)?;
+                super::check_clusters(list, &c.conf.cluster_name).map_err(CliError::Usage)?;
                 println!("CLUSTER: {}", c.conf.cluster_name);
             }
             c.call(Body::QueryJobs(q)).await
@@ -292,7 +291,7 @@ async fn list(
                 return 1;
             }
             Err(CliError::Usage(e)) => {
-                eprintln!("{e}");
+                eprintln!("squeue: error: {e}");
                 return 1;
             }
             Err(e) => {
