@@ -544,6 +544,11 @@ fn job_mail_runs_mailprog_as_slurm_does() {
         "{line}"
     );
     c.cli(w, "scancel", &[&rq.to_string(), &dep.to_string()]);
+    // srun's own allocation mails too.
+    let o = c.cli(w, "srun", &["--mail-type=END", "-J", "sm", "true"]);
+    assert!(o.status.success(), "{o:?}");
+    let srun_end = "Name=sm Ended, Run time 00:00:0";
+    c.wait_for(Duration::from_secs(15), "srun's END mail", more(srun_end));
 
     let o = c.cli(w, "sbatch", &["--mail-type=bogus", "--wrap", "true"]);
     assert_eq!(o.status.code(), Some(255));

@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::Duration;
 
 use canopy::wire::types::JobState;
-use common::{bin, write_script, Cluster};
+use common::{write_script, Cluster};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -28,29 +27,13 @@ fn sorted_lines(s: &str) -> Vec<String> {
     v
 }
 
-/// A CLI command with piped standard input (and stdout/stderr captured).
+/// A CLI command (`args[0]`) with piped standard input, left running.
 fn spawn(c: &Cluster, cwd: &Path, args: &[&str]) -> Child {
-    Command::new(bin("canopy"))
-        .args(args)
-        .current_dir(cwd)
-        .env("CANOPY_CONF", &c.conf)
-        .env("PATH", c.path_env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    c.spawn_cli(cwd, args[0], &args[1..])
 }
 
 fn with_input(c: &Cluster, cwd: &Path, args: &[&str], input: &str) -> Output {
-    let mut child = spawn(c, cwd, args);
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    c.cli_with_input(cwd, args[0], &args[1..], input)
 }
 
 #[test]

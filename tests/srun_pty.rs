@@ -17,24 +17,7 @@ use common::{bin, Cluster};
 use nix::sys::termios::{tcgetattr, LocalFlags};
 
 fn run_with_input(c: &Cluster, w: &Path, args: &[&str], input: &str) -> std::process::Output {
-    let mut child = Command::new(bin("canopy"))
-        .arg("srun")
-        .args(args)
-        .current_dir(w)
-        .env("CANOPY_CONF", &c.conf)
-        .env("PATH", c.path_env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    c.cli_with_input(w, "srun", args, input)
 }
 
 /// Everything the "terminal" shows, read on a thread so waits can time out.

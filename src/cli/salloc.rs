@@ -82,6 +82,14 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
         eprintln!("salloc: error: {e}");
         return Ok(1);
     }
+    if let Some(Err(e)) = a
+        .clusters
+        .as_deref()
+        .map(|l| super::check_clusters(l, &c.conf.cluster_name))
+    {
+        eprintln!("salloc: error: {e}");
+        return Ok(1);
+    }
     let start_time = chrono::Utc::now().timestamp();
     let Some(id) = allocate(&mut c, &a, &cwd, "salloc").await? else {
         return Ok(1);

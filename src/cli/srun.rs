@@ -95,6 +95,11 @@ pub struct SrunArgs {
     pub licenses: Option<String>,
     /// `--gres`, `--gpus*`: the names asked for (checked against GresTypes).
     pub gres: Vec<String>,
+    /// `--mail-type`, `--mail-user`: for an allocation srun or salloc makes.
+    pub mail_type: Option<u32>,
+    pub mail_user: Option<String>,
+    /// `-M`: must name this cluster.
+    pub clusters: Option<String>,
     pub verbose: u32,
     /// `--help`, `--usage`, `-V`: print it and do nothing else.
     pub info: Option<Info>,
@@ -341,6 +346,11 @@ const HONOURED: &[&str] = &[
     "quit-on-interrupt",
     "reservation",
     "licenses",
+    "mail-type",
+    "mail-user",
+    "clusters",
+    // Steps are not confined to part of a node yet: every step has it whole.
+    "whole",
     "signal",
     "test-only",
     "time",
@@ -466,6 +476,14 @@ fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<(), OptError>
         }
         "test-only" => a.test_only = true,
         "reservation" => a.reservation = Some(v.to_string()),
+        "mail-type" => {
+            a.mail_type =
+                Some(crate::mail::parse_mail_type(v).ok_or_else(|| {
+                    fatal("srun: error: Invalid --mail-type specification".into())
+                })?)
+        }
+        "mail-user" => a.mail_user = Some(v.to_string()),
+        "clusters" => a.clusters = Some(v.to_string()),
         "licenses" => a.licenses = Some(v.to_string()),
         "gres" | "gpus" | "gpus-per-node" | "gpus-per-task" | "gpus-per-socket" => {
             a.gres.extend(super::sbatch_args::gres_names(opt, v));
@@ -727,6 +745,8 @@ fn allocation_request(a: &SrunArgs, cwd: &str) -> JobSubmit {
         test_only: a.test_only,
         reservation: a.reservation.clone(),
         licenses: a.licenses.clone(),
+        mail_type: a.mail_type.unwrap_or(0),
+        mail_user: a.mail_user.clone(),
         ..Default::default()
     }
 }
@@ -884,6 +904,14 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         (Some(_), i) => i.target(),
     };
     if let Err(e) = super::sbatch_args::check_gres(&a.gres, &c.conf.gres_types) {
+        eprintln!("srun: error: {e}");
+        return Ok(1);
+    }
+    if let Some(Err(e)) = a
+        .clusters
+        .as_deref()
+        .map(|l| super::check_clusters(l, &c.conf.cluster_name))
+    {
         eprintln!("srun: error: {e}");
         return Ok(1);
     }

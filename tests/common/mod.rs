@@ -201,6 +201,33 @@ impl Cluster {
             .unwrap()
     }
 
+    /// A CLI command with piped stdin, stdout and stderr, left running.
+    #[allow(dead_code)] // not every test binary uses every helper
+    pub fn spawn_cli(&self, cwd: &Path, cmd: &str, args: &[&str]) -> Child {
+        Command::new(bin("canopy"))
+            .arg(cmd)
+            .args(args)
+            .current_dir(cwd)
+            .env("CANOPY_CONF", &self.conf)
+            .env("PATH", self.path_env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// A CLI command fed `input` on its stdin; its output once it exits.
+    #[allow(dead_code)]
+    pub fn cli_with_input(&self, cwd: &Path, cmd: &str, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self.spawn_cli(cwd, cmd, args);
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input.as_bytes()).unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
     /// PATH with this cluster's command links first.
     pub fn path_env(&self) -> String {
         format!(
@@ -321,9 +348,18 @@ pub fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
     p
 }
 
-/// True if a process with this pid exists.
+/// True if a process with this pid exists and has not died: a zombie (dead,
+/// waiting for its new parent to reap it) does not count.
 pub fn alive(pid: i32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+    let exists = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false);
+    exists && !zombie
 }
 
 /// Keep the cluster's logs when CANOPY_KEEP_LOGS is set (for debugging a failure).
