@@ -629,6 +629,16 @@ fn reservations_licenses_and_gres_are_checked_as_slurm_does() {
         &["--gpus=1", "true"],
         "salloc: error: Invalid generic resource (gres) specification\n",
     );
+    let o = c.cli(w, "scontrol", &["show", "res"]);
+    assert_eq!(
+        (o.status.code(), text(&o)),
+        (Some(0), "No reservations in the system\n".into())
+    );
+    let o = c.cli(w, "scontrol", &["show", "reservation", "maint"]);
+    assert_eq!(
+        (o.status.code(), text(&o)),
+        (Some(1), "Reservation maint not found\n".into())
+    );
     let o = c.cli(w, "scontrol", &["show", "config"]);
     assert!(text(&o).contains("\nGresTypes               = (null)\n"));
     assert!(text(&o).contains("\nLicenses                = matlab,fluent\n"));

@@ -31,6 +31,10 @@ pub fn run(args: &[String]) -> i32 {
                 println!("{USAGE}");
                 return 0;
             }
+            "-V" | "--version" => {
+                println!("canopy {}", env!("CARGO_PKG_VERSION"));
+                return 0;
+            }
             _ => rest.push(a),
         }
     }
@@ -53,6 +57,10 @@ pub fn run(args: &[String]) -> i32 {
         kind @ ("hold" | "uhold" | "release") => hold(kind, args),
         "top" => top(args),
         kind @ ("requeue" | "requeuehold" | "suspend" | "resume") => control(kind, args),
+        "version" => {
+            println!("canopy {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
         other => {
             eprintln!("invalid keyword: {other}");
             1
@@ -76,6 +84,7 @@ const COMMANDS: &[&str] = &[
     "suspend",
     "resume",
     "reconfigure",
+    "version",
 ];
 
 fn command(word: &str) -> String {
@@ -310,6 +319,17 @@ fn show(args: &[&str], one_liner: bool) -> i32 {
             }
             Err(e) => {
                 eprintln!("scontrol: error: {e}");
+                1
+            }
+        },
+        // canopy has no reservations yet; Slurm's words for none.
+        e if e.len() >= 3 && "reservations".starts_with(e) => match target {
+            None => {
+                println!("No reservations in the system");
+                0
+            }
+            Some(name) => {
+                println!("Reservation {name} not found");
                 1
             }
         },
