@@ -576,7 +576,8 @@ impl ControllerActor {
             let (Some(limit), Some(start)) = (j.time_limit_min, j.start_time) else {
                 continue;
             };
-            if j.submit.mail_type == 0 || j.state != JobState::Running {
+            // Not for a job already being torn down (cancelled, requeued).
+            if j.submit.mail_type == 0 || j.state != JobState::Running || j.ending_as.is_some() {
                 continue;
             }
             let run = u64::try_from(now - start).unwrap_or(0);
@@ -2755,7 +2756,7 @@ impl Handler<StartStep> for ControllerActor {
         };
         let durable = self.persist(&[job_id]);
         let relay = self.relay.clone();
-        self.relay_stats.sent();
+        let relay_stats = self.relay_stats.clone();
         let fanout = Fanout {
             targets,
             cmd: NodeCommand::RunStep(Box::new(launch)),
@@ -2763,7 +2764,10 @@ impl Handler<StartStep> for ControllerActor {
         };
         // The job's own launch may still be on its way down the tree (srun
         // asks as soon as the job is running): the step follows it.
-        let job = self.steps.get(&job_id).map(|h| h.addr.clone());
+        let job = self.steps.get(&job_id).map(|h| {
+            h.stats.sent();
+            h.addr.clone()
+        });
         Box::pin(
             async move {
                 let _ = durable.await;
@@ -2772,6 +2776,7 @@ impl Handler<StartStep> for ControllerActor {
                         return Err("the job's launch failed or the job is ending".to_string());
                     }
                 }
+                relay_stats.sent();
                 relay.send(fanout).await.map_err(|e| e.to_string())
             }
             .into_actor(self)

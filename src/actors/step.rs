@@ -164,8 +164,8 @@ impl StepActor {
         }
     }
 
-    /// Launch only once `gate` fires (or its sender is dropped). Messages
-    /// wait meanwhile, so a cancel that comes first still follows the launch.
+    /// Launch only once `gate` fires (or its sender is dropped). A cancel
+    /// that comes first ends the job without launching it.
     pub fn with_gate(mut self, gate: tokio::sync::oneshot::Receiver<()>) -> Self {
         self.gate = Some(gate);
         self
@@ -230,6 +230,12 @@ impl StepActor {
         self.phase = Phase::Ending;
         self.settle_launch(false);
         self.ending = Some((state, exit, reason));
+        if self.launch.take().is_some() {
+            // Ended before its start was on disk: nothing reached any node,
+            // so there is nothing to tear down.
+            self.finish(ctx);
+            return;
+        }
         let budget = self.budget(Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK);
         let cause = self.cause.or(match state {
             JobState::Cancelled => Some(KillCause::Cancelled),
@@ -328,7 +334,7 @@ impl Actor for StepActor {
         }
         match self.gate.take() {
             Some(gate) => {
-                ctx.wait(gate.into_actor(self).map(|_, act, ctx| act.launch(ctx)));
+                ctx.spawn(gate.into_actor(self).map(|_, act, ctx| act.launch(ctx)));
             }
             None => self.launch(ctx),
         }

@@ -1154,7 +1154,7 @@ enum Event {
 }
 
 /// True once the controller no longer runs `job_id` (or cannot say so).
-pub(crate) async fn job_ended(c: &mut Client, job_id: u32) -> bool {
+async fn job_ended(c: &mut Client, job_id: u32) -> bool {
     let q = Body::QueryJobs(JobQuery {
         job_ids: vec![job_id],
         include_finished: true,

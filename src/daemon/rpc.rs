@@ -219,8 +219,9 @@ async fn submit(
         );
     }
     if let Some(asked) = &s.licenses {
+        // `a,b` (all) or `a|b` (either): every name must exist.
         let known = asked
-            .split(',')
+            .split([',', '|'])
             .map(|l| l.split([':', '*']).next().unwrap_or_default().trim())
             .all(|name| !name.is_empty() && routing.licenses.iter().any(|l| l == name));
         if !known {

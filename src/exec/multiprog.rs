@@ -40,12 +40,13 @@ pub fn parse(file: &str, text: &str) -> Result<MultiProg, Vec<String>> {
             lines.push(l);
         }
     }
-    // Two lines may not name the same task.
+    // Two lines may not name the same task (compared range by range: a
+    // line may name a hundred thousand tasks).
     for (i, l) in lines.iter().enumerate() {
         for earlier in &lines[..i] {
             let dup = match (&l.ranks, &earlier.ranks) {
                 (None, None) => Some(0),
-                (Some(a), Some(b)) => ranks(a).find(|r| ranks(b).any(|x| x == *r)),
+                (Some(a), Some(b)) => first_overlap(a, b),
                 _ => None,
             };
             if let Some(task) = dup {
@@ -67,18 +68,10 @@ fn invalid_line(file: &str, no: u32) -> String {
 }
 
 fn parse_line(file: &str, no: u32, line: &str) -> Result<Option<MultiProgLine>, Vec<String>> {
-    let words = split_words(line);
-    let Some(first) = words.first() else {
-        return Ok(None);
-    };
-    if first.starts_with('#') {
+    let words = split_words(line).ok_or_else(|| vec![invalid_line(file, no)])?;
+    if words.is_empty() {
         return Ok(None);
     }
-    // Everything from a word starting with `#` on is a comment.
-    let words: Vec<String> = words
-        .into_iter()
-        .take_while(|w| !w.starts_with('#'))
-        .collect();
     if words.len() < 2 {
         return Err(vec![invalid_line(file, no)]);
     }
@@ -99,8 +92,10 @@ fn parse_line(file: &str, no: u32, line: &str) -> Result<Option<MultiProgLine>, 
     }))
 }
 
-/// Words split at blanks; single quotes group (and are removed).
-fn split_words(line: &str) -> Vec<String> {
+/// Words split at blanks; single quotes group (and are removed). A `#`
+/// that starts a word outside quotes starts a comment. `None`: a quote is
+/// left open.
+fn split_words(line: &str) -> Option<Vec<String>> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -111,6 +106,7 @@ fn split_words(line: &str) -> Vec<String> {
                 quoted = !quoted;
                 in_word = true;
             }
+            '#' if !quoted && !in_word => break,
             c if c.is_whitespace() && !quoted => {
                 if in_word {
                     words.push(std::mem::take(&mut word));
@@ -123,10 +119,13 @@ fn split_words(line: &str) -> Vec<String> {
             }
         }
     }
+    if quoted {
+        return None;
+    }
     if in_word {
         words.push(word);
     }
-    words
+    Some(words)
 }
 
 /// `0`, `1-3`, `4,6,8-9` as inclusive ranges.
@@ -142,8 +141,28 @@ fn parse_ranks(spec: &str) -> Option<Vec<(u32, u32)>> {
         .collect()
 }
 
-fn ranks(r: &[(u32, u32)]) -> impl Iterator<Item = u32> + '_ {
-    r.iter().flat_map(|&(a, b)| a..=b)
+/// The lowest task two range lists share.
+fn first_overlap(a: &[(u32, u32)], b: &[(u32, u32)]) -> Option<u32> {
+    a.iter()
+        .flat_map(|&(a0, a1)| {
+            b.iter()
+                .filter(move |&&(b0, b1)| a0 <= b1 && b0 <= a1)
+                .map(move |&(b0, _)| a0.max(b0))
+        })
+        .min()
+}
+
+/// Where `rank` falls among a line's tasks (in the order they are listed),
+/// without walking the ranges task by task.
+fn offset_of(r: &[(u32, u32)], rank: u32) -> Option<u32> {
+    let mut before = 0;
+    for &(a, b) in r {
+        if (a..=b).contains(&rank) {
+            return Some(before + (rank - a));
+        }
+        before += b - a + 1;
+    }
+    None
 }
 
 /// Check the file against a step of `ntasks` tasks: every task has exactly
@@ -151,7 +170,9 @@ fn ranks(r: &[(u32, u32)]) -> impl Iterator<Item = u32> + '_ {
 pub fn check(m: &MultiProg, ntasks: u32) -> Result<(), Vec<String>> {
     for l in &m.lines {
         if let Some(r) = &l.ranks {
-            if let Some(bad) = ranks(r).find(|&t| t >= ntasks) {
+            // The first task past the end, in the order the line lists them.
+            let past = r.iter().find(|&&(_, hi)| hi >= ntasks);
+            if let Some(bad) = past.map(|&(lo, _)| lo.max(ntasks)) {
                 return Err(vec![
                     format!("Invalid task id, {bad} >= ntasks"),
                     invalid_line(&m.file, l.line),
@@ -159,7 +180,14 @@ pub fn check(m: &MultiProg, ntasks: u32) -> Result<(), Vec<String>> {
             }
         }
     }
-    if let Some(t) = (0..ntasks).find(|&t| argv_for(m, t).is_none()) {
+    let star = m.lines.iter().any(|l| l.ranks.is_none());
+    let named = |t: u32| {
+        m.lines
+            .iter()
+            .filter_map(|l| l.ranks.as_ref())
+            .any(|r| offset_of(r, t).is_some())
+    };
+    if let Some(t) = (0..ntasks).find(|&t| !star && !named(t)) {
         return Err(vec![format!(
             "Configuration file {} invalid, no record for task id {t}",
             m.file
@@ -171,9 +199,8 @@ pub fn check(m: &MultiProg, ntasks: u32) -> Result<(), Vec<String>> {
 /// Task `rank`'s command line, `%t` and `%o` filled in.
 pub fn argv_for(m: &MultiProg, rank: u32) -> Option<Vec<String>> {
     let named = m.lines.iter().find_map(|l| {
-        let r = l.ranks.as_ref()?;
-        let offset = ranks(r).position(|t| t == rank)?;
-        Some((l, offset as u32))
+        let offset = offset_of(l.ranks.as_ref()?, rank)?;
+        Some((l, offset))
     });
     // `*` covers the tasks no other line names; its offset is the rank.
     let (line, offset) = named.or_else(|| {
@@ -241,6 +268,21 @@ mod tests {
             ["echo", "quoted arg", "\"dq", "1-1"]
         );
         assert_eq!(argv(&m, 2), "echo tab 2");
+        // A quoted `#` is an argument; an open quote is an error.
+        let m = parse(F, "* echo '#x' # not this\n").unwrap();
+        assert_eq!(argv(&m, 0), "echo #x");
+        assert_eq!(
+            parse(F, "0 echo 'open\n").err().unwrap(),
+            [format!("Line 1 of configuration file {F} invalid")]
+        );
+        // Large ranges are handled range by range.
+        let m = parse(F, "0-99999 a %o\n100000-199999 b %o\n").unwrap();
+        assert!(check(&m, 200_000).is_ok());
+        assert_eq!(argv(&m, 150_000), "b 50000");
+        assert_eq!(
+            parse(F, "0-99999 a\n5,99999-100000 b\n").err().unwrap()[0],
+            "Duplicate record for task 5"
+        );
         let m = parse(F, "0 echo a \\\n  continued\n1 true\n").unwrap();
         assert_eq!(argv(&m, 0), "echo a continued");
         assert_eq!(

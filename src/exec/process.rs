@@ -334,8 +334,39 @@ pub fn any_group_alive(groups: &[i32]) -> bool {
         let mut fields = rest.split_whitespace();
         let state = fields.next();
         let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-        state != Some("Z") && pgrp.is_some_and(|p| answering.contains(&p))
+        if !pgrp.is_some_and(|p| answering.contains(&p)) {
+            return false;
+        }
+        // A main thread that called pthread_exit shows Z while its other
+        // threads run on: such a process is alive.
+        state != Some("Z") || live_threads(pid)
     })
+}
+
+/// Whether process `pid` has a thread that is not a zombie.
+fn live_threads(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| !r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false)
+    })
+}
+
+/// [`any_group_alive`] off the async thread: the `/proc` scan is blocking
+/// file I/O, and a node with thousands of processes must not stall its
+/// event loop (and heartbeats) while jobs end.
+async fn any_group_alive_blocking(groups: &[i32]) -> bool {
+    let groups = groups.to_vec();
+    tokio::task::spawn_blocking(move || any_group_alive(&groups))
+        .await
+        .unwrap_or(true)
 }
 
 /// End process groups as slurmstepd does: SIGCONT and SIGTERM, then SIGKILL
@@ -348,14 +379,17 @@ pub async fn term_then_kill(groups: &[i32], wait: std::time::Duration) {
     }
     let step = std::time::Duration::from_millis(50);
     let mut waited = std::time::Duration::ZERO;
-    while any_group_alive(groups) && waited < wait {
+    while any_group_alive_blocking(groups).await && waited < wait {
         tokio::time::sleep(step).await;
         waited += step;
     }
-    if any_group_alive(groups) {
-        for &g in groups {
-            signal_group(g, Signal::SIGKILL);
-        }
+    // Whatever still answers gets SIGKILL, whether the probe thought it
+    // alive or not: a kill too many costs nothing.
+    let mut killed = false;
+    for &g in groups {
+        killed |= signal_group(g, Signal::SIGKILL);
+    }
+    if killed && any_group_alive_blocking(groups).await {
         tokio::time::sleep(step).await;
     }
 }

@@ -40,7 +40,13 @@ pub fn open(size: WindowSize, uid: u32, gid: u32) -> std::io::Result<Pty> {
         Some(nix::unistd::Uid::from_raw(uid)),
         Some(nix::unistd::Gid::from_raw(gid)),
     )?;
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+    // openpty leaves both ends inheritable: every process the (root) node
+    // daemon starts while the step runs would get a handle on the user's
+    // terminal. The task gets its own copies of the slave as 0, 1 and 2.
+    for fd in [&p.master, &p.slave] {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    }
     let flags = OFlag::from_bits_truncate(fcntl(p.master.as_raw_fd(), FcntlArg::F_GETFL)?);
     fcntl(
         p.master.as_raw_fd(),
@@ -122,6 +128,11 @@ mod tests {
                 cols: 132
             })
         );
+        // Neither end leaks into processes started meanwhile.
+        for fd in [&p.master, &p.slave] {
+            let flags = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFD).unwrap();
+            assert_ne!(flags & nix::libc::FD_CLOEXEC, 0);
+        }
         // A regular file is not a terminal.
         let f = tempfile::tempfile().unwrap();
         assert_eq!(size_of(&f), None);

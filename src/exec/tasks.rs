@@ -411,7 +411,8 @@ struct Control {
     pty: Option<std::os::fd::OwnedFd>,
 }
 
-/// What a terminal reads as end of input (Ctrl-D) at the start of a line.
+/// What a terminal reads as end of input (Ctrl-D). After a partial line
+/// the first one only hands that line over; a second is then the end.
 const EOT: &[u8] = b"\x04";
 
 /// Give `cmd` a new pty of `size` as stdin, stdout and stderr; returns the
@@ -451,13 +452,18 @@ async fn feed_stdin(
     mut rx: mpsc::Receiver<Vec<u8>>,
     eof: Option<&'static [u8]>,
 ) {
+    let mut at_line_start = true;
     while let Some(chunk) = rx.recv().await {
         if chunk.is_empty() {
             if let Some(eof) = eof {
                 let _ = input.write_all(eof).await;
+                if !at_line_start {
+                    let _ = input.write_all(eof).await;
+                }
             }
             return;
         }
+        at_line_start = chunk.last() == Some(&b'\n');
         if input.write_all(&chunk).await.is_err() {
             // The task closed its stdin, or exited.
             return;
