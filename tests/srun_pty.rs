@@ -96,7 +96,10 @@ fn pty_runs_task_zero_on_a_terminal() {
     // A last line without its newline still ends (two Ctrl-Ds).
     let o = run_with_input(&c, w, &["--pty", "cat"], "partial");
     assert!(o.status.success(), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("partial"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("partial"),
+        "{o:?}"
+    );
 
     // Only task 0's output is shown.
     let o = c.cli(

@@ -1423,6 +1423,7 @@ impl Session<'_> {
     /// nodes note it and kill the tasks, whose exits then come in as usual.
     async fn terminate(&self, ctl: &mut Client) {
         let (job_id, step_id) = (self.launched.job_id, self.launched.step_id);
+        super::terminal::restore();
         eprintln!("srun: launch/slurm: _step_signal: Terminating StepId={job_id}.{step_id}");
         let req = crate::wire::messages::StepCancel {
             job_id,
