@@ -292,4 +292,40 @@ fn one_step_is_cancelled_or_signalled_and_srun_ends_its_own_steps() {
         c.wait_done(quiet, Duration::from_secs(20)).state,
         JobState::Completed
     );
+    // srun's output files are truncated first unless --open-mode=append (or
+    // SLURM_OPEN_MODE=a, which a batch job with --open-mode=append passes on),
+    // as in Slurm; tasks sharing a file all keep their lines.
+    let f = w.join("o.txt");
+    let read = || std::fs::read_to_string(&f).unwrap();
+    for word in ["a", "b"] {
+        assert!(c
+            .cli(w, "srun", &["-o", "o.txt", "echo", word])
+            .status
+            .success());
+    }
+    assert_eq!(read(), "b\n");
+    assert!(c
+        .cli(w, "srun", &["-N1", "-n2", "-o", "o.txt", "echo", "c"])
+        .status
+        .success());
+    assert_eq!(read(), "c\nc\n");
+    let o = c.cli(
+        w,
+        "srun",
+        &["--open-mode=append", "-o", "o.txt", "echo", "d"],
+    );
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(read(), "c\nc\nd\n");
+    let job = c.sbatch(
+        w,
+        &[
+            "--open-mode=append",
+            "-o",
+            "o.txt",
+            "--wrap",
+            "echo mode=$SLURM_OPEN_MODE; srun -o o.txt echo e",
+        ],
+    );
+    c.wait_done(job, Duration::from_secs(20));
+    assert_eq!(read(), "c\nc\nd\nmode=a\ne\n");
 }

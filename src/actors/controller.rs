@@ -2690,6 +2690,7 @@ impl ControllerActor {
             stdin_pattern: r.stdin_pattern.clone(),
             pty: r.pty,
             multi_prog: r.multi_prog.clone(),
+            open_append: r.open_append,
         };
         let step = AcctStep {
             kind: StepKind::Numbered(step_id),

@@ -100,6 +100,8 @@ pub struct SrunArgs {
     pub mail_user: Option<String>,
     /// `-M`: must name this cluster.
     pub clusters: Option<String>,
+    /// `--open-mode`: `Some(true)` append, `Some(false)` truncate.
+    pub open_append: Option<bool>,
     pub verbose: u32,
     /// `--help`, `--usage`, `-V`: print it and do nothing else.
     pub info: Option<Info>,
@@ -349,6 +351,7 @@ const HONOURED: &[&str] = &[
     "mail-type",
     "mail-user",
     "clusters",
+    "open-mode",
     // Steps are not confined to part of a node yet: every step has it whole.
     "whole",
     "signal",
@@ -484,6 +487,17 @@ fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<(), OptError>
         }
         "mail-user" => a.mail_user = Some(v.to_string()),
         "clusters" => a.clusters = Some(v.to_string()),
+        "open-mode" => {
+            a.open_append = match v.chars().next() {
+                Some('a' | 'A') => Some(true),
+                Some('t' | 'T') => Some(false),
+                _ => {
+                    let w = format!("srun: error: Invalid --open-mode argument: {v}. Ignored");
+                    a.warnings.push(w);
+                    a.open_append
+                }
+            }
+        }
         "licenses" => a.licenses = Some(v.to_string()),
         "gres" | "gpus" | "gpus-per-node" | "gpus-per-task" | "gpus-per-socket" => {
             a.gres.extend(super::sbatch_args::gres_names(opt, v));
@@ -986,6 +1000,11 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
             .pty
             .then(|| crate::exec::pty::size_of(&std::io::stdin()).unwrap_or_default()),
         multi_prog,
+        // Slurm's default is to truncate; a batch job started with
+        // --open-mode=append passes SLURM_OPEN_MODE=a on to its steps.
+        open_append: a.open_append.unwrap_or_else(|| {
+            std::env::var("SLURM_OPEN_MODE").is_ok_and(|m| m.starts_with(['a', 'A']))
+        }),
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,

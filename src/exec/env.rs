@@ -130,6 +130,11 @@ fn job_vars(launch: &JobLaunch, node_name: &str, conf_path: &str) -> Vec<(String
         vars.set("SLURM_JOB_END_TIME", end);
     }
     vars.set("SLURM_RESTART_COUNT", launch.restarts);
+    if launch.open_append {
+        // As sbatch does for --open-mode=append: srun steps inside then
+        // append to their files too (submitit shares one with the script).
+        vars.set("SLURM_OPEN_MODE", "a");
+    }
     if let Some(a) = &launch.array {
         array_vars(&mut vars.0, a);
     }

@@ -107,12 +107,24 @@ struct TaskFiles {
 type TaskPaths = (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>);
 
 /// Open every local task's `--output`/`--error`/`--input` file as the user
-/// (run through [`JobUser::run`]).
-fn open_task_files(paths: &[TaskPaths]) -> Result<Vec<TaskFiles>, String> {
-    let open = |p: &Option<PathBuf>| -> Result<Option<File>, String> {
-        p.as_ref()
-            .map(|p| open_append(p).map_err(|e| format!("cannot open {}: {e}", p.display())))
-            .transpose()
+/// (run through [`JobUser::run`]). Each distinct output file is opened once
+/// and shared by the tasks writing it; `truncate` empties it first.
+fn open_task_files(paths: &[TaskPaths], truncate: bool) -> Result<Vec<TaskFiles>, String> {
+    let mut opened: std::collections::HashMap<PathBuf, File> = std::collections::HashMap::new();
+    let mut open = |p: &Option<PathBuf>| -> Result<Option<File>, String> {
+        let Some(p) = p else {
+            return Ok(None);
+        };
+        let f = match opened.get(p) {
+            Some(f) => f.try_clone(),
+            None => open_output(p, truncate).and_then(|f| {
+                let copy = f.try_clone()?;
+                opened.insert(p.clone(), f);
+                Ok(copy)
+            }),
+        };
+        f.map(Some)
+            .map_err(|e| format!("cannot open {}: {e}", p.display()))
     };
     let mut files = Vec::with_capacity(paths.len());
     for (out, err, input) in paths {
@@ -135,15 +147,20 @@ fn open_task_files(paths: &[TaskPaths]) -> Result<Vec<TaskFiles>, String> {
     Ok(files)
 }
 
-fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+fn open_output(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    // Append: tasks sharing one file, or a file the batch script also writes
-    // (submitit's pattern), must not clobber each other.
+    // Always written in append mode: tasks on several nodes sharing one
+    // file, or a file the batch script also writes (submitit's pattern),
+    // must not clobber each other. std refuses `append` with `truncate`, so
+    // O_APPEND goes in as a raw flag.
     std::fs::OpenOptions::new()
+        .write(true)
         .create(true)
-        .append(true)
+        .truncate(truncate)
+        .custom_flags(nix::libc::O_APPEND)
         .open(path)
 }
 
@@ -249,7 +266,10 @@ pub fn spawn_tasks(
             })
             .collect()
     } else {
-        user.run(|| open_task_files(&paths))
+        // Only the step's first node truncates, so that one node's late open
+        // cannot wipe what another's tasks already wrote.
+        let truncate = !l.open_append && node_index == 0;
+        user.run(|| open_task_files(&paths, truncate))
             .map_err(|e| format!("cannot act as uid {}: {e}", l.uid))??
     };
     let workdir = Arc::new(WorkDir::new(cwd, node).map_err(|e| e.to_string())?);

@@ -484,6 +484,10 @@ pub struct StepRequest {
     /// holds the file's name).
     #[serde(default)]
     pub multi_prog: Option<MultiProg>,
+    /// `--open-mode=append` (or `SLURM_OPEN_MODE=a`): output files are
+    /// appended to rather than truncated first.
+    #[serde(default)]
+    pub open_append: bool,
 }
 
 /// A parsed `--multi-prog` file (see `exec::multiprog`).
@@ -588,6 +592,9 @@ pub struct StepLaunch {
     /// `--multi-prog`: per-task programs, checked against the task count.
     #[serde(default)]
     pub multi_prog: Option<MultiProg>,
+    /// Append to output files (see [`StepRequest`]).
+    #[serde(default)]
+    pub open_append: bool,
 }
 
 /// Output of one task, streamed to srun.
