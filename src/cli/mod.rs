@@ -85,7 +85,7 @@ pub fn block_on<F: Future<Output = i32>>(f: F) -> i32 {
 
 /// `-i/--iterate` of squeue and sinfo: a whole number of seconds, at least 1
 /// (atoi-style, as Slurm reads it; the error is Slurm's `--iterate=VALUE`).
-pub(crate) fn parse_iterate(v: &str) -> Result<u64, String> {
+fn parse_iterate(v: &str) -> Result<u64, String> {
     let digits: String = v
         .trim_start()
         .chars()
@@ -96,6 +96,15 @@ pub(crate) fn parse_iterate(v: &str) -> Result<u64, String> {
         .ok()
         .filter(|&n| n > 0)
         .ok_or_else(|| format!("--iterate={v}"))
+}
+
+/// squeue/sinfo `-i secs` as given (`None` without `-i`); a bad value is
+/// reported as `prog` reports it, and its exit code returned.
+pub(crate) fn iterate_option(prog: &str, arg: Option<&str>) -> Result<Option<u64>, i32> {
+    arg.map(parse_iterate).transpose().map_err(|e| {
+        eprintln!("{prog}: error: {e}\n");
+        1
+    })
 }
 
 /// squeue/sinfo `-i`: print the listing again every `secs` seconds until

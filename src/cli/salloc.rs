@@ -17,7 +17,7 @@ use super::client::{CliError, Client};
 use super::srun::{allocate, parse_options, print_info, release, SrunArgs};
 use crate::exec::env::compress_counts;
 use crate::wire::messages::{Body, ExitStatus, JobQuery};
-use crate::wire::types::{JobInfo, JobState};
+use crate::wire::types::JobInfo;
 
 const SALLOC_USAGE: &str = "\
 Usage: salloc [-N nodes] [-n ntasks] [-c ncpus] [--ntasks-per-node=n]
@@ -178,29 +178,6 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
     Ok(code)
 }
 
-/// Whether job `id` has ended. A failed query (the controller restarted,
-/// say) answers no, and the next check goes over a new connection.
-async fn allocation_ended(c: &mut Client, id: u32) -> bool {
-    let q = Body::QueryJobs(JobQuery {
-        job_ids: vec![id],
-        include_finished: true,
-        brief: true,
-    });
-    match c.call(q).await {
-        Ok(Body::Jobs(j)) => j
-            .into_rows()
-            .first()
-            .is_none_or(|j| j.state.is_finished() || j.state == JobState::Completing),
-        Ok(_) => false,
-        Err(_) => {
-            if let Ok(fresh) = Client::connect(None).await {
-                *c = fresh;
-            }
-            false
-        }
-    }
-}
-
 /// How often salloc checks that its allocation still stands.
 const REVOKE_CHECK: Duration = Duration::from_secs(2);
 
@@ -220,7 +197,7 @@ async fn watch(
         tokio::select! {
             status = child.wait() => return (status, revoked),
             _ = check.tick(), if !revoked => {
-                if !allocation_ended(c, id).await {
+                if !super::srun::job_ended(c, id).await {
                     continue;
                 }
                 revoked = true;

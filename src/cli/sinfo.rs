@@ -196,17 +196,9 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let iterate = match a
-        .iterate_arg
-        .as_deref()
-        .map(super::parse_iterate)
-        .transpose()
-    {
+    let iterate = match super::iterate_option("sinfo", a.iterate_arg.as_deref()) {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!("sinfo: error: {e}\n");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let Some(every) = iterate else {
         return super::block_on(list(&fmt, &a));

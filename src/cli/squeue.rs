@@ -235,17 +235,9 @@ pub fn run(args: &[String]) -> i32 {
     if !ids.is_empty() && fmt.states.is_none() {
         fmt.states = Some("all".into());
     }
-    let iterate = match a
-        .iterate_arg
-        .as_deref()
-        .map(super::parse_iterate)
-        .transpose()
-    {
+    let iterate = match super::iterate_option("squeue", a.iterate_arg.as_deref()) {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!("squeue: error: {e}\n");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let Some(every) = iterate else {
         return super::block_on(async { list(&a, &fmt, &ids, &users, &nodes).await });

@@ -1172,19 +1172,27 @@ enum Event {
     Closed,
 }
 
-/// True once the controller no longer runs `job_id` (or cannot say so).
-async fn job_ended(c: &mut Client, job_id: u32) -> bool {
+/// True once the controller no longer runs `job_id`. A failed query (the
+/// controller restarted, say) answers no, and the next call goes over a new
+/// connection.
+pub(crate) async fn job_ended(c: &mut Client, job_id: u32) -> bool {
     let q = Body::QueryJobs(JobQuery {
         job_ids: vec![job_id],
         include_finished: true,
-        brief: false,
+        brief: true,
     });
     match c.call(q).await {
         Ok(Body::Jobs(j)) => j
             .into_rows()
             .first()
             .is_none_or(|j| j.state.is_finished() || j.state == JobState::Completing),
-        _ => false,
+        Ok(_) => false,
+        Err(_) => {
+            if let Ok(fresh) = Client::connect(None).await {
+                *c = fresh;
+            }
+            false
+        }
     }
 }
 

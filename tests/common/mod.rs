@@ -185,8 +185,16 @@ impl Cluster {
 
     /// Run a canopy CLI command (`sbatch`, `squeue`, ... or `status`) in `cwd`.
     pub fn cli(&self, cwd: &Path, cmd: &str, args: &[&str]) -> Output {
-        Command::new(bin("canopy"))
-            .arg(cmd)
+        self.command(cwd, cmd, args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// A canopy CLI command aimed at this cluster, not yet started.
+    fn command(&self, cwd: &Path, cmd: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(bin("canopy"));
+        c.arg(cmd)
             .args(args)
             .current_dir(cwd)
             .env("CANOPY_CONF", &self.conf)
@@ -196,20 +204,14 @@ impl Cluster {
             .env_remove("SQUEUE_FORMAT2")
             .env_remove("SQUEUE_SORT")
             .env_remove("SINFO_FORMAT")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .env_remove("SINFO_SORT");
+        c
     }
 
     /// A CLI command with piped stdin, stdout and stderr, left running.
     #[allow(dead_code)] // not every test binary uses every helper
     pub fn spawn_cli(&self, cwd: &Path, cmd: &str, args: &[&str]) -> Child {
-        Command::new(bin("canopy"))
-            .arg(cmd)
-            .args(args)
-            .current_dir(cwd)
-            .env("CANOPY_CONF", &self.conf)
-            .env("PATH", self.path_env())
+        self.command(cwd, cmd, args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
