@@ -109,11 +109,15 @@ fn signal_after_the_id_reaches_the_job_and_unknown_ids_exit_zero() {
     let c = Cluster::start(1, 2, 30);
     let w = tempfile::tempdir().unwrap();
     let w = w.path();
-    let script = "trap 'echo got TERM; exit 7' TERM; sleep 300 & wait";
+    // RUNNING is shown from the moment the job is placed; the trap is only
+    // there once the script says so.
+    let script = "trap 'echo got TERM; exit 7' TERM; touch trapped; sleep 300 & wait";
     let run = c.sbatch(w, &["-o", "run.out", "--wrap", script]);
-    c.wait_for(Duration::from_secs(20), "job running", |c| {
-        c.job(run).is_some_and(|j| j.state == JobState::Running)
-    });
+    c.wait_for(
+        Duration::from_secs(20),
+        "job running with its trap set",
+        |c| c.job(run).is_some_and(|j| j.state == JobState::Running) && w.join("trapped").exists(),
+    );
     // submitit's form: the option after the id. The job handles it and exits on its own.
     scancel(&c, w, &[&run.to_string(), "--signal", "SIGTERM"]);
     let done = c.wait_done(run, Duration::from_secs(20));
