@@ -14,7 +14,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::cli::format::time::fmt_duration_long;
-use crate::wire::types::{AcctJob, JobState};
+use crate::model::acct::AcctJob;
+use crate::model::job::JobState;
 
 pub const BEGIN: u32 = 1 << 0;
 pub const END: u32 = 1 << 1;
@@ -330,7 +331,7 @@ pub fn send(prog: &Path, mail: Mail) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::types::ArrayTask;
+    use crate::model::job::ArrayTask;
 
     fn job(state: JobState, code: i32) -> AcctJob {
         AcctJob {

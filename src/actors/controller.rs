@@ -26,11 +26,12 @@ use super::step::{
 use crate::config::hostlist;
 use crate::config::Config;
 use crate::mail;
-use crate::sched::depend::Dependency;
+use crate::model::dependency::Dependency;
+use crate::model::job::JobRecord;
+use crate::model::reason::JobReason;
 use crate::sched::priority::BasicPriority;
 use crate::sched::table::{JobTable, PartitionView, Resolved};
 use crate::sched::{self, Infeasible, NodeSlot, Request, RequestError};
-use crate::state::record::JobRecord;
 use crate::state::store::{Op, Recovered, Store};
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
@@ -418,7 +419,7 @@ impl ControllerActor {
                 h.stats.sent();
                 let _ = h.addr.try_send(EndStep {
                     state,
-                    reason: "None".into(),
+                    reason: JobReason::None,
                     exit: None,
                     cause,
                 });
@@ -759,7 +760,7 @@ impl ControllerActor {
     }
 
     fn launch_message(&self, j: &JobRecord) -> JobLaunch {
-        let alloc = j.alloc.clone().unwrap_or(crate::state::record::Allocation {
+        let alloc = j.alloc.clone().unwrap_or(crate::model::job::Allocation {
             ranks: vec![],
             cpus: vec![],
             tasks: vec![],
@@ -868,7 +869,10 @@ impl ControllerActor {
             gid: s.gid,
             partition: j.partition.clone(),
             state,
-            reason: self.jobs.reason(j).to_string(),
+            reason: self
+                .jobs
+                .reason(j, chrono::Utc::now().timestamp())
+                .to_string(),
             priority: j.priority,
             submit_time: j.submit_time,
             eligible_time: Some(s.begin_time.unwrap_or(j.submit_time).max(j.submit_time)),
@@ -1037,7 +1041,7 @@ impl ControllerActor {
             // `scontrol requeue` of a running job: the run is accounted for
             // above; the job itself starts over.
             let run = self.jobs.get(id).map(run_secs);
-            self.jobs.requeue(id, hold.as_deref());
+            self.jobs.requeue(id, hold);
             self.mail_event(id, mail::REQUEUE, "Requeued", run, None);
             drop(self.persist(&[id]));
         }
@@ -1046,7 +1050,7 @@ impl ControllerActor {
     }
 
     /// Mark a running job as tearing down (shown CG) and tell its step.
-    fn end_step(&mut self, id: u32, state: JobState, reason: &str) {
+    fn end_step(&mut self, id: u32, state: JobState, reason: JobReason) {
         self.end_step_with(id, state, reason, None, None)
     }
 
@@ -1055,7 +1059,7 @@ impl ControllerActor {
         &mut self,
         id: u32,
         state: JobState,
-        reason: &str,
+        reason: JobReason,
         exit: Option<ExitStatus>,
         cause: Option<KillCause>,
     ) {
@@ -1065,7 +1069,7 @@ impl ControllerActor {
             let addr = h.addr.clone();
             let msg = EndStep {
                 state,
-                reason: reason.to_string(),
+                reason,
                 exit,
                 cause,
             };
@@ -1117,7 +1121,7 @@ impl ControllerActor {
             .collect();
         for id in lost {
             tracing::warn!(job_id = id, node = %hello.node, "node restarted without the job; NODE_FAIL");
-            self.end_step(id, JobState::NodeFail, "NodeDown");
+            self.end_step(id, JobState::NodeFail, JobReason::NodeDown);
         }
         for id in stray {
             tracing::warn!(job_id = id, node = %hello.node, "node runs a job the controller did not launch; killing it");
@@ -1441,7 +1445,7 @@ impl ControllerActor {
             }
         };
         let begin = msg.submit.begin_time;
-        let mut running: Vec<(UnixTime, &crate::state::record::Allocation)> = self
+        let mut running: Vec<(UnixTime, &crate::model::job::Allocation)> = self
             .jobs
             .running()
             .filter_map(|j| {
@@ -1589,7 +1593,7 @@ impl Handler<Cancel> for ControllerActor {
                 }
                 (_, None) => {
                     // Running: shown CG while every node tears it down.
-                    self.end_step(id, JobState::Cancelled, "None");
+                    self.end_step(id, JobState::Cancelled, JobReason::None);
                     changed.push(id);
                     results.push((id, None));
                 }
@@ -1719,7 +1723,7 @@ impl Handler<NodeChanged> for ControllerActor {
                 .collect();
             for id in victims {
                 tracing::warn!(job_id = id, node = %self.node_name(rank), "node lost; job ends NODE_FAIL");
-                self.end_step(id, JobState::NodeFail, "NodeDown");
+                self.end_step(id, JobState::NodeFail, JobReason::NodeDown);
             }
         }
         if let Some(hello) = msg.registration {
@@ -2189,9 +2193,9 @@ impl ControllerActor {
         }
         let hold = u.requeue == Some(RequeueKind::Hold);
         let hold_reason = if operator {
-            "JobHeldAdmin"
+            JobReason::JobHeldAdmin
         } else {
-            "JobHeldUser"
+            JobReason::JobHeldUser
         };
         match state {
             JobState::Pending => Err("Job is pending execution".into()),
@@ -2205,7 +2209,7 @@ impl ControllerActor {
             }
             _ => {
                 // Running or suspended: tear it down, then requeue (end_job).
-                let held = hold.then(|| hold_reason.to_string());
+                let held = hold.then_some(hold_reason);
                 self.jobs.modify(id, |j| j.requeue = Some(held));
                 if state == JobState::Suspended {
                     self.jobs.set_suspended(id, false);
@@ -2213,7 +2217,7 @@ impl ControllerActor {
                 self.end_step_with(
                     id,
                     JobState::Cancelled,
-                    "None",
+                    JobReason::None,
                     None,
                     Some(KillCause::Requeue),
                 );
@@ -2248,7 +2252,7 @@ impl ControllerActor {
         if u.priority.is_some() && !operator {
             return Err("Access/permission denied".into());
         }
-        if u.hold == Some(false) && job.reason == "JobHeldAdmin" && !operator {
+        if u.hold == Some(false) && job.reason == JobReason::JobHeldAdmin && !operator {
             // Only an operator may release an admin hold.
             return Err("Access/permission denied".into());
         }
@@ -2274,9 +2278,9 @@ impl ControllerActor {
             return Err("Requested node configuration is not available".into());
         }
         let held_reason = if operator && !u.user_hold {
-            "JobHeldAdmin"
+            JobReason::JobHeldAdmin
         } else {
-            "JobHeldUser"
+            JobReason::JobHeldUser
         };
         // A released job queues behind everything submitted so far, as in
         // Slurm's priority/basic.
@@ -2304,17 +2308,13 @@ impl ControllerActor {
                 j.priority = p;
                 j.priority_set = p > 0;
                 j.submit.hold = p == 0;
-                j.reason = if p == 0 {
-                    held_reason.into()
-                } else {
-                    "None".into()
-                };
+                j.reason = if p == 0 { held_reason } else { JobReason::None };
             }
             match u.hold {
                 Some(true) => {
                     j.submit.hold = true;
                     j.priority = 0;
-                    j.reason = held_reason.into();
+                    j.reason = held_reason;
                 }
                 Some(false) => {
                     j.submit.hold = false;
@@ -2322,7 +2322,7 @@ impl ControllerActor {
                         j.priority = fresh;
                         j.priority_set = j.submit.priority.is_some_and(|p| p > 0);
                     }
-                    j.reason = "None".into();
+                    j.reason = JobReason::None;
                 }
                 None => {}
             }
@@ -2505,9 +2505,9 @@ fn new_record(
         time_limit_min,
         state: JobState::Pending,
         reason: if held {
-            "JobHeldUser".into()
+            JobReason::JobHeldUser
         } else {
-            "None".into()
+            JobReason::None
         },
         priority: if held { 0 } else { 1 },
         submit_time: now,
@@ -2834,9 +2834,9 @@ impl Handler<StepDone> for ControllerActor {
                 JobState::Failed
             };
             let reason = if state == JobState::Completed {
-                "None"
+                JobReason::None
             } else {
-                "NonZeroExitCode"
+                JobReason::NonZeroExitCode
             };
             self.end_step_with(d.job_id, state, reason, Some(d.exit), None);
         }

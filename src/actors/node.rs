@@ -9,56 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use super::stats::{ActorStats, Counted};
 use crate::config::{ConfNodeState, NodeConf};
-use crate::wire::messages::{Hello, NodeResources, NodeUpdateState};
-use crate::wire::types::UnixTime;
+use crate::wire::messages::{Hello, NodeUpdateState};
+
+pub use crate::model::node::{AdminState, NodeStatus, Reason};
 
 const MAILBOX: usize = 256;
-
-/// Why a node is unusable, and who said so.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reason {
-    pub text: String,
-    pub user: String,
-    pub time: UnixTime,
-}
-
-/// Admin-set state that survives a controller restart.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AdminState {
-    pub drain: Option<Reason>,
-    /// Set by an operator (`State=DOWN`) or by the controller (not responding).
-    pub down: Option<Reason>,
-}
-
-/// A node's observable state, as pushed to the controller.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeStatus {
-    pub rank: u32,
-    pub registered: bool,
-    pub boot_id: u64,
-    pub responding: bool,
-    pub admin: AdminState,
-    pub resources: Option<NodeResources>,
-    pub boot_time: Option<UnixTime>,
-    pub attached_to: Option<u32>,
-    /// Future nodes never run jobs and are hidden in most views.
-    pub future: bool,
-}
-
-impl NodeStatus {
-    /// May the scheduler place new work here?
-    pub fn schedulable(&self) -> bool {
-        self.registered
-            && self.responding
-            && self.admin.down.is_none()
-            && self.admin.drain.is_none()
-            && !self.future
-    }
-}
 
 /// Pushed to the controller whenever a node's status changes.
 #[derive(Message, Debug)]

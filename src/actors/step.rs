@@ -14,10 +14,13 @@ use serde::Serialize;
 
 use super::relay::{Fanout, RelayActor};
 use super::stats::{ActorStats, Counted};
+use crate::model::reason::JobReason;
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{ExitStatus, JobLaunch, KillCause, NodeCommand, Outcome, Usage};
 use crate::wire::types::JobState;
+
+pub use crate::model::signal::signal_name;
 
 const MAILBOX: usize = 64;
 /// Time for a launch to reach every node and be answered, before depth scaling.
@@ -32,7 +35,7 @@ pub struct StepEnded {
     pub job_id: u32,
     pub state: JobState,
     pub exit: ExitStatus,
-    pub reason: String,
+    pub reason: JobReason,
     /// What the batch script used (zero if it never ran or was not reaped).
     pub usage: Usage,
 }
@@ -47,7 +50,7 @@ pub struct ScriptExited(pub ExitStatus, pub Usage);
 #[rtype(result = "()")]
 pub struct EndStep {
     pub state: JobState,
-    pub reason: String,
+    pub reason: JobReason,
     /// The exit status to record (default: what the state implies).
     pub exit: Option<ExitStatus>,
     /// Why, for the note in the job's stderr (default: what the state implies).
@@ -105,7 +108,7 @@ pub struct StepActor {
     kill_wait_s: u32,
     phase: Phase,
     /// How the step ends once teardown completes.
-    ending: Option<(JobState, ExitStatus, String)>,
+    ending: Option<(JobState, ExitStatus, JobReason)>,
     /// Why the job is killed, when its state does not say (a requeue).
     cause: Option<KillCause>,
     usage: Usage,
@@ -216,7 +219,7 @@ impl StepActor {
         &mut self,
         state: JobState,
         exit: ExitStatus,
-        reason: String,
+        reason: JobReason,
         ctx: &mut Context<Self>,
     ) {
         if self.phase == Phase::Ending {
@@ -261,7 +264,7 @@ impl StepActor {
         let (state, exit, reason) = self.ending.take().unwrap_or((
             JobState::Failed,
             ExitStatus::default(),
-            "SystemFailure".into(),
+            JobReason::SystemFailure,
         ));
         let msg = StepEnded {
             job_id: self.job_id,
@@ -315,7 +318,7 @@ impl StepActor {
                 act.begin_end(
                     JobState::Timeout,
                     ExitStatus::default(),
-                    "TimeLimit".into(),
+                    JobReason::TimeLimit,
                     ctx,
                 )
             });
@@ -366,7 +369,7 @@ impl StepActor {
             act.begin_end(
                 JobState::Failed,
                 ExitStatus { code: 1, signal: 0 },
-                "JobLaunchFailure".into(),
+                JobReason::JobLaunchFailure,
                 ctx,
             );
         });
@@ -380,14 +383,11 @@ impl Handler<ScriptExited> for StepActor {
         let s = msg.0;
         self.usage = msg.1;
         let (state, reason) = if s.signal != 0 {
-            (
-                JobState::Failed,
-                format!("RaisedSignal:{}({})", s.signal, signal_name(s.signal)),
-            )
+            (JobState::Failed, JobReason::RaisedSignal(s.signal))
         } else if s.code != 0 {
-            (JobState::Failed, "NonZeroExitCode".into())
+            (JobState::Failed, JobReason::NonZeroExitCode)
         } else {
-            (JobState::Completed, "None".into())
+            (JobState::Completed, JobReason::None)
         };
         if self.phase == Phase::Ending {
             // Already being torn down (cancel/timeout): keep that state, record the status.
@@ -458,26 +458,5 @@ impl Handler<GetStepStatus> for StepActor {
             nodes: self.ranks.len(),
             failed_nodes: self.failed_nodes,
         })
-    }
-}
-
-/// Signal names as Slurm prints them in `RaisedSignal:N(Name)`.
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        1 => "Hangup",
-        2 => "Interrupt",
-        3 => "Quit",
-        4 => "Illegal instruction",
-        6 => "Aborted",
-        7 => "Bus error",
-        8 => "Floating point exception",
-        9 => "Killed",
-        10 => "User defined signal 1",
-        11 => "Segmentation fault",
-        12 => "User defined signal 2",
-        13 => "Broken pipe",
-        14 => "Alarm clock",
-        15 => "Terminated",
-        _ => "Unknown signal",
     }
 }

@@ -9,7 +9,7 @@
 
 use thiserror::Error;
 
-use crate::wire::types::ArraySpec;
+use crate::model::job::ArraySpec;
 
 /// Far above any MaxArraySize Slurm allows (4,000,001), so a typo like
 /// `0-4000000000` is refused before it allocates anything.

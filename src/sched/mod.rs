@@ -7,13 +7,13 @@
 //! default with equal node weights.
 
 pub mod array;
-pub mod depend;
+
 pub mod features;
 pub mod priority;
 pub mod table;
 
-use crate::state::record::Allocation;
-use crate::wire::types::JobSubmit;
+use crate::model::job::Allocation;
+use crate::model::job::JobSubmit;
 
 /// What the scheduler knows about one node.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,17 +21,20 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::depend::{Outcome, Target, TargetJob};
 use super::{apply, place, NodeSlot, Request};
-use crate::state::record::{Allocation, JobRecord};
-use crate::wire::messages::ExitStatus;
-use crate::wire::types::{ArrayTask, JobState, PartitionState, UnixTime};
+use crate::model::dependency::{Outcome, Target, TargetJob};
+use crate::model::job::{Allocation, JobRecord};
+
+use crate::model::job::{ArrayTask, ExitStatus, JobState};
+use crate::model::partition::PartitionState;
+use crate::model::reason::JobReason;
+use crate::model::time::UnixTime;
 
 /// Why a partition's queue stopped at `head` in the last pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Block {
     pub head: QueueKey,
-    pub reason: &'static str,
+    pub reason: JobReason,
 }
 
 /// A job's place in its partition's queue: (priority counted down from
@@ -392,34 +395,29 @@ impl JobTable {
     }
 
     /// The reason squeue shows for `j`: derived for jobs behind a blocked head.
-    pub fn reason<'a>(&'a self, j: &'a JobRecord) -> &'a str {
+    pub fn reason(&self, j: &JobRecord, now: UnixTime) -> JobReason {
         if j.state == JobState::Pending && !j.submit.hold && j.priority > 0 {
             match j.dependency_outcome() {
-                Outcome::Waiting => return "Dependency",
-                Outcome::Never => return "DependencyNeverSatisfied",
+                Outcome::Waiting => return JobReason::Dependency,
+                Outcome::Never => return JobReason::DependencyNeverSatisfied,
                 Outcome::Satisfied => {}
             }
         }
         if !schedulable(j) {
-            return &j.reason;
+            return j.reason;
         }
-        // The clock is read only for the rare job with a begin time: this
-        // runs once per job in every listing.
-        if j.submit
-            .begin_time
-            .is_some_and(|t| t > chrono::Utc::now().timestamp())
-        {
-            return "BeginTime";
+        if j.submit.begin_time.is_some_and(|t| t > now) {
+            return JobReason::BeginTime;
         }
         if self.throttled(j) {
-            return "JobArrayTaskLimit";
+            return JobReason::JobArrayTaskLimit;
         }
         let key = queue_key(j);
         match self.blocked.get(&j.partition) {
             Some(b) if key == b.head => b.reason,
-            Some(b) if key > b.head && b.reason == "Resources" => "Priority",
+            Some(b) if key > b.head && b.reason == JobReason::Resources => JobReason::Priority,
             Some(b) if key > b.head => b.reason,
-            _ => &j.reason,
+            _ => j.reason,
         }
     }
 
@@ -445,9 +443,9 @@ impl JobTable {
             };
             if p.state != PartitionState::Up {
                 let reason = if p.state == PartitionState::Down {
-                    "PartitionDown"
+                    JobReason::PartitionDown
                 } else {
-                    "PartitionInactive"
+                    JobReason::PartitionInactive
                 };
                 self.blocked
                     .insert(p.name.to_string(), Block { head, reason });
@@ -502,7 +500,7 @@ impl JobTable {
                             p.name.to_string(),
                             Block {
                                 head: key,
-                                reason: "Resources",
+                                reason: JobReason::Resources,
                             },
                         );
                         break;
@@ -527,7 +525,7 @@ impl JobTable {
         c.pending = c.pending.saturating_sub(1);
         c.running += 1;
         j.state = JobState::Running;
-        j.reason = "None".into();
+        j.reason = JobReason::None;
         j.start_time = Some(now);
         j.alloc = Some(alloc);
         self.running.insert(id);
@@ -549,7 +547,7 @@ impl JobTable {
         let c = self.counts.entry(j.partition.clone()).or_default();
         c.pending = c.pending.saturating_sub(1);
         j.state = JobState::Cancelled;
-        j.reason = "None".into();
+        j.reason = JobReason::None;
         j.end_time = Some(now);
         let array = j.array;
         self.finished += 1;
@@ -575,7 +573,7 @@ impl JobTable {
         id: u32,
         state: JobState,
         exit: ExitStatus,
-        reason: String,
+        reason: JobReason,
         now: UnixTime,
     ) -> Option<Allocation> {
         if !self.running.remove(&id) {
@@ -600,13 +598,13 @@ impl JobTable {
     /// Put a finished job back in its queue under the same id (`scontrol
     /// requeue`): a fresh pending job with one more restart, held when
     /// `hold` names the hold reason. False if the job is not finished.
-    pub fn requeue(&mut self, id: u32, hold: Option<&str>) -> bool {
+    pub fn requeue(&mut self, id: u32, hold: Option<JobReason>) -> bool {
         if !self.jobs.get(&id).is_some_and(|j| j.state.is_finished()) {
             return false;
         }
         self.modify(id, |j| {
             j.state = JobState::Pending;
-            j.reason = "None".into();
+            j.reason = JobReason::None;
             j.start_time = None;
             j.end_time = None;
             j.alloc = None;
@@ -620,7 +618,7 @@ impl JobTable {
             if let Some(reason) = hold {
                 j.submit.hold = true;
                 j.priority = 0;
-                j.reason = reason.to_string();
+                j.reason = reason;
             }
         })
     }
@@ -716,7 +714,7 @@ impl JobTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::types::JobSubmit;
+    use crate::model::job::JobSubmit;
 
     fn job(id: u32, part: &str, nodes: u32, hold: bool) -> JobRecord {
         JobRecord {
@@ -729,7 +727,7 @@ mod tests {
             partition: part.into(),
             time_limit_min: None,
             state: JobState::Pending,
-            reason: "None".into(),
+            reason: JobReason::None,
             priority: if hold { 0 } else { 1 },
             submit_time: 0,
             start_time: None,
@@ -775,9 +773,9 @@ mod tests {
         }];
         assert_eq!(t.schedule(&parts, &mut s, 10, &|_: &str| None), vec![1]);
         // Job 2 needs both nodes: it blocks; job 3 (would fit) waits behind it.
-        assert_eq!(t.reason(t.get(2).unwrap()), "Resources");
-        assert_eq!(t.reason(t.get(3).unwrap()), "Priority");
-        assert_eq!(t.reason(t.get(4).unwrap()), "None");
+        assert_eq!(t.reason(t.get(2).unwrap(), 0).to_string(), "Resources");
+        assert_eq!(t.reason(t.get(3).unwrap(), 0).to_string(), "Priority");
+        assert_eq!(t.reason(t.get(4).unwrap(), 0).to_string(), "None");
         assert_eq!(
             t.counts("p"),
             Counts {
@@ -791,7 +789,7 @@ mod tests {
                 1,
                 JobState::Completed,
                 ExitStatus::default(),
-                "None".into(),
+                crate::model::reason::JobReason::None,
                 20,
             )
             .unwrap();
@@ -868,8 +866,8 @@ mod tests {
             ranks: &[0, 1],
         }];
         assert!(t.schedule(&parts, &mut s, 0, &|_: &str| None).is_empty());
-        assert_eq!(t.reason(t.get(1).unwrap()), "PartitionDown");
-        assert_eq!(t.reason(t.get(2).unwrap()), "PartitionDown");
+        assert_eq!(t.reason(t.get(1).unwrap(), 0).to_string(), "PartitionDown");
+        assert_eq!(t.reason(t.get(2).unwrap(), 0).to_string(), "PartitionDown");
     }
 
     #[test]
@@ -917,8 +915,8 @@ mod tests {
         }];
         let mut s = slots(2);
         assert_eq!(t.schedule(&parts, &mut s, 10, &|_: &str| None), vec![3, 2]);
-        assert_eq!(t.reason(t.get(1).unwrap()), "Resources");
-        assert_eq!(t.reason(t.get(4).unwrap()), "Priority");
+        assert_eq!(t.reason(t.get(1).unwrap(), 0).to_string(), "Resources");
+        assert_eq!(t.reason(t.get(4).unwrap(), 0).to_string(), "Priority");
     }
 
     fn task(id: u32, array: u32, index: u32, throttle: Option<u32>) -> JobRecord {
@@ -955,7 +953,10 @@ mod tests {
             t.schedule(&parts, &mut s, 0, &|_: &str| None),
             vec![11, 12, 14]
         );
-        assert_eq!(t.reason(t.get(13).unwrap()), "JobArrayTaskLimit");
+        assert_eq!(
+            t.reason(t.get(13).unwrap(), 0).to_string(),
+            "JobArrayTaskLimit"
+        );
         assert_eq!(t.array_members(10).count(), 4);
         assert_eq!(t.array_task(10, 3).map(|j| j.job_id), Some(10));
         let alloc = t
@@ -963,7 +964,7 @@ mod tests {
                 11,
                 JobState::Completed,
                 ExitStatus::default(),
-                "None".into(),
+                crate::model::reason::JobReason::None,
                 1,
             )
             .unwrap();
@@ -977,7 +978,7 @@ mod tests {
             (JobState::Pending, 1, true)
         );
         assert!(!t.requeue(11, None));
-        assert!(!t.requeue(13, Some("JobHeldUser")));
+        assert!(!t.requeue(13, Some(JobReason::JobHeldUser)));
         assert!(t.set_suspended(12, true) && !t.set_suspended(12, true));
         assert_eq!(t.get(12).unwrap().state, JobState::Suspended);
         assert!(t.set_suspended(12, false));
@@ -985,7 +986,7 @@ mod tests {
 
     #[test]
     fn dependencies_gate_the_queue_until_resolved() {
-        use crate::sched::depend::Dependency;
+        use crate::model::dependency::Dependency;
         let mut t = JobTable::default();
         t.admit(job(1, "p", 1, false));
         let mut waiting = job(2, "p", 1, false);
@@ -996,7 +997,7 @@ mod tests {
         doomed.submit.kill_on_invalid_dep = Some(true);
         t.admit(doomed);
         assert_eq!(t.resolve_dependencies(0), Resolved::default());
-        assert_eq!(t.reason(t.get(2).unwrap()), "Dependency");
+        assert_eq!(t.reason(t.get(2).unwrap(), 0).to_string(), "Dependency");
         let mut s = slots(2);
         let parts = [PartitionView {
             name: "p",
@@ -1008,7 +1009,7 @@ mod tests {
             1,
             JobState::Completed,
             ExitStatus::default(),
-            "None".into(),
+            crate::model::reason::JobReason::None,
             5,
         );
         let r = t.resolve_dependencies(5);

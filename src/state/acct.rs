@@ -1,7 +1,8 @@
 //! Which accounting records a `sacct` query selects. Pure: `now` is passed in.
 
+use crate::model::acct::AcctJob;
+use crate::model::time::UnixTime;
 use crate::wire::messages::AcctQuery;
-use crate::wire::types::{AcctJob, UnixTime};
 
 /// True if `job` passes every filter of `q` (empty filters match all).
 ///
@@ -30,7 +31,7 @@ pub fn matches(job: &AcctJob, q: &AcctQuery, now: UnixTime) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::types::JobState;
+    use crate::model::job::JobState;
 
     fn job(id: u32, uid: u32, submit: i64, end: Option<i64>, state: JobState) -> AcctJob {
         AcctJob {

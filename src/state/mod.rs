@@ -4,5 +4,4 @@
 //! is persisted for each job. Nothing here knows about actors or the network.
 
 pub mod acct;
-pub mod record;
 pub mod store;

@@ -13,8 +13,8 @@ use std::thread;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use super::record::JobRecord;
-use crate::wire::types::AcctJob;
+use crate::model::acct::AcctJob;
+use crate::model::job::JobRecord;
 
 /// Most operations applied under one flush.
 const MAX_GROUP: usize = 4096;
@@ -294,8 +294,8 @@ fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::messages::ExitStatus;
-    use crate::wire::types::{JobState, JobSubmit};
+    use crate::model::job::ExitStatus;
+    use crate::model::job::{JobState, JobSubmit};
 
     fn rec(id: u32) -> JobRecord {
         JobRecord {
@@ -307,7 +307,7 @@ mod tests {
             partition: "debug".into(),
             time_limit_min: None,
             state: JobState::Pending,
-            reason: "None".into(),
+            reason: crate::model::reason::JobReason::None,
             priority: 1,
             submit_time: 0,
             start_time: None,

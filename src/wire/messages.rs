@@ -12,6 +12,10 @@ use super::joblist::JobList;
 use super::types::{ArrayTask, JobSubmit, NodeInfo, PartitionInfo, UnixTime};
 use crate::tree::rankset::RankSet;
 
+pub use crate::model::acct::Usage;
+pub use crate::model::job::ExitStatus;
+pub use crate::model::node::NodeResources;
+
 /// Current protocol version; receivers accept this and the one before it.
 pub const PROTOCOL_VERSION: u16 = 1;
 /// Oldest protocol version still accepted.
@@ -297,23 +301,6 @@ pub struct BroadcastReply {
     pub elapsed_us: u64,
 }
 
-/// Hardware a node daemon found (or was told to report).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct NodeResources {
-    pub cpus: u32,
-    pub sockets: u32,
-    pub cores_per_socket: u32,
-    pub threads_per_core: u32,
-    pub real_memory_mb: u64,
-}
-
-/// Exit status of a process: `(code, signal)`, Slurm's `ExitCode=code:signal`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitStatus {
-    pub code: i32,
-    pub signal: i32,
-}
-
 /// What a node knows about one job it holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum JobOnNode {
@@ -364,14 +351,6 @@ pub struct HealthDelta {
     pub added: RankSet,
     /// Ranks that stopped being reachable through the sender.
     pub removed: RankSet,
-}
-
-/// Resources a step's processes used, as the kernel reported at reaping.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub max_rss_kb: u64,
-    pub user_cpu_ms: u64,
-    pub system_cpu_ms: u64,
 }
 
 /// Step events flowing up from a node.

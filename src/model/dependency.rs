@@ -14,7 +14,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::wire::types::{JobState, UnixTime};
+use super::job::JobState;
+use super::time::UnixTime;
 
 /// Slurm's dependency types that canopy implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,472 @@
+//! A job: its states, what a submission asks for, array membership, exit
+//! status, where it runs, and the record the controller keeps for it.
+
+use serde::{Deserialize, Serialize};
+
+use super::acct::{AcctJob, AcctStep, Usage};
+use super::dependency::{Dependency, Outcome};
+use super::reason::JobReason;
+use super::time::UnixTime;
+
+/// Base job state (Slurm's `JOB_*` base states). The default is where every
+/// job starts: PENDING.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobState {
+    #[default]
+    Pending,
+    Running,
+    Suspended,
+    Completing,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+}
+
+impl JobState {
+    /// Long name as squeue `%T` / scontrol `JobState=` / sacct print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Suspended => "SUSPENDED",
+            JobState::Completing => "COMPLETING",
+            JobState::Completed => "COMPLETED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Failed => "FAILED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+            JobState::Preempted => "PREEMPTED",
+            JobState::BootFail => "BOOT_FAIL",
+            JobState::Deadline => "DEADLINE",
+            JobState::OutOfMemory => "OUT_OF_MEMORY",
+        }
+    }
+
+    /// Compact code as squeue `%t` prints it.
+    pub fn code(self) -> &'static str {
+        match self {
+            JobState::Pending => "PD",
+            JobState::Running => "R",
+            JobState::Suspended => "S",
+            JobState::Completing => "CG",
+            JobState::Completed => "CD",
+            JobState::Cancelled => "CA",
+            JobState::Failed => "F",
+            JobState::Timeout => "TO",
+            JobState::NodeFail => "NF",
+            JobState::Preempted => "PR",
+            JobState::BootFail => "BF",
+            JobState::Deadline => "DL",
+            JobState::OutOfMemory => "OOM",
+        }
+    }
+
+    /// Parse either the long name or the compact code, case-insensitively.
+    pub fn parse(s: &str) -> Option<JobState> {
+        const ALL: [JobState; 13] = [
+            JobState::Pending,
+            JobState::Running,
+            JobState::Suspended,
+            JobState::Completing,
+            JobState::Completed,
+            JobState::Cancelled,
+            JobState::Failed,
+            JobState::Timeout,
+            JobState::NodeFail,
+            JobState::Preempted,
+            JobState::BootFail,
+            JobState::Deadline,
+            JobState::OutOfMemory,
+        ];
+        ALL.into_iter()
+            .find(|st| st.name().eq_ignore_ascii_case(s) || st.code().eq_ignore_ascii_case(s))
+    }
+
+    /// True once the job can never run again (without a requeue).
+    pub fn is_finished(self) -> bool {
+        !matches!(
+            self,
+            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing
+        )
+    }
+}
+
+/// `--array`: which indices to run and how many may run at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArraySpec {
+    /// Sorted, unique.
+    pub indices: Vec<u32>,
+    /// The `:N` of the spec (SLURM_ARRAY_TASK_STEP); 1 when not one step.
+    pub step: u32,
+    /// `%N`: at most N tasks running at once.
+    pub throttle: Option<u32>,
+}
+
+/// One array task's place in its array: its `A_T` name and the
+/// `SLURM_ARRAY_*` values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTask {
+    /// The id the array was submitted as (`A`); one task's own id.
+    pub array_job_id: u32,
+    pub task_id: u32,
+    pub min: u32,
+    pub max: u32,
+    pub count: u32,
+    pub step: u32,
+    pub throttle: Option<u32>,
+}
+
+/// How a submitted job's batch script is run; everything `sbatch` can ask for
+/// in this release. Produced by the CLI, validated by the controller.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobSubmit {
+    /// `-J`; the CLI fills in the script's basename (or `wrap`/`sbatch`).
+    pub name: String,
+    /// `-p`; `None` means the default partition.
+    pub partition: Option<String>,
+    /// `-N min[-max]`; `None` means "derive from tasks" (at least 1).
+    pub min_nodes: Option<u32>,
+    pub max_nodes: Option<u32>,
+    /// `-n`
+    pub ntasks: Option<u32>,
+    /// `-c`
+    pub cpus_per_task: Option<u32>,
+    /// `--ntasks-per-node`
+    pub ntasks_per_node: Option<u32>,
+    /// `--mem` in MiB (0 = all of each node's memory).
+    pub mem_per_node_mb: Option<u64>,
+    /// `--mem-per-cpu` in MiB.
+    pub mem_per_cpu_mb: Option<u64>,
+    /// `-t` in minutes; `Some(0)` or `None` with `time_unlimited` = no limit.
+    /// `None` = partition DefaultTime (or MaxTime).
+    pub time_limit_min: Option<u32>,
+    /// `-o` pattern (unexpanded); `None` = `slurm-%j.out`.
+    pub stdout: Option<String>,
+    /// `-e` pattern; `None` = same file as stdout.
+    pub stderr: Option<String>,
+    /// `-i` pattern; `None` = /dev/null.
+    pub stdin: Option<String>,
+    /// `-D`, absolute; defaults to the submit directory.
+    pub workdir: String,
+    /// The submit directory (SLURM_SUBMIT_DIR).
+    pub submit_dir: String,
+    pub submit_host: String,
+    /// The batch script text (starts with `#!`).
+    pub script: String,
+    /// The environment the script runs with, already filtered by `--export`.
+    pub env: Vec<(String, String)>,
+    /// `--hold`
+    pub hold: bool,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// The command line as typed (sacct SubmitLine).
+    pub submit_line: String,
+    /// `Command=` in scontrol: the script path, or `(null)` for stdin/--wrap.
+    pub command: String,
+    /// Arguments given after the script path.
+    #[serde(default)]
+    pub script_args: Vec<String>,
+    /// An allocation for srun/salloc: no batch script runs; the job ends
+    /// when its client releases it.
+    #[serde(default)]
+    pub interactive: bool,
+    /// `-a/--array`.
+    #[serde(default)]
+    pub array: Option<ArraySpec>,
+    /// `-d/--dependency`, as typed (the controller parses and checks it).
+    #[serde(default)]
+    pub dependency: Option<String>,
+    /// `--kill-on-invalid-dep`; `None` = the cluster default (no).
+    #[serde(default)]
+    pub kill_on_invalid_dep: Option<bool>,
+    /// `--signal=[B:]SIG[@secs]`.
+    #[serde(default)]
+    pub signal: Option<SignalSpec>,
+    /// `--open-mode=append` (default: truncate).
+    #[serde(default)]
+    pub open_append: bool,
+    /// `--begin`: not eligible to start before this time.
+    #[serde(default)]
+    pub begin_time: Option<UnixTime>,
+    /// `-w/--nodelist`: nodes the job must be given (hostlist).
+    #[serde(default)]
+    pub req_nodes: Option<String>,
+    /// `-x/--exclude`: nodes the job must not be given (hostlist).
+    #[serde(default)]
+    pub exc_nodes: Option<String>,
+    /// `--test-only`: say when and where the job would start; queue nothing.
+    #[serde(default)]
+    pub test_only: bool,
+    /// `-A/--account`, lower-cased as Slurm stores it.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// `--comment`.
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// `-C/--constraint`, in Slurm's spelling (`a,b` shown as `a&b`).
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// `--exclusive[=user|mcs]`.
+    #[serde(default)]
+    pub exclusive: Option<Exclusive>,
+    /// `--no-requeue`: the job may not be requeued (`Requeue=0`).
+    #[serde(default)]
+    pub no_requeue: bool,
+    /// `--nice`: subtracted from the job's priority.
+    #[serde(default)]
+    pub nice: i32,
+    /// `--priority`: a fixed priority, honoured for operators only.
+    #[serde(default)]
+    pub priority: Option<u32>,
+    /// `--mail-type`, as `crate::mail` flags (0: no mail).
+    #[serde(default)]
+    pub mail_type: u32,
+    /// `--mail-user` (default: the job's user).
+    #[serde(default)]
+    pub mail_user: Option<String>,
+    /// `--reservation`: canopy has none, so any name is refused.
+    #[serde(default)]
+    pub reservation: Option<String>,
+    /// `-L/--licenses`: each name must be one slurm.conf's `Licenses` lists.
+    #[serde(default)]
+    pub licenses: Option<String>,
+}
+
+/// `--exclusive`'s forms. canopy gives every form whole nodes; `User` and
+/// `Mcs` are kept so they are shown as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Exclusive {
+    Node,
+    User,
+    Mcs,
+}
+
+impl Exclusive {
+    /// squeue's `%h` and scontrol's `OverSubscribe=`.
+    pub fn oversubscribe(e: Option<Exclusive>) -> &'static str {
+        match e {
+            None => "OK",
+            Some(Exclusive::Node) => "NO",
+            Some(Exclusive::User) => "USER",
+            Some(Exclusive::Mcs) => "MCS",
+        }
+    }
+
+    /// scontrol's `Exclusive=` (the newer spelling of the same).
+    pub fn exclusive(e: Option<Exclusive>) -> &'static str {
+        match e {
+            None => "NO",
+            Some(Exclusive::Node) => "NODE",
+            Some(Exclusive::User) => "USER",
+            Some(Exclusive::Mcs) => "MCS",
+        }
+    }
+}
+
+/// `--signal`: send `signal` `secs` before the time limit, to the steps'
+/// tasks or (with `B:`) only to the batch shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalSpec {
+    pub signal: i32,
+    pub secs: u32,
+    pub batch_only: bool,
+}
+
+/// Which step of a job an accounting row describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StepKind {
+    /// The batch script (`N.batch`).
+    Batch,
+    /// The external step created with PrologFlags=Contain (`N.extern`).
+    Extern,
+    /// An srun step (`N.0`, `N.1`, ...).
+    Numbered(u32),
+}
+
+/// Exit status of a process: `(code, signal)`, Slurm's `ExitCode=code:signal`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStatus {
+    pub code: i32,
+    pub signal: i32,
+}
+
+/// Where a started job runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    /// Node ranks in allocation order (the batch host first).
+    pub ranks: Vec<u32>,
+    /// CPUs allocated on each node, same order.
+    pub cpus: Vec<u32>,
+    /// Tasks placed on each node, same order.
+    pub tasks: Vec<u32>,
+    /// Memory allocated on every node, MiB.
+    pub mem_mb: u64,
+}
+
+impl Allocation {
+    pub fn total_cpus(&self) -> u32 {
+        self.cpus.iter().sum()
+    }
+}
+
+/// A job as the controller keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub job_id: u32,
+    pub submit: JobSubmit,
+    /// The resolved partition name.
+    pub partition: String,
+    /// Resolved limit in minutes; `None` = UNLIMITED.
+    pub time_limit_min: Option<u32>,
+    pub state: JobState,
+    pub reason: JobReason,
+    pub priority: u32,
+    pub submit_time: UnixTime,
+    pub start_time: Option<UnixTime>,
+    pub end_time: Option<UnixTime>,
+    pub alloc: Option<Allocation>,
+    pub exit: ExitStatus,
+    pub restarts: u32,
+    /// Set while the job is being torn down: the state it ends in once every
+    /// node has confirmed.
+    #[serde(default)]
+    pub ending_as: Option<JobState>,
+    /// The next srun step id.
+    #[serde(default)]
+    pub next_step: u32,
+    /// srun steps, for accounting.
+    #[serde(default)]
+    pub steps: Vec<AcctStep>,
+    /// Set for array tasks.
+    #[serde(default)]
+    pub array: Option<ArrayTask>,
+    /// `--dependency`, with each term's status as last evaluated.
+    #[serde(default)]
+    pub dependency: Option<Dependency>,
+    /// A requeue waiting for the running job's teardown; `Some(reason)`
+    /// holds the job again with that reason.
+    #[serde(default)]
+    pub requeue: Option<Option<JobReason>>,
+    /// The priority was set by an operator (`scontrol update Priority=`):
+    /// it sticks, and it does not count when the next submission's
+    /// priority is worked out after a restart.
+    #[serde(default)]
+    pub priority_set: bool,
+    /// Time-limit mails already sent for this run (`mail::TIME_LIMIT*`
+    /// bits), so each goes once, a restart included.
+    #[serde(default)]
+    pub mail_sent: u32,
+}
+
+impl JobRecord {
+    /// Where the job's dependency stands (`Satisfied` when it has none).
+    pub fn dependency_outcome(&self) -> Outcome {
+        self.dependency
+            .as_ref()
+            .map_or(Outcome::Satisfied, Dependency::outcome)
+    }
+}
+
+impl JobRecord {
+    /// The accounting view of this job (`sacct`): the allocation row plus its
+    /// batch step once it has started. `nodes`/`batch_host` are names, which
+    /// only the controller can resolve from ranks.
+    pub fn to_acct(
+        &self,
+        nodes: String,
+        batch_host: Option<String>,
+        cluster: &str,
+        usage: Usage,
+    ) -> AcctJob {
+        let s = &self.submit;
+        let cpt = s.cpus_per_task.unwrap_or(1).max(1);
+        let req_tasks = s.ntasks.unwrap_or(1).max(1);
+        let alloc_cpus = self.alloc.as_ref().map(Allocation::total_cpus).unwrap_or(0);
+        let num_nodes = self
+            .alloc
+            .as_ref()
+            .map(|a| a.ranks.len() as u32)
+            .unwrap_or(0);
+        let state = self
+            .ending_as
+            .map(|_| JobState::Completing)
+            .unwrap_or(self.state);
+        let mut steps = Vec::new();
+        let batch = !s.interactive;
+        if let (true, Some(start), Some(alloc)) = (batch, self.start_time, &self.alloc) {
+            let batch_state = match self.state {
+                // The script itself was killed by the cancel/timeout/failure.
+                JobState::Cancelled | JobState::Timeout | JobState::NodeFail => JobState::Cancelled,
+                other => other,
+            };
+            steps.push(AcctStep {
+                kind: StepKind::Batch,
+                name: "batch".into(),
+                state: batch_state,
+                exit_code: (self.exit.code, self.exit.signal),
+                start_time: Some(start),
+                end_time: self.end_time,
+                nodes: batch_host.unwrap_or_default(),
+                num_nodes: 1,
+                num_tasks: 1,
+                alloc_cpus: alloc.cpus.first().copied().unwrap_or(0),
+                max_rss_kb: usage.max_rss_kb,
+                max_vmsize_kb: 0,
+                user_cpu_ms: usage.user_cpu_ms,
+                system_cpu_ms: usage.system_cpu_ms,
+                srun_host: String::new(),
+                srun_pid: 0,
+            });
+        }
+        AcctJob {
+            job_id: self.job_id,
+            name: s.name.clone(),
+            user: s.user.clone(),
+            uid: s.uid,
+            gid: s.gid,
+            partition: self.partition.clone(),
+            account: s.account.clone().unwrap_or_default(),
+            qos: "normal".into(),
+            cluster: cluster.to_string(),
+            state,
+            reason: self.reason.to_string(),
+            exit_code: (self.exit.code, self.exit.signal),
+            derived_exit_code: (self.exit.code, self.exit.signal),
+            submit_time: self.submit_time,
+            eligible_time: Some(self.submit_time),
+            start_time: self.start_time,
+            end_time: self.end_time,
+            time_limit_min: self.time_limit_min,
+            nodes,
+            num_nodes,
+            req_nodes: s.min_nodes.unwrap_or(1),
+            alloc_cpus,
+            req_cpus: req_tasks * cpt,
+            num_tasks: self
+                .alloc
+                .as_ref()
+                .map(|a| a.tasks.iter().sum())
+                .unwrap_or(req_tasks),
+            req_mem_mb: s.mem_per_node_mb.or(s.mem_per_cpu_mb).unwrap_or(0),
+            mem_per_cpu: s.mem_per_node_mb.is_none() && s.mem_per_cpu_mb.is_some(),
+            workdir: s.workdir.clone(),
+            submit_line: s.submit_line.clone(),
+            priority: self.priority,
+            restarts: self.restarts,
+            comment: s.comment.clone().unwrap_or_default(),
+            constraints: s.constraint.clone().unwrap_or_default(),
+            steps: steps
+                .into_iter()
+                .chain(self.steps.iter().cloned())
+                .collect(),
+            array: self.array,
+        }
+    }
+}

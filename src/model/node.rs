@@ -1,0 +1,83 @@
+//! A node as the controller sees it: its base state, the hardware its daemon
+//! reported, the admin state an operator (or the not-responding rule) set,
+//! and the status the node actor pushes on every change.
+
+use serde::{Deserialize, Serialize};
+
+use super::time::UnixTime;
+
+/// Base node state. Flags (drain, not responding, ...) live beside it in `NodeInfo` (the wire's view).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeBaseState {
+    Unknown,
+    Idle,
+    Allocated,
+    Mixed,
+    Down,
+    Future,
+}
+
+impl NodeBaseState {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeBaseState::Unknown => "UNKNOWN",
+            NodeBaseState::Idle => "IDLE",
+            NodeBaseState::Allocated => "ALLOCATED",
+            NodeBaseState::Mixed => "MIXED",
+            NodeBaseState::Down => "DOWN",
+            NodeBaseState::Future => "FUTURE",
+        }
+    }
+}
+
+/// Hardware a node daemon found (or was told to report).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeResources {
+    pub cpus: u32,
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    pub real_memory_mb: u64,
+}
+
+/// Why a node is unusable, and who said so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    pub text: String,
+    pub user: String,
+    pub time: UnixTime,
+}
+
+/// Admin-set state that survives a controller restart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminState {
+    pub drain: Option<Reason>,
+    /// Set by an operator (`State=DOWN`) or by the controller (not responding).
+    pub down: Option<Reason>,
+}
+
+/// A node's observable state, as pushed to the controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub rank: u32,
+    pub registered: bool,
+    pub boot_id: u64,
+    pub responding: bool,
+    pub admin: AdminState,
+    pub resources: Option<NodeResources>,
+    pub boot_time: Option<UnixTime>,
+    pub attached_to: Option<u32>,
+    /// Future nodes never run jobs and are hidden in most views.
+    pub future: bool,
+}
+
+impl NodeStatus {
+    /// May the scheduler place new work here?
+    pub fn schedulable(&self) -> bool {
+        self.registered
+            && self.responding
+            && self.admin.down.is_none()
+            && self.admin.drain.is_none()
+            && !self.future
+    }
+}

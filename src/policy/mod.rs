@@ -1,0 +1,1 @@
+//! Admission and authorization policy.
