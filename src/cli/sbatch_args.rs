@@ -1355,6 +1355,7 @@ fn build_submit(
         user: ctx.user.clone(),
         uid: ctx.uid,
         gid: ctx.gid,
+        group: String::new(),
         submit_line,
         script_args: script.args,
         interactive: false,

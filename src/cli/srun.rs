@@ -2093,7 +2093,7 @@ mod tests {
 
     #[test]
     fn layout_blocks_tasks_over_nodes() {
-        use crate::actors::controller::step_layout;
+        use crate::ctld::step_layout;
         assert_eq!(step_layout(5, 2), vec![3, 2]);
         assert_eq!(step_layout(2, 4), vec![1, 1]);
         assert_eq!(step_layout(4, 4), vec![1, 1, 1, 1]);

@@ -67,7 +67,13 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         Topology::new(conf.nodes.len().max(1) as u32, conf.tree_width)
             .map_err(|e| CtldError::Config(e.to_string()))?,
     );
-    let handles = ControllerActor::start(conf.clone(), store, recovered);
+    // Crash-only: a state write whose outcome is unknown ends the daemon at
+    // once, and a restart recovers from what is on disk.
+    let fatal: crate::actors::controller::FatalHook = Arc::new(|e: String| {
+        tracing::error!(error = %e, "state store failed; exiting so that a restart recovers from disk");
+        std::process::exit(70);
+    });
+    let handles = ControllerActor::start(conf.clone(), store, recovered, fatal);
     let boot_id = super::new_boot_id();
     let info = CtldInfo {
         host: conf.control_host.clone(),
@@ -76,6 +82,7 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         slurm_uid: nix::unistd::getuid().as_raw(),
         traffic: Arc::default(),
         users: Arc::default(),
+        groups: Arc::default(),
     };
     let traffic = Arc::new(Traffic::default());
     let info = CtldInfo {

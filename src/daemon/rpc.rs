@@ -1,25 +1,26 @@
 //! Client requests to the controller (what the CLI sends): one function per
 //! request kind, mapping a `Body` to actor messages and back.
 //!
-//! Authorization lives here because it depends on the verified uid that
-//! travels beside the message, never inside it.
+//! The verified uid that travels beside the message (never inside it)
+//! becomes the [`Caller`] of the controller's commands; who may do what is
+//! decided by `policy::authz`, in the controller core for job commands.
 
 use std::sync::Arc;
 
 use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
-    Admit, Cancel, CancelStep, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions,
-    GetRanks, GetRanksReply, GetStatus, NamesOf, Reconfigure, StartStep, StepDone, UpdateJobs,
+    Cancel, CancelStep, ControllerHandles, GetAcct, GetJobs, GetNodes, GetPartitions, GetRanks,
+    GetRanksReply, GetStatus, NamesOf, Reconfigure, StartStep, StepDone, Submit, UpdateJobs,
     UpdateNodes,
 };
-use crate::actors::partition::ValidateSubmit;
 use crate::actors::relay::Fanout;
 use crate::actors::stats::send_counted;
+use crate::policy::authz::{self, Action, Caller};
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
-    AcctQuery, Body, BroadcastReply, BroadcastRequest, CancelRequest, CtldStats, Envelope,
-    ErrorCode, ErrorReply, JobQuery, NodeCommand, NodeQuery, NodeUpdate, PongReply,
+    AcctQuery, Body, BroadcastReply, BroadcastRequest, CtldStats, Envelope, ErrorCode, ErrorReply,
+    JobQuery, NodeCommand, NodeQuery, NodeUpdate, PongReply,
 };
 use crate::wire::types::JobSubmit;
 
@@ -34,6 +35,8 @@ pub struct CtldInfo {
     pub traffic: Arc<Traffic>,
     /// uid → user name, so submissions do not each cost a passwd lookup.
     pub users: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
+    /// gid → group name, likewise.
+    pub groups: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
 }
 
 impl CtldInfo {
@@ -42,6 +45,14 @@ impl CtldInfo {
             return cache.entry(uid).or_insert_with(|| user_name(uid)).clone();
         }
         user_name(uid)
+    }
+
+    fn group_name(&self, gid: u32) -> String {
+        let lookup = |gid| crate::cli::format::group_name(gid).unwrap_or_else(|| gid.to_string());
+        if let Ok(mut cache) = self.groups.lock() {
+            return cache.entry(gid).or_insert_with(|| lookup(gid)).clone();
+        }
+        lookup(gid)
     }
 }
 
@@ -67,6 +78,10 @@ fn user_name(uid: u32) -> String {
 /// Answer one client request.
 pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Body {
     let operator = env.uid == 0 || env.uid == info.slurm_uid;
+    let caller = Caller {
+        uid: env.uid,
+        operator,
+    };
     match env.body {
         Body::Ping => Body::Pong(PongReply {
             host: info.host.clone(),
@@ -74,7 +89,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             started: info.started,
             version: env!("CARGO_PKG_VERSION").to_string(),
         }),
-        Body::SubmitJob(s) => submit(*s, env.uid, operator, h, info).await,
+        Body::SubmitJob(s) => submit(*s, caller, h, info).await,
         Body::QueryJobs(JobQuery { job_ids, brief, .. }) => {
             let msg = GetJobs {
                 ids: job_ids,
@@ -97,19 +112,20 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
                 Err(_) => gone(),
             }
         }
-        Body::CancelJobs(req) => cancel(req, env.uid, operator, h).await,
+        Body::CancelJobs(req) => {
+            match send_counted(&h.controller, &h.controller_stats, Cancel { req, caller }).await {
+                Ok(r) => Body::CancelReply(r),
+                Err(_) => gone(),
+            }
+        }
         Body::CancelStep(req) => {
-            let msg = CancelStep {
-                req,
-                uid: env.uid,
-                operator,
-            };
+            let msg = CancelStep { req, caller };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(r) => Body::CancelReply(r),
                 Err(_) => gone(),
             }
         }
-        Body::UpdateNodes(update) => update_nodes(update, env.uid, operator, h).await,
+        Body::UpdateNodes(update) => update_nodes(update, caller, h).await,
         Body::QueryStatus => {
             match send_counted(&h.controller, &h.controller_stats, GetStatus).await {
                 Ok(s) => Body::Status(Box::new(s)),
@@ -118,11 +134,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::QueryStats => stats(h, info).await,
         Body::LaunchStep(req) => {
-            let msg = StartStep {
-                req: *req,
-                uid: env.uid,
-                operator,
-            };
+            let msg = StartStep { req: *req, caller };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(Ok(l)) => Body::StepLaunched(l),
                 Ok(Err(e)) => Body::Error(e),
@@ -130,11 +142,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::StepComplete(done) => {
-            let msg = StepDone {
-                done,
-                uid: env.uid,
-                operator,
-            };
+            let msg = StepDone { done, caller };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(Ok(())) => Body::Ok,
                 Ok(Err(e)) => Body::Error(e),
@@ -142,11 +150,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::UpdateJobs(update) => {
-            let msg = UpdateJobs {
-                update,
-                operator,
-                uid: env.uid,
-            };
+            let msg = UpdateJobs { update, caller };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(r) => Body::UpdateJobsReply(r),
                 Err(_) => gone(),
@@ -159,17 +163,20 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
             acct(q, h).await
         }
-        Body::Reconfigure if operator => {
+        Body::Reconfigure => {
+            if let Err(d) = authz::check(caller, Action::Reconfigure, None) {
+                return error(ErrorCode::PermissionDenied, d.0);
+            }
             match send_counted(&h.controller, &h.controller_stats, Reconfigure).await {
                 Ok(Ok(())) => Body::Ok,
                 Ok(Err(e)) => error(ErrorCode::InvalidConfig, &e),
                 Err(_) => gone(),
             }
         }
-        // Slurm's words for a reconfigure from anyone else.
-        Body::Reconfigure => error(ErrorCode::PermissionDenied, "Invalid user id"),
-        Body::Broadcast(req) if operator => broadcast(req, h).await,
-        Body::Broadcast(_) => error(ErrorCode::PermissionDenied, "Access/permission denied"),
+        Body::Broadcast(req) => match authz::check(caller, Action::Broadcast, None) {
+            Ok(()) => broadcast(req, h).await,
+            Err(d) => error(ErrorCode::PermissionDenied, d.0),
+        },
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),
@@ -177,135 +184,31 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
     }
 }
 
-async fn submit(
-    mut s: JobSubmit,
-    uid: u32,
-    operator: bool,
-    h: &ControllerHandles,
-    info: &CtldInfo,
-) -> Body {
-    // The credential, not the request body, says who is submitting (an
-    // operator may submit on behalf of another uid).
-    if !operator && s.uid != uid {
-        return error(ErrorCode::PermissionDenied, "Access/permission denied");
-    }
+async fn submit(mut s: JobSubmit, caller: Caller, h: &ControllerHandles, info: &CtldInfo) -> Body {
+    // Names are looked up here, not in the controller core: a passwd or
+    // group lookup is I/O, and the core's commands must replay the same.
     s.user = info.user_name(s.uid);
-    // Only operators may raise a job's priority; a user's `--priority` is
-    // ignored and a negative `--nice` refused, as in Slurm.
-    if !operator {
-        s.priority = None;
-        if s.nice < 0 {
-            return error(ErrorCode::InvalidRequest, "Invalid --nice value");
-        }
-    }
-    // Slurm stores accounts lower-cased, and shows `a,b` constraints as `a&b`.
-    let non_empty = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
-    s.account = non_empty(s.account.take()).map(|a| a.to_lowercase());
-    s.constraint = non_empty(s.constraint.take()).map(|c| crate::sched::features::normalise(&c));
-    // `-w`/`-x` are kept in Slurm's form: sorted and compressed.
-    for list in [&mut s.req_nodes, &mut s.exc_nodes].into_iter().flatten() {
-        match crate::config::hostlist::expand(list) {
-            Ok(names) => *list = crate::config::hostlist::compress_sorted(&names),
-            Err(_) => return error(ErrorCode::InvalidNodeName, "Invalid node name specified"),
-        }
-    }
-    let routing = h.routing.get();
-    // No reservations exist yet, and only configured licenses may be asked
-    // for (their counts are not enforced yet): Slurm's refusals otherwise.
-    if s.reservation.is_some() {
-        return error(
-            ErrorCode::InvalidRequest,
-            "Requested reservation is invalid",
-        );
-    }
-    if let Some(asked) = &s.licenses {
-        // `a,b` (all) or `a|b` (either): every name must exist.
-        let known = asked
-            .split([',', '|'])
-            .map(|l| l.split([':', '*']).next().unwrap_or_default().trim())
-            .all(|name| !name.is_empty() && routing.licenses.iter().any(|l| l == name));
-        if !known {
-            return error(ErrorCode::InvalidRequest, "Invalid license specification");
-        }
-    }
-    let part_name = match s
-        .partition
-        .clone()
-        .or_else(|| routing.default_partition.clone())
+    s.group = info.group_name(s.gid);
+    match send_counted(
+        &h.controller,
+        &h.controller_stats,
+        Submit { submit: s, caller },
+    )
+    .await
     {
-        Some(p) => p,
-        None => {
-            return error(
-                ErrorCode::NoDefaultPartition,
-                "No partition specified or system default partition",
-            )
-        }
-    };
-    let Some((part, pstats)) = routing.partitions.get(&part_name) else {
-        return error(
-            ErrorCode::InvalidPartition,
-            "Invalid partition name specified",
-        );
-    };
-    let s = Arc::new(s);
-    let limit = match send_counted(part, pstats, ValidateSubmit(s.clone())).await {
-        Ok(Ok(limit)) => limit,
-        Ok(Err(e)) => return Body::Error(e),
-        Err(_) => return gone(),
-    };
-    let admit = Admit {
-        submit: s,
-        partition: part_name,
-        time_limit_min: limit,
-    };
-    match send_counted(&h.controller, &h.controller_stats, admit).await {
         Ok(Ok(reply)) => Body::SubmitReply(reply),
         Ok(Err(e)) => Body::Error(e),
         Err(_) => gone(),
     }
 }
 
-async fn cancel(mut req: CancelRequest, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
-    // Users may only touch their own jobs; others' are refused one by one
-    // (as Slurm does), while the caller's own are still acted on.
-    let mut denied = Vec::new();
-    if !operator {
-        let ids = req.job_ids.clone();
-        let msg = GetJobs { ids, brief: true };
-        let jobs = match send_counted(&h.controller, &h.controller_stats, msg).await {
-            Ok(j) => j,
-            Err(_) => return gone(),
-        };
-        let foreign: std::collections::HashSet<u32> = jobs
-            .rows()
-            .iter()
-            .filter(|j| j.uid != uid)
-            .map(|j| j.job_id)
-            .collect();
-        req.job_ids.retain(|id| {
-            let mine = !foreign.contains(id);
-            if !mine {
-                denied.push((*id, Some("Access/permission denied".to_string())));
-            }
-            mine
-        });
-    }
-    match send_counted(&h.controller, &h.controller_stats, Cancel(req)).await {
-        Ok(mut r) => {
-            r.results.extend(denied);
-            Body::CancelReply(r)
-        }
-        Err(_) => gone(),
-    }
-}
-
-async fn update_nodes(update: NodeUpdate, uid: u32, operator: bool, h: &ControllerHandles) -> Body {
-    if !operator {
-        return error(ErrorCode::PermissionDenied, "Access/permission denied");
+async fn update_nodes(update: NodeUpdate, caller: Caller, h: &ControllerHandles) -> Body {
+    if let Err(d) = authz::check(caller, Action::UpdateNode, None) {
+        return error(ErrorCode::PermissionDenied, d.0);
     }
     let msg = UpdateNodes {
         update,
-        user: user_name(uid),
+        user: user_name(caller.uid),
     };
     match send_counted(&h.controller, &h.controller_stats, msg).await {
         Ok(Ok(())) => Body::Ok,

@@ -166,6 +166,10 @@ pub struct JobSubmit {
     pub user: String,
     pub uid: u32,
     pub gid: u32,
+    /// The gid's group name, resolved by the controller at submission
+    /// (empty in records from before it was kept).
+    #[serde(default)]
+    pub group: String,
     /// The command line as typed (sacct SubmitLine).
     pub submit_line: String,
     /// `Command=` in scontrol: the script path, or `(null)` for stdin/--wrap.

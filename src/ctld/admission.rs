@@ -1,0 +1,289 @@
+//! Submissions: the policy check, then what only the live state can tell
+//! (MaxJobCount, whether the partition's nodes could ever hold the job,
+//! dependencies, array indices), then ids, priority and the new records.
+//! `--test-only` uses up an id and says when the job would start.
+
+use super::{Core, Effect, Output, Reply};
+use crate::model::dependency::Dependency;
+use crate::model::job::{ArraySpec, ArrayTask, ExitStatus, JobRecord, JobState, JobSubmit};
+use crate::model::reason::JobReason;
+use crate::model::time::UnixTime;
+use crate::policy::admission::{self, Admitted};
+use crate::policy::authz::Caller;
+use crate::sched::{self, Infeasible, Request, RequestError};
+use crate::state::store::Op;
+use crate::wire::messages::{ErrorCode, ErrorReply, SubmitReply, WillRun};
+
+pub(super) fn refused(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
+    ErrorReply {
+        code,
+        message: message.into(),
+    }
+}
+
+fn queue_full() -> ErrorReply {
+    refused(
+        ErrorCode::QueueFull,
+        "Slurm temporarily unable to accept job, sleeping and retrying",
+    )
+}
+
+/// Slurm's refusal for a request that names nodes or features it lacks.
+fn request_refusal(e: RequestError) -> ErrorReply {
+    match e {
+        RequestError::UnknownNode(_) => {
+            refused(ErrorCode::InvalidNodeName, "Invalid node name specified")
+        }
+        RequestError::Constraint(c) => refused(ErrorCode::InvalidRequest, c.to_string()),
+    }
+}
+
+/// priority/basic's value after `--nice`: lower for a positive nice, never
+/// 0 (which means held) and never past the top.
+pub(super) fn with_nice(priority: u32, nice: i32) -> u32 {
+    let adjusted = i64::from(priority) - i64::from(nice);
+    adjusted.clamp(1, i64::from(u32::MAX - 1)) as u32
+}
+
+impl Core {
+    pub(super) fn submit(
+        &mut self,
+        mut submit: JobSubmit,
+        caller: Caller,
+        now: UnixTime,
+        out: &mut Output,
+    ) {
+        let reply = self.admit(&mut submit, caller, now, out);
+        out.reply = Some(Reply::Submit(reply));
+    }
+
+    fn admit(
+        &mut self,
+        submit: &mut JobSubmit,
+        caller: Caller,
+        now: UnixTime,
+        out: &mut Output,
+    ) -> Result<SubmitReply, ErrorReply> {
+        let admitted = admission::admit(submit, caller, &self.conf)?;
+        if self.jobs.active() >= self.conf.max_job_count as usize {
+            return Err(queue_full());
+        }
+        if submit.test_only {
+            return self.will_run(submit, &admitted, now, out);
+        }
+        let req = Request::for_job(submit, self.conf.as_ref()).map_err(request_refusal)?;
+        let ranks = self.partition_ranks(&admitted.partition);
+        if let Err(why) = sched::feasible(&req, ranks, &self.slots) {
+            let message = match why {
+                Infeasible::TooManyNodes | Infeasible::NodeConfig => {
+                    "Requested node configuration is not available"
+                }
+            };
+            return Err(refused(ErrorCode::NodeConfigUnavailable, message));
+        }
+        let dependency = self.check_dependency(submit.dependency.as_deref())?;
+        let tasks = match &submit.array {
+            Some(spec) => self.array_tasks(spec)?,
+            None => vec![None],
+        };
+        if self.jobs.active() + tasks.len() > self.conf.max_job_count as usize {
+            return Err(queue_full());
+        }
+        let (id, ids) = self.alloc_ids(tasks.len());
+        // One priority for the whole submission: an array's tasks queue
+        // together. An operator's `--priority` is fixed; `--nice` lowers
+        // (or, negative, raises) the count-down's value, as in priority/basic.
+        let fixed = submit.priority;
+        let priority = match (submit.hold, fixed) {
+            (true, _) => 0,
+            (false, Some(p)) => p,
+            (false, None) => with_nice(self.priority.assign(), submit.nice),
+        };
+        let n = tasks.len();
+        for (job_id, array) in ids.into_iter().zip(tasks) {
+            let array = array.map(|a| ArrayTask {
+                array_job_id: id,
+                ..a
+            });
+            let mut rec = new_record(job_id, submit.clone(), &admitted, now, array);
+            rec.dependency = dependency.clone();
+            rec.priority = priority;
+            rec.priority_set = fixed.is_some_and(|p| p > 0);
+            out.persist.push(Op::PutJob(Box::new(rec.clone())));
+            self.jobs.admit(rec);
+            self.counters.submitted += 1;
+        }
+        tracing::info!(job_id = id, partition = %admitted.partition, user = %submit.user, tasks = n, "job submitted");
+        out.persist.push(Op::NextJobId(self.next_job_id));
+        out.effect(Effect::Reschedule);
+        if let Some(begin) = submit.begin_time.filter(|&t| t > now) {
+            out.effect(Effect::WakeAt(begin));
+        }
+        Ok(SubmitReply {
+            job_id: id,
+            will_run: None,
+        })
+    }
+
+    /// `--test-only`: use up a job id (as Slurm does, whatever the answer)
+    /// and estimate the start from the running jobs' time limits.
+    fn will_run(
+        &mut self,
+        submit: &JobSubmit,
+        admitted: &Admitted,
+        now: UnixTime,
+        out: &mut Output,
+    ) -> Result<SubmitReply, ErrorReply> {
+        let id = self.alloc_next_id();
+        out.persist.push(Op::NextJobId(self.next_job_id));
+        let partition = admitted.partition.as_str();
+        let ranks = self.partition_ranks(partition);
+        let req = Request::for_job(submit, self.conf.as_ref()).map_err(request_refusal)?;
+        sched::feasible(&req, ranks, &self.slots).map_err(|_| {
+            refused(
+                ErrorCode::NodeConfigUnavailable,
+                "Requested node configuration is not available",
+            )
+        })?;
+        let mut running: Vec<(UnixTime, &crate::model::job::Allocation)> = self
+            .jobs
+            .running()
+            .filter_map(|j| {
+                let end = j.start_time? + i64::from(j.time_limit_min?) * 60;
+                Some((end, j.alloc.as_ref()?))
+            })
+            .collect();
+        let when = sched::earliest_start(&req, ranks, &self.slots, &mut running, now);
+        let reply = when.map(|(start, alloc)| WillRun {
+            start_time: submit.begin_time.map_or(start, |b| b.max(start)),
+            cpus: alloc.cpus.iter().sum(),
+            nodes: self.nodelist(&alloc.ranks),
+            partition: partition.to_string(),
+        });
+        tracing::info!(job_id = id, partition, start = ?reply.as_ref().map(|w| w.start_time), "will-run test");
+        match reply {
+            Some(w) => Ok(SubmitReply {
+                job_id: id,
+                will_run: Some(w),
+            }),
+            None => Err(refused(
+                ErrorCode::NodeConfigUnavailable,
+                "Requested nodes are busy",
+            )),
+        }
+    }
+
+    /// Ids for a submission of `n` jobs, in index order, and the id the
+    /// submission is known by. For an array that first id goes to the
+    /// highest index and the others follow in index order: what Slurm ends
+    /// up with when the tasks start in order.
+    fn alloc_ids(&mut self, n: usize) -> (u32, Vec<u32>) {
+        let mut ids: Vec<u32> = (0..n).map(|_| self.alloc_next_id()).collect();
+        let first = ids.first().copied().unwrap_or_default();
+        ids.rotate_left(1);
+        (first, ids)
+    }
+
+    fn alloc_next_id(&mut self) -> u32 {
+        let (first, max) = (
+            self.conf.first_job_id,
+            self.conf.max_job_id.max(self.conf.first_job_id),
+        );
+        loop {
+            let id = self.next_job_id;
+            self.next_job_id = if id >= max { first } else { id + 1 };
+            if !self.jobs.contains(id) {
+                return id;
+            }
+        }
+    }
+
+    /// One (not yet numbered) array task per index of `spec`, checked
+    /// against MaxArraySize.
+    fn array_tasks(&self, spec: &ArraySpec) -> Result<Vec<Option<ArrayTask>>, ErrorReply> {
+        let invalid = || {
+            refused(
+                ErrorCode::InvalidArraySpec,
+                "Invalid job array specification",
+            )
+        };
+        let (Some(&min), Some(&max)) = (spec.indices.first(), spec.indices.last()) else {
+            return Err(invalid());
+        };
+        if max >= self.conf.max_array_size {
+            return Err(invalid());
+        }
+        let count = spec.indices.len() as u32;
+        Ok(spec
+            .indices
+            .iter()
+            .map(|&task_id| {
+                Some(ArrayTask {
+                    array_job_id: 0,
+                    task_id,
+                    min,
+                    max,
+                    count,
+                    step: spec.step.max(1),
+                    throttle: spec.throttle,
+                })
+            })
+            .collect())
+    }
+
+    /// Parse `--dependency` and check that every job it names is known (an
+    /// unknown id is refused, as Slurm does).
+    fn check_dependency(&self, spec: Option<&str>) -> Result<Option<Dependency>, ErrorReply> {
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        Dependency::parse(spec)
+            .and_then(|d| {
+                d.validate_targets(|t| self.jobs.target_exists(t))
+                    .map(|()| d)
+            })
+            .map(Some)
+            .map_err(|e| {
+                tracing::info!(dependency = spec, error = %e, "submission refused");
+                refused(ErrorCode::DependencyProblem, e.slurm_message())
+            })
+    }
+}
+
+/// A new pending job.
+fn new_record(
+    job_id: u32,
+    submit: JobSubmit,
+    admitted: &Admitted,
+    now: UnixTime,
+    array: Option<ArrayTask>,
+) -> JobRecord {
+    let held = submit.hold;
+    JobRecord {
+        job_id,
+        submit,
+        partition: admitted.partition.clone(),
+        time_limit_min: admitted.time_limit_min,
+        state: JobState::Pending,
+        reason: if held {
+            JobReason::JobHeldUser
+        } else {
+            JobReason::None
+        },
+        priority: if held { 0 } else { 1 },
+        submit_time: now,
+        start_time: None,
+        end_time: None,
+        alloc: None,
+        exit: ExitStatus::default(),
+        restarts: 0,
+        ending_as: None,
+        next_step: 0,
+        steps: Vec::new(),
+        array,
+        dependency: None,
+        requeue: None,
+        priority_set: false,
+        mail_sent: 0,
+    }
+}

@@ -1,0 +1,317 @@
+//! The core's state, its recovery from the store, and the dispatch of
+//! commands to the files that decide them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Command, Effect, Output, StartJob};
+use crate::config::{hostlist, Config};
+use crate::model::job::{JobRecord, JobState};
+use crate::model::node::{AdminState, NodeStatus};
+use crate::model::time::UnixTime;
+use crate::sched::priority::BasicPriority;
+use crate::sched::table::JobTable;
+use crate::sched::{self, NodeSlot};
+use crate::state::store::Op;
+use crate::tree::rankset::RankSet;
+use crate::tree::topology::Topology;
+use crate::wire::messages::KillCause;
+
+/// Lifetime counters (sdiag).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub submitted: u64,
+    pub started: u64,
+    pub ended: HashMap<JobState, u64>,
+}
+
+/// The controller's whole decision state.
+pub struct Core {
+    pub(super) conf: Arc<Config>,
+    pub(super) jobs: JobTable,
+    /// What each node has free, for placement.
+    pub(super) slots: Vec<NodeSlot>,
+    /// Each node's status as its node actor last pushed it.
+    pub(super) nodes: Vec<NodeStatus>,
+    /// Each partition's node ranks (in preference order).
+    pub(super) part_ranks: Vec<(String, Vec<u32>)>,
+    /// Node rank → the partitions it belongs to.
+    pub(super) node_parts: Vec<Vec<String>>,
+    pub(super) next_job_id: u32,
+    /// priority/basic's count-down for newly eligible jobs.
+    pub(super) priority: BasicPriority,
+    /// Depth of the relay tree: fan-out deadlines grow with it.
+    pub(super) tree_depth: u32,
+    pub(super) counters: Counters,
+}
+
+impl Core {
+    /// Rebuild the core from what the store holds, and the effects that
+    /// resume its work: running jobs are adopted (their step actors made
+    /// again, without launching), jobs that were being torn down are torn
+    /// down again, and every pending `--begin` time gets a wake-up.
+    pub fn recover(
+        conf: Arc<Config>,
+        jobs: Vec<JobRecord>,
+        next_job_id: Option<u32>,
+        node_admin: &HashMap<String, AdminState>,
+        now: UnixTime,
+    ) -> (Core, Output) {
+        let n = conf.nodes.len() as u32;
+        let tree_depth = Topology::new(n.max(1), conf.tree_width.max(2))
+            .map(|t| t.max_depth())
+            .unwrap_or(1);
+        let nodes = conf
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(rank, nc)| NodeStatus {
+                rank: rank as u32,
+                registered: false,
+                boot_id: 0,
+                responding: false,
+                admin: node_admin.get(&nc.name).cloned().unwrap_or_default(),
+                resources: None,
+                boot_time: None,
+                attached_to: None,
+                future: false,
+            })
+            .collect();
+        let slots = conf
+            .nodes
+            .iter()
+            .map(|nc| NodeSlot {
+                cpus: nc.cpus,
+                mem_mb: nc.real_memory_mb,
+                alloc_cpus: 0,
+                alloc_mem_mb: 0,
+                available: false,
+            })
+            .collect();
+        let (part_ranks, node_parts) = partition_layout(&conf);
+        let priority = BasicPriority::recover(jobs.iter().map(|j| (j.priority, j.priority_set)));
+        let next_job_id = next_job_id
+            .unwrap_or(conf.first_job_id)
+            .max(conf.first_job_id);
+        let mut core = Core {
+            jobs: JobTable::from_records(jobs),
+            conf,
+            slots,
+            nodes,
+            part_ranks,
+            node_parts,
+            next_job_id,
+            priority,
+            tree_depth,
+            counters: Counters::default(),
+        };
+        let mut out = Output::default();
+        core.adopt_running(now, &mut out);
+        // Recovered jobs still waiting for their `--begin` time: one wake-up
+        // per distinct time (an array's tasks share theirs).
+        let begins: std::collections::BTreeSet<UnixTime> = core
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending)
+            .filter_map(|j| j.submit.begin_time)
+            .filter(|&t| t > now)
+            .collect();
+        out.effects.extend(begins.into_iter().map(Effect::WakeAt));
+        out.effect(Effect::Reschedule);
+        (core, out)
+    }
+
+    /// Re-reserve what running jobs hold and re-create their step actors.
+    fn adopt_running(&mut self, now: UnixTime, out: &mut Output) {
+        let running: Vec<u32> = self.jobs.running().map(|j| j.job_id).collect();
+        for id in running {
+            let Some(job) = self.jobs.get(id) else {
+                continue;
+            };
+            if let Some(a) = &job.alloc {
+                sched::apply(a, &mut self.slots);
+            }
+            tracing::info!(job_id = id, "adopting running job after restart");
+            let (ending, cause) = (
+                job.ending_as,
+                job.requeue.is_some().then_some(KillCause::Requeue),
+            );
+            self.start_job_effect(id, false, now, out);
+            if let Some(state) = ending {
+                out.effect(Effect::EndJob {
+                    job_id: id,
+                    state,
+                    reason: crate::model::reason::JobReason::None,
+                    exit: None,
+                    cause,
+                });
+            }
+        }
+    }
+
+    /// Decide `cmd` at time `now`.
+    pub fn apply(&mut self, now: UnixTime, cmd: Command) -> Output {
+        let mut out = Output::default();
+        match cmd {
+            Command::Submit { submit, caller } => self.submit(*submit, caller, now, &mut out),
+            Command::Cancel { req, caller } => self.cancel(req, caller, now, &mut out),
+            Command::CancelStep { req, caller } => self.cancel_step(&req, caller, &mut out),
+            Command::UpdateJobs { update, caller } => {
+                self.update_jobs(&update, caller, now, &mut out)
+            }
+            Command::StartStep { req, caller } => self.start_step(&req, caller, now, &mut out),
+            Command::StepLaunchFailed { job_id, step_id } => {
+                self.set_step_end(
+                    job_id,
+                    step_id,
+                    crate::model::job::ExitStatus { code: 1, signal: 0 },
+                    now,
+                );
+                self.put_jobs(&[job_id], &mut out);
+            }
+            Command::StepDone { done, caller } => self.step_done(&done, caller, now, &mut out),
+            Command::Schedule => self.schedule(now, &mut out),
+            Command::JobEnded {
+                job_id,
+                state,
+                exit,
+                reason,
+                usage,
+            } => self.job_ended(job_id, state, exit, reason, usage, now, &mut out),
+            Command::NodeChanged {
+                status,
+                lost,
+                registration,
+            } => self.node_changed(*status, lost, registration.as_deref(), &mut out),
+            Command::Tick => self.tick(now, &mut out),
+            Command::Reconfigure { conf } => self.reconfigure(conf, &mut out),
+        }
+        out
+    }
+
+    /// Jobs records to persist as they are now.
+    pub(super) fn put_jobs(&self, ids: &[u32], out: &mut Output) {
+        out.persist.extend(
+            ids.iter()
+                .filter_map(|&id| self.jobs.get(id))
+                .map(|j| Op::PutJob(Box::new(j.clone()))),
+        );
+    }
+
+    /// Create job `id`'s step actor: launching it (a new start) or
+    /// adopting it (`launch == false`, after a restart).
+    pub(super) fn start_job_effect(&self, id: u32, launch: bool, now: UnixTime, out: &mut Output) {
+        let Some(job) = self.jobs.get(id) else {
+            return;
+        };
+        let Some(alloc) = &job.alloc else {
+            return;
+        };
+        let time_left = job.time_limit_min.map(|m| {
+            let elapsed = now - job.start_time.unwrap_or(now);
+            Duration::from_secs((u64::from(m) * 60).saturating_sub(elapsed.max(0) as u64))
+        });
+        out.effect(Effect::StartJob(Box::new(StartJob {
+            job_id: id,
+            ranks: RankSet::from_ranks(alloc.ranks.iter().copied()),
+            launch: launch.then(|| Box::new(self.launch_message(job))),
+            time_left,
+            warn: job.submit.signal,
+        })));
+    }
+
+    pub(super) fn node_name(&self, rank: u32) -> &str {
+        self.conf
+            .nodes
+            .get(rank as usize)
+            .map(|n| n.name.as_str())
+            .unwrap_or("?")
+    }
+
+    pub(super) fn nodelist(&self, ranks: &[u32]) -> String {
+        let names: Vec<&str> = ranks.iter().map(|&r| self.node_name(r)).collect();
+        hostlist::compress(&names)
+    }
+
+    /// A partition's node ranks (empty for an unknown name).
+    pub(super) fn partition_ranks(&self, name: &str) -> &[u32] {
+        self.part_ranks
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(&[], |(_, r)| r.as_slice())
+    }
+
+    /// Requested ids with each array id standing for all of its tasks (as
+    /// in Slurm, `A` names the whole array), without duplicates, in order.
+    pub fn resolve_ids(&self, ids: &[u32]) -> Vec<u32> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut seen = std::collections::HashSet::new();
+        for &id in ids {
+            let members: Vec<u32> = self.jobs.array_members(id).map(|j| j.job_id).collect();
+            let expanded = if members.is_empty() {
+                vec![id]
+            } else {
+                members
+            };
+            for m in expanded {
+                if seen.insert(m) {
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
+    /// The job table (read-only), for views and tests.
+    pub fn jobs(&self) -> &JobTable {
+        &self.jobs
+    }
+
+    /// Each node's free and allocated resources, for tests and views.
+    pub fn slots(&self) -> &[NodeSlot] {
+        &self.slots
+    }
+
+    pub fn conf(&self) -> &Arc<Config> {
+        &self.conf
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn next_job_id(&self) -> u32 {
+        self.next_job_id
+    }
+
+    pub fn tree_depth(&self) -> u32 {
+        self.tree_depth
+    }
+
+    pub(super) fn count_end(&mut self, state: JobState) {
+        *self.counters.ended.entry(state).or_default() += 1;
+    }
+}
+
+/// Each partition's node ranks (in preference order), and each node's
+/// partitions.
+#[allow(clippy::type_complexity)]
+pub(super) fn partition_layout(conf: &Config) -> (Vec<(String, Vec<u32>)>, Vec<Vec<String>>) {
+    let mut part_ranks = Vec::with_capacity(conf.partitions.len());
+    let mut node_parts = vec![Vec::new(); conf.nodes.len()];
+    for pc in &conf.partitions {
+        let ranks: Vec<u32> = pc
+            .nodes
+            .iter()
+            .filter_map(|n| conf.node_index(n).map(|i| i as u32))
+            .collect();
+        for &r in &ranks {
+            if let Some(v) = node_parts.get_mut(r as usize) {
+                v.push(pc.name.clone());
+            }
+        }
+        part_ranks.push((pc.name.clone(), ranks));
+    }
+    (part_ranks, node_parts)
+}

@@ -1,0 +1,272 @@
+//! A job's life after admission: scheduling passes, dependencies resolved,
+//! starts, teardowns, ends and requeues; nodes that change or re-register;
+//! the periodic tick (time-limit mail, purging jobs past MinJobAge).
+
+use super::job_control::run_secs;
+use super::{Core, Effect, Output};
+use crate::mail;
+use crate::model::acct::Usage;
+use crate::model::job::{ExitStatus, JobState};
+use crate::model::node::NodeStatus;
+use crate::model::reason::JobReason;
+use crate::model::time::UnixTime;
+use crate::sched;
+use crate::sched::table::PartitionView;
+use crate::state::store::Op;
+use crate::tree::rankset::RankSet;
+use crate::wire::messages::{Hello, JobOnNode, KillCause, NodeCommand};
+
+/// Most rounds of dependency resolution in one pass: each round follows
+/// the kills of the round before down a `--kill-on-invalid-dep` chain.
+const MAX_RESOLVE_ROUNDS: usize = 100_000;
+
+impl Core {
+    /// One scheduling pass: resolve dependencies (following kills down
+    /// their chains), then start what fits, in priority order.
+    pub(super) fn schedule(&mut self, now: UnixTime, out: &mut Output) {
+        self.resolve_dependencies(now, out);
+        let parts: Vec<PartitionView<'_>> = self
+            .conf
+            .partitions
+            .iter()
+            .zip(&self.part_ranks)
+            .map(|(p, (_, ranks))| PartitionView {
+                name: &p.name,
+                state: p.state,
+                ranks,
+            })
+            .collect();
+        let started = self
+            .jobs
+            .schedule(&parts, &mut self.slots, now, self.conf.as_ref());
+        if started.is_empty() {
+            return;
+        }
+        self.mail_started(&started, out);
+        self.counters.started += started.len() as u64;
+        self.put_jobs(&started, out);
+        // The job actors exist at once, so a cancel or an srun step that
+        // comes next finds them; each launches once the start is on disk.
+        for &id in &started {
+            self.start_job_effect(id, true, now, out);
+        }
+        // Starting jobs may satisfy `after` dependencies: look again.
+        out.effect(Effect::Reschedule);
+    }
+
+    /// Re-evaluate dependencies until nothing more is killed: cancelling
+    /// a job for an impossible dependency makes its own dependents'
+    /// impossible, so a whole chain goes in one pass.
+    fn resolve_dependencies(&mut self, now: UnixTime, out: &mut Output) {
+        for _ in 0..MAX_RESOLVE_ROUNDS {
+            let r = self.jobs.resolve_dependencies(now);
+            for &id in &r.never {
+                self.mail_event(
+                    id,
+                    mail::INVALID_DEPEND,
+                    "Invalid dependency",
+                    None,
+                    None,
+                    out,
+                );
+            }
+            for &id in &r.killed {
+                tracing::info!(job_id = id, "cancelled: dependency can never be satisfied");
+                self.count_end(JobState::Cancelled);
+            }
+            self.put_jobs(&r.changed, out);
+            self.persist_final(&r.killed, Usage::default(), now, out);
+            if r.killed.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Persist finished jobs with their accounting records, and mail their
+    /// end. Every path that ends a job comes through here, once per job.
+    pub(super) fn persist_final(&self, ids: &[u32], usage: Usage, now: UnixTime, out: &mut Output) {
+        for j in ids.iter().filter_map(|&id| self.jobs.get(id)) {
+            out.persist.push(Op::PutJob(Box::new(j.clone())));
+            out.persist
+                .push(Op::PutAcct(Box::new(self.acct_of(j, usage))));
+        }
+        self.mail_finished(ids, now, out);
+    }
+
+    /// Mark a running job as tearing down (shown CG) and tell its step.
+    pub(super) fn end_job(
+        &mut self,
+        id: u32,
+        state: JobState,
+        reason: JobReason,
+        exit: Option<ExitStatus>,
+        cause: Option<KillCause>,
+        out: &mut Output,
+    ) {
+        self.jobs.mark_ending(id, state);
+        out.effect(Effect::EndJob {
+            job_id: id,
+            state,
+            reason,
+            exit,
+            cause,
+        });
+    }
+
+    /// A job is over on every node.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn job_ended(
+        &mut self,
+        id: u32,
+        state: JobState,
+        exit: ExitStatus,
+        reason: JobReason,
+        usage: Usage,
+        now: UnixTime,
+        out: &mut Output,
+    ) {
+        let Some(alloc) = self.jobs.finish(id, state, exit, reason, now) else {
+            return;
+        };
+        sched::release(&alloc, &mut self.slots);
+        self.count_end(state);
+        tracing::info!(
+            job_id = id,
+            state = state.name(),
+            code = exit.code,
+            signal = exit.signal,
+            "job ended"
+        );
+        self.persist_final(&[id], usage, now, out);
+        if let Some(j) = self.jobs.get(id).filter(|_| state == JobState::Timeout) {
+            if j.mail_sent & mail::TIME_LIMIT == 0 {
+                let run = run_secs(j, now);
+                let what = mail::TIME_LIMIT_MAILS[3].2;
+                let running = Some(JobState::Running);
+                self.mail_event(id, mail::TIME_LIMIT, what, Some(run), running, out);
+            }
+        }
+        if let Some(hold) = self.jobs.get(id).and_then(|j| j.requeue) {
+            // `scontrol requeue` of a running job: the run is accounted for
+            // above; the job itself starts over.
+            let run = self.jobs.get(id).map(|j| run_secs(j, now));
+            self.jobs.requeue(id, hold);
+            self.mail_event(id, mail::REQUEUE, "Requeued", run, None, out);
+            self.put_jobs(&[id], out);
+        }
+        out.effect(Effect::Reschedule);
+    }
+
+    /// A node's status changed: placement follows it, a lost node's jobs
+    /// fail, and a (re-)registration is reconciled with what we know.
+    pub(super) fn node_changed(
+        &mut self,
+        status: NodeStatus,
+        lost: bool,
+        registration: Option<&Hello>,
+        out: &mut Output,
+    ) {
+        let rank = status.rank;
+        let Some(known) = self.nodes.get(rank as usize) else {
+            return;
+        };
+        if known.admin != status.admin {
+            // Admin state survives a restart (drains, operator DOWNs).
+            let name = self.node_name(rank).to_string();
+            let state = if status.admin == Default::default() {
+                None
+            } else {
+                rmp_serde::to_vec_named(&status.admin).ok()
+            };
+            out.persist.push(Op::NodeAdmin { name, state });
+        }
+        if let Some(slot) = self.slots.get_mut(rank as usize) {
+            slot.available = status.schedulable();
+        }
+        if let Some(n) = self.nodes.get_mut(rank as usize) {
+            *n = status;
+        }
+        if lost {
+            let victims: Vec<u32> = self
+                .jobs
+                .running()
+                .filter(|j| j.state == JobState::Running)
+                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
+                .map(|j| j.job_id)
+                .collect();
+            for id in victims {
+                tracing::warn!(job_id = id, node = %self.node_name(rank), "node lost; job ends NODE_FAIL");
+                self.end_job(id, JobState::NodeFail, JobReason::NodeDown, None, None, out);
+            }
+        }
+        if let Some(hello) = registration {
+            self.reconcile(rank, hello, out);
+        }
+        out.effect(Effect::Reschedule);
+    }
+
+    /// A node (re-)registered with the jobs it holds: a finished batch
+    /// script we missed is reported, a job we think runs there that a
+    /// freshly started daemon cannot have fails, and a job we never
+    /// launched is killed.
+    fn reconcile(&mut self, rank: u32, hello: &Hello, out: &mut Output) {
+        let mut stray = Vec::new();
+        for rep in &hello.jobs {
+            let ours = self.jobs.get(rep.job_id).filter(|j| {
+                matches!(j.state, JobState::Running | JobState::Completing)
+                    && j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank))
+            });
+            match (ours, &rep.state) {
+                (Some(j), JobOnNode::BatchFinished(status)) => {
+                    let batch = j.alloc.as_ref().and_then(|a| a.ranks.first()) == Some(&rank);
+                    if batch {
+                        out.effect(Effect::ScriptExited {
+                            job_id: rep.job_id,
+                            status: *status,
+                            usage: Usage::default(),
+                        });
+                    }
+                }
+                (Some(_), JobOnNode::Running) => {}
+                (None, _) => stray.push(rep.job_id),
+            }
+        }
+        let lost: Vec<u32> = self
+            .jobs
+            .running()
+            .filter(|j| j.state == JobState::Running && j.ending_as.is_none())
+            .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
+            .filter(|j| j.start_time.unwrap_or(0) < hello.started)
+            .filter(|j| !hello.jobs.iter().any(|r| r.job_id == j.job_id))
+            .map(|j| j.job_id)
+            .collect();
+        for id in lost {
+            tracing::warn!(job_id = id, node = %hello.node, "node restarted without the job; NODE_FAIL");
+            self.end_job(id, JobState::NodeFail, JobReason::NodeDown, None, None, out);
+        }
+        for id in stray {
+            tracing::warn!(job_id = id, node = %hello.node, "node runs a job the controller did not launch; killing it");
+            out.effect(Effect::Fanout {
+                targets: RankSet::from_ranks([rank]),
+                cmd: NodeCommand::Terminate {
+                    job_id: id,
+                    kill_wait_s: self.conf.kill_wait_s,
+                    cause: None,
+                },
+                budget: std::time::Duration::from_secs(u64::from(self.conf.kill_wait_s) + 5),
+            });
+        }
+    }
+
+    /// The periodic timer: time-limit mail for running jobs, and jobs
+    /// finished longer than MinJobAge ago forgotten (their accounting
+    /// records stay).
+    pub(super) fn tick(&mut self, now: UnixTime, out: &mut Output) {
+        self.mail_time_limits(now, out);
+        if self.conf.min_job_age_s > 0 {
+            let cutoff = now - self.conf.min_job_age_s as i64;
+            let old = self.jobs.purge_finished_before(cutoff);
+            out.persist.extend(old.into_iter().map(Op::DeleteJob));
+        }
+    }
+}

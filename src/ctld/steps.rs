@@ -1,0 +1,330 @@
+//! srun steps inside a running job: the request checked and laid out over
+//! the job's allocation, and the step's end recorded; and the launch
+//! message a new job's nodes receive.
+
+use super::admission::refused;
+use super::{Core, Effect, Output, Reply};
+use crate::model::acct::AcctStep;
+use crate::model::job::{Allocation, ExitStatus, JobRecord, JobState, StepKind};
+use crate::model::reason::JobReason;
+use crate::model::time::UnixTime;
+use crate::policy::authz::{self, Action, Caller};
+use crate::sched;
+use crate::tree::collect::root_budget;
+use crate::tree::rankset::RankSet;
+use crate::wire::messages::{
+    ErrorCode, ErrorReply, JobLaunch, StepComplete, StepLaunch, StepLaunched, StepRequest,
+};
+
+/// Tasks per node for `ntasks` over `nodes` nodes, block-distributed
+/// (earlier nodes take the remainder). Fewer tasks than nodes use fewer nodes.
+pub fn step_layout(ntasks: u32, nodes: u32) -> Vec<u32> {
+    let nodes = nodes.min(ntasks).max(1);
+    let (base, extra) = (ntasks / nodes, ntasks % nodes);
+    (0..nodes).map(|i| base + u32::from(i < extra)).collect()
+}
+
+/// `slurm-%j.out`, or `slurm-%A_%a.out` for an array task.
+pub(super) fn default_stdout(j: &JobRecord) -> &'static str {
+    if j.array.is_some() {
+        "slurm-%A_%a.out"
+    } else {
+        "slurm-%j.out"
+    }
+}
+
+impl Core {
+    pub(super) fn start_step(
+        &mut self,
+        req: &StepRequest,
+        caller: Caller,
+        now: UnixTime,
+        out: &mut Output,
+    ) {
+        let reply = self.plan_step(req, caller, now).map(|(launch, targets)| {
+            let (job_id, step_id) = (launch.job_id, launch.step_id);
+            tracing::info!(job_id, step_id, nodes = %launch.nodelist, "launching step");
+            let reply = StepLaunched {
+                job_id,
+                step_id,
+                nodelist: launch.nodelist.clone(),
+                tasks_per_node: launch.tasks_per_node.clone(),
+            };
+            self.put_jobs(&[job_id], out);
+            out.effect(Effect::LaunchStep {
+                targets,
+                launch: Box::new(launch),
+                budget: root_budget(std::time::Duration::from_secs(10), self.tree_depth),
+            });
+            reply
+        });
+        out.reply = Some(Reply::Step(reply));
+    }
+
+    /// Configured node ranks of a hostlist (`-w`/`-x` of a step).
+    fn ranks_of(&self, list: &str) -> Result<Vec<u32>, ErrorReply> {
+        sched::node_ranks(list, &|n| self.conf.node_index(n))
+            .map_err(|_| refused(ErrorCode::InvalidNodeName, "Invalid node name specified"))
+    }
+
+    /// Validate a step request and lay it out over the job's allocation.
+    fn plan_step(
+        &mut self,
+        r: &StepRequest,
+        caller: Caller,
+        now: UnixTime,
+    ) -> Result<(StepLaunch, RankSet), ErrorReply> {
+        let job = self
+            .jobs
+            .get(r.job_id)
+            .ok_or_else(|| refused(ErrorCode::InvalidJobId, "Invalid job id specified"))?;
+        authz::check(caller, Action::Step, Some(job.submit.uid))
+            .map_err(|d| refused(ErrorCode::PermissionDenied, d.0))?;
+        let alloc = match (&job.alloc, job.state, job.ending_as) {
+            (Some(a), JobState::Running, None) => a.clone(),
+            (_, JobState::Pending, _) => {
+                return Err(refused(ErrorCode::InvalidJobId, "Job is pending execution"))
+            }
+            _ => {
+                return Err(refused(
+                    ErrorCode::AlreadyDone,
+                    "Job/step already completing or completed",
+                ))
+            }
+        };
+        // The allocation's nodes this step may use, in allocation order:
+        // `-w` ones first (they must all be used), then the rest unless `-x`.
+        let unavailable = || {
+            refused(
+                ErrorCode::NodeConfigUnavailable,
+                "Requested node configuration is not available",
+            )
+        };
+        let required = match &r.nodelist {
+            Some(l) => self.ranks_of(l)?,
+            None => Vec::new(),
+        };
+        let excluded = match &r.exclude {
+            Some(l) => self.ranks_of(l)?,
+            None => Vec::new(),
+        };
+        if required
+            .iter()
+            .any(|n| !alloc.ranks.contains(n) || excluded.contains(n))
+        {
+            return Err(unavailable());
+        }
+        let mut pool: Vec<(u32, u32)> = alloc
+            .ranks
+            .iter()
+            .zip(&alloc.tasks)
+            .filter(|(n, _)| required.contains(n))
+            .map(|(&n, &t)| (n, t))
+            .collect();
+        pool.extend(
+            alloc
+                .ranks
+                .iter()
+                .zip(&alloc.tasks)
+                .filter(|(n, _)| !required.contains(n) && !excluded.contains(n))
+                .map(|(&n, &t)| (n, t)),
+        );
+        let have = pool.len() as u32;
+        let nodes = match r.nodes {
+            Some(n) => n.max(required.len() as u32),
+            None if required.is_empty() => have,
+            None => required.len() as u32,
+        };
+        if nodes == 0 || nodes > have {
+            return Err(unavailable());
+        }
+        let default_tasks: u32 = pool.iter().take(nodes as usize).map(|p| p.1).sum();
+        let ntasks = r
+            .ntasks
+            .or(r.ntasks_per_node.map(|p| p * nodes))
+            .unwrap_or(default_tasks.max(nodes))
+            .max(1);
+        if let Some(m) = &r.multi_prog {
+            crate::exec::multiprog::check(m, ntasks)
+                .map_err(|lines| refused(ErrorCode::InvalidRequest, lines.join("\n")))?;
+        }
+        let tasks_per_node = step_layout(ntasks, nodes);
+        if tasks_per_node.len() < required.len() {
+            // Fewer tasks than named nodes: some named node would go unused.
+            return Err(unavailable());
+        }
+        // Tasks are laid out in the allocation's node order.
+        let mut ranks: Vec<u32> = pool
+            .iter()
+            .take(tasks_per_node.len())
+            .map(|p| p.0)
+            .collect();
+        ranks.sort_by_key(|n| alloc.ranks.iter().position(|a| a == n));
+        let step_id = job.next_step;
+        let nodelist = self.nodelist(&ranks);
+        let launch = StepLaunch {
+            job_id: r.job_id,
+            step_id,
+            name: r.name.clone(),
+            user: job.submit.user.clone(),
+            uid: job.submit.uid,
+            gid: job.submit.gid,
+            argv: r.argv.clone(),
+            env: r.env.clone(),
+            cwd: r.cwd.clone(),
+            nodelist: nodelist.clone(),
+            tasks_per_node: tasks_per_node.clone(),
+            cpus_per_task: r.cpus_per_task,
+            job_nodelist: self.nodelist(&alloc.ranks),
+            partition: job.partition.clone(),
+            cluster: self.conf.cluster_name.clone(),
+            io_addr: r.io_addr.clone(),
+            io_token: r.io_token,
+            stdout: r.stdout.clone(),
+            stderr: r.stderr.clone(),
+            array: job.array,
+            stdin: r.stdin,
+            stdin_pattern: r.stdin_pattern.clone(),
+            pty: r.pty,
+            multi_prog: r.multi_prog.clone(),
+            open_append: r.open_append,
+        };
+        let step = AcctStep {
+            kind: StepKind::Numbered(step_id),
+            name: r.name.clone(),
+            state: JobState::Running,
+            exit_code: (0, 0),
+            start_time: Some(now),
+            end_time: None,
+            nodes: nodelist,
+            num_nodes: ranks.len() as u32,
+            num_tasks: ntasks,
+            alloc_cpus: ntasks * r.cpus_per_task.unwrap_or(1).max(1),
+            max_rss_kb: 0,
+            max_vmsize_kb: 0,
+            user_cpu_ms: 0,
+            system_cpu_ms: 0,
+            srun_host: r.srun_host.clone(),
+            srun_pid: r.srun_pid,
+        };
+        self.jobs.modify(r.job_id, |j| {
+            j.next_step += 1;
+            j.steps.push(step);
+        });
+        Ok((launch, RankSet::from_ranks(ranks)))
+    }
+
+    pub(super) fn set_step_end(
+        &mut self,
+        job_id: u32,
+        step_id: u32,
+        exit: ExitStatus,
+        now: UnixTime,
+    ) {
+        self.jobs.modify(job_id, |j| {
+            if let Some(s) = j
+                .steps
+                .iter_mut()
+                .find(|s| s.kind == StepKind::Numbered(step_id))
+            {
+                s.state = if exit.signal != 0 {
+                    JobState::Cancelled
+                } else if exit.code != 0 {
+                    JobState::Failed
+                } else {
+                    JobState::Completed
+                };
+                s.exit_code = (exit.code, exit.signal);
+                s.end_time = Some(now);
+            }
+        });
+    }
+
+    pub(super) fn step_done(
+        &mut self,
+        d: &StepComplete,
+        caller: Caller,
+        now: UnixTime,
+        out: &mut Output,
+    ) {
+        let owner = self.jobs.get(d.job_id).map(|j| j.submit.uid);
+        let allowed = match owner {
+            None => Err(refused(ErrorCode::InvalidJobId, "Invalid job id specified")),
+            Some(uid) => authz::check(caller, Action::Step, Some(uid))
+                .map_err(|e| refused(ErrorCode::PermissionDenied, e.0)),
+        };
+        if let Err(e) = allowed {
+            out.reply = Some(Reply::Done(Err(e)));
+            return;
+        }
+        self.set_step_end(d.job_id, d.step_id, d.exit, now);
+        let interactive = self
+            .jobs
+            .get(d.job_id)
+            .is_some_and(|j| j.submit.interactive);
+        if d.release && interactive {
+            // srun made this allocation for one step: the job ends as the step did.
+            let ok = d.exit.code == 0 && d.exit.signal == 0;
+            let (state, reason) = if ok {
+                (JobState::Completed, JobReason::None)
+            } else {
+                (JobState::Failed, JobReason::NonZeroExitCode)
+            };
+            self.end_job(d.job_id, state, reason, Some(d.exit), None, out);
+        }
+        self.put_jobs(&[d.job_id], out);
+        out.reply = Some(Reply::Done(Ok(())));
+    }
+
+    /// What a new job's nodes are sent.
+    pub(super) fn launch_message(&self, j: &JobRecord) -> JobLaunch {
+        let alloc = j.alloc.clone().unwrap_or(Allocation {
+            ranks: vec![],
+            cpus: vec![],
+            tasks: vec![],
+            mem_mb: 0,
+        });
+        let s = &j.submit;
+        JobLaunch {
+            job_id: j.job_id,
+            name: s.name.clone(),
+            user: s.user.clone(),
+            uid: s.uid,
+            gid: s.gid,
+            partition: j.partition.clone(),
+            cluster: self.conf.cluster_name.clone(),
+            batch_host: alloc
+                .ranks
+                .first()
+                .map(|&r| self.node_name(r).to_string())
+                .unwrap_or_default(),
+            nodelist: self.nodelist(&alloc.ranks),
+            num_nodes: alloc.ranks.len() as u32,
+            cpus_per_node: alloc.cpus.clone(),
+            tasks_per_node: alloc.tasks.clone(),
+            ntasks: alloc.tasks.iter().sum(),
+            ntasks_set: s.ntasks.is_some() || s.ntasks_per_node.is_some(),
+            cpus_per_task: s.cpus_per_task,
+            mem_per_node_mb: s
+                .mem_per_node_mb
+                .map(|m| if m == 0 { alloc.mem_mb } else { m }),
+            mem_per_cpu_mb: s.mem_per_cpu_mb,
+            time_limit_min: j.time_limit_min,
+            script: s.script.clone(),
+            script_args: s.script_args.clone(),
+            env: s.env.clone(),
+            workdir: s.workdir.clone(),
+            submit_dir: s.submit_dir.clone(),
+            submit_host: s.submit_host.clone(),
+            stdout: s.stdout.clone().unwrap_or_else(|| default_stdout(j).into()),
+            stderr: s.stderr.clone(),
+            stdin: s.stdin.clone(),
+            start_time: j.start_time.unwrap_or(0),
+            restarts: j.restarts,
+            interactive: s.interactive,
+            array: j.array,
+            open_append: s.open_append || j.restarts > 0,
+            account: s.account.clone(),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! What clients are shown: jobs (squeue, scontrol), nodes (sinfo),
+//! partitions, accounting rows (sacct), counters (sdiag). Read-only views
+//! of the core's state; `now` decides time-dependent reasons.
+
+use super::steps::default_stdout;
+use super::Core;
+use crate::config::hostlist;
+use crate::model::acct::{AcctJob, Usage};
+use crate::model::job::{JobRecord, JobState};
+use crate::model::node::NodeBaseState;
+use crate::model::time::UnixTime;
+use crate::sched::Request;
+use crate::wire::messages::NodeCounts;
+use crate::wire::types::{JobInfo, NodeInfo, PartitionInfo};
+
+impl Core {
+    /// A job as clients see it; `brief` leaves the paths, command and submit
+    /// line empty (a listing does not show them, so they are not copied).
+    pub fn job_info(&self, j: &JobRecord, brief: bool, now: UnixTime) -> JobInfo {
+        let s = &j.submit;
+        let (nodes, num_nodes, num_cpus, num_tasks, mem) = match &j.alloc {
+            Some(a) => (
+                self.nodelist(&a.ranks),
+                a.ranks.len() as u32,
+                a.total_cpus(),
+                a.tasks.iter().sum(),
+                a.mem_mb,
+            ),
+            None => {
+                let req = Request::from_submit(s);
+                (
+                    String::new(),
+                    req.min_nodes(),
+                    req.ntasks * req.cpus_per_task,
+                    req.ntasks,
+                    s.mem_per_node_mb.or(s.mem_per_cpu_mb).unwrap_or(0),
+                )
+            }
+        };
+        let state = if j.ending_as.is_some() {
+            JobState::Completing
+        } else {
+            j.state
+        };
+        let mut info = JobInfo {
+            job_id: j.job_id,
+            name: s.name.clone(),
+            user: s.user.clone(),
+            uid: s.uid,
+            gid: s.gid,
+            partition: j.partition.clone(),
+            state,
+            reason: self.jobs.reason(j, now).to_string(),
+            priority: j.priority,
+            submit_time: j.submit_time,
+            eligible_time: Some(s.begin_time.unwrap_or(j.submit_time).max(j.submit_time)),
+            start_time: j.start_time,
+            end_time: j.end_time,
+            time_limit_min: j.time_limit_min,
+            nodes,
+            num_nodes,
+            num_cpus,
+            num_tasks,
+            cpus_per_task: s.cpus_per_task.unwrap_or(1),
+            mem_per_node_mb: mem,
+            exit_code: (j.exit.code, j.exit.signal),
+            // Filled in below unless the query is brief.
+            workdir: String::new(),
+            stdout: String::new(),
+            stderr: String::new(),
+            stdin: String::new(),
+            command: String::new(),
+            submit_line: String::new(),
+            batch_host: j
+                .alloc
+                .as_ref()
+                .and_then(|a| a.ranks.first())
+                .map(|&r| self.node_name(r).to_string()),
+            restarts: j.restarts,
+            req_nodes: s.min_nodes.unwrap_or(1),
+            array: j.array,
+            dependency: j
+                .dependency
+                .as_ref()
+                .map(ToString::to_string)
+                .filter(|d| d != "(null)")
+                .unwrap_or_default(),
+            array_pending: None,
+            req_node_list: s.req_nodes.clone().unwrap_or_default(),
+            exc_node_list: s.exc_nodes.clone().unwrap_or_default(),
+            account: s.account.clone().unwrap_or_default(),
+            comment: s.comment.clone().unwrap_or_default(),
+            features: s.constraint.clone().unwrap_or_default(),
+            exclusive: s.exclusive,
+            no_requeue: s.no_requeue,
+            nice: s.nice,
+        };
+        if !brief {
+            // Shown as the batch script's files are named: the job's own
+            // fields expanded and placed under its working directory.
+            use crate::exec::pattern::{expand, resolve, PatternContext};
+            let ctx = PatternContext {
+                job_id: j.job_id,
+                array_job_id: j.array.map(|a| a.array_job_id),
+                array_task_id: j.array.map(|a| a.task_id),
+                job_name: s.name.clone(),
+                user: s.user.clone(),
+                first_node: info.batch_host.clone().unwrap_or_default(),
+                restart: j.restarts,
+                ..PatternContext::default()
+            };
+            let shown = |pattern: &str| {
+                resolve(&expand(pattern, &ctx), std::path::Path::new(&s.workdir))
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            let out = s.stdout.as_deref().unwrap_or(default_stdout(j));
+            info.workdir = s.workdir.clone();
+            info.stdout = shown(out);
+            info.stderr = shown(s.stderr.as_deref().unwrap_or(out));
+            info.stdin = shown(s.stdin.as_deref().unwrap_or("/dev/null"));
+            info.command = s.command.clone();
+            info.submit_line = s.submit_line.clone();
+        }
+        info
+    }
+
+    pub fn node_info(&self, rank: usize) -> Option<NodeInfo> {
+        let c = self.conf.nodes.get(rank)?;
+        let st = self.nodes.get(rank)?;
+        let slot = self.slots.get(rank)?;
+        let base = if st.future {
+            NodeBaseState::Future
+        } else if st.admin.down.is_some() {
+            NodeBaseState::Down
+        } else if !st.registered {
+            NodeBaseState::Unknown
+        } else if slot.alloc_cpus == 0 {
+            NodeBaseState::Idle
+        } else if slot.alloc_cpus >= slot.cpus {
+            NodeBaseState::Allocated
+        } else {
+            NodeBaseState::Mixed
+        };
+        let reason = st.admin.down.as_ref().or(st.admin.drain.as_ref());
+        let res = st.resources.clone().unwrap_or_default();
+        Some(NodeInfo {
+            name: c.name.clone(),
+            addr: c.addr.clone(),
+            hostname: c.hostname.clone(),
+            port: c.port,
+            base,
+            drain: st.admin.drain.is_some(),
+            not_responding: !st.responding && !st.future,
+            rank: rank as u32,
+            attached_to: st.attached_to.map(|r| self.node_name(r).to_string()),
+            cpus: c.cpus,
+            sockets: c.sockets,
+            cores_per_socket: c.cores_per_socket,
+            threads_per_core: c.threads_per_core,
+            real_memory_mb: c.real_memory_mb,
+            alloc_cpus: slot.alloc_cpus,
+            alloc_mem_mb: slot.alloc_mem_mb,
+            features: c.features.clone(),
+            gres: c.gres.clone(),
+            weight: c.weight,
+            partitions: self.node_parts.get(rank).cloned().unwrap_or_default(),
+            reason: reason.map(|r| r.text.clone()),
+            reason_user: reason.map(|r| r.user.clone()),
+            reason_time: reason.map(|r| r.time),
+            boot_time: st.boot_time,
+            slurmd_start_time: st.boot_time,
+            last_busy: None,
+            version: if res.cpus > 0 {
+                env!("CARGO_PKG_VERSION").to_string()
+            } else {
+                "(null)".into()
+            },
+        })
+    }
+
+    /// A job's accounting view, with node names resolved.
+    pub fn acct_of(&self, j: &JobRecord, usage: Usage) -> AcctJob {
+        let (nodes, batch_host) = match &j.alloc {
+            Some(a) => (
+                self.nodelist(&a.ranks),
+                a.ranks.first().map(|&r| self.node_name(r).to_string()),
+            ),
+            None => (String::new(), None),
+        };
+        j.to_acct(nodes, batch_host, &self.conf.cluster_name, usage)
+    }
+
+    /// Every partition as scontrol and sinfo show it.
+    pub fn partition_infos(&self) -> Vec<PartitionInfo> {
+        self.conf
+            .partitions
+            .iter()
+            .map(|p| {
+                let configured = || {
+                    p.nodes
+                        .iter()
+                        .filter_map(|n| self.conf.node_index(n))
+                        .filter_map(|i| self.conf.nodes.get(i))
+                };
+                let total_cpus = configured().map(|n| n.cpus).sum();
+                let total_mem_mb = configured().map(|n| n.real_memory_mb).sum();
+                PartitionInfo {
+                    name: p.name.clone(),
+                    default: p.default,
+                    state: p.state,
+                    max_time_min: p.max_time_min,
+                    default_time_min: p.default_time_min,
+                    max_nodes: p.max_nodes,
+                    min_nodes: p.min_nodes,
+                    nodes: hostlist::compress(&p.nodes),
+                    node_names: p.nodes.clone(),
+                    total_cpus,
+                    total_nodes: p.nodes.len() as u32,
+                    total_mem_mb,
+                }
+            })
+            .collect()
+    }
+
+    /// Jobs by id (array ids standing for their tasks), or every job.
+    pub fn job_infos(&self, ids: &[u32], brief: bool, now: UnixTime) -> Vec<JobInfo> {
+        if ids.is_empty() {
+            self.jobs
+                .values()
+                .map(|j| self.job_info(j, brief, now))
+                .collect()
+        } else {
+            self.resolve_ids(ids)
+                .into_iter()
+                .filter_map(|id| self.jobs.get(id))
+                .map(|j| self.job_info(j, brief, now))
+                .collect()
+        }
+    }
+
+    /// Nodes by name, or every node.
+    pub fn node_infos(&self, names: &[String]) -> Vec<NodeInfo> {
+        if names.is_empty() {
+            (0..self.conf.nodes.len())
+                .filter_map(|r| self.node_info(r))
+                .collect()
+        } else {
+            names
+                .iter()
+                .filter_map(|n| self.conf.node_index(n))
+                .filter_map(|r| self.node_info(r))
+                .collect()
+        }
+    }
+
+    /// Node counters by state, and pending/running job counts (sdiag).
+    pub fn node_counts(&self) -> (NodeCounts, u32, u32) {
+        let mut n = NodeCounts {
+            total: self.nodes.len() as u32,
+            ..Default::default()
+        };
+        for (st, slot) in self.nodes.iter().zip(&self.slots) {
+            if !st.responding && !st.future {
+                n.not_responding += 1;
+            }
+            if st.admin.drain.is_some() {
+                n.drain += 1;
+            }
+            if st.admin.down.is_some() {
+                n.down += 1;
+            } else if !st.registered {
+                n.unknown += 1;
+            } else if slot.alloc_cpus == 0 {
+                n.idle += 1;
+            } else if slot.alloc_cpus >= slot.cpus {
+                n.allocated += 1;
+            } else {
+                n.mixed += 1;
+            }
+        }
+        let (pending, running) = self
+            .conf
+            .partitions
+            .iter()
+            .map(|p| self.jobs.counts(&p.name))
+            .fold((0, 0), |(pd, r), c| (pd + c.pending, r + c.running));
+        (n, pending, running)
+    }
+}

@@ -1,0 +1,144 @@
+//! Authorization: one table of who may act on which job or node.
+//!
+//! The caller's identity is the verified uid of the request's credential,
+//! never a field of the request body. Operators are root and the user the
+//! controller runs as (Slurm's SlurmUser); Slurm's finer admin levels come
+//! with the accounting store.
+
+use serde::{Deserialize, Serialize};
+
+/// Who is asking: the credential's uid, and whether that uid is an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    pub uid: u32,
+    pub operator: bool,
+}
+
+impl Caller {
+    /// An operator acting as root (the controller's own decisions in tests).
+    pub const ROOT: Caller = Caller {
+        uid: 0,
+        operator: true,
+    };
+}
+
+/// Something a caller wants to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Submit a job that runs as `uid`.
+    SubmitAs { uid: u32 },
+    /// Cancel or signal a job, or one of its steps.
+    Cancel,
+    /// Hold, release, rename, resize, move or re-limit a pending job.
+    Update,
+    /// Set a job's priority (`scontrol update Priority=`, `--priority`).
+    SetPriority,
+    /// Release a hold an operator placed.
+    ReleaseAdminHold,
+    /// `scontrol requeue` / `requeuehold`.
+    Requeue,
+    /// `scontrol suspend` / `resume`.
+    Suspend,
+    /// `scontrol top`; users only with `SchedulerParameters=enable_user_top`.
+    Top { enable_user_top: bool },
+    /// Launch or finish an srun step inside a job.
+    Step,
+    /// `scontrol update NodeName=...`.
+    UpdateNode,
+    /// `scontrol reconfigure`.
+    Reconfigure,
+    /// A no-op fan-out to nodes (`canopy broadcast`).
+    Broadcast,
+}
+
+/// The refusal, in Slurm's words for that action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Denied(pub &'static str);
+
+impl Denied {
+    pub const ACCESS: Denied = Denied("Access/permission denied");
+}
+
+/// May `caller` do `action` to something owned by `owner` (the job's uid;
+/// `None` for what no user owns: nodes, the configuration)?
+pub fn check(caller: Caller, action: Action, owner: Option<u32>) -> Result<(), Denied> {
+    if caller.operator {
+        return Ok(());
+    }
+    let own = owner == Some(caller.uid);
+    let allowed = match action {
+        Action::SubmitAs { uid } => uid == caller.uid,
+        Action::Cancel | Action::Update | Action::Requeue | Action::Step => own,
+        Action::Top { enable_user_top } => enable_user_top && own,
+        Action::SetPriority
+        | Action::ReleaseAdminHold
+        | Action::Suspend
+        | Action::UpdateNode
+        | Action::Broadcast => false,
+        // Slurm answers a user's reconfigure with this.
+        Action::Reconfigure => return Err(Denied("Invalid user id")),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(Denied::ACCESS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALICE: Caller = Caller {
+        uid: 1000,
+        operator: false,
+    };
+
+    #[test]
+    fn owners_act_on_their_own_jobs_only() {
+        for a in [
+            Action::Cancel,
+            Action::Update,
+            Action::Requeue,
+            Action::Step,
+        ] {
+            assert_eq!(check(ALICE, a, Some(1000)), Ok(()), "{a:?}");
+            assert_eq!(check(ALICE, a, Some(1001)), Err(Denied::ACCESS), "{a:?}");
+            assert_eq!(check(Caller::ROOT, a, Some(1001)), Ok(()), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn operator_only_actions_are_refused_to_users_even_on_their_jobs() {
+        for a in [
+            Action::SetPriority,
+            Action::ReleaseAdminHold,
+            Action::Suspend,
+            Action::UpdateNode,
+            Action::Broadcast,
+        ] {
+            assert_eq!(check(ALICE, a, Some(1000)), Err(Denied::ACCESS), "{a:?}");
+            assert_eq!(check(Caller::ROOT, a, Some(1000)), Ok(()), "{a:?}");
+        }
+        assert_eq!(
+            check(ALICE, Action::Reconfigure, None),
+            Err(Denied("Invalid user id"))
+        );
+    }
+
+    #[test]
+    fn top_needs_enable_user_top_for_users() {
+        let top = |enable_user_top| Action::Top { enable_user_top };
+        assert!(check(ALICE, top(false), Some(1000)).is_err());
+        assert!(check(ALICE, top(true), Some(1000)).is_ok());
+        assert!(check(ALICE, top(true), Some(1001)).is_err());
+    }
+
+    #[test]
+    fn users_submit_only_as_themselves() {
+        assert!(check(ALICE, Action::SubmitAs { uid: 1000 }, None).is_ok());
+        assert!(check(ALICE, Action::SubmitAs { uid: 0 }, None).is_err());
+        assert!(check(Caller::ROOT, Action::SubmitAs { uid: 1000 }, None).is_ok());
+    }
+}
