@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::limit::ConnLimiter;
 use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
@@ -34,6 +35,8 @@ pub struct CtldInfo {
     pub traffic: Arc<Traffic>,
     /// uid → user name, so submissions do not each cost a passwd lookup.
     pub users: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
+    /// The client/node port's connection limit and its counters.
+    pub conns: Arc<ConnLimiter>,
 }
 
 impl CtldInfo {
@@ -319,7 +322,12 @@ async fn stats(h: &ControllerHandles, info: &CtldInfo) -> Body {
         return gone();
     };
     let t = info.traffic.snapshot();
+    let conns = info.conns.counts();
     Body::Stats(Box::new(CtldStats {
+        connections_max: conns.max,
+        connections_current: conns.current,
+        connections_peak: conns.peak,
+        connections_refused: conns.refused,
         started: info.started,
         node_frames_in: t.node_frames,
         node_bytes_in: t.node_bytes,
