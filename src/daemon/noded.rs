@@ -384,6 +384,8 @@ impl Uplink {
                 }
             }
         }
+        // Awaited, not only aborted: the writer ends inside this (tracked) task.
         writer.abort();
+        let _ = writer.await;
     }
 }
