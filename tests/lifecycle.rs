@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use canopy::cli::client::{CliError, Client};
+use canopy::wire::connection::Connection;
 use canopy::wire::messages::Body;
 use canopy::wire::types::JobState;
 use common::{alive, write_script, Cluster};
@@ -210,5 +211,47 @@ fn connections_beyond_the_limit_are_refused_counted_and_service_goes_on() {
     // sdiag's own connection and n1's link.
     assert!(field("Connections:") >= 2, "{text}");
     // The node link was never dropped for it.
+    assert_eq!(c.node("n1").scontrol_state(), "IDLE");
+}
+
+#[test]
+fn a_node_daemon_refuses_connections_beyond_its_limit_too() {
+    let c = Cluster::start_with(1, 2, 30, "SlurmctldParameters=conmgr_max_connections=3\n");
+    let conf = canopy::config::Config::load(&c.conf).unwrap();
+    let addr = format!("{}:{}", conf.nodes[0].addr, conf.nodes[0].port);
+    let auth = canopy::daemon::authenticator(&conf).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Three silent connections fill n1's listener (each waits for a Hello).
+    let idle: Vec<std::net::TcpStream> = (0..3)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let ask = |auth: std::sync::Arc<_>| {
+        rt.block_on(async {
+            let mut conn = Connection::connect(addr.as_str(), auth, 1).await.unwrap();
+            conn.request(&Body::Ping).await
+        })
+    };
+    match ask(auth.clone()) {
+        Ok(env) => match env.body {
+            Body::Error(e) => assert!(
+                e.message
+                    .contains("canopy-noded n1 is at its connection limit (3 connections)"),
+                "{e:?}"
+            ),
+            other => panic!("expected a refusal, got {other:?}"),
+        },
+        Err(e) => panic!("expected a refusal frame, got {e}"),
+    }
+    drop(idle);
+    // Places free again: a connection is served (a node daemon answers only
+    // Hello, so a Ping is dropped without a refusal), and n1 stays up.
+    c.wait_for(
+        Duration::from_secs(10),
+        "n1 admits again",
+        |_| !matches!(ask(auth.clone()), Ok(env) if matches!(env.body, Body::Error(_))),
+    );
     assert_eq!(c.node("n1").scontrol_state(), "IDLE");
 }

@@ -32,17 +32,20 @@ pub fn render(s: &CtldStats) -> String {
     o.push_str("Agent thread count:   0\n");
     o.push_str("DBD Agent queue size: 0\n");
     // The controller port's connection limit (SlurmctldParameters=
-    // conmgr_max_connections); Slurm-style keys, one per line.
-    o.push_str(&format!(
-        "Connections:          {}\n",
-        s.connections_current
-    ));
-    o.push_str(&format!("Connections peak:     {}\n", s.connections_peak));
-    o.push_str(&format!("Connections limit:    {}\n", s.connections_max));
-    o.push_str(&format!(
-        "Connections refused:  {}\n\n",
-        s.connections_refused
-    ));
+    // conmgr_max_connections); Slurm-style keys, one per line. A limit of 0
+    // means a controller too old to report them: no lines rather than zeros.
+    if s.connections_max > 0 {
+        let c = [
+            ("Connections:", s.connections_current),
+            ("Connections peak:", s.connections_peak),
+            ("Connections limit:", s.connections_max),
+            ("Connections refused:", s.connections_refused),
+        ];
+        for (key, value) in c {
+            o.push_str(&format!("{key:<21} {value}\n"));
+        }
+    }
+    o.push('\n');
     o.push_str(&format!("Jobs submitted: {}\n", s.jobs_submitted));
     o.push_str(&format!("Jobs started:   {}\n", s.jobs_started));
     o.push_str(&format!("Jobs completed: {}\n", s.jobs_completed));
@@ -184,5 +187,12 @@ mod tests {
         let bytes = rmp_serde::to_vec_named(&older).unwrap();
         let s: CtldStats = rmp_serde::from_slice(&bytes).unwrap();
         assert_eq!((s.jobs_submitted, s.connections_refused), (5, 0));
+        // Nothing is claimed about connections such a controller did not count.
+        let out = render(&s);
+        assert!(!out.contains("Connections"), "{out}");
+        assert!(
+            out.contains("DBD Agent queue size: 0\n\nJobs submitted: 5\n"),
+            "{out}"
+        );
     }
 }
