@@ -100,7 +100,7 @@ where
 }
 
 /// The refusal frame for a connection over the limit.
-pub fn refusal(why: String) -> Body {
+fn refusal(why: String) -> Body {
     // QueueFull: the code of "temporarily unable, try again" refusals, which
     // older clients already decode.
     Body::Error(ErrorReply {
