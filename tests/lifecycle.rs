@@ -255,3 +255,31 @@ fn a_node_daemon_refuses_connections_beyond_its_limit_too() {
     );
     assert_eq!(c.node("n1").scontrol_state(), "IDLE");
 }
+
+#[test]
+fn sigint_stops_the_controller_cleanly_too() {
+    let mut c = Cluster::start(1, 2, 30);
+    let w = tempfile::tempdir().unwrap();
+    let id = c.sbatch(w.path(), &["--hold", "--wrap", "true"]);
+    let mut ctld = c.ctld.take().unwrap();
+    let pid = nix::unistd::Pid::from_raw(ctld.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = ctld.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < STOP_BOUND,
+            "canopy-ctld still running after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}\n{}", c.log_text("ctld"));
+    assert!(c.log_text("ctld").contains("signal=\"SIGINT\""));
+    c.start_ctld();
+    c.wait_for(Duration::from_secs(15), "controller back", |c| {
+        c.try_call(Body::Ping).is_some()
+    });
+    assert!(squeue_ids(&c, w.path()).contains(&id));
+}
