@@ -172,6 +172,12 @@ pub struct NamesOf(pub RankSet);
 #[rtype(result = "Result<(), String>")]
 pub struct Reconfigure;
 
+/// The daemon is stopping: no more scheduling passes or timer ticks, so
+/// nothing new starts before the final flush.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
 /// Handles the controller hands to its connection layer.
 #[derive(Clone)]
 pub struct ControllerHandles {
@@ -207,6 +213,8 @@ pub struct ControllerActor {
     fatal: FatalHook,
     /// Set once a store write failed: nothing more leaves.
     halted: Arc<AtomicBool>,
+    /// Set by [`Stop`]: no new passes or ticks.
+    stopping: bool,
 }
 
 impl ControllerActor {
@@ -301,6 +309,7 @@ impl ControllerActor {
                 stats: cstats.clone(),
                 fatal,
                 halted: Arc::new(AtomicBool::new(false)),
+                stopping: false,
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
@@ -521,7 +530,7 @@ impl ControllerActor {
     }
 
     fn queue_schedule(&mut self, ctx: &mut Context<Self>) {
-        if !self.schedule_queued {
+        if !self.schedule_queued && !self.stopping {
             self.schedule_queued = true;
             ctx.notify(RunSchedule);
         }
@@ -690,6 +699,9 @@ impl Actor for ControllerActor {
         ctx.set_mailbox_capacity(MAILBOX);
         ctx.run_interval(COUNTS_EVERY, |act, _| act.push_partition_counts());
         ctx.run_interval(TICK_EVERY, |act, ctx| {
+            if act.stopping {
+                return;
+            }
             let done = act.run(Command::Tick, ctx);
             ctx.spawn(done.map(|_| ()).into_actor(act));
         });
@@ -717,10 +729,22 @@ fn internal(message: &str) -> ErrorReply {
     }
 }
 
+impl Handler<Stop> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, _msg: Stop, _ctx: &mut Context<Self>) {
+        self.stats.handled();
+        tracing::info!("controller stopping: no more scheduling passes");
+        self.stopping = true;
+    }
+}
+
 impl Handler<RunSchedule> for ControllerActor {
     type Result = ();
     fn handle(&mut self, _msg: RunSchedule, ctx: &mut Context<Self>) {
         self.schedule_queued = false;
+        if self.stopping {
+            return;
+        }
         let t0 = std::time::Instant::now();
         let now = chrono::Utc::now().timestamp();
         let out = self.core.apply(now, Command::Schedule);

@@ -1,10 +1,13 @@
 //! canopy-ctld: the controller daemon (like slurmctld). Parses arguments,
-//! loads the configuration and runs `canopy::daemon::ctld`.
+//! loads the configuration and runs `canopy::daemon::ctld` until SIGTERM or
+//! SIGINT; then it shuts down cleanly (state flushed, exit status 0) within
+//! a bounded time. A second signal, or the deadline passing, exits at once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use canopy::daemon::shutdown::{Signals, HARD_DEADLINE};
 use clap::Parser;
 
 /// mimalloc rather than glibc's malloc: a listing reply builds and frees
@@ -37,8 +40,31 @@ fn main() -> anyhow::Result<()> {
     for w in &conf.warnings {
         tracing::warn!("{w}");
     }
+    raise_fd_limit(conf.max_connections);
     let conf = Arc::new(conf);
     let system = actix::System::new();
-    system.block_on(async move { canopy::daemon::ctld::run(conf).await })?;
-    Ok(())
+    system.block_on(async move {
+        // Before anything listens: an early SIGTERM must not kill unflushed.
+        let mut signals = Signals::new().context("cannot install signal handlers")?;
+        let stop = async move {
+            let sig = signals.recv().await;
+            signals.arm_hard_stop("canopy-ctld", HARD_DEADLINE);
+            sig
+        };
+        canopy::daemon::ctld::run(conf, stop).await?;
+        Ok::<(), anyhow::Error>(())
+    })?;
+    // N.B. Exit here rather than return: the state is flushed, and dropping
+    // the runtime would wait for any blocking task still running (an
+    // accounting scan) without a bound.
+    std::process::exit(0);
+}
+
+/// Room for `max_connections` sockets plus the store's and the log's files;
+/// a warning, not a refusal, where the hard limit is lower.
+fn raise_fd_limit(max_connections: u32) {
+    let wanted = u64::from(max_connections) + 256;
+    if let Err(e) = canopy::sim::raise_fd_limit(wanted) {
+        tracing::warn!(error = %e, max_connections, "open file limit below the connection limit; accepts may fail with EMFILE first");
+    }
 }

@@ -1,5 +1,7 @@
 //! canopy-noded: the node daemon (like slurmd); also hosts the relay agent
-//! for its subtree. Parses arguments and runs `canopy::daemon::noded`.
+//! for its subtree. Parses arguments and runs `canopy::daemon::noded` until
+//! SIGTERM or SIGINT, then stops cleanly within a bounded time, leaving
+//! running jobs running.
 //!
 //! `--simulate --ranks A-B` runs the daemons of nodes A..=B (config order) in
 //! this one process with a sleeping executor, for load tests; it prints
@@ -15,6 +17,7 @@ use clap::Parser;
 
 use canopy::actors::agent::ExecMode;
 use canopy::daemon::noded::{start, NodeOptions};
+use canopy::daemon::shutdown::{Signals, HARD_DEADLINE, TASK_GRACE};
 
 #[derive(Parser)]
 #[command(name = "canopy-noded", version, about = "canopy node daemon")]
@@ -105,27 +108,29 @@ fn main() -> anyhow::Result<()> {
         spool,
         conf_path: path.display().to_string(),
     };
+    if let Err(e) = canopy::sim::raise_fd_limit(u64::from(conf.max_connections) + 256) {
+        tracing::warn!(error = %e, max_connections = conf.max_connections, "open file limit below the connection limit");
+    }
     let system = actix::System::new();
     system.block_on(async move {
-        let shutdown = tokio_util::sync::CancellationToken::new();
+        // Before anything listens: an early SIGTERM gets the clean path too.
+        let mut signals = Signals::new().context("cannot install signal handlers")?;
         let opts = NodeOptions {
             node,
             mode,
-            shutdown: shutdown.clone(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
         };
-        start(conf, auth, opts).await?;
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        tracing::info!("shutting down");
-        shutdown.cancel();
-        // Let the link tasks close their sockets cleanly.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let handles = start(conf, auth, opts).await?;
+        let sig = signals.recv().await;
+        signals.arm_hard_stop("canopy-noded", HARD_DEADLINE);
+        // Jobs are left running, in their own sessions, as slurmd leaves them.
+        handles.stop(sig, TASK_GRACE).await;
         Ok::<(), anyhow::Error>(())
     })?;
-    Ok(())
+    // N.B. Exit here rather than return: each running job has a blocking
+    // wait for its process on the runtime's pool, and dropping the runtime
+    // would wait for those jobs to end.
+    std::process::exit(0);
 }
 
 fn simulate(

@@ -4,7 +4,8 @@
 //! canopy's controller is one event loop, so "Server thread count" is 1, and
 //! it has no agent queue (fan-outs go through the relay actor). There is no
 //! backfill scheduler yet: those counters are reported as zero, which is what
-//! Slurm prints when backfill has done nothing.
+//! Slurm prints when backfill has done nothing. The connection lines (open,
+//! peak, limit, refused at the limit) are canopy's, in the same layout.
 
 use super::client::Client;
 use crate::wire::messages::{Body, CtldStats};
@@ -29,7 +30,22 @@ pub fn render(s: &CtldStats) -> String {
     o.push_str("Agent queue size:     0\n");
     o.push_str("Agent count:          0\n");
     o.push_str("Agent thread count:   0\n");
-    o.push_str("DBD Agent queue size: 0\n\n");
+    o.push_str("DBD Agent queue size: 0\n");
+    // The controller port's connection limit (SlurmctldParameters=
+    // conmgr_max_connections); Slurm-style keys, one per line. A limit of 0
+    // means a controller too old to report them: no lines rather than zeros.
+    if s.connections_max > 0 {
+        let c = [
+            ("Connections:", s.connections_current),
+            ("Connections peak:", s.connections_peak),
+            ("Connections limit:", s.connections_max),
+            ("Connections refused:", s.connections_refused),
+        ];
+        for (key, value) in c {
+            o.push_str(&format!("{key:<21} {value}\n"));
+        }
+    }
+    o.push('\n');
     o.push_str(&format!("Jobs submitted: {}\n", s.jobs_submitted));
     o.push_str(&format!("Jobs started:   {}\n", s.jobs_started));
     o.push_str(&format!("Jobs completed: {}\n", s.jobs_completed));
@@ -113,6 +129,10 @@ mod tests {
             started: 1_000_000,
             now: 1_000_600,
             jobs_submitted: 5,
+            connections_current: 2,
+            connections_peak: 9,
+            connections_max: 64,
+            connections_refused: 3,
             sched_cycles: 10,
             sched_last_us: 40,
             sched_max_us: 900,
@@ -137,6 +157,10 @@ mod tests {
             "\tDepth Mean: 0\n",
             "\tTotal backfilled jobs (since last slurm start): 0\n",
             "\tTotal backfilled heterogeneous job components: 0\n",
+            "Connections:          2\n",
+            "Connections peak:     9\n",
+            "Connections limit:    64\n",
+            "Connections refused:  3\n\n",
         ] {
             assert!(out.contains(key), "missing {key:?} in\n{out}");
         }
@@ -144,6 +168,30 @@ mod tests {
             out.contains(
                 "\tSubmitJob                count:4        ave_time:100      total_time:400\n"
             ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn stats_from_a_controller_without_connection_counters_decode_as_zero() {
+        // What an N-1 controller sends: the same map without the new keys.
+        let mut older = serde_json::to_value(CtldStats {
+            jobs_submitted: 5,
+            ..Default::default()
+        })
+        .unwrap();
+        if let Some(map) = older.as_object_mut() {
+            map.retain(|k, _| !k.starts_with("connections_"));
+            assert!(map.contains_key("jobs_submitted"));
+        }
+        let bytes = rmp_serde::to_vec_named(&older).unwrap();
+        let s: CtldStats = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!((s.jobs_submitted, s.connections_refused), (5, 0));
+        // Nothing is claimed about connections such a controller did not count.
+        let out = render(&s);
+        assert!(!out.contains("Connections"), "{out}");
+        assert!(
+            out.contains("DBD Agent queue size: 0\n\nJobs submitted: 5\n"),
             "{out}"
         );
     }

@@ -27,6 +27,13 @@ pub const DEFAULT_CONF_PATH: &str = "/etc/canopy/slurm.conf";
 /// Largest job id Slurm allows (ids above it encode federation bits).
 pub const MAX_JOB_ID: u32 = 0x03ff_0000;
 
+/// Concurrent connections per daemon listener unless
+/// `SlurmctldParameters=conmgr_max_connections` says otherwise: room for every
+/// node of a large tree attaching directly plus many clients.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 4096;
+/// Largest `conmgr_max_connections` accepted (each connection costs a descriptor).
+const MAX_CONNECTIONS: u64 = 1_000_000;
+
 /// Longest ClusterName Slurm accepts.
 const MAX_CLUSTER_NAME_LEN: usize = 40;
 
@@ -88,6 +95,10 @@ pub struct Config {
     /// `SchedulerParameters=enable_user_top`: users may `scontrol top`
     /// their own jobs (otherwise only operators may).
     pub enable_user_top: bool,
+    /// `SlurmctldParameters=conmgr_max_connections=N`: connections each
+    /// daemon listener serves at once (node links count too); more are
+    /// refused with an error frame. canopy applies it to node daemons' listeners too.
+    pub max_connections: u32,
     /// `<dir of main file>/slurm.key`: the shared HMAC key.
     pub auth_key_path: PathBuf,
     /// Expanded, in file order; later duplicates dropped with a warning.
@@ -249,6 +260,11 @@ impl Config {
             self.slurmd_spool_dir != new.slurmd_spool_dir,
         );
         differs("TreeWidth", self.tree_width != new.tree_width);
+        // Listeners are sized at start.
+        differs(
+            "SlurmctldParameters conmgr_max_connections",
+            self.max_connections != new.max_connections,
+        );
         let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         if names(self) != names(new) {
             differs("the node list (nodes added, removed or reordered)", true);
@@ -326,6 +342,7 @@ enum GlobalKey {
     ReturnToService,
     PriorityType,
     SchedulerParameters,
+    SlurmctldParameters,
     MailProg,
     MailDomain,
     GresTypes,
@@ -353,6 +370,7 @@ const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("ReturnToService", GlobalKey::ReturnToService),
     ("PriorityType", GlobalKey::PriorityType),
     ("SchedulerParameters", GlobalKey::SchedulerParameters),
+    ("SlurmctldParameters", GlobalKey::SlurmctldParameters),
     ("MailProg", GlobalKey::MailProg),
     ("MailDomain", GlobalKey::MailDomain),
     ("GresTypes", GlobalKey::GresTypes),
@@ -544,7 +562,6 @@ const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "SlurmctldAddr",
     "SlurmctldDebug",
     "SlurmctldLogFile",
-    "SlurmctldParameters",
     "SlurmctldPidFile",
     "SlurmctldPlugstack",
     "SlurmctldPrimaryOffProg",
@@ -1160,6 +1177,7 @@ impl Builder {
                 gres_types: Vec::new(),
                 licenses: Vec::new(),
                 enable_user_top: false,
+                max_connections: DEFAULT_MAX_CONNECTIONS,
                 auth_key_path: dir.join("slurm.key"),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
@@ -1232,6 +1250,55 @@ impl Builder {
         }
     }
 
+    /// `SlurmctldParameters`: a comma list, of which canopy reads
+    /// `conmgr_max_connections=N`; the rest earn one warning naming them.
+    /// `=` replaces earlier lines, `+=` adds to them.
+    fn slurmctld_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        match item.op {
+            Op::Set => self.cfg.max_connections = DEFAULT_MAX_CONNECTIONS,
+            Op::Add => {}
+            _ => return require_set(loc, item),
+        }
+        let mut ignored = Vec::new();
+        for p in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            if name.eq_ignore_ascii_case("conmgr_max_connections") {
+                self.cfg.max_connections = digits(value.trim())
+                    .filter(|n| (1..=MAX_CONNECTIONS).contains(n))
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        loc.error(
+                            &item.key,
+                            format!(
+                                "SlurmctldParameters {p}: expected an integer between 1 and {MAX_CONNECTIONS}"
+                            ),
+                        )
+                    })?;
+            } else {
+                ignored.push(name.to_string());
+            }
+        }
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "SlurmctldParameters {} not used by canopy yet; ignored",
+                    if ignored.len() == 1 {
+                        format!("{} is", ignored[0])
+                    } else {
+                        format!("{} are", ignored.join(", "))
+                    }
+                ),
+            );
+        }
+        Ok(())
+    }
+
     /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
     /// the line as their attributes; any other key is a global setting.
     fn line(&mut self, line: &Line) -> Result<(), ConfigError> {
@@ -1263,6 +1330,10 @@ impl Builder {
                 None => Err(loc.error(&item.key, format!("unrecognized key '{}'", item.key))),
             };
         };
+        // A list key: `+=` adds to it, as in Slurm.
+        if key == GlobalKey::SlurmctldParameters {
+            return self.slurmctld_parameters(loc, item);
+        }
         require_set(loc, item)?;
         let cfg = &mut self.cfg;
         match key {
@@ -1317,6 +1388,8 @@ impl Builder {
                 }
             },
             GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item),
+            // Handled before `require_set`.
+            GlobalKey::SlurmctldParameters => {}
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {
             self.warn(
@@ -2202,6 +2275,43 @@ mod tests {
         assert!(!cfg.enable_user_top);
         assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
         assert!(!ok("").enable_user_top);
+    }
+
+    #[test]
+    fn slurmctld_parameters_read_the_connection_limit() {
+        assert_eq!(ok("").max_connections, DEFAULT_MAX_CONNECTIONS);
+        let cfg = ok(
+            "SlurmctldParameters=enable_configless,conmgr_max_connections=64
+",
+        );
+        assert_eq!(cfg.max_connections, 64);
+        assert_eq!(
+            cfg.warnings,
+            ["slurm.conf:2: SlurmctldParameters enable_configless is not used by canopy yet; ignored"]
+        );
+        // `+=` adds to the list; a later `=` replaces it (back to the default).
+        let cfg = ok("SlurmctldParameters=conmgr_max_connections=64
+SlurmctldParameters+=idle_on_node_suspend
+");
+        assert_eq!(cfg.max_connections, 64);
+        let cfg = ok("SlurmctldParameters=conmgr_max_connections=64
+SlurmctldParameters=idle_on_node_suspend
+");
+        assert_eq!(cfg.max_connections, DEFAULT_MAX_CONNECTIONS);
+        let e = err("SlurmctldParameters=conmgr_max_connections=0
+");
+        assert_err(&e, 2, "SlurmctldParameters", "between 1 and 1000000");
+        let e = err("SlurmctldParameters=conmgr_max_connections=lots
+");
+        assert_err(&e, 2, "SlurmctldParameters", "conmgr_max_connections=lots");
+        let e = err("SlurmctldParameters-=conmgr_max_connections=5
+");
+        assert_err(
+            &e,
+            2,
+            "SlurmctldParameters",
+            "'-=' operator is not supported",
+        );
     }
 
     #[test]

@@ -1,21 +1,28 @@
-//! `canopy-ctld`: open the state store, start the actors, and serve node
-//! links and CLI clients on one listening port.
+//! `canopy-ctld`: open the state store, start the actors, serve node links
+//! and CLI clients on one listening port, and stop cleanly when asked: stop
+//! accepting, end every connection task, then make every write accepted so
+//! far durable before returning.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
+use super::limit::ConnLimiter;
 use super::link::{serve_child, RelayCtx};
+use super::listen::{accept_loop, Listen};
 use super::rpc::{self, CtldInfo};
-use super::stats::{Source, Traffic};
+use super::shutdown::{Tree, TASK_GRACE};
+use super::stats::Source;
 use crate::actors::controller::{ControllerActor, ControllerHandles};
 use crate::config::Config;
 use crate::state::store::{Store, StoreError};
 use crate::tree::topology::Topology;
-use crate::wire::auth::{AuthError, Authenticator};
+use crate::wire::auth::AuthError;
 use crate::wire::connection::Connection;
 use crate::wire::messages::Body;
 
@@ -42,9 +49,15 @@ pub enum CtldError {
     Config(String),
 }
 
-/// Run the controller until the process is killed. Must be called inside an
-/// actix `System`.
-pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
+/// Run the controller until `stop` resolves (to the reason, e.g. the signal's
+/// name), then shut down: the listener closes, connections end (a request
+/// being answered is answered first), and the state store is flushed.
+/// Returns once every write accepted before the stop is durable. Must be
+/// called inside an actix `System`.
+pub async fn run<S>(conf: Arc<Config>, stop: S) -> Result<(), CtldError>
+where
+    S: Future<Output = &'static str>,
+{
     std::fs::create_dir_all(&conf.state_save_location).map_err(|source| CtldError::StateDir {
         path: conf.state_save_location.clone(),
         source,
@@ -73,8 +86,13 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         tracing::error!(error = %e, "state store failed; exiting so that a restart recovers from disk");
         std::process::exit(70);
     });
-    let handles = ControllerActor::start(conf.clone(), store, recovered, fatal);
+    // The daemon keeps a store handle for the final flush; the actor owns the rest.
+    let handles = ControllerActor::start(conf.clone(), store.clone(), recovered, fatal);
     let boot_id = super::new_boot_id();
+    let limiter = ConnLimiter::new(conf.max_connections as usize);
+    let mut tree = Tree::default();
+    let listener_part = tree.part("listener");
+    let conns = tree.part("connections");
     let info = CtldInfo {
         host: conf.control_host.clone(),
         boot_id,
@@ -83,11 +101,7 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         traffic: Arc::default(),
         users: Arc::default(),
         groups: Arc::default(),
-    };
-    let traffic = Arc::new(Traffic::default());
-    let info = CtldInfo {
-        traffic: traffic.clone(),
-        ..info
+        conns: limiter.clone(),
     };
     let relay_ctx = RelayCtx {
         conf: conf.clone(),
@@ -97,35 +111,60 @@ pub async fn run(conf: Arc<Config>) -> Result<(), CtldError> {
         relay: handles.relay.clone(),
         relay_stats: handles.relay_stats.clone(),
         heartbeat: conf.heartbeat_interval(),
-        traffic: Some(traffic),
-        shutdown: tokio_util::sync::CancellationToken::new(),
+        traffic: Some(info.traffic.clone()),
+        shutdown: conns.token.clone(),
     };
-    tracing::info!(%addr, nodes = conf.nodes.len(), tree_width = conf.tree_width, "canopy-ctld listening");
-    serve(listener, auth, boot_id, handles, info, relay_ctx).await;
-    Ok(())
+    tracing::info!(%addr, nodes = conf.nodes.len(), tree_width = conf.tree_width, max_connections = conf.max_connections, "canopy-ctld listening");
+    let listen = Listen {
+        listener,
+        limiter,
+        auth,
+        boot_id,
+        who: "canopy-ctld".into(),
+    };
+    let controller = handles.controller.clone();
+    let serve =
+        move |conn, peer| serve_conn(conn, peer, handles.clone(), info.clone(), relay_ctx.clone());
+    listener_part.spawn(accept_loop(listen, listener_part.clone(), conns, serve));
+
+    let reason = stop.await;
+    let t0 = Instant::now();
+    tracing::info!(
+        signal = reason,
+        grace_ms = TASK_GRACE.as_millis() as u64,
+        "canopy-ctld shutting down"
+    );
+    let left = tree.stop(TASK_GRACE).await;
+    // No new scheduling pass or timer from here: nothing starts that the
+    // flush below would not cover.
+    let _ = controller.send(crate::actors::controller::Stop).await;
+    // Every reply already sent was sent after its write was durable; this
+    // covers the writes the controller queued without a client waiting.
+    let flushed = store.sync().await;
+    let tasks_left: usize = left.iter().map(|(_, n)| n).sum();
+    let elapsed_ms = t0.elapsed().as_millis() as u64;
+    match flushed {
+        Ok(()) => {
+            tracing::info!(elapsed_ms, tasks_left, "canopy-ctld stopped; state flushed");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(elapsed_ms, tasks_left, error = %e, "canopy-ctld stopped; state flush failed");
+            Err(e.into())
+        }
+    }
 }
 
-async fn serve(
-    listener: TcpListener,
-    auth: Arc<Authenticator>,
-    boot_id: u64,
-    handles: ControllerHandles,
-    info: CtldInfo,
-    relay_ctx: RelayCtx,
-) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                // Typically EMFILE: back off rather than spin.
-                tracing::error!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let conn = Connection::new(stream, auth.clone(), boot_id);
-        let (h, i, r) = (handles.clone(), info.clone(), relay_ctx.clone());
-        actix::spawn(async move { serve_conn(conn, peer, h, i, r).await });
+/// The next request of a client, or `None` once it hangs up or the
+/// daemon stops (checked only between requests: one being answered is
+/// answered).
+async fn next_frame(
+    conn: &mut Connection,
+    stop: &CancellationToken,
+) -> Option<Result<(crate::wire::messages::Envelope, usize), crate::wire::error::WireError>> {
+    tokio::select! {
+        _ = stop.cancelled() => None,
+        r = conn.recv_sized() => r.transpose(),
     }
 }
 
@@ -136,14 +175,14 @@ async fn serve_conn(
     info: CtldInfo,
     relay_ctx: RelayCtx,
 ) {
-    let first = match tokio::time::timeout(FIRST_FRAME, conn.recv_sized()).await {
-        Ok(Ok(Some(env))) => env,
-        Ok(Ok(None)) => return,
-        Ok(Err(e)) => {
+    let stop = relay_ctx.shutdown.clone();
+    let first = match tokio::time::timeout(FIRST_FRAME, next_frame(&mut conn, &stop)).await {
+        Ok(Some(Ok(env))) => env,
+        Ok(Some(Err(e))) => {
             reject(&mut conn, peer, &e).await;
             return;
         }
-        Err(_) => return,
+        Ok(None) | Err(_) => return,
     };
     let (first, first_len) = first;
     if let Body::Hello(hello) = first.body {
@@ -155,10 +194,10 @@ async fn serve_conn(
     loop {
         let (env, bytes) = match next.take() {
             Some(e) => e,
-            None => match conn.recv_sized().await {
-                Ok(Some(e)) => e,
-                Ok(None) => return,
-                Err(e) => {
+            None => match next_frame(&mut conn, &stop).await {
+                Some(Ok(e)) => e,
+                None => return,
+                Some(Err(e)) => {
                     reject(&mut conn, peer, &e).await;
                     if e.ends_connection() {
                         return;

@@ -203,7 +203,9 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
             }
         }
     }
+    // Awaited, not only aborted: the writer ends inside this (tracked) task.
     writer.abort();
+    let _ = writer.await;
     ctx.relay_stats.sent();
     let _ = ctx.relay.send(ChildDetached { rank, link_id }).await;
 }

@@ -1,11 +1,17 @@
 //! Daemon entry points and their network plumbing: accepting connections,
 //! telling node links from CLI clients, and moving frames between sockets and
-//! actors. The binaries in `src/bin/` only parse arguments and call `run`.
+//! actors, and stopping all of it cleanly (`shutdown.rs`) with a bounded
+//! number of connections per listener (`limit.rs`, `listen.rs`). The
+//! binaries in `src/bin/` only parse arguments, wait for a stop signal and
+//! call in here.
 
 pub mod ctld;
+pub mod limit;
 pub mod link;
+pub mod listen;
 pub mod noded;
 pub mod rpc;
+pub mod shutdown;
 pub mod stats;
 
 use std::path::Path;

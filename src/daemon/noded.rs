@@ -3,6 +3,7 @@
 //! the upward link to its parent — re-attaching to the next live ancestor if
 //! the parent dies, and moving back to a closer one once it answers again.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,10 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::limit::ConnLimiter;
 use super::link::{serve_child, to_relay, write_loop, RelayCtx, LINK_QUEUE};
+use super::listen::{accept_loop, Listen};
+use super::shutdown::Tree;
 use crate::actors::agent::{ExecMode, GetHello, NodeAgent, SetRelay};
 use crate::actors::relay::{FromParent, RelayActor, SetUpstream, Upstream};
 use crate::actors::stats::ActorStats;
@@ -28,6 +32,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// How often an adopted node tries to move back to a closer parent. A refused
 /// connect is cheap, and the tree's shape (and message locality) recovers fast.
 const PROBE_CLOSER: Duration = Duration::from_secs(1);
+/// How long a new connection may take to send its `Hello`.
+const FIRST_FRAME: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Error)]
 pub enum NodedError {
@@ -48,15 +54,19 @@ pub enum NodedError {
 pub struct NodeOptions {
     pub node: String,
     pub mode: ExecMode,
-    /// Cancel to stop this daemon: its listener, links and actors end, and its
-    /// sockets close (so its parent and children see it gone at once).
+    /// Cancel to stop this daemon at once: its listener, links and actors
+    /// end, and its sockets close (so its parent and children see it gone).
+    /// The root of the daemon's shutdown tree; [`NodeHandles::stop`] also
+    /// waits for the tasks.
     pub shutdown: CancellationToken,
 }
 
-/// Handles to a running node daemon (used by tests and the load harness).
+/// Handles to a running node daemon (used by the binary, tests and the load harness).
 pub struct NodeHandles {
     pub agent: Addr<NodeAgent>,
     pub relay: Addr<RelayActor>,
+    /// Every task of this daemon, by subsystem; see [`NodeHandles::stop`].
+    tree: Tree,
 }
 
 /// Start a node daemon inside the current actix System; returns once it is
@@ -114,6 +124,13 @@ pub async fn start(
             addr: addr.clone(),
             source,
         })?;
+    // Stopped in this order: nothing new attaches while links close, and the
+    // actors go last, once nothing forwards to them any more.
+    let mut tree = Tree::new(opts.shutdown.clone());
+    let listener_part = tree.part("listener");
+    let links = tree.part("links");
+    let uplink = tree.part("uplink");
+    let actors = tree.part("actors");
     let ctx = RelayCtx {
         conf: conf.clone(),
         topo: topo.clone(),
@@ -123,12 +140,18 @@ pub async fn start(
         relay_stats,
         heartbeat: conf.heartbeat_interval(),
         traffic: None,
-        shutdown: opts.shutdown.clone(),
+        shutdown: links.token.clone(),
     };
-    tracing::info!(node = %nc.name, rank, %addr, parent = ?topo.parent(rank), "canopy-noded listening");
-    let accept_auth = auth.clone();
-    let accept_ctx = ctx.clone();
-    actix::spawn(async move { accept_loop(listener, accept_auth, boot_id, accept_ctx).await });
+    tracing::info!(node = %nc.name, rank, %addr, parent = ?topo.parent(rank), max_connections = conf.max_connections, "canopy-noded listening");
+    let listen = Listen {
+        listener,
+        limiter: ConnLimiter::new(conf.max_connections as usize),
+        auth: auth.clone(),
+        boot_id,
+        who: format!("canopy-noded {}", nc.name),
+    };
+    let serve = move |conn, peer| serve_conn(conn, peer, ctx.clone());
+    listener_part.spawn(accept_loop(listen, listener_part.clone(), links, serve));
     let up = Uplink {
         conf,
         topo,
@@ -137,47 +160,58 @@ pub async fn start(
         auth,
         agent: agent.clone(),
         relay: relay.clone(),
-        shutdown: opts.shutdown.clone(),
+        shutdown: uplink.token.clone(),
     };
-    actix::spawn(async move { up.run().await });
-    let (a, r, token) = (agent.clone(), relay.clone(), opts.shutdown);
-    actix::spawn(async move {
+    uplink.spawn(async move { up.run().await });
+    let (a, r, token) = (agent.clone(), relay.clone(), actors.token.clone());
+    actors.spawn(async move {
         token.cancelled().await;
         // The agent and relay hold each other's address: stop them explicitly.
+        // Jobs keep running (each in its own session), as under slurmd.
         let _ = r.send(crate::actors::relay::Stop).await;
         let _ = a.send(crate::actors::agent::Stop).await;
     });
-    Ok(NodeHandles { agent, relay })
+    Ok(NodeHandles { agent, relay, tree })
 }
 
-async fn accept_loop(listener: TcpListener, auth: Arc<Authenticator>, boot_id: u64, ctx: RelayCtx) {
-    loop {
-        let accepted = tokio::select! {
-            _ = ctx.shutdown.cancelled() => return,
-            a = listener.accept() => a,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::error!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
+impl NodeHandles {
+    /// Shut this daemon down: stop listening, close every link, stop the
+    /// actors; wait for its tasks up to `grace`. Running jobs are left
+    /// running. Logs one line as it starts and one when done.
+    pub async fn stop(&self, reason: &'static str, grace: Duration) {
+        let t0 = std::time::Instant::now();
+        tracing::info!(
+            signal = reason,
+            grace_ms = grace.as_millis() as u64,
+            "canopy-noded shutting down"
+        );
+        let left = self.tree.stop(grace).await;
+        let tasks_left: usize = left.iter().map(|(_, n)| n).sum();
+        tracing::info!(
+            elapsed_ms = t0.elapsed().as_millis() as u64,
+            tasks_left,
+            "canopy-noded stopped"
+        );
+    }
+}
+
+/// One connection to this node's listener: only descendants attaching
+/// (`Hello`) are served.
+async fn serve_conn(mut conn: Connection, peer: SocketAddr, ctx: RelayCtx) {
+    let stop = ctx.shutdown.clone();
+    let first = tokio::select! {
+        _ = stop.cancelled() => return,
+        f = tokio::time::timeout(FIRST_FRAME, conn.recv()) => f,
+    };
+    match first {
+        Ok(Ok(Some(env))) => match env.body {
+            Body::Hello(h) => serve_child(conn, h, ctx).await,
+            other => {
+                tracing::warn!(%peer, msg_kind = other.kind(), "node daemons only accept Hello");
             }
-        };
-        let mut conn = Connection::new(stream, auth.clone(), boot_id);
-        let ctx = ctx.clone();
-        actix::spawn(async move {
-            match tokio::time::timeout(Duration::from_secs(10), conn.recv()).await {
-                Ok(Ok(Some(env))) => match env.body {
-                    Body::Hello(h) => serve_child(conn, h, ctx).await,
-                    other => {
-                        tracing::warn!(%peer, msg_kind = other.kind(), "node daemons only accept Hello");
-                    }
-                },
-                Ok(Err(e)) => tracing::warn!(%peer, error = %e, "rejected frame"),
-                _ => {}
-            }
-        });
+        },
+        Ok(Err(e)) => tracing::warn!(%peer, error = %e, "rejected frame"),
+        _ => {}
     }
 }
 
@@ -350,6 +384,8 @@ impl Uplink {
                 }
             }
         }
+        // Awaited, not only aborted: the writer ends inside this (tracked) task.
         writer.abort();
+        let _ = writer.await;
     }
 }

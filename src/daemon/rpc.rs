@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::limit::ConnLimiter;
 use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
 use crate::actors::controller::{
@@ -37,6 +38,8 @@ pub struct CtldInfo {
     pub users: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
     /// gid → group name, likewise.
     pub groups: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
+    /// The client/node port's connection limit and its counters.
+    pub conns: Arc<ConnLimiter>,
 }
 
 impl CtldInfo {
@@ -222,7 +225,12 @@ async fn stats(h: &ControllerHandles, info: &CtldInfo) -> Body {
         return gone();
     };
     let t = info.traffic.snapshot();
+    let conns = info.conns.counts();
     Body::Stats(Box::new(CtldStats {
+        connections_max: conns.max,
+        connections_current: conns.current,
+        connections_peak: conns.peak,
+        connections_refused: conns.refused,
         started: info.started,
         node_frames_in: t.node_frames,
         node_bytes_in: t.node_bytes,

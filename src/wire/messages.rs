@@ -277,6 +277,18 @@ pub struct CtldStats {
     /// When the job counters were last reset (controller start).
     #[serde(default)]
     pub now: UnixTime,
+    /// The controller port's connection limit (`conmgr_max_connections`),
+    /// connections open now, the most open at once, and how many were
+    /// refused at the limit since start. (Default: peers before these
+    /// fields report zeros.)
+    #[serde(default)]
+    pub connections_max: u64,
+    #[serde(default)]
+    pub connections_current: u64,
+    #[serde(default)]
+    pub connections_peak: u64,
+    #[serde(default)]
+    pub connections_refused: u64,
 }
 
 /// Fan a no-op out to nodes through the relay tree (operators only).

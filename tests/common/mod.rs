@@ -183,6 +183,29 @@ impl Cluster {
         c.wait().unwrap();
     }
 
+    /// SIGTERM the controller and wait up to `limit` for it to exit: its
+    /// exit status, or `None` if it was still running (then it is killed).
+    pub fn terminate_ctld(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let mut c = self.ctld.take()?;
+        terminate(&mut c, limit)
+    }
+
+    /// As `terminate_ctld`, for one node daemon.
+    pub fn terminate_node(
+        &mut self,
+        name: &str,
+        limit: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let mut c = self.noded.remove(name)?;
+        terminate(&mut c, limit)
+    }
+
+    /// The text of a daemon's log (`ctld`, `n1`, ...).
+    pub fn log_text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join("log").join(format!("{name}.log")))
+            .unwrap_or_default()
+    }
+
     /// Run a canopy CLI command (`sbatch`, `squeue`, ... or `status`) in `cwd`.
     pub fn cli(&self, cwd: &Path, cmd: &str, args: &[&str]) -> Output {
         self.command(cwd, cmd, args)
@@ -340,6 +363,23 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
     }
+}
+
+/// SIGTERM `child` and wait up to `limit` for it to exit: its exit status,
+/// or `None` if it did not (it is then killed, so no daemon outlives a test).
+pub fn terminate(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 pub fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {

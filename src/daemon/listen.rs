@@ -1,0 +1,125 @@
+//! The accept loop every daemon listener shares: stop at cancellation, admit
+//! at most the configured number of concurrent connections, and tell the
+//! others why they are turned away.
+//!
+//! What an admitted connection is for (a CLI client, a node link) is the
+//! caller's `serve`; this module only decides whether it gets served.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+use super::limit::ConnLimiter;
+use super::shutdown::Part;
+use crate::wire::auth::Authenticator;
+use crate::wire::connection::Connection;
+use crate::wire::messages::{Body, ErrorCode, ErrorReply};
+
+/// Longest a refused peer is kept to read its refusal: long enough for the
+/// frame to arrive before the close, short enough that a flood of refused
+/// connections costs little.
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+/// Refusals being written at once; beyond this a refused connection is
+/// closed without a word (a flood must not grow a second unbounded set).
+const MAX_REFUSING: usize = 64;
+
+/// One listening socket and its limit.
+pub struct Listen {
+    pub listener: TcpListener,
+    pub limiter: Arc<ConnLimiter>,
+    pub auth: Arc<Authenticator>,
+    pub boot_id: u64,
+    /// Names the daemon in the refusal (`canopy-ctld`, `canopy-noded n3`).
+    pub who: String,
+}
+
+/// Accept until `listener_part` is cancelled; serve each admitted connection
+/// as a task of `conns`. The listening socket closes when this returns.
+pub async fn accept_loop<F, Fut>(l: Listen, listener_part: Part, conns: Part, serve: F)
+where
+    F: Fn(Connection, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + 'static,
+{
+    let refusing = ConnLimiter::new(MAX_REFUSING);
+    loop {
+        let accepted = tokio::select! {
+            _ = listener_part.token.cancelled() => return,
+            a = l.listener.accept() => a,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // Typically EMFILE: back off rather than spin (still stoppable).
+                tracing::error!(error = %e, "accept failed");
+                tokio::select! {
+                    _ = listener_part.token.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                }
+            }
+        };
+        match l.limiter.try_acquire() {
+            Some(permit) => {
+                let conn = Connection::new(stream, l.auth.clone(), l.boot_id);
+                let fut = serve(conn, peer);
+                conns.spawn(async move {
+                    // Held for the connection's whole life.
+                    let _permit = permit;
+                    fut.await;
+                });
+            }
+            None => {
+                let counts = l.limiter.counts();
+                // One warning per hundred refusals: a flood must not flood the log.
+                if counts.refused % 100 == 1 {
+                    tracing::warn!(%peer, max = counts.max, refused = counts.refused, "connection limit reached; refusing connections");
+                } else {
+                    tracing::debug!(%peer, "connection refused: at the limit");
+                }
+                let Some(slot) = refusing.try_acquire() else {
+                    drop(stream);
+                    continue;
+                };
+                let why = format!(
+                    "{} is at its connection limit ({} connections); try again later",
+                    l.who, counts.max
+                );
+                let (auth, boot_id, token) = (l.auth.clone(), l.boot_id, conns.token.clone());
+                conns.spawn(async move {
+                    let _slot = slot;
+                    tokio::select! {
+                        _ = token.cancelled() => {}
+                        _ = refuse(stream, auth, boot_id, why) => {}
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// The refusal frame for a connection over the limit.
+fn refusal(why: String) -> Body {
+    // QueueFull: the code of "temporarily unable, try again" refusals, which
+    // older clients already decode.
+    Body::Error(ErrorReply {
+        code: ErrorCode::QueueFull,
+        message: why,
+    })
+}
+
+/// Send one error frame (answering whatever the peer asks first), then read
+/// and drop what the peer sends until it closes or the linger ends: closing
+/// with its request unread would reset the connection, and a reset can
+/// discard the refusal before the peer reads it.
+async fn refuse(stream: TcpStream, auth: Arc<Authenticator>, boot_id: u64, why: String) {
+    let mut conn = Connection::new(stream, auth, boot_id);
+    let linger = async {
+        if conn.send(0, &refusal(why)).await.is_err() {
+            return;
+        }
+        while let Ok(Some(_)) = conn.recv().await {}
+    };
+    let _ = tokio::time::timeout(REFUSAL_LINGER, linger).await;
+}
