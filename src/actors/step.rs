@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::relay::{Fanout, RelayActor};
 use super::stats::{ActorStats, Counted};
+use crate::model::signal::signal_name;
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{ExitStatus, JobLaunch, KillCause, NodeCommand, Outcome, Usage};
@@ -458,26 +459,5 @@ impl Handler<GetStepStatus> for StepActor {
             nodes: self.ranks.len(),
             failed_nodes: self.failed_nodes,
         })
-    }
-}
-
-/// Signal names as Slurm prints them in `RaisedSignal:N(Name)`.
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        1 => "Hangup",
-        2 => "Interrupt",
-        3 => "Quit",
-        4 => "Illegal instruction",
-        6 => "Aborted",
-        7 => "Bus error",
-        8 => "Floating point exception",
-        9 => "Killed",
-        10 => "User defined signal 1",
-        11 => "Segmentation fault",
-        12 => "User defined signal 2",
-        13 => "Broken pipe",
-        14 => "Alarm clock",
-        15 => "Terminated",
-        _ => "Unknown signal",
     }
 }
