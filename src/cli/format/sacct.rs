@@ -18,6 +18,7 @@
 
 use thiserror::Error;
 
+use super::fields::{is_prefix_ci, FieldDef, FieldTable};
 use super::group_name;
 use super::time::{fmt_duration_long, fmt_timestamp};
 use std::collections::HashMap;
@@ -132,143 +133,143 @@ enum Field {
     NotRecorded,
 }
 
-/// One entry of Slurm's field table: header name, default width (negative = left
-/// justified) and the datum.
-struct FieldDef {
-    name: &'static str,
-    width: i32,
-    field: Field,
-}
-
-const fn def(width: i32, name: &'static str, field: Field) -> FieldDef {
-    FieldDef { name, width, field }
+/// One entry of Slurm's table: its default width (negative = left-justified, as Slurm
+/// writes it), its name (the header, matched by prefix) and the datum.
+const fn def(width: i32, name: &'static str, field: Field) -> FieldDef<Field> {
+    FieldDef::new(field, name)
+        .name(name)
+        .width(width.unsigned_abs() as usize, width >= 0)
 }
 
 use Field as F;
 
 /// Slurm's field table, in its order: `-e` prints it in this order and `-o` prefix
-/// matching takes the first entry that fits, so the order is behaviour, not style.
-static FIELDS: &[FieldDef] = &[
-    def(10, "Account", F::Account),
-    def(15, "AdminComment", F::NotRecorded),
-    def(10, "AllocCPUS", F::AllocCpus),
-    def(10, "AllocNodes", F::AllocNodes),
-    def(10, "AllocTRES", F::AllocTres),
-    def(7, "AssocID", F::NotRecorded),
-    def(10, "AveCPU", F::AveCpu),
-    def(10, "AveCPUFreq", F::NotRecorded),
-    def(14, "AveDiskRead", F::NotRecorded),
-    def(14, "AveDiskWrite", F::NotRecorded),
-    def(10, "AvePages", F::NotRecorded),
-    def(10, "AveRSS", F::NotRecorded),
-    def(10, "AveVMSize", F::NotRecorded),
-    def(16, "BlockID", F::NotRecorded),
-    def(10, "Cluster", F::Cluster),
-    def(14, "Comment", F::Comment),
-    def(19, "Constraints", F::Constraints),
-    def(14, "ConsumedEnergy", F::ConsumedEnergy),
-    def(17, "ConsumedEnergyRaw", F::ConsumedEnergyRaw),
-    def(19, "Container", F::NotRecorded),
-    def(10, "CPUTime", F::CpuTime),
-    def(10, "CPUTimeRAW", F::CpuTimeRaw),
-    def(-21, "DBIndex", F::NotRecorded),
-    def(15, "DerivedExitCode", F::DerivedExitCode),
-    def(10, "Elapsed", F::Elapsed),
-    def(10, "ElapsedRaw", F::ElapsedRaw),
-    def(19, "Eligible", F::Eligible),
-    def(19, "End", F::End),
-    def(8, "ExitCode", F::ExitCode),
-    def(14, "Extra", F::NotRecorded),
-    def(8, "FailedNode", F::NotRecorded),
-    def(19, "Flags", F::NotRecorded),
-    def(6, "GID", F::Gid),
-    def(9, "Group", F::Group),
-    def(-12, "JobID", F::JobId),
-    def(-12, "JobIDRaw", F::JobIdRaw),
-    def(10, "JobName", F::JobName),
-    def(9, "Layout", F::NotRecorded),
-    def(10, "Licenses", F::NotRecorded),
-    def(12, "MaxDiskRead", F::NotRecorded),
-    def(15, "MaxDiskReadNode", F::NotRecorded),
-    def(15, "MaxDiskReadTask", F::NotRecorded),
-    def(12, "MaxDiskWrite", F::NotRecorded),
-    def(16, "MaxDiskWriteNode", F::NotRecorded),
-    def(16, "MaxDiskWriteTask", F::NotRecorded),
-    def(8, "MaxPages", F::NotRecorded),
-    def(12, "MaxPagesNode", F::NotRecorded),
-    def(14, "MaxPagesTask", F::NotRecorded),
-    def(10, "MaxRSS", F::MaxRss),
-    def(10, "MaxRSSNode", F::NotRecorded),
-    def(10, "MaxRSSTask", F::NotRecorded),
-    def(10, "MaxVMSize", F::MaxVmSize),
-    def(14, "MaxVMSizeNode", F::NotRecorded),
-    def(14, "MaxVMSizeTask", F::NotRecorded),
-    def(12, "McsLabel", F::NotRecorded),
-    def(10, "MinCPU", F::NotRecorded),
-    def(10, "MinCPUNode", F::NotRecorded),
-    def(10, "MinCPUTask", F::NotRecorded),
-    def(10, "NCPUS", F::AllocCpus),
-    def(8, "NNodes", F::NNodes),
-    def(15, "NodeList", F::NodeList),
-    def(8, "NTasks", F::NTasks),
-    def(10, "Partition", F::Partition),
-    def(10, "Planned", F::Planned),
-    def(10, "PlannedCPU", F::PlannedCpu),
-    def(13, "PlannedCPURAW", F::PlannedCpuRaw),
-    def(10, "Priority", F::Priority),
-    def(10, "QOS", F::Qos),
-    def(6, "QOSRAW", F::NotRecorded),
-    def(10, "QOSREQ", F::NotRecorded),
-    def(22, "Reason", F::Reason),
-    def(10, "ReqCPUFreq", F::NotRecorded),
-    def(13, "ReqCPUFreqGov", F::NotRecorded),
-    def(13, "ReqCPUFreqMax", F::NotRecorded),
-    def(13, "ReqCPUFreqMin", F::NotRecorded),
-    def(8, "ReqCPUS", F::ReqCpus),
-    def(10, "ReqMem", F::ReqMem),
-    def(8, "ReqNodes", F::ReqNodes),
-    def(10, "ReqTRES", F::ReqTres),
-    def(20, "Reservation", F::NotRecorded),
-    def(8, "ReservationId", F::NotRecorded),
-    def(8, "Restarts", F::Restarts),
-    def(11, "SegmentSize", F::NotRecorded),
-    def(14, "SLUID", F::NotRecorded),
-    def(19, "Start", F::Start),
-    def(10, "State", F::State),
-    def(20, "StdErr", F::NotRecorded),
-    def(20, "StdIn", F::NotRecorded),
-    def(20, "StdOut", F::NotRecorded),
-    def(19, "Submit", F::Submit),
-    def(20, "SubmitLine", F::SubmitLine),
-    def(10, "Suspended", F::Suspended),
-    def(15, "SystemComment", F::NotRecorded),
-    def(10, "SystemCPU", F::SystemCpu),
-    def(10, "Timelimit", F::Timelimit),
-    def(10, "TimelimitRaw", F::TimelimitRaw),
-    def(10, "TotalCPU", F::TotalCpu),
-    def(14, "TRESUsageInAve", F::NotRecorded),
-    def(14, "TRESUsageInMax", F::NotRecorded),
-    def(18, "TRESUsageInMaxNode", F::NotRecorded),
-    def(18, "TRESUsageInMaxTask", F::NotRecorded),
-    def(14, "TRESUsageInMin", F::NotRecorded),
-    def(18, "TRESUsageInMinNode", F::NotRecorded),
-    def(18, "TRESUsageInMinTask", F::NotRecorded),
-    def(14, "TRESUsageInTot", F::NotRecorded),
-    def(15, "TRESUsageOutAve", F::NotRecorded),
-    def(15, "TRESUsageOutMax", F::NotRecorded),
-    def(19, "TRESUsageOutMaxNode", F::NotRecorded),
-    def(19, "TRESUsageOutMaxTask", F::NotRecorded),
-    def(15, "TRESUsageOutMin", F::NotRecorded),
-    def(19, "TRESUsageOutMinNode", F::NotRecorded),
-    def(19, "TRESUsageOutMinTask", F::NotRecorded),
-    def(15, "TRESUsageOutTot", F::NotRecorded),
-    def(6, "UID", F::Uid),
-    def(9, "User", F::User),
-    def(10, "UserCPU", F::UserCpu),
-    def(10, "WCKey", F::NotRecorded),
-    def(10, "WCKeyID", F::NotRecorded),
-    def(20, "WorkDir", F::WorkDir),
-];
+/// matching takes the first entry that fits, so the order is behaviour, not style. Each
+/// entry's name is also its header; its default width is right-justified unless marked
+/// left (Slurm's negative widths).
+static FIELDS: FieldTable<Field> = FieldTable {
+    defs: &[
+        def(10, "Account", F::Account),
+        def(15, "AdminComment", F::NotRecorded),
+        def(10, "AllocCPUS", F::AllocCpus),
+        def(10, "AllocNodes", F::AllocNodes),
+        def(10, "AllocTRES", F::AllocTres),
+        def(7, "AssocID", F::NotRecorded),
+        def(10, "AveCPU", F::AveCpu),
+        def(10, "AveCPUFreq", F::NotRecorded),
+        def(14, "AveDiskRead", F::NotRecorded),
+        def(14, "AveDiskWrite", F::NotRecorded),
+        def(10, "AvePages", F::NotRecorded),
+        def(10, "AveRSS", F::NotRecorded),
+        def(10, "AveVMSize", F::NotRecorded),
+        def(16, "BlockID", F::NotRecorded),
+        def(10, "Cluster", F::Cluster),
+        def(14, "Comment", F::Comment),
+        def(19, "Constraints", F::Constraints),
+        def(14, "ConsumedEnergy", F::ConsumedEnergy),
+        def(17, "ConsumedEnergyRaw", F::ConsumedEnergyRaw),
+        def(19, "Container", F::NotRecorded),
+        def(10, "CPUTime", F::CpuTime),
+        def(10, "CPUTimeRAW", F::CpuTimeRaw),
+        def(-21, "DBIndex", F::NotRecorded),
+        def(15, "DerivedExitCode", F::DerivedExitCode),
+        def(10, "Elapsed", F::Elapsed),
+        def(10, "ElapsedRaw", F::ElapsedRaw),
+        def(19, "Eligible", F::Eligible),
+        def(19, "End", F::End),
+        def(8, "ExitCode", F::ExitCode),
+        def(14, "Extra", F::NotRecorded),
+        def(8, "FailedNode", F::NotRecorded),
+        def(19, "Flags", F::NotRecorded),
+        def(6, "GID", F::Gid),
+        def(9, "Group", F::Group),
+        def(-12, "JobID", F::JobId),
+        def(-12, "JobIDRaw", F::JobIdRaw),
+        def(10, "JobName", F::JobName),
+        def(9, "Layout", F::NotRecorded),
+        def(10, "Licenses", F::NotRecorded),
+        def(12, "MaxDiskRead", F::NotRecorded),
+        def(15, "MaxDiskReadNode", F::NotRecorded),
+        def(15, "MaxDiskReadTask", F::NotRecorded),
+        def(12, "MaxDiskWrite", F::NotRecorded),
+        def(16, "MaxDiskWriteNode", F::NotRecorded),
+        def(16, "MaxDiskWriteTask", F::NotRecorded),
+        def(8, "MaxPages", F::NotRecorded),
+        def(12, "MaxPagesNode", F::NotRecorded),
+        def(14, "MaxPagesTask", F::NotRecorded),
+        def(10, "MaxRSS", F::MaxRss),
+        def(10, "MaxRSSNode", F::NotRecorded),
+        def(10, "MaxRSSTask", F::NotRecorded),
+        def(10, "MaxVMSize", F::MaxVmSize),
+        def(14, "MaxVMSizeNode", F::NotRecorded),
+        def(14, "MaxVMSizeTask", F::NotRecorded),
+        def(12, "McsLabel", F::NotRecorded),
+        def(10, "MinCPU", F::NotRecorded),
+        def(10, "MinCPUNode", F::NotRecorded),
+        def(10, "MinCPUTask", F::NotRecorded),
+        def(10, "NCPUS", F::AllocCpus),
+        def(8, "NNodes", F::NNodes),
+        def(15, "NodeList", F::NodeList),
+        def(8, "NTasks", F::NTasks),
+        def(10, "Partition", F::Partition),
+        def(10, "Planned", F::Planned),
+        def(10, "PlannedCPU", F::PlannedCpu),
+        def(13, "PlannedCPURAW", F::PlannedCpuRaw),
+        def(10, "Priority", F::Priority),
+        def(10, "QOS", F::Qos),
+        def(6, "QOSRAW", F::NotRecorded),
+        def(10, "QOSREQ", F::NotRecorded),
+        def(22, "Reason", F::Reason),
+        def(10, "ReqCPUFreq", F::NotRecorded),
+        def(13, "ReqCPUFreqGov", F::NotRecorded),
+        def(13, "ReqCPUFreqMax", F::NotRecorded),
+        def(13, "ReqCPUFreqMin", F::NotRecorded),
+        def(8, "ReqCPUS", F::ReqCpus),
+        def(10, "ReqMem", F::ReqMem),
+        def(8, "ReqNodes", F::ReqNodes),
+        def(10, "ReqTRES", F::ReqTres),
+        def(20, "Reservation", F::NotRecorded),
+        def(8, "ReservationId", F::NotRecorded),
+        def(8, "Restarts", F::Restarts),
+        def(11, "SegmentSize", F::NotRecorded),
+        def(14, "SLUID", F::NotRecorded),
+        def(19, "Start", F::Start),
+        def(10, "State", F::State),
+        def(20, "StdErr", F::NotRecorded),
+        def(20, "StdIn", F::NotRecorded),
+        def(20, "StdOut", F::NotRecorded),
+        def(19, "Submit", F::Submit),
+        def(20, "SubmitLine", F::SubmitLine),
+        def(10, "Suspended", F::Suspended),
+        def(15, "SystemComment", F::NotRecorded),
+        def(10, "SystemCPU", F::SystemCpu),
+        def(10, "Timelimit", F::Timelimit),
+        def(10, "TimelimitRaw", F::TimelimitRaw),
+        def(10, "TotalCPU", F::TotalCpu),
+        def(14, "TRESUsageInAve", F::NotRecorded),
+        def(14, "TRESUsageInMax", F::NotRecorded),
+        def(18, "TRESUsageInMaxNode", F::NotRecorded),
+        def(18, "TRESUsageInMaxTask", F::NotRecorded),
+        def(14, "TRESUsageInMin", F::NotRecorded),
+        def(18, "TRESUsageInMinNode", F::NotRecorded),
+        def(18, "TRESUsageInMinTask", F::NotRecorded),
+        def(14, "TRESUsageInTot", F::NotRecorded),
+        def(15, "TRESUsageOutAve", F::NotRecorded),
+        def(15, "TRESUsageOutMax", F::NotRecorded),
+        def(19, "TRESUsageOutMaxNode", F::NotRecorded),
+        def(19, "TRESUsageOutMaxTask", F::NotRecorded),
+        def(15, "TRESUsageOutMin", F::NotRecorded),
+        def(19, "TRESUsageOutMinNode", F::NotRecorded),
+        def(19, "TRESUsageOutMinTask", F::NotRecorded),
+        def(15, "TRESUsageOutTot", F::NotRecorded),
+        def(6, "UID", F::Uid),
+        def(9, "User", F::User),
+        def(10, "UserCPU", F::UserCpu),
+        def(10, "WCKey", F::NotRecorded),
+        def(10, "WCKeyID", F::NotRecorded),
+        def(20, "WorkDir", F::WorkDir),
+    ],
+};
 
 /// Names Slurm rejects by name with a pointer to their replacement (only when nothing in
 /// the table matches them as a prefix).
@@ -305,14 +306,14 @@ impl SacctFormat {
                 None => (token, None),
             };
             if is_prefix_ci(name, "ALL") {
-                picks.extend((0..FIELDS.len()).map(|i| (i, width)));
+                picks.extend((0..FIELDS.defs.len()).map(|i| (i, width)));
             } else {
                 picks.push((lookup(name)?, width));
             }
         }
         // Slurm stores a `%N` in its shared field table, so the last width given for a
         // field applies to every column showing that field, even earlier ones.
-        let mut widths: Vec<i32> = FIELDS.iter().map(|f| f.width).collect();
+        let mut widths: Vec<i32> = FIELDS.defs.iter().map(signed_width).collect();
         for (index, width) in &picks {
             if let (Some(slot), Some(width)) = (widths.get_mut(*index), width) {
                 *slot = *width;
@@ -328,14 +329,14 @@ impl SacctFormat {
         Ok(Self { columns })
     }
 
-    fn def(&self, column: &Column) -> Option<&'static FieldDef> {
-        FIELDS.get(column.field)
+    fn def(&self, column: &Column) -> Option<&'static FieldDef<Field>> {
+        FIELDS.defs.get(column.field)
     }
 }
 
 /// The first table entry whose name starts with `name` (ignoring case), or Slurm's error.
 fn lookup(name: &str) -> Result<usize, SacctFieldError> {
-    if let Some(index) = FIELDS.iter().position(|f| is_prefix_ci(name, f.name)) {
+    if let Some(index) = FIELDS.position_by_prefix(name) {
         return Ok(index);
     }
     match REMOVED
@@ -352,11 +353,14 @@ fn lookup(name: &str) -> Result<usize, SacctFieldError> {
     }
 }
 
-/// Whether `prefix` starts `full`, ignoring ASCII case.
-fn is_prefix_ci(prefix: &str, full: &str) -> bool {
-    full.as_bytes()
-        .get(..prefix.len())
-        .is_some_and(|head| head.eq_ignore_ascii_case(prefix.as_bytes()))
+/// A table width as Slurm stores it: negative for a left-justified column.
+fn signed_width(def: &FieldDef<Field>) -> i32 {
+    let w = i32::try_from(def.width).unwrap_or(MAX_WIDTH);
+    if def.right {
+        w
+    } else {
+        -w
+    }
 }
 
 /// C's `atoi` for a `%width`: optional blanks and sign, then digits up to the first
@@ -386,13 +390,13 @@ fn atoi_width(text: &str) -> i32 {
 /// `sacct -e`: every field name, four to a line, each padded to 19 characters.
 pub fn help_format() -> String {
     let mut out = String::new();
-    for (i, f) in FIELDS.iter().enumerate() {
+    for (i, f) in FIELDS.defs.iter().enumerate() {
         if i % 4 != 0 {
             out.push(' ');
         } else if i > 0 {
             out.push('\n');
         }
-        out.push_str(&format!("{:<19}", f.name));
+        out.push_str(&format!("{:<19}", f.header));
     }
     out.push('\n');
     out
@@ -621,7 +625,7 @@ fn step_order(kind: StepKind) -> i64 {
 fn header(format: &SacctFormat, layout: &Layout, out: &mut String) {
     let count = format.columns.len();
     for (i, column) in format.columns.iter().enumerate() {
-        let name = format.def(column).map_or("", |d| d.name);
+        let name = format.def(column).map_or("", |d| d.header);
         match layout {
             Layout::Fixed => {
                 out.push_str(&pad(&cut(name, abs_width(column.width)), column.width));
@@ -647,7 +651,7 @@ fn header(format: &SacctFormat, layout: &Layout, out: &mut String) {
 fn line(format: &SacctFormat, layout: &Layout, row: Row<'_>, ctx: Ctx, out: &mut String) {
     let count = format.columns.len();
     for (i, column) in format.columns.iter().enumerate() {
-        let field = format.def(column).map_or(F::NotRecorded, |d| d.field);
+        let field = format.def(column).map_or(F::NotRecorded, |d| d.code);
         let value = value(field, row, ctx);
         match layout {
             Layout::Fixed => {
@@ -1158,17 +1162,21 @@ mod tests {
         assert!(SacctFormat::parse("bogus").is_err());
         // First table entry wins: `j` is JobID, `sta` is Start, `c` is Cluster.
         let f = SacctFormat::parse("j,sta,c,,").unwrap();
-        let names: Vec<&str> = f.columns.iter().map(|c| FIELDS[c.field].name).collect();
+        let names: Vec<&str> = f
+            .columns
+            .iter()
+            .map(|c| FIELDS.defs[c.field].header)
+            .collect();
         assert_eq!(names, ["JobID", "Start", "Cluster"]);
         // Any prefix of ALL means every field.
         assert_eq!(
             SacctFormat::parse("al").unwrap().columns.len(),
-            FIELDS.len()
+            FIELDS.defs.len()
         );
         assert_eq!(SacctFormat::parse("ALL%5").unwrap().columns[0].width, 5);
         assert_ne!(
             SacctFormat::parse("alloc").unwrap().columns.len(),
-            FIELDS.len()
+            FIELDS.defs.len()
         );
     }
 
@@ -1189,7 +1197,7 @@ mod tests {
     fn help_format_lists_four_per_line() {
         let text = help_format();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), FIELDS.len().div_ceil(4));
+        assert_eq!(lines.len(), FIELDS.defs.len().div_ceil(4));
         assert_eq!(
             lines[0],
             "Account             AdminComment        AllocCPUS           AllocNodes         "
