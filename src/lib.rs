@@ -12,13 +12,13 @@
 //! - [`exec`]: running batch scripts as real processes, their environment and
 //!   output file names.
 //! - [`daemon`]: the controller and node daemon entry points and their links.
-//! - [`cli`]: the Slurm-compatible commands and `canopy` operator commands.
-//! - [`cluster`]: `canopy cluster up/down`, a local cluster on loopback.
+//! - [`cli`]: the Slurm-compatible commands and `canopy` operator commands
+//!   (`cli::cluster`: `canopy cluster up/down`, a local cluster on loopback).
+//! - [`model`]: domain vocabulary shared by actors and commands (signal names).
 //! - [`sim`]: many production node daemons in one process, for load tests.
 
 pub mod actors;
 pub mod cli;
-pub mod cluster;
 pub mod config;
 pub mod ctld;
 pub mod daemon;

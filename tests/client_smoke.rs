@@ -1,14 +1,17 @@
 //! Real Slurm client libraries, unmodified, against a live canopy cluster.
 //! Needs python3 with `simple_slurm` / `submitit` / `snakemake` and its
-//! slurm executor plugin (`.ci/run` installs them); skips with a message
-//! where they are missing.
+//! slurm executor plugin (`.ci/run` installs them), and the shared smoke
+//! scripts. Where one is missing a test fails under CI (`CI` set) and
+//! otherwise prints `SKIPPED: <test>: <why>` (see `common::require`). The
+//! Prometheus exporter's test is `#[ignore]`d: its Go modules cannot be
+//! fetched on these machines.
 
 mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::Cluster;
+use common::{require, Cluster};
 
 fn python_has(module: &str) -> bool {
     Command::new("python3")
@@ -45,14 +48,15 @@ fn shared_smoke(name: &str) -> Option<PathBuf> {
 
 #[test]
 fn simple_slurm_runs_unmodified() {
-    let Some(script) = shared_smoke("smoke_simple_slurm.py") else {
-        eprintln!("skipped: smoke_simple_slurm.py not found (set CANOPY_SMOKE_DIR)");
-        return;
-    };
-    if !python_has("simple_slurm") {
-        eprintln!("skipped: python3 with simple_slurm is not installed");
+    let script = shared_smoke("smoke_simple_slurm.py");
+    if !require(
+        script.is_some(),
+        "the shared smoke_simple_slurm.py (set CANOPY_SMOKE_DIR)",
+    ) || !require(python_has("simple_slurm"), "python3 with simple_slurm")
+    {
         return;
     }
+    let Some(script) = script else { return };
     let c = Cluster::start(3, 2, 30);
     let w = tempfile::tempdir().unwrap();
     let out = run_python(&c, w.path(), &script);
@@ -93,8 +97,7 @@ print("submitit ok")
 
 #[test]
 fn submitit_runs_unmodified() {
-    if !python_has("submitit") {
-        eprintln!("skipped: python3 with submitit is not installed");
+    if !require(python_has("submitit"), "python3 with submitit") {
         return;
     }
     let c = Cluster::start(3, 2, 30);
@@ -119,16 +122,23 @@ fn submitit_runs_unmodified() {
 /// once with sacct for status (the default), once with squeue.
 #[test]
 fn snakemake_runs_unmodified() {
-    let Some(script) = shared_smoke("smoke_snakemake.sh") else {
-        eprintln!("skipped: smoke_snakemake.sh not found (set CANOPY_SMOKE_DIR)");
-        return;
-    };
-    if !python_has("snakemake_executor_plugin_slurm")
-        || Command::new("snakemake").arg("--version").output().is_err()
+    let script = shared_smoke("smoke_snakemake.sh");
+    let snakemake = Command::new("snakemake")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !require(
+        script.is_some(),
+        "the shared smoke_snakemake.sh (set CANOPY_SMOKE_DIR)",
+    ) || !require(snakemake, "the snakemake command")
+        || !require(
+            python_has("snakemake_executor_plugin_slurm"),
+            "python3 with snakemake-executor-plugin-slurm",
+        )
     {
-        eprintln!("skipped: snakemake with snakemake-executor-plugin-slurm is not installed");
         return;
     }
+    let Some(script) = script else { return };
     let c = Cluster::start(3, 2, 30);
     for extra in [&[][..], &["--slurm-status-command", "squeue"]] {
         let w = tempfile::tempdir().unwrap();
@@ -152,14 +162,20 @@ fn snakemake_runs_unmodified() {
 
 /// vpenso's prometheus-slurm-exporter (v0.20): it runs squeue, sinfo, sdiag
 /// and sshare and exits if any fails or prints what it cannot parse. It
-/// needs Go to build, and its modules from the network; `.ci/run` builds
-/// it where it can and names it in `EXPORTER`.
+/// needs Go to build, and its modules from the network, which these machines
+/// cannot reach: so it runs only when asked for, with the exporter named in
+/// `EXPORTER` (or on `PATH`).
 #[test]
+#[ignore = "needs prometheus-slurm-exporter, whose Go modules cannot be fetched here; set EXPORTER=path and run with --ignored"]
 fn prometheus_exporter_runs_unmodified() {
-    let Some(script) = shared_smoke("smoke_exporter.sh") else {
-        eprintln!("skipped: smoke_exporter.sh not found (set CANOPY_SMOKE_DIR)");
+    let script = shared_smoke("smoke_exporter.sh");
+    if !require(
+        script.is_some(),
+        "the shared smoke_exporter.sh (set CANOPY_SMOKE_DIR)",
+    ) {
         return;
-    };
+    }
+    let Some(script) = script else { return };
     let exporter = std::env::var_os("EXPORTER")
         .map(PathBuf::from)
         .filter(|p| p.exists())
@@ -171,22 +187,15 @@ fn prometheus_exporter_runs_unmodified() {
                 .filter(|o| o.status.success())
                 .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
         });
-    let Some(exporter) = exporter else {
-        let go = Command::new("go").arg("version").output().is_ok();
-        eprintln!(
-            "skipped: prometheus-slurm-exporter is not built (Go {}; set EXPORTER=/path/to/it)",
-            if go {
-                "is installed but the exporter's modules could not be fetched"
-            } else {
-                "is not installed"
-            }
-        );
-        return;
-    };
-    if Command::new("curl").arg("--version").output().is_err() {
-        eprintln!("skipped: curl is not installed");
+    let curl = Command::new("curl").arg("--version").output().is_ok();
+    if !require(
+        exporter.is_some(),
+        "prometheus-slurm-exporter (set EXPORTER=/path/to/it)",
+    ) || !require(curl, "curl")
+    {
         return;
     }
+    let Some(exporter) = exporter else { return };
     let c = Cluster::start(3, 2, 30);
     let w = tempfile::tempdir().unwrap();
     let out = Command::new("bash")

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use canopy::wire::messages::Body;
 use canopy::wire::types::{JobState, JobSubmit};
-use common::Cluster;
+use common::{require, Cluster};
 
 fn err(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -50,8 +50,8 @@ fn states(c: &Cluster, ids: &[u32]) -> Vec<JobState> {
 #[test]
 fn filters_select_exactly_the_right_jobs() {
     use JobState::{Cancelled as CA, Pending as PD, Running as R};
-    if nix::unistd::getuid().as_raw() != 0 {
-        eprintln!("skipped: submitting as another uid needs root");
+    // Submitting as another uid needs root.
+    if !require(nix::unistd::getuid().is_root(), "root") {
         return;
     }
     let c = Cluster::start(2, 2, 30);

@@ -1919,7 +1919,7 @@ mod tests {
     fn quick_run_produces_every_row_kind() {
         let bin = std::env::var_os("CANOPY_BIN")
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release"));
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release"));
         let o = PeerOpts {
             canopy_bin: bin,
             quick: true,

@@ -5,6 +5,7 @@
 //! `canopy status` and `canopy cluster up|down`.
 
 pub mod client;
+pub mod cluster;
 pub mod format;
 pub mod getopt;
 pub mod sacct;
@@ -200,7 +201,7 @@ pub fn main() -> i32 {
         "sshare" => sshare::run(&rest),
         "sprio" => sprio::run(&rest),
         "status" => status::run(&rest),
-        "cluster" => crate::cluster::run(&rest),
+        "cluster" => cluster::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0

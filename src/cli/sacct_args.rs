@@ -26,7 +26,7 @@ use chrono::{Datelike, Duration, Local, NaiveDate, NaiveDateTime, TimeZone, Time
 use thiserror::Error;
 
 use super::format::sacct::{
-    SacctFieldError, SacctFormat, BRIEF_FIELDS, DEFAULT_FIELDS, LONG_FIELDS,
+    SacctFieldError, SacctFormat, SacctRequest, BRIEF_FIELDS, DEFAULT_FIELDS, LONG_FIELDS,
 };
 use super::format::time::fmt_timestamp;
 use crate::config::hostlist;
@@ -123,6 +123,44 @@ impl SacctArgs {
                 .selectors
                 .iter()
                 .any(|s| s.names(job) && s.step == Some(step))
+    }
+}
+
+/// The renderer reads the command line through this trait (it cannot name `SacctArgs`
+/// without a module cycle); every answer is a field or method above.
+impl SacctRequest for SacctArgs {
+    fn format(&self) -> &SacctFormat {
+        &self.format
+    }
+    fn header(&self) -> bool {
+        self.header
+    }
+    fn delimiter(&self) -> Option<&str> {
+        self.delimiter.as_deref()
+    }
+    fn trailing_delimiter(&self) -> bool {
+        self.trailing_delimiter
+    }
+    fn units(&self) -> Option<char> {
+        self.units
+    }
+    fn noconvert(&self) -> bool {
+        self.noconvert
+    }
+    fn allocations(&self) -> bool {
+        self.allocations
+    }
+    fn expand_arrays(&self) -> bool {
+        self.expand_arrays
+    }
+    fn selects(&self, job: &AcctJob) -> bool {
+        SacctArgs::selects(self, job)
+    }
+    fn shows_job_row(&self, job: &AcctJob) -> bool {
+        SacctArgs::shows_job_row(self, job)
+    }
+    fn shows_step(&self, job: &AcctJob, step: StepKind) -> bool {
+        SacctArgs::shows_step(self, job, step)
     }
 }
 

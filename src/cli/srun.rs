@@ -1390,7 +1390,7 @@ fn tasks_phrase(ranks: &[u32]) -> String {
 /// The error line for tasks that ended badly, or None for a clean exit.
 fn exit_message(s: &ExitStatus) -> Option<String> {
     if s.signal != 0 {
-        Some(crate::actors::step::signal_name(s.signal).to_string())
+        Some(crate::model::signal::signal_name(s.signal).to_string())
     } else if s.code != 0 {
         Some(format!("Exited with exit code {}", s.code))
     } else {

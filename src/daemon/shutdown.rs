@@ -174,7 +174,7 @@ impl Signals {
 mod tests {
     use super::*;
 
-    #[actix_rt::test]
+    #[actix::test]
     async fn stop_cancels_every_part_and_waits_for_its_tasks() {
         let mut tree = Tree::default();
         let listener = tree.part("listener");
@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(conns.running(), 0);
     }
 
-    #[actix_rt::test]
+    #[actix::test]
     async fn a_task_that_ignores_cancellation_is_reported_not_waited_for() {
         let mut tree = Tree::default();
         let stuck = tree.part("stuck");

@@ -417,3 +417,33 @@ pub fn keep_logs(c: &Cluster) {
             .status();
     }
 }
+
+/// Whether CI is running these tests (`CI` set and non-empty, as `.ci/run` and
+/// hosted CI services set it): there every prerequisite must be present.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// A test's prerequisite `what` (e.g. "python3 with submitit"): true if
+/// `present`. If not, under CI the test fails naming it, since a test that
+/// skips there proves nothing; elsewhere it prints `SKIPPED: <test>: <why>` on
+/// stderr and returns false, and the caller returns.
+#[track_caller]
+pub fn require(present: bool, what: &str) -> bool {
+    if present {
+        return true;
+    }
+    // libtest names each test's thread after the test; where it does not (one
+    // test thread may run on `main`), the caller's location names it instead.
+    let here = std::panic::Location::caller();
+    let test = std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .map_or_else(
+            || format!("{}:{}", here.file(), here.line()),
+            str::to_string,
+        );
+    assert!(!in_ci(), "{test}: missing prerequisite under CI: {what}");
+    eprintln!("SKIPPED: {test}: {what} is missing");
+    false
+}

@@ -11,11 +11,12 @@
 
 use std::cmp::Ordering;
 
-use super::time::{fmt_date_line, fmt_limit_min, fmt_timestamp, LimitStyle};
-use super::{
-    parse_long_list, parse_percent, render_line, resolve_auto_widths, user_uid, Cell, FieldSpec,
-    FormatError, FormatWarning, Item, Width,
+use super::fields::{
+    compare_keys, render_line, resolve_auto_widths, Cell, FieldDef, FieldSpec, FieldTable, Item,
+    SortSyntax, Width,
 };
+use super::time::{fmt_limit_min, fmt_timestamp, LimitStyle};
+use super::{user_uid, FormatError, FormatWarning};
 use crate::config::hostlist;
 use crate::wire::types::{NodeBaseState, NodeInfo, PartitionInfo, PartitionState};
 
@@ -73,169 +74,191 @@ enum NodeField {
     Port,
 }
 
-/// `%` letters, in the order `%all` prints them.
-const LETTERS: &[(char, NodeField)] = &[
-    ('a', NodeField::Avail),
-    ('b', NodeField::FeaturesAct),
-    ('c', NodeField::Cpus),
-    ('d', NodeField::TmpDisk),
-    ('e', NodeField::FreeMem),
-    ('f', NodeField::Features),
-    ('g', NodeField::Groups),
-    ('h', NodeField::OverSubscribe),
-    ('i', NodeField::Reservation),
-    ('l', NodeField::TimeLimit),
-    ('m', NodeField::Memory),
-    ('n', NodeField::Hostnames),
-    ('o', NodeField::NodeAddr),
-    ('p', NodeField::PrioTier),
-    ('r', NodeField::Root),
-    ('s', NodeField::JobSize),
-    ('t', NodeField::StateCompact),
-    ('u', NodeField::User),
-    ('v', NodeField::Version),
-    ('w', NodeField::Weight),
-    ('z', NodeField::Sct),
-    ('A', NodeField::NodesAi),
-    ('B', NodeField::MaxCpusPerNode),
-    ('C', NodeField::CpusAiot),
-    ('D', NodeField::Nodes),
-    ('E', NodeField::Reason),
-    ('F', NodeField::NodesAiot),
-    ('G', NodeField::Gres),
-    ('H', NodeField::Timestamp),
-    ('I', NodeField::PrioJobFactor),
-    ('L', NodeField::DefaultTime),
-    ('M', NodeField::PreemptMode),
-    ('N', NodeField::NodeList),
-    ('O', NodeField::CpuLoad),
-    ('P', NodeField::Partition),
-    ('R', NodeField::PartitionName),
-    ('S', NodeField::AllocNodes),
-    ('T', NodeField::StateLong),
-    ('U', NodeField::UserLong),
-    ('V', NodeField::Cluster),
-    ('X', NodeField::Sockets),
-    ('Y', NodeField::Cores),
-    ('Z', NodeField::Threads),
-];
-
-/// `-O` names (lower-cased; matching is case-insensitive).
-const LONG_NAMES: &[(&str, NodeField)] = &[
-    ("allocmem", NodeField::AllocMem),
-    ("allocnodes", NodeField::AllocNodes),
-    ("available", NodeField::Avail),
-    ("cluster", NodeField::Cluster),
-    ("cores", NodeField::Cores),
-    ("cpus", NodeField::Cpus),
-    ("cpusload", NodeField::CpuLoad),
-    ("cpusstate", NodeField::CpusAiot),
-    ("defaulttime", NodeField::DefaultTime),
-    ("disk", NodeField::TmpDisk),
-    ("features", NodeField::Features),
-    ("features_act", NodeField::FeaturesAct),
-    ("freemem", NodeField::FreeMem),
-    ("gres", NodeField::Gres),
-    ("groups", NodeField::Groups),
-    ("maxcpuspernode", NodeField::MaxCpusPerNode),
-    ("memory", NodeField::Memory),
-    ("nodeaddr", NodeField::NodeAddr),
-    ("nodeai", NodeField::NodesAi),
-    ("nodeaiot", NodeField::NodesAiot),
-    ("nodehost", NodeField::Hostnames),
-    ("nodelist", NodeField::NodeList),
-    ("nodes", NodeField::Nodes),
-    ("oversubscribe", NodeField::OverSubscribe),
-    ("partition", NodeField::Partition),
-    ("partitionname", NodeField::PartitionName),
-    ("port", NodeField::Port),
-    ("preemptmode", NodeField::PreemptMode),
-    ("priorityjobfactor", NodeField::PrioJobFactor),
-    ("prioritytier", NodeField::PrioTier),
-    ("reason", NodeField::Reason),
-    ("reservation", NodeField::Reservation),
-    ("root", NodeField::Root),
-    ("size", NodeField::JobSize),
-    ("socketcorethread", NodeField::Sct),
-    ("sockets", NodeField::Sockets),
-    ("statecompact", NodeField::StateCompact),
-    ("statelong", NodeField::StateLong),
-    ("threads", NodeField::Threads),
-    ("time", NodeField::TimeLimit),
-    ("timestamp", NodeField::Timestamp),
-    ("user", NodeField::User),
-    ("userlong", NodeField::UserLong),
-    ("version", NodeField::Version),
-    ("weight", NodeField::Weight),
-];
-
-impl NodeField {
-    fn from_letter(c: char) -> Option<NodeField> {
-        LETTERS.iter().find(|(l, _)| *l == c).map(|&(_, f)| f)
-    }
-
-    fn from_long_name(name: &str) -> Option<NodeField> {
-        LONG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
-    }
-
-    /// The column title; Slurm never cuts the host-list titles.
-    fn header(self) -> Cell {
-        match self {
-            NodeField::NodeList | NodeField::Hostnames | NodeField::NodeAddr => {
-                Cell::whole(self.title())
-            }
-            _ => Cell::cut(self.title()),
-        }
-    }
-
-    fn title(self) -> &'static str {
-        use NodeField::*;
-        match self {
-            Avail => "AVAIL",
-            FeaturesAct => "ACTIVE_FEATURES",
-            Cpus => "CPUS",
-            TmpDisk => "TMP_DISK",
-            FreeMem => "FREE_MEM",
-            Features => "AVAIL_FEATURES",
-            Groups => "GROUPS",
-            OverSubscribe => "OVERSUBSCRIBE",
-            Reservation => "RESERVATION",
-            TimeLimit => "TIMELIMIT",
-            Memory => "MEMORY",
-            Hostnames => "HOSTNAMES",
-            NodeAddr => "NODE_ADDR",
-            PrioTier => "PRIO_TIER",
-            Root => "ROOT",
-            JobSize => "JOB_SIZE",
-            StateCompact | StateLong => "STATE",
-            User | UserLong => "USER",
-            Version => "VERSION",
-            Weight => "WEIGHT",
-            Sct => "S:C:T",
-            NodesAi => "NODES(A/I)",
-            MaxCpusPerNode => "MAX_CPUS_PER_NODE",
-            CpusAiot => "CPUS(A/I/O/T)",
-            Nodes => "NODES",
-            Reason => "REASON",
-            NodesAiot => "NODES(A/I/O/T)",
-            Gres => "GRES",
-            Timestamp => "TIMESTAMP",
-            PrioJobFactor => "PRIO_JOB_FACTOR",
-            DefaultTime => "DEFAULTTIME",
-            PreemptMode => "PREEMPT_MODE",
-            NodeList => "NODELIST",
-            CpuLoad => "CPU_LOAD",
-            Partition | PartitionName => "PARTITION",
-            AllocNodes => "ALLOCNODES",
-            Cluster => "CLUSTER",
-            Sockets => "SOCKETS",
-            Cores => "CORES",
-            Threads => "THREADS",
-            AllocMem => "ALLOCMEM",
-            Port => "PORT",
-        }
-    }
-}
+/// sinfo's columns: `%` letters in the order `%all` prints them, then the `-O`-only
+/// ones. The host-list titles are never cut; `-S` takes every letter.
+static FIELDS: FieldTable<NodeField> = FieldTable {
+    defs: &[
+        FieldDef::new(NodeField::Avail, "AVAIL")
+            .letter('a')
+            .name("available")
+            .sort(),
+        FieldDef::new(NodeField::FeaturesAct, "ACTIVE_FEATURES")
+            .letter('b')
+            .name("features_act")
+            .sort(),
+        FieldDef::new(NodeField::Cpus, "CPUS")
+            .letter('c')
+            .name("cpus")
+            .sort(),
+        FieldDef::new(NodeField::TmpDisk, "TMP_DISK")
+            .letter('d')
+            .name("disk")
+            .sort(),
+        FieldDef::new(NodeField::FreeMem, "FREE_MEM")
+            .letter('e')
+            .name("freemem")
+            .sort(),
+        FieldDef::new(NodeField::Features, "AVAIL_FEATURES")
+            .letter('f')
+            .name("features")
+            .sort(),
+        FieldDef::new(NodeField::Groups, "GROUPS")
+            .letter('g')
+            .name("groups")
+            .sort(),
+        FieldDef::new(NodeField::OverSubscribe, "OVERSUBSCRIBE")
+            .letter('h')
+            .name("oversubscribe")
+            .sort(),
+        FieldDef::new(NodeField::Reservation, "RESERVATION")
+            .letter('i')
+            .name("reservation")
+            .sort(),
+        FieldDef::new(NodeField::TimeLimit, "TIMELIMIT")
+            .letter('l')
+            .name("time")
+            .sort(),
+        FieldDef::new(NodeField::Memory, "MEMORY")
+            .letter('m')
+            .name("memory")
+            .sort(),
+        FieldDef::new(NodeField::Hostnames, "HOSTNAMES")
+            .letter('n')
+            .name("nodehost")
+            .sort()
+            .whole_header(),
+        FieldDef::new(NodeField::NodeAddr, "NODE_ADDR")
+            .letter('o')
+            .name("nodeaddr")
+            .sort()
+            .whole_header(),
+        FieldDef::new(NodeField::PrioTier, "PRIO_TIER")
+            .letter('p')
+            .name("prioritytier")
+            .sort(),
+        FieldDef::new(NodeField::Root, "ROOT")
+            .letter('r')
+            .name("root")
+            .sort(),
+        FieldDef::new(NodeField::JobSize, "JOB_SIZE")
+            .letter('s')
+            .name("size")
+            .sort(),
+        FieldDef::new(NodeField::StateCompact, "STATE")
+            .letter('t')
+            .name("statecompact")
+            .sort(),
+        FieldDef::new(NodeField::User, "USER")
+            .letter('u')
+            .name("user")
+            .sort(),
+        FieldDef::new(NodeField::Version, "VERSION")
+            .letter('v')
+            .name("version")
+            .sort(),
+        FieldDef::new(NodeField::Weight, "WEIGHT")
+            .letter('w')
+            .name("weight")
+            .sort(),
+        FieldDef::new(NodeField::Sct, "S:C:T")
+            .letter('z')
+            .name("socketcorethread")
+            .sort(),
+        FieldDef::new(NodeField::NodesAi, "NODES(A/I)")
+            .letter('A')
+            .name("nodeai")
+            .sort(),
+        FieldDef::new(NodeField::MaxCpusPerNode, "MAX_CPUS_PER_NODE")
+            .letter('B')
+            .name("maxcpuspernode")
+            .sort(),
+        FieldDef::new(NodeField::CpusAiot, "CPUS(A/I/O/T)")
+            .letter('C')
+            .name("cpusstate")
+            .sort(),
+        FieldDef::new(NodeField::Nodes, "NODES")
+            .letter('D')
+            .name("nodes")
+            .sort(),
+        FieldDef::new(NodeField::Reason, "REASON")
+            .letter('E')
+            .name("reason")
+            .sort(),
+        FieldDef::new(NodeField::NodesAiot, "NODES(A/I/O/T)")
+            .letter('F')
+            .name("nodeaiot")
+            .sort(),
+        FieldDef::new(NodeField::Gres, "GRES")
+            .letter('G')
+            .name("gres")
+            .sort(),
+        FieldDef::new(NodeField::Timestamp, "TIMESTAMP")
+            .letter('H')
+            .name("timestamp")
+            .sort(),
+        FieldDef::new(NodeField::PrioJobFactor, "PRIO_JOB_FACTOR")
+            .letter('I')
+            .name("priorityjobfactor")
+            .sort(),
+        FieldDef::new(NodeField::DefaultTime, "DEFAULTTIME")
+            .letter('L')
+            .name("defaulttime")
+            .sort(),
+        FieldDef::new(NodeField::PreemptMode, "PREEMPT_MODE")
+            .letter('M')
+            .name("preemptmode")
+            .sort(),
+        FieldDef::new(NodeField::NodeList, "NODELIST")
+            .letter('N')
+            .name("nodelist")
+            .sort()
+            .whole_header(),
+        FieldDef::new(NodeField::CpuLoad, "CPU_LOAD")
+            .letter('O')
+            .name("cpusload")
+            .sort(),
+        FieldDef::new(NodeField::Partition, "PARTITION")
+            .letter('P')
+            .name("partition")
+            .sort(),
+        FieldDef::new(NodeField::PartitionName, "PARTITION")
+            .letter('R')
+            .name("partitionname")
+            .sort(),
+        FieldDef::new(NodeField::AllocNodes, "ALLOCNODES")
+            .letter('S')
+            .name("allocnodes")
+            .sort(),
+        FieldDef::new(NodeField::StateLong, "STATE")
+            .letter('T')
+            .name("statelong")
+            .sort(),
+        FieldDef::new(NodeField::UserLong, "USER")
+            .letter('U')
+            .name("userlong")
+            .sort(),
+        FieldDef::new(NodeField::Cluster, "CLUSTER")
+            .letter('V')
+            .name("cluster")
+            .sort(),
+        FieldDef::new(NodeField::Sockets, "SOCKETS")
+            .letter('X')
+            .name("sockets")
+            .sort(),
+        FieldDef::new(NodeField::Cores, "CORES")
+            .letter('Y')
+            .name("cores")
+            .sort(),
+        FieldDef::new(NodeField::Threads, "THREADS")
+            .letter('Z')
+            .name("threads")
+            .sort(),
+        FieldDef::new(NodeField::AllocMem, "ALLOCMEM")
+            .name("allocmem")
+            .sort(),
+        FieldDef::new(NodeField::Port, "PORT").name("port").sort(),
+    ],
+};
 
 /// Which attributes split nodes into separate rows (Slurm's match flags).
 #[derive(Debug, Default, Clone, Copy)]
@@ -368,7 +391,8 @@ impl SinfoFormat {
             (SinfoView::Reasons, false) => ("%20E %9u %19H %N", &[][..]),
             (SinfoView::Reasons, true) => ("%20E %12U %19H %6t %N", &[][..]),
         };
-        let items = parse_percent(format, NodeField::from_letter, false)
+        let items = FIELDS
+            .parse_format(format, false)
             .items
             .into_iter()
             .map(|item| auto_size(item, auto))
@@ -384,9 +408,9 @@ impl SinfoFormat {
     /// the output and returned as warnings for stderr.
     pub fn user_format(view: SinfoView, format: &str) -> (Self, Vec<FormatWarning>) {
         let parsed = if format.eq_ignore_ascii_case("%all") {
-            parse_percent(&all_format(), NodeField::from_letter, true)
+            FIELDS.parse_format(&all_format(), true)
         } else {
-            parse_percent(format, NodeField::from_letter, false)
+            FIELDS.parse_format(format, false)
         };
         (
             Self::from_items(view, parsed.items),
@@ -397,7 +421,7 @@ impl SinfoFormat {
     /// `sinfo -O name[:[.]width],...`. Unknown names are dropped and
     /// returned as warnings.
     pub fn field_list(view: SinfoView, list: &str) -> (Self, Vec<FormatWarning>) {
-        let parsed = parse_long_list(list, NodeField::from_long_name);
+        let parsed = FIELDS.parse_list(list);
         (
             Self::from_items(view, parsed.items),
             node_warnings(parsed.bad_specs),
@@ -437,12 +461,12 @@ fn auto_size(item: Item<NodeField>, auto: &[NodeField]) -> Item<NodeField> {
 /// followed by a space, exactly as Slurm builds it.
 fn all_format() -> String {
     let mut format = String::new();
-    for (i, (c, _)) in LETTERS.iter().enumerate() {
+    for (i, c) in FIELDS.letters().enumerate() {
         if i > 0 {
             format.push('|');
         }
         format.push('%');
-        format.push(*c);
+        format.push(c);
         if c.is_ascii_uppercase() {
             format.push(' ');
         }
@@ -782,44 +806,20 @@ fn sort_groups(groups: &mut [Group], view: SinfoView) {
 /// compare as numbers; letters sinfo does not know are skipped, as Slurm's
 /// sinfo skips them.
 fn user_sort(groups: &mut [Group], spec: &str) {
-    let mut keys: Vec<(NodeField, bool, bool)> = Vec::new();
-    for key in spec.split(',').map(str::trim) {
-        let (descending, rest) = match key.strip_prefix('-') {
-            Some(r) => (true, r),
-            None => (false, key.strip_prefix('+').unwrap_or(key)),
-        };
-        let (conf_order, rest) = match rest.strip_prefix('#') {
-            Some(r) => (true, r),
-            None => (false, rest),
-        };
-        let mut letters = rest.chars();
-        if let (Some(c), None) = (letters.next(), letters.next()) {
-            if let Some(f) = NodeField::from_letter(c) {
-                keys.push((f, descending, conf_order));
-            }
-        }
-    }
+    let keys = FIELDS.parse_sort(spec, SortSyntax::Sinfo);
     let part_idx = |g: &Group| g.part.map_or(usize::MAX, |(i, _)| i);
     groups.sort_by(|a, b| {
-        keys.iter()
-            .map(|&(f, descending, conf_order)| {
-                let o = if conf_order && f == NodeField::Partition {
-                    part_idx(a).cmp(&part_idx(b))
-                } else {
-                    let (x, y) = (text(f, a, 0), text(f, b, 0));
-                    match (x.trim().parse::<f64>(), y.trim().parse::<f64>()) {
-                        (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(Ordering::Equal),
-                        _ => natural_key(&x).cmp(&natural_key(&y)),
-                    }
-                };
-                if descending {
-                    o.reverse()
-                } else {
-                    o
+        compare_keys(&keys, a, b, |k, a, b| {
+            if k.conf_order && k.code == NodeField::Partition {
+                part_idx(a).cmp(&part_idx(b))
+            } else {
+                let (x, y) = (text(k.code, a, 0), text(k.code, b, 0));
+                match (x.trim().parse::<f64>(), y.trim().parse::<f64>()) {
+                    (Ok(p), Ok(q)) => p.partial_cmp(&q).unwrap_or(Ordering::Equal),
+                    _ => natural_key(&x).cmp(&natural_key(&y)),
                 }
-            })
-            .find(|o| o.is_ne())
-            .unwrap_or(Ordering::Equal)
+            }
+        })
     });
 }
 
@@ -1034,13 +1034,7 @@ pub fn render(
     let items = resolve_auto_widths(&opts.items, |f| longest(f, &groups));
     let mut out = String::new();
     if !opts.no_header {
-        if opts.date_line {
-            let date = fmt_date_line(now).ok_or(FormatError::TimeOutOfRange { secs: now })?;
-            out.push_str(&date);
-            out.push('\n');
-        }
-        out.push_str(&render_line(&items, |f, _| f.header()));
-        out.push('\n');
+        FIELDS.push_heading(&mut out, &items, opts.date_line, now)?;
     }
     for g in &groups {
         out.push_str(&render_line(&items, |f, width| {
@@ -1054,6 +1048,7 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::format::time::fmt_date_line;
 
     /// When the reasons were set in the reference run.
     const REASON_AT: i64 = 1_795_232_624;

@@ -10,13 +10,11 @@
 
 use std::cmp::Ordering;
 
-use super::time::{
-    fmt_date_line, fmt_elapsed_squeue, fmt_limit_min, fmt_time_left, fmt_timestamp, LimitStyle,
+use super::fields::{
+    compare_keys, render_line_into, Cell, FieldDef, FieldTable, Item, SortKey, SortSyntax,
 };
-use super::{
-    fmt_mem_mb, group_name, job_tres, or_null, parse_long_list, parse_percent, render_line,
-    render_line_into, Cell, FormatError, FormatWarning, Item,
-};
+use super::time::{fmt_elapsed_squeue, fmt_limit_min, fmt_time_left, fmt_timestamp, LimitStyle};
+use super::{fmt_mem_mb, group_name, job_tres, or_null, FormatError, FormatWarning};
 use crate::wire::types::{Exclusive, JobInfo, JobState};
 
 /// squeue's default layout.
@@ -97,208 +95,200 @@ enum JobField {
     EligibleTime,
 }
 
-/// `%` letters, in the order `%all` prints them (a–z, then A–Z).
-const LETTERS: &[(char, JobField)] = &[
-    ('a', JobField::Account),
-    ('b', JobField::TresPerNode),
-    ('c', JobField::MinCpus),
-    ('d', JobField::MinTmpDisk),
-    ('e', JobField::EndTime),
-    ('f', JobField::Features),
-    ('g', JobField::GroupName),
-    ('h', JobField::OverSubscribe),
-    ('i', JobField::JobIdDisplay),
-    ('j', JobField::Name),
-    ('k', JobField::Comment),
-    ('l', JobField::TimeLimit),
-    ('m', JobField::MinMemory),
-    ('n', JobField::ReqNodes),
-    ('o', JobField::Command),
-    ('p', JobField::PriorityFloat),
-    ('q', JobField::Qos),
-    ('r', JobField::Reason),
-    ('s', JobField::StepOnly),
-    ('t', JobField::StateCompact),
-    ('u', JobField::UserName),
-    ('v', JobField::Reservation),
-    ('w', JobField::Wckey),
-    ('x', JobField::ExcNodes),
-    ('y', JobField::Nice),
-    ('z', JobField::Sct),
-    ('A', JobField::JobId),
-    ('B', JobField::ExecHost),
-    ('C', JobField::Cpus),
-    ('D', JobField::Nodes),
-    ('E', JobField::Dependency),
-    ('F', JobField::ArrayJobId),
-    ('G', JobField::GroupId),
-    ('H', JobField::SocketsPerNode),
-    ('I', JobField::CoresPerSocket),
-    ('J', JobField::ThreadsPerCore),
-    ('K', JobField::ArrayTaskId),
-    ('L', JobField::TimeLeft),
-    ('M', JobField::TimeUsed),
-    ('N', JobField::NodeList),
-    ('O', JobField::Contiguous),
-    ('P', JobField::Partition),
-    ('Q', JobField::PriorityInt),
-    ('R', JobField::ReasonList),
-    ('S', JobField::StartTime),
-    ('T', JobField::State),
-    ('U', JobField::Uid),
-    ('V', JobField::SubmitTime),
-    ('W', JobField::Licenses),
-    ('X', JobField::CoreSpec),
-    ('Y', JobField::SchedNodes),
-    ('Z', JobField::WorkDir),
-];
-
-/// `-O` names (lower-cased; matching is case-insensitive).
-const LONG_NAMES: &[(&str, JobField)] = &[
-    ("account", JobField::Account),
-    ("arrayjobid", JobField::ArrayJobId),
-    ("arraytaskid", JobField::ArrayTaskId),
-    ("batchhost", JobField::ExecHost),
-    ("command", JobField::Command),
-    ("comment", JobField::Comment),
-    ("contiguous", JobField::Contiguous),
-    ("cores", JobField::CoresPerSocket),
-    ("corespec", JobField::CoreSpec),
-    ("cpus-per-task", JobField::CpusPerTask),
-    ("dependency", JobField::Dependency),
-    ("eligibletime", JobField::EligibleTime),
-    ("endtime", JobField::EndTime),
-    ("exit_code", JobField::ExitCode),
-    ("feature", JobField::Features),
-    ("groupid", JobField::GroupId),
-    ("groupname", JobField::GroupName),
-    ("jobarrayid", JobField::JobIdDisplay),
-    ("jobid", JobField::JobId),
-    ("licenses", JobField::Licenses),
-    ("mincpus", JobField::MinCpus),
-    ("minmemory", JobField::MinMemory),
-    ("mintmpdisk", JobField::MinTmpDisk),
-    ("name", JobField::Name),
-    ("nice", JobField::Nice),
-    ("nodelist", JobField::NodeList),
-    ("numcpus", JobField::Cpus),
-    ("numnodes", JobField::Nodes),
-    ("numtasks", JobField::Tasks),
-    ("oversubscribe", JobField::OverSubscribe),
-    ("partition", JobField::Partition),
-    ("priority", JobField::PriorityFloat),
-    ("prioritylong", JobField::PriorityInt),
-    ("qos", JobField::Qos),
-    ("reason", JobField::Reason),
-    ("reasonlist", JobField::ReasonList),
-    ("reqnodes", JobField::ReqNodes),
-    ("reservation", JobField::Reservation),
-    ("restartcnt", JobField::RestartCount),
-    ("schednodes", JobField::SchedNodes),
-    ("sct", JobField::Sct),
-    ("sockets", JobField::SocketsPerNode),
-    ("starttime", JobField::StartTime),
-    ("state", JobField::State),
-    ("statecompact", JobField::StateCompact),
-    ("stderr", JobField::StdErr),
-    ("stdin", JobField::StdIn),
-    ("stdout", JobField::StdOut),
-    ("submittime", JobField::SubmitTime),
-    ("threads", JobField::ThreadsPerCore),
-    ("timeleft", JobField::TimeLeft),
-    ("timelimit", JobField::TimeLimit),
-    ("timeused", JobField::TimeUsed),
-    ("tres-alloc", JobField::TresAlloc),
-    ("tres-per-node", JobField::TresPerNode),
-    ("userid", JobField::Uid),
-    ("username", JobField::UserName),
-    ("wckey", JobField::Wckey),
-    ("workdir", JobField::WorkDir),
-];
+/// squeue's columns: `%` letters in the order `%all` prints them (a–z, then A–Z), then
+/// the `-O`-only ones. The node-list titles are never cut; `-S` takes the letters
+/// marked sortable.
+static FIELDS: FieldTable<JobField> = FieldTable {
+    defs: &[
+        FieldDef::new(JobField::Account, "ACCOUNT")
+            .letter('a')
+            .name("account"),
+        FieldDef::new(JobField::TresPerNode, "TRES_PER_NODE")
+            .letter('b')
+            .name("tres-per-node"),
+        FieldDef::new(JobField::MinCpus, "MIN_CPUS")
+            .letter('c')
+            .name("mincpus"),
+        FieldDef::new(JobField::MinTmpDisk, "MIN_TMP_DISK")
+            .letter('d')
+            .name("mintmpdisk"),
+        FieldDef::new(JobField::EndTime, "END_TIME")
+            .letter('e')
+            .name("endtime")
+            .sort(),
+        FieldDef::new(JobField::Features, "FEATURES")
+            .letter('f')
+            .name("feature"),
+        FieldDef::new(JobField::GroupName, "GROUP")
+            .letter('g')
+            .name("groupname")
+            .sort(),
+        FieldDef::new(JobField::OverSubscribe, "OVER_SUBSCRIBE")
+            .letter('h')
+            .name("oversubscribe"),
+        FieldDef::new(JobField::JobIdDisplay, "JOBID")
+            .letter('i')
+            .name("jobarrayid")
+            .sort(),
+        FieldDef::new(JobField::Name, "NAME")
+            .letter('j')
+            .name("name")
+            .sort(),
+        FieldDef::new(JobField::Comment, "COMMENT")
+            .letter('k')
+            .name("comment"),
+        FieldDef::new(JobField::TimeLimit, "TIME_LIMIT")
+            .letter('l')
+            .name("timelimit")
+            .sort(),
+        FieldDef::new(JobField::MinMemory, "MIN_MEMORY")
+            .letter('m')
+            .name("minmemory"),
+        FieldDef::new(JobField::ReqNodes, "REQ_NODES")
+            .letter('n')
+            .name("reqnodes"),
+        FieldDef::new(JobField::Command, "COMMAND")
+            .letter('o')
+            .name("command"),
+        FieldDef::new(JobField::PriorityFloat, "PRIORITY")
+            .letter('p')
+            .name("priority")
+            .sort(),
+        FieldDef::new(JobField::Qos, "QOS").letter('q').name("qos"),
+        FieldDef::new(JobField::Reason, "REASON")
+            .letter('r')
+            .name("reason")
+            .sort(),
+        FieldDef::new(JobField::StepOnly, "").letter('s'),
+        FieldDef::new(JobField::StateCompact, "ST")
+            .letter('t')
+            .name("statecompact")
+            .sort(),
+        FieldDef::new(JobField::UserName, "USER")
+            .letter('u')
+            .name("username")
+            .sort(),
+        FieldDef::new(JobField::Reservation, "RESERVATION")
+            .letter('v')
+            .name("reservation"),
+        FieldDef::new(JobField::Wckey, "WCKEY")
+            .letter('w')
+            .name("wckey"),
+        FieldDef::new(JobField::ExcNodes, "EXC_NODES").letter('x'),
+        FieldDef::new(JobField::Nice, "NICE")
+            .letter('y')
+            .name("nice"),
+        FieldDef::new(JobField::Sct, "S:C:T")
+            .letter('z')
+            .name("sct"),
+        FieldDef::new(JobField::JobId, "JOBID")
+            .letter('A')
+            .name("jobid")
+            .sort(),
+        FieldDef::new(JobField::ExecHost, "EXEC_HOST")
+            .letter('B')
+            .name("batchhost"),
+        FieldDef::new(JobField::Cpus, "CPUS")
+            .letter('C')
+            .name("numcpus")
+            .sort(),
+        FieldDef::new(JobField::Nodes, "NODES")
+            .letter('D')
+            .name("numnodes")
+            .sort(),
+        FieldDef::new(JobField::Dependency, "DEPENDENCY")
+            .letter('E')
+            .name("dependency"),
+        FieldDef::new(JobField::ArrayJobId, "ARRAY_JOB_ID")
+            .letter('F')
+            .name("arrayjobid"),
+        FieldDef::new(JobField::GroupId, "GROUP")
+            .letter('G')
+            .name("groupid")
+            .sort(),
+        FieldDef::new(JobField::SocketsPerNode, "SOCKETS_PER_NODE")
+            .letter('H')
+            .name("sockets"),
+        FieldDef::new(JobField::CoresPerSocket, "CORES_PER_SOCKET")
+            .letter('I')
+            .name("cores"),
+        FieldDef::new(JobField::ThreadsPerCore, "THREADS_PER_CORE")
+            .letter('J')
+            .name("threads"),
+        FieldDef::new(JobField::ArrayTaskId, "ARRAY_TASK_ID")
+            .letter('K')
+            .name("arraytaskid"),
+        FieldDef::new(JobField::TimeLeft, "TIME_LEFT")
+            .letter('L')
+            .name("timeleft")
+            .sort(),
+        FieldDef::new(JobField::TimeUsed, "TIME")
+            .letter('M')
+            .name("timeused")
+            .sort(),
+        FieldDef::new(JobField::NodeList, "NODELIST")
+            .letter('N')
+            .name("nodelist")
+            .sort()
+            .whole_header(),
+        FieldDef::new(JobField::Contiguous, "CONTIGUOUS")
+            .letter('O')
+            .name("contiguous"),
+        FieldDef::new(JobField::Partition, "PARTITION")
+            .letter('P')
+            .name("partition")
+            .sort(),
+        FieldDef::new(JobField::PriorityInt, "PRIORITY")
+            .letter('Q')
+            .name("prioritylong")
+            .sort(),
+        FieldDef::new(JobField::ReasonList, "NODELIST(REASON)")
+            .letter('R')
+            .name("reasonlist")
+            .whole_header(),
+        FieldDef::new(JobField::StartTime, "START_TIME")
+            .letter('S')
+            .name("starttime")
+            .sort(),
+        FieldDef::new(JobField::State, "STATE")
+            .letter('T')
+            .name("state")
+            .sort(),
+        FieldDef::new(JobField::Uid, "UID")
+            .letter('U')
+            .name("userid")
+            .sort(),
+        FieldDef::new(JobField::SubmitTime, "SUBMIT_TIME")
+            .letter('V')
+            .name("submittime")
+            .sort(),
+        FieldDef::new(JobField::Licenses, "LICENSES")
+            .letter('W')
+            .name("licenses"),
+        FieldDef::new(JobField::CoreSpec, "CORE_SPEC")
+            .letter('X')
+            .name("corespec"),
+        FieldDef::new(JobField::SchedNodes, "SCHEDNODES")
+            .letter('Y')
+            .name("schednodes")
+            .whole_header(),
+        FieldDef::new(JobField::WorkDir, "WORK_DIR")
+            .letter('Z')
+            .name("workdir")
+            .sort(),
+        FieldDef::new(JobField::Tasks, "TASKS").name("numtasks"),
+        FieldDef::new(JobField::StdOut, "STDOUT").name("stdout"),
+        FieldDef::new(JobField::StdErr, "STDERR").name("stderr"),
+        FieldDef::new(JobField::StdIn, "STDIN").name("stdin"),
+        FieldDef::new(JobField::TresAlloc, "TRES_ALLOC").name("tres-alloc"),
+        FieldDef::new(JobField::CpusPerTask, "CPUS_PER_TASK").name("cpus-per-task"),
+        FieldDef::new(JobField::ExitCode, "EXIT_CODE").name("exit_code"),
+        FieldDef::new(JobField::RestartCount, "RESTART_COUNT").name("restartcnt"),
+        FieldDef::new(JobField::EligibleTime, "ELIGIBLE_TIME").name("eligibletime"),
+    ],
+};
 
 impl JobField {
-    fn from_letter(c: char) -> Option<JobField> {
-        LETTERS.iter().find(|(l, _)| *l == c).map(|&(_, f)| f)
-    }
-
-    fn from_long_name(name: &str) -> Option<JobField> {
-        LONG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
-    }
-
-    /// The column title; Slurm never cuts the node-list titles.
-    fn header(self) -> Cell {
-        match self {
-            JobField::NodeList | JobField::ReasonList | JobField::SchedNodes => {
-                Cell::whole(self.title())
-            }
-            _ => Cell::cut(self.title()),
-        }
-    }
-
-    fn title(self) -> &'static str {
-        use JobField::*;
-        match self {
-            Account => "ACCOUNT",
-            TresPerNode => "TRES_PER_NODE",
-            MinCpus => "MIN_CPUS",
-            MinTmpDisk => "MIN_TMP_DISK",
-            EndTime => "END_TIME",
-            Features => "FEATURES",
-            GroupName | GroupId => "GROUP",
-            OverSubscribe => "OVER_SUBSCRIBE",
-            JobIdDisplay | JobId => "JOBID",
-            Name => "NAME",
-            Comment => "COMMENT",
-            TimeLimit => "TIME_LIMIT",
-            MinMemory => "MIN_MEMORY",
-            ReqNodes => "REQ_NODES",
-            Command => "COMMAND",
-            PriorityFloat | PriorityInt => "PRIORITY",
-            Qos => "QOS",
-            Reason => "REASON",
-            StepOnly => "",
-            StateCompact => "ST",
-            UserName => "USER",
-            Reservation => "RESERVATION",
-            Wckey => "WCKEY",
-            ExcNodes => "EXC_NODES",
-            Nice => "NICE",
-            Sct => "S:C:T",
-            ExecHost => "EXEC_HOST",
-            Cpus => "CPUS",
-            Nodes => "NODES",
-            Dependency => "DEPENDENCY",
-            ArrayJobId => "ARRAY_JOB_ID",
-            SocketsPerNode => "SOCKETS_PER_NODE",
-            CoresPerSocket => "CORES_PER_SOCKET",
-            ThreadsPerCore => "THREADS_PER_CORE",
-            ArrayTaskId => "ARRAY_TASK_ID",
-            TimeLeft => "TIME_LEFT",
-            TimeUsed => "TIME",
-            NodeList => "NODELIST",
-            Contiguous => "CONTIGUOUS",
-            Partition => "PARTITION",
-            ReasonList => "NODELIST(REASON)",
-            StartTime => "START_TIME",
-            State => "STATE",
-            Uid => "UID",
-            SubmitTime => "SUBMIT_TIME",
-            Licenses => "LICENSES",
-            CoreSpec => "CORE_SPEC",
-            SchedNodes => "SCHEDNODES",
-            WorkDir => "WORK_DIR",
-            Tasks => "TASKS",
-            StdOut => "STDOUT",
-            StdErr => "STDERR",
-            StdIn => "STDIN",
-            TresAlloc => "TRES_ALLOC",
-            CpusPerTask => "CPUS_PER_TASK",
-            ExitCode => "EXIT_CODE",
-            RestartCount => "RESTART_COUNT",
-            EligibleTime => "ELIGIBLE_TIME",
-        }
-    }
-
     /// The value for `j`. Node lists and elapsed times are never cut by a
     /// right-justified column; everything else (`UNLIMITED` included) is.
     fn value(self, j: &JobInfo, now: i64) -> Cell {
@@ -564,61 +554,9 @@ fn parse_state_list(list: &str) -> Result<Option<Vec<JobState>>, FormatError> {
     Ok(Some(wanted))
 }
 
-/// One `-S` key: a field and a direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SortKey {
-    field: JobField,
-    descending: bool,
-}
-
-/// Parses `-S` (`P,t,-p`, `+i`, ...). Letters squeue cannot sort on are
-/// skipped, as Slurm does.
-fn parse_sort(spec: &str) -> Vec<SortKey> {
-    spec.split(',')
-        .filter_map(|key| {
-            let (descending, letter) = match key.strip_prefix('-') {
-                Some(rest) => (true, rest),
-                None => (false, key.strip_prefix('+').unwrap_or(key)),
-            };
-            let mut chars = letter.chars();
-            match (chars.next(), chars.next()) {
-                (Some(c), None) => JobField::from_letter(c)
-                    .filter(|f| sortable(*f))
-                    .map(|field| SortKey { field, descending }),
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-fn sortable(f: JobField) -> bool {
-    use JobField::*;
-    matches!(
-        f,
-        JobIdDisplay
-            | JobId
-            | Name
-            | UserName
-            | Uid
-            | GroupName
-            | GroupId
-            | Partition
-            | StateCompact
-            | State
-            | PriorityFloat
-            | PriorityInt
-            | TimeUsed
-            | TimeLimit
-            | TimeLeft
-            | Nodes
-            | Cpus
-            | SubmitTime
-            | StartTime
-            | EndTime
-            | NodeList
-            | Reason
-            | WorkDir
-    )
+/// `-S` as given, or squeue's default order.
+fn sort_keys(spec: Option<&str>) -> Vec<SortKey<JobField>> {
+    FIELDS.parse_sort(spec.unwrap_or(DEFAULT_SORT), SortSyntax::Plain)
 }
 
 fn compare_by(field: JobField, a: &JobInfo, b: &JobInfo, now: i64) -> Ordering {
@@ -668,26 +606,16 @@ fn display_key(j: &JobInfo) -> (u32, u32) {
 }
 
 /// Sorts by the keys in order; ties (Slurm leaves them to `qsort`) go by job id.
-fn sort_jobs(jobs: &mut [&JobInfo], keys: &[SortKey], now: i64) {
+fn sort_jobs(jobs: &mut [&JobInfo], keys: &[SortKey<JobField>], now: i64) {
     // Unstable is enough (the tie-break makes the order total) and needs no
     // scratch buffer.
     jobs.sort_unstable_by(|a, b| {
-        keys.iter()
-            .map(|k| {
-                let ord = compare_by(k.field, a, b, now);
-                if k.descending {
-                    ord.reverse()
-                } else {
-                    ord
-                }
-            })
-            .find(|o| o.is_ne())
-            .unwrap_or_else(|| {
-                // Ties: newest job first (Slurm's controller lists jobs that
-                // way and its sort keeps that order), an array's tasks by index.
-                let ((job_a, task_a), (job_b, task_b)) = (display_key(a), display_key(b));
-                job_b.cmp(&job_a).then(task_a.cmp(&task_b))
-            })
+        compare_keys(keys, *a, *b, |k, a, b| compare_by(k.code, a, b, now)).then_with(|| {
+            // Ties: newest job first (Slurm's controller lists jobs that
+            // way and its sort keeps that order), an array's tasks by index.
+            let ((job_a, task_a), (job_b, task_b)) = (display_key(a), display_key(b));
+            job_b.cmp(&job_a).then(task_a.cmp(&task_b))
+        })
     });
 }
 
@@ -710,19 +638,19 @@ pub struct SqueueFormat {
 impl SqueueFormat {
     /// Plain `squeue`.
     pub fn default_format() -> Self {
-        Self::from_items(parse_percent(DEFAULT_FORMAT, JobField::from_letter, false).items)
+        Self::from_items(FIELDS.parse_format(DEFAULT_FORMAT, false).items)
     }
 
     /// `squeue --start`: expected start times of pending jobs.
     pub fn start_format() -> Self {
-        Self::from_items(parse_percent(START_FORMAT, JobField::from_letter, false).items)
+        Self::from_items(FIELDS.parse_format(START_FORMAT, false).items)
     }
 
     /// `squeue -l`: the long columns and the date line.
     pub fn long_format() -> Self {
         Self {
             date_line: true,
-            ..Self::from_items(parse_percent(LONG_FORMAT, JobField::from_letter, false).items)
+            ..Self::from_items(FIELDS.parse_format(LONG_FORMAT, false).items)
         }
     }
 
@@ -730,9 +658,9 @@ impl SqueueFormat {
     /// the output and returned as warnings for stderr.
     pub fn user_format(format: &str) -> (Self, Vec<FormatWarning>) {
         let parsed = if format.eq_ignore_ascii_case("%all") {
-            parse_percent(&all_format(), JobField::from_letter, true)
+            FIELDS.parse_format(&all_format(), true)
         } else {
-            parse_percent(format, JobField::from_letter, false)
+            FIELDS.parse_format(format, false)
         };
         (
             Self::from_items(parsed.items),
@@ -743,7 +671,7 @@ impl SqueueFormat {
     /// `squeue -O name[:[.]width],...`. Unknown names are dropped and
     /// returned as warnings.
     pub fn field_list(list: &str) -> (Self, Vec<FormatWarning>) {
-        let parsed = parse_long_list(list, JobField::from_long_name);
+        let parsed = FIELDS.parse_list(list);
         (
             Self::from_items(parsed.items),
             job_warnings(parsed.bad_specs),
@@ -767,9 +695,9 @@ impl SqueueFormat {
             Item::Field(spec) => detailed(spec.code),
             Item::Literal(_) => false,
         });
-        let sorted = parse_sort(self.sort.as_deref().unwrap_or(DEFAULT_SORT))
+        let sorted = sort_keys(self.sort.as_deref())
             .iter()
-            .any(|k| detailed(k.field));
+            .any(|k| detailed(k.code));
         shown || sorted
     }
 
@@ -787,9 +715,9 @@ impl SqueueFormat {
 
 /// `%all`: every letter, `|`-separated.
 fn all_format() -> String {
-    LETTERS
-        .iter()
-        .map(|(c, _)| format!("%{c}"))
+    FIELDS
+        .letters()
+        .map(|c| format!("%{c}"))
         .collect::<Vec<_>>()
         .join("|")
 }
@@ -806,20 +734,10 @@ fn job_warnings(specs: Vec<String>) -> Vec<FormatWarning> {
 /// header, one line per job, each ending in a newline.
 pub fn render(jobs: &[JobInfo], opts: &SqueueFormat, now: i64) -> Result<String, FormatError> {
     let mut shown = filter_states(jobs, opts.states.as_deref())?;
-    sort_jobs(
-        &mut shown,
-        &parse_sort(opts.sort.as_deref().unwrap_or(DEFAULT_SORT)),
-        now,
-    );
+    sort_jobs(&mut shown, &sort_keys(opts.sort.as_deref()), now);
     let mut out = String::new();
     if !opts.no_header {
-        if opts.date_line {
-            let date = fmt_date_line(now).ok_or(FormatError::TimeOutOfRange { secs: now })?;
-            out.push_str(&date);
-            out.push('\n');
-        }
-        out.push_str(&render_line(&opts.items, |f, _| f.header()));
-        out.push('\n');
+        FIELDS.push_heading(&mut out, &opts.items, opts.date_line, now)?;
     }
     // Lines run about 90 bytes; reserving up front saves the regrowth copies.
     out.reserve(shown.len() * 96);
@@ -838,6 +756,7 @@ pub fn render(jobs: &[JobInfo], opts: &SqueueFormat, now: i64) -> Result<String,
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::cli::format::time::fmt_date_line;
 
     /// Submit time of every sample job; they start a second later.
     pub(crate) const T0: i64 = 1_795_232_616;

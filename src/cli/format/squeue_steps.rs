@@ -6,10 +6,9 @@
 
 use std::cmp::Ordering;
 
-use super::time::{fmt_date_line, fmt_elapsed_squeue, fmt_timestamp};
-use super::{
-    or_null, parse_long_list, parse_percent, render_line, render_line_into, Cell, FormatError, Item,
-};
+use super::fields::{compare_keys, render_line_into, Cell, FieldDef, FieldTable, Item, SortSyntax};
+use super::time::{fmt_elapsed_squeue, fmt_timestamp};
+use super::{or_null, FormatError};
 use crate::wire::types::{AcctJob, AcctStep, JobState, StepKind};
 
 const DEFAULT_FORMAT: &str = "%.15i %.8j %.9P %.8u %.9M %N";
@@ -37,76 +36,76 @@ enum StepField {
     Cluster,
 }
 
-/// `-o` letters, in the order `%all` prints them (Slurm's: a–z, then A–Z).
-const LETTERS: &[(char, StepField)] = &[
-    ('b', StepField::TresPerJob),
-    ('i', StepField::StepId),
-    ('j', StepField::Name),
-    ('l', StepField::TimeLimit),
-    ('u', StepField::UserName),
-    ('A', StepField::Tasks),
-    ('M', StepField::TimeUsed),
-    ('N', StepField::Nodes),
-    ('P', StepField::Partition),
-    ('S', StepField::StartTime),
-    ('U', StepField::Uid),
-];
-
-/// `-O` names (case-insensitive).
-const NAMES: &[(&str, StepField)] = &[
-    ("arrayjobid", StepField::ArrayJobId),
-    ("arraytaskid", StepField::ArrayTaskId),
-    ("cluster", StepField::Cluster),
-    ("jobid", StepField::JobId),
-    ("nodes", StepField::Nodes),
-    ("numcpus", StepField::Cpus),
-    ("numtasks", StepField::Tasks),
-    ("partition", StepField::Partition),
-    ("starttime", StepField::StartTime),
-    ("stepid", StepField::StepId),
-    ("stepname", StepField::Name),
-    ("stepstate", StepField::State),
-    ("timelimit", StepField::TimeLimit),
-    ("timeused", StepField::TimeUsed),
-    ("tres", StepField::TresPerJob),
-    ("userid", StepField::Uid),
-    ("username", StepField::UserName),
-];
+/// The step columns: `-o` letters in the order `%all` prints them (Slurm's: a–z, then
+/// A–Z), then the `-O`-only ones. `-S` takes every letter but `b`.
+static FIELDS: FieldTable<StepField> = FieldTable {
+    defs: &[
+        FieldDef::new(StepField::TresPerJob, "TRES_PER_JOB")
+            .letter('b')
+            .name("tres"),
+        FieldDef::new(StepField::StepId, "STEPID")
+            .letter('i')
+            .name("stepid")
+            .sort(),
+        FieldDef::new(StepField::Name, "NAME")
+            .letter('j')
+            .name("stepname")
+            .sort(),
+        FieldDef::new(StepField::TimeLimit, "TIME_LIMIT")
+            .letter('l')
+            .name("timelimit")
+            .sort(),
+        FieldDef::new(StepField::UserName, "USER")
+            .letter('u')
+            .name("username")
+            .sort(),
+        FieldDef::new(StepField::Tasks, "TASKS")
+            .letter('A')
+            .name("numtasks")
+            .sort(),
+        FieldDef::new(StepField::TimeUsed, "TIME")
+            .letter('M')
+            .name("timeused")
+            .sort(),
+        FieldDef::new(StepField::Nodes, "NODELIST")
+            .letter('N')
+            .name("nodes")
+            .sort()
+            .whole_header(),
+        FieldDef::new(StepField::Partition, "PARTITION")
+            .letter('P')
+            .name("partition")
+            .sort(),
+        FieldDef::new(StepField::StartTime, "START_TIME")
+            .letter('S')
+            .name("starttime")
+            .sort(),
+        FieldDef::new(StepField::Uid, "UID")
+            .letter('U')
+            .name("userid")
+            .sort(),
+        FieldDef::new(StepField::JobId, "JOB_ID")
+            .name("jobid")
+            .sort(),
+        FieldDef::new(StepField::Cpus, "NUM_CPUS")
+            .name("numcpus")
+            .sort(),
+        FieldDef::new(StepField::ArrayJobId, "ARRAY_JOB_ID")
+            .name("arrayjobid")
+            .sort(),
+        FieldDef::new(StepField::ArrayTaskId, "ARRAY_TASK_ID")
+            .name("arraytaskid")
+            .sort(),
+        FieldDef::new(StepField::State, "STATE")
+            .name("stepstate")
+            .sort(),
+        FieldDef::new(StepField::Cluster, "CLUSTER")
+            .name("cluster")
+            .sort(),
+    ],
+};
 
 impl StepField {
-    fn from_letter(c: char) -> Option<StepField> {
-        LETTERS.iter().find(|(l, _)| *l == c).map(|(_, f)| *f)
-    }
-
-    fn from_long_name(name: &str) -> Option<StepField> {
-        NAMES
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, f)| *f)
-    }
-
-    fn title(self) -> &'static str {
-        match self {
-            StepField::TresPerJob => "TRES_PER_JOB",
-            StepField::StepId => "STEPID",
-            StepField::Name => "NAME",
-            StepField::TimeLimit => "TIME_LIMIT",
-            StepField::UserName => "USER",
-            StepField::Tasks => "TASKS",
-            StepField::TimeUsed => "TIME",
-            StepField::Nodes => "NODELIST",
-            StepField::Partition => "PARTITION",
-            StepField::StartTime => "START_TIME",
-            StepField::Uid => "UID",
-            StepField::JobId => "JOB_ID",
-            StepField::Cpus => "NUM_CPUS",
-            StepField::ArrayJobId => "ARRAY_JOB_ID",
-            StepField::ArrayTaskId => "ARRAY_TASK_ID",
-            StepField::State => "STATE",
-            StepField::Cluster => "CLUSTER",
-        }
-    }
-
     fn value(self, row: &Row, now: i64) -> Cell {
         let (j, s) = (row.job, row.step);
         match self {
@@ -167,30 +166,6 @@ struct Row<'a> {
     step: &'a AcctStep,
 }
 
-/// A `-S` key.
-struct SortKey {
-    field: StepField,
-    descending: bool,
-}
-
-fn parse_sort(spec: &str) -> Vec<SortKey> {
-    spec.split(',')
-        .filter_map(|key| {
-            let (descending, letter) = match key.strip_prefix('-') {
-                Some(rest) => (true, rest),
-                None => (false, key.strip_prefix('+').unwrap_or(key)),
-            };
-            let mut chars = letter.chars();
-            match (chars.next(), chars.next()) {
-                (Some(c), None) => StepField::from_letter(c)
-                    .filter(|f| *f != StepField::TresPerJob)
-                    .map(|field| SortKey { field, descending }),
-                _ => None,
-            }
-        })
-        .collect()
-}
-
 fn compare_by(field: StepField, a: &Row, b: &Row, now: i64) -> Ordering {
     match field {
         StepField::StepId => {
@@ -222,23 +197,24 @@ pub struct StepFormat {
 
 impl StepFormat {
     pub fn default_format() -> Self {
-        Self::from_items(parse_percent(DEFAULT_FORMAT, StepField::from_letter, false).items)
+        Self::from_items(FIELDS.parse_format(DEFAULT_FORMAT, false).items)
     }
 
     /// `-o FORMAT` (`%all` included); the letters steps lack, as warnings.
     pub fn user_format(format: &str) -> (Self, Vec<String>) {
         let parsed = if format.eq_ignore_ascii_case("%all") {
-            let all: Vec<String> = LETTERS.iter().map(|(c, _)| format!("%{c}")).collect();
-            parse_percent(&format!("{}|", all.join("|")), StepField::from_letter, true)
+            // N.B. Slurm's step `%all` ends in a `|` too.
+            let all: Vec<String> = FIELDS.letters().map(|c| format!("%{c}")).collect();
+            FIELDS.parse_format(&format!("{}|", all.join("|")), true)
         } else {
-            parse_percent(format, StepField::from_letter, false)
+            FIELDS.parse_format(format, false)
         };
         (Self::from_items(parsed.items), warnings(parsed.bad_specs))
     }
 
     /// `-O name[:[.]width],...`; unknown names dropped, as warnings.
     pub fn field_list(list: &str) -> (Self, Vec<String>) {
-        let parsed = parse_long_list(list, StepField::from_long_name);
+        let parsed = FIELDS.parse_list(list);
         (Self::from_items(parsed.items), warnings(parsed.bad_specs))
     }
 
@@ -272,32 +248,14 @@ pub fn render(
         .filter(|r| matches!(r.step.state, JobState::Running | JobState::Suspended))
         .filter(|r| keep(r.job, r.step))
         .collect();
-    let keys = parse_sort(opts.sort.as_deref().unwrap_or(DEFAULT_SORT));
-    rows.sort_by(|a, b| {
-        keys.iter()
-            .map(|k| {
-                let o = compare_by(k.field, a, b, now);
-                if k.descending {
-                    o.reverse()
-                } else {
-                    o
-                }
-            })
-            .find(|o| o.is_ne())
-            .unwrap_or(Ordering::Equal)
-    });
+    let keys = FIELDS.parse_sort(
+        opts.sort.as_deref().unwrap_or(DEFAULT_SORT),
+        SortSyntax::Plain,
+    );
+    rows.sort_by(|a, b| compare_keys(&keys, a, b, |k, a, b| compare_by(k.code, a, b, now)));
     let mut out = String::new();
     if !opts.no_header {
-        if opts.date_line {
-            let date = fmt_date_line(now).ok_or(FormatError::TimeOutOfRange { secs: now })?;
-            out.push_str(&date);
-            out.push('\n');
-        }
-        out.push_str(&render_line(&opts.items, |f, _| match f {
-            StepField::Nodes => Cell::whole(f.title()),
-            _ => Cell::cut(f.title()),
-        }));
-        out.push('\n');
+        FIELDS.push_heading(&mut out, &opts.items, opts.date_line, now)?;
     }
     for row in &rows {
         render_line_into(&mut out, &opts.items, |f, _| f.value(row, now));

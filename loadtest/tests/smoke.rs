@@ -1,6 +1,10 @@
 //! CI smoke test of the load harness: every scenario at a small size
 //! (`--quick`: 200 simulated nodes), asserting correctness — outcome counts,
 //! no node wrongly DOWN, every job completed — never timing.
+//!
+//! The harness starts the `canopy-ctld` built beside it. Cargo builds that binary
+//! when the tests run from the workspace root (`cargo test`), not for
+//! `cargo test -p canopy-loadtest` alone, so a missing one is reported by name.
 
 use std::process::Command;
 
@@ -8,6 +12,12 @@ use serde_json::Value;
 
 fn run(scenario: &str) -> Vec<Value> {
     let exe = env!("CARGO_BIN_EXE_canopy-loadtest");
+    let ctld = std::path::Path::new(exe).with_file_name("canopy-ctld");
+    assert!(
+        ctld.exists(),
+        "{} is missing: run the tests from the workspace root, or `cargo build --bins` first",
+        ctld.display()
+    );
     let out = Command::new(exe)
         .args([scenario, "--quick", "--json"])
         .output()

@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::cli::client::Client;
+use super::client::Client;
 use crate::wire::messages::{Body, NodeQuery};
 use crate::wire::types::NodeBaseState;
 

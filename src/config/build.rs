@@ -1,0 +1,1128 @@
+//! Building a configuration: reading each logical line (see `parse`) into the [`Config`]
+//! under construction, in file order. Global keys set fields, NodeName and PartitionName
+//! lines merge over their DEFAULT lines, DownNodes and NodeSet lines are kept for later;
+//! every value is checked here, and its error names the key and value as written and
+//! what was expected. Checks that need the whole file (the controller, ports, node sets,
+//! partition members) are `resolve`'s.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use super::keys::*;
+use super::parse::{self, Item, Line, Loc, Op};
+use super::types::{
+    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, DEFAULT_MAX_CONNECTIONS,
+    MAX_JOB_ID,
+};
+use super::{hostlist, units};
+use crate::wire::types::PartitionState;
+
+/// Longest ClusterName Slurm accepts.
+const MAX_CLUSTER_NAME_LEN: usize = 40;
+/// Largest `conmgr_max_connections` accepted (each connection costs a descriptor).
+const MAX_CONNECTIONS: u64 = 1_000_000;
+
+/// Largest value of Slurm's 16-bit timeouts (65534 and 65535 are reserved markers).
+const MAX_TIMEOUT_S: u64 = 65_533;
+
+impl Config {
+    /// Read and validate the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            line: 0,
+            key: String::new(),
+            message: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Config::parse_str(&text, path)
+    }
+
+    /// Validate `text` as if it were the contents of `path` (Includes are relative to it).
+    pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut builder = Builder::new(path);
+        for line in parse::read_lines(text, path)? {
+            builder.line(&line)?;
+        }
+        builder.finish()
+    }
+}
+
+pub(super) fn bad_value(loc: &Loc, item: &Item, expected: impl std::fmt::Display) -> ConfigError {
+    loc.error(
+        &item.key,
+        format!("{}={}: expected {expected}", item.key, item.value),
+    )
+}
+
+/// Keys canopy uses take a plain `=`; `+=` and friends only make sense for ignored ones.
+pub(super) fn require_set(loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+    match item.op {
+        Op::Set => Ok(()),
+        op => Err(loc.error(
+            &item.key,
+            format!(
+                "{}{}{}: the '{}' operator is not supported for {}; use '='",
+                item.key,
+                op.text(),
+                item.value,
+                op.text(),
+                item.key
+            ),
+        )),
+    }
+}
+
+pub(super) fn digits(text: &str) -> Option<u64> {
+    let ok = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    ok.then(|| text.parse().ok()).flatten()
+}
+
+pub(super) fn int_in<T: TryFrom<u64>>(
+    loc: &Loc,
+    item: &Item,
+    min: u64,
+    max: u64,
+) -> Result<T, ConfigError> {
+    digits(item.value.trim())
+        .filter(|n| (min..=max).contains(n))
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| {
+            bad_value(
+                loc,
+                item,
+                format_args!("an integer between {min} and {max}"),
+            )
+        })
+}
+
+pub(super) fn secs_in<T: TryFrom<u64>>(
+    loc: &Loc,
+    item: &Item,
+    min: u64,
+    max: u64,
+) -> Result<T, ConfigError> {
+    units::parse_secs_plain(&item.value)
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| {
+            bad_value(
+                loc,
+                item,
+                format_args!("a number of seconds between {min} and {max}"),
+            )
+        })
+}
+
+/// A unit parse failure as "expected ...": the bound when too large, else `expected`.
+pub(super) fn unit_error(
+    loc: &Loc,
+    item: &Item,
+    error: units::UnitError,
+    expected: &str,
+) -> ConfigError {
+    match error {
+        units::UnitError::TooLarge { limit, .. } => {
+            bad_value(loc, item, format_args!("at most {limit}"))
+        }
+        _ => bad_value(loc, item, expected),
+    }
+}
+
+pub(super) fn mem_mb(loc: &Loc, item: &Item) -> Result<u64, ConfigError> {
+    units::parse_mem_mb(&item.value).map_err(|e| {
+        unit_error(
+            loc,
+            item,
+            e,
+            "a size in MiB, optionally with a K, M, G or T suffix",
+        )
+    })
+}
+
+pub(super) fn time_limit(loc: &Loc, item: &Item) -> Result<Option<u32>, ConfigError> {
+    units::parse_time_limit_min(&item.value).map_err(|e| {
+        unit_error(
+            loc,
+            item,
+            e,
+            "a time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED",
+        )
+    })
+}
+
+pub(super) fn yes_no(loc: &Loc, item: &Item) -> Result<bool, ConfigError> {
+    match item.value.trim().to_ascii_uppercase().as_str() {
+        "YES" | "TRUE" | "UP" | "1" => Ok(true),
+        "NO" | "FALSE" | "DOWN" | "0" => Ok(false),
+        _ => Err(bad_value(loc, item, "YES or NO")),
+    }
+}
+
+/// A comma-separated list, blanks and empty entries dropped.
+pub(super) fn name_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+pub(super) fn non_empty(loc: &Loc, item: &Item, what: &str) -> Result<String, ConfigError> {
+    let value = item.value.trim();
+    if value.is_empty() {
+        return Err(bad_value(loc, item, what));
+    }
+    Ok(value.to_string())
+}
+
+pub(super) fn port_number(text: &str) -> Option<u16> {
+    digits(text)
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|&p| p != 0)
+}
+
+pub(super) fn port(loc: &Loc, item: &Item) -> Result<u16, ConfigError> {
+    port_number(item.value.trim()).ok_or_else(|| bad_value(loc, item, "a port between 1 and 65535"))
+}
+
+/// SlurmctldPort: a port or a range `LO-HI`, of which canopy listens on the first.
+pub(super) fn ctld_port(loc: &Loc, item: &Item) -> Result<u16, ConfigError> {
+    let value = item.value.trim();
+    let (lo, hi) = value.split_once('-').unwrap_or((value, value));
+    match (port_number(lo), port_number(hi)) {
+        (Some(lo), Some(hi)) if lo <= hi => Ok(lo),
+        _ => Err(bad_value(
+            loc,
+            item,
+            "a port between 1 and 65535 or a range LO-HI",
+        )),
+    }
+}
+
+pub(super) fn cluster_name(loc: &Loc, item: &Item) -> Result<String, ConfigError> {
+    let name = item.value.trim();
+    if name.is_empty() || name.len() > MAX_CLUSTER_NAME_LEN {
+        return Err(bad_value(
+            loc,
+            item,
+            format_args!("a name of 1 to {MAX_CLUSTER_NAME_LEN} characters"),
+        ));
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+/// `host` or `host(addr)`.
+pub(super) fn ctld_host(loc: &Loc, item: &Item) -> Result<(String, String), ConfigError> {
+    let value = item.value.trim();
+    let parsed = match value.split_once('(') {
+        Some((host, rest)) => rest.strip_suffix(')').map(|addr| (host, addr)),
+        None => Some((value, value)),
+    };
+    let valid = |s: &str| !s.is_empty() && !s.contains(['(', ')']);
+    match parsed {
+        Some((host, addr)) if valid(host) && valid(addr) => Ok((host.into(), addr.into())),
+        _ => Err(bad_value(loc, item, "a host name or host(address)")),
+    }
+}
+
+pub(super) fn comma_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// A hostlist-valued attribute: its text as written and its expansion.
+#[derive(Debug, Clone)]
+pub(super) struct Listed<T> {
+    pub(super) raw: String,
+    pub(super) values: Vec<T>,
+}
+
+pub(super) fn host_names(loc: &Loc, item: &Item) -> Result<Listed<String>, ConfigError> {
+    let values = hostlist::expand(&item.value)
+        .map_err(|e| bad_value(loc, item, format_args!("a hostlist ({e})")))?;
+    if values.is_empty() {
+        return Err(bad_value(loc, item, "a name or hostlist"));
+    }
+    Ok(Listed {
+        raw: item.value.clone(),
+        values,
+    })
+}
+
+/// `Port=17001`, `Port=17001,17003`, `Port=[20001-20008]` or `Port=20001-20008`.
+pub(super) fn port_list(loc: &Loc, item: &Item) -> Result<Listed<u16>, ConfigError> {
+    let value = item.value.trim();
+    let expr = if value.contains('-') && !value.contains('[') {
+        format!("[{value}]")
+    } else {
+        value.to_string()
+    };
+    let bad = || {
+        bad_value(
+            loc,
+            item,
+            "a port (1-65535), a comma list or a range such as [20001-20008]",
+        )
+    };
+    let texts = hostlist::expand(&expr).map_err(|_| bad())?;
+    let values = texts
+        .iter()
+        .map(|t| port_number(t))
+        .collect::<Option<Vec<u16>>>()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(bad)?;
+    Ok(Listed {
+        raw: item.value.clone(),
+        values,
+    })
+}
+
+pub(super) const CONF_STATES: &str = "CLOUD, DOWN, DRAIN, FAIL, FAILING, FUTURE or UNKNOWN";
+
+pub(super) fn conf_node_state(loc: &Loc, item: &Item) -> Result<ConfNodeState, ConfigError> {
+    let upper = item.value.trim().to_ascii_uppercase();
+    Ok(match upper.as_str() {
+        "UNKNOWN" => ConfNodeState::Unknown,
+        "DOWN" => ConfNodeState::Down,
+        "DRAIN" => ConfNodeState::Drain,
+        "FAIL" | "FAILING" => ConfNodeState::Fail,
+        "FUTURE" => ConfNodeState::Future,
+        "CLOUD" => ConfNodeState::Cloud,
+        "IDLE" | "ALLOCATED" | "ALLOC" | "MIXED" | "COMPLETING" => {
+            return Err(bad_value(
+                loc,
+                item,
+                format_args!(
+                    "{CONF_STATES} (a node is never configured {upper}: \
+                     the controller derives that from running jobs)"
+                ),
+            ))
+        }
+        _ => return Err(bad_value(loc, item, CONF_STATES)),
+    })
+}
+
+pub(super) fn partition_state(loc: &Loc, item: &Item) -> Result<PartitionState, ConfigError> {
+    Ok(match item.value.trim().to_ascii_uppercase().as_str() {
+        "UP" => PartitionState::Up,
+        "DOWN" => PartitionState::Down,
+        "DRAIN" => PartitionState::Drain,
+        "INACTIVE" => PartitionState::Inactive,
+        _ => return Err(bad_value(loc, item, "UP, DOWN, DRAIN or INACTIVE")),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Line specs: typed attribute values, merged over DEFAULT lines.
+// ---------------------------------------------------------------------------------------
+
+/// Attributes given on one NodeName line (or accumulated from DEFAULT lines).
+#[derive(Debug, Clone, Default)]
+pub(super) struct NodeSpec {
+    pub(super) cpus: Option<u32>,
+    pub(super) boards: Option<u32>,
+    pub(super) sockets: Option<u32>,
+    pub(super) sockets_per_board: Option<u32>,
+    pub(super) cores: Option<u32>,
+    pub(super) threads: Option<u32>,
+    pub(super) real_memory_mb: Option<u64>,
+    pub(super) tmp_disk_mb: Option<u64>,
+    pub(super) gres: Option<String>,
+    pub(super) features: Option<Vec<String>>,
+    pub(super) weight: Option<u32>,
+    pub(super) state: Option<ConfNodeState>,
+    pub(super) reason: Option<String>,
+    pub(super) addr: Option<Listed<String>>,
+    pub(super) hostname: Option<Listed<String>>,
+    pub(super) port: Option<Listed<u16>>,
+}
+
+impl NodeSpec {
+    /// `self`'s values, falling back to `base` for those not given.
+    pub(super) fn over(self, base: &NodeSpec) -> NodeSpec {
+        NodeSpec {
+            cpus: self.cpus.or(base.cpus),
+            boards: self.boards.or(base.boards),
+            sockets: self.sockets.or(base.sockets),
+            sockets_per_board: self.sockets_per_board.or(base.sockets_per_board),
+            cores: self.cores.or(base.cores),
+            threads: self.threads.or(base.threads),
+            real_memory_mb: self.real_memory_mb.or(base.real_memory_mb),
+            tmp_disk_mb: self.tmp_disk_mb.or(base.tmp_disk_mb),
+            gres: self.gres.or_else(|| base.gres.clone()),
+            features: self.features.or_else(|| base.features.clone()),
+            weight: self.weight.or(base.weight),
+            state: self.state.or(base.state),
+            reason: self.reason.or_else(|| base.reason.clone()),
+            addr: self.addr.or_else(|| base.addr.clone()),
+            hostname: self.hostname.or_else(|| base.hostname.clone()),
+            port: self.port.or_else(|| base.port.clone()),
+        }
+    }
+}
+
+/// Attributes given on one PartitionName line (or accumulated from DEFAULT lines).
+#[derive(Debug, Clone, Default)]
+pub(super) struct PartSpec {
+    pub(super) nodes: Option<Listed<String>>,
+    pub(super) default: Option<bool>,
+    pub(super) max_time: Option<Option<u32>>,
+    pub(super) default_time: Option<Option<u32>>,
+    pub(super) max_nodes: Option<Option<u32>>,
+    pub(super) min_nodes: Option<u32>,
+    pub(super) state: Option<PartitionState>,
+}
+
+impl PartSpec {
+    pub(super) fn over(self, base: &PartSpec) -> PartSpec {
+        PartSpec {
+            nodes: self.nodes.or_else(|| base.nodes.clone()),
+            default: self.default.or(base.default),
+            max_time: self.max_time.or(base.max_time),
+            default_time: self.default_time.or(base.default_time),
+            max_nodes: self.max_nodes.or(base.max_nodes),
+            min_nodes: self.min_nodes.or(base.min_nodes),
+            state: self.state.or(base.state),
+        }
+    }
+}
+
+/// CPU topology of one node line after defaults and inference.
+pub(super) struct Topology {
+    pub(super) cpus: u32,
+    pub(super) boards: u32,
+    pub(super) sockets: u32,
+    pub(super) cores: u32,
+    pub(super) threads: u32,
+}
+
+/// A partition whose node list is resolved once every node is known.
+pub(super) struct PendingPartition {
+    pub(super) conf: PartitionConf,
+    pub(super) nodes: Option<Listed<String>>,
+    pub(super) loc: Loc,
+}
+
+pub(super) struct PendingDown {
+    pub(super) names: Listed<String>,
+    pub(super) state: ConfNodeState,
+    pub(super) reason: Option<String>,
+    pub(super) loc: Loc,
+}
+
+pub(super) struct PendingNodeSet {
+    pub(super) name: String,
+    pub(super) nodes: Option<Listed<String>>,
+    pub(super) feature: Option<String>,
+    pub(super) loc: Loc,
+}
+
+// ---------------------------------------------------------------------------------------
+// Builder: applies logical lines in order, then validates across lines.
+// ---------------------------------------------------------------------------------------
+
+pub(super) struct Builder {
+    pub(super) cfg: Config,
+    /// Where each scalar key was last set, to warn when it is set again.
+    pub(super) set_at: HashMap<GlobalKey, Loc>,
+    /// (section, key) pairs already warned about as unused.
+    pub(super) warned_unused: HashSet<(&'static str, &'static str)>,
+    pub(super) node_defaults: NodeSpec,
+    pub(super) part_defaults: PartSpec,
+    /// Per node: where it was defined and its own Port, if any.
+    pub(super) node_origin: Vec<(Loc, Option<u16>)>,
+    pub(super) partitions: Vec<PendingPartition>,
+    pub(super) down: Vec<PendingDown>,
+    pub(super) nodesets: Vec<PendingNodeSet>,
+    pub(super) ctld_host: Option<(String, String, Loc)>,
+    pub(super) control_machine: Option<(String, Loc)>,
+    pub(super) control_addr: Option<(String, Loc)>,
+}
+
+impl Builder {
+    pub(super) fn new(path: &Path) -> Builder {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        Builder {
+            cfg: Config {
+                path: path.to_path_buf(),
+                cluster_name: "cluster".into(),
+                control_host: String::new(),
+                control_addr: String::new(),
+                slurmctld_port: 6817,
+                slurmd_port: 6818,
+                slurmd_timeout_s: 300,
+                tree_width: 16,
+                state_save_location: PathBuf::from("/var/spool/canopy"),
+                slurmd_spool_dir: "/var/spool/canopyd".into(),
+                max_job_count: 10_000,
+                first_job_id: 1,
+                max_job_id: MAX_JOB_ID,
+                min_job_age_s: 300,
+                max_array_size: 1001,
+                kill_wait_s: 30,
+                message_timeout_s: 10,
+                return_to_service: 0,
+                priority_type: "priority/basic".into(),
+                mail_prog: PathBuf::from("/bin/mail"),
+                mail_domain: None,
+                gres_types: Vec::new(),
+                licenses: Vec::new(),
+                enable_user_top: false,
+                max_connections: DEFAULT_MAX_CONNECTIONS,
+                auth_key_path: dir.join("slurm.key"),
+                nodes: Vec::new(),
+                partitions: Vec::new(),
+                warnings: Vec::new(),
+                node_by_name: HashMap::new(),
+            },
+            set_at: HashMap::new(),
+            warned_unused: HashSet::new(),
+            node_defaults: NodeSpec::default(),
+            part_defaults: PartSpec::default(),
+            node_origin: Vec::new(),
+            partitions: Vec::new(),
+            down: Vec::new(),
+            nodesets: Vec::new(),
+            ctld_host: None,
+            control_machine: None,
+            control_addr: None,
+        }
+    }
+
+    pub(super) fn warn(&mut self, loc: &Loc, message: impl std::fmt::Display) {
+        self.cfg.warnings.push(format!("{loc}: {message}"));
+    }
+
+    /// One warning per ignored key per section, however often it appears.
+    pub(super) fn warn_unused(&mut self, loc: &Loc, section: &'static str, key: &'static str) {
+        if self.warned_unused.insert((section, key)) {
+            let what = if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section} attribute {key}")
+            };
+            self.warn(
+                loc,
+                format_args!("{what} is not used by canopy yet; ignored"),
+            );
+        }
+    }
+
+    /// `SchedulerParameters`: a comma list, of which canopy reads the
+    /// `scontrol top` switches; the rest earn one warning naming them. (A
+    /// repeated line warns and replaces the earlier one, as for any scalar.)
+    pub(super) fn scheduler_parameters(&mut self, loc: &Loc, item: &Item) {
+        let mut ignored = Vec::new();
+        self.cfg.enable_user_top = false;
+        for p in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            match p.to_ascii_lowercase().as_str() {
+                "enable_user_top" => self.cfg.enable_user_top = true,
+                "disable_user_top" => self.cfg.enable_user_top = false,
+                _ => ignored.push(p.split('=').next().unwrap_or(p).to_string()),
+            }
+        }
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "SchedulerParameters {} not used by canopy yet; ignored",
+                    if ignored.len() == 1 {
+                        format!("{} is", ignored[0])
+                    } else {
+                        format!("{} are", ignored.join(", "))
+                    }
+                ),
+            );
+        }
+    }
+
+    /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
+    /// the line as their attributes; any other key is a global setting.
+    /// `SlurmctldParameters`: a comma list, of which canopy reads
+    /// `conmgr_max_connections=N`; the rest earn one warning naming them.
+    /// `=` replaces earlier lines, `+=` adds to them.
+    fn slurmctld_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        match item.op {
+            Op::Set => self.cfg.max_connections = DEFAULT_MAX_CONNECTIONS,
+            Op::Add => {}
+            _ => return require_set(loc, item),
+        }
+        let mut ignored = Vec::new();
+        for p in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            if name.eq_ignore_ascii_case("conmgr_max_connections") {
+                self.cfg.max_connections = digits(value.trim())
+                    .filter(|n| (1..=MAX_CONNECTIONS).contains(n))
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        loc.error(
+                            &item.key,
+                            format!(
+                                "SlurmctldParameters {p}: expected an integer between 1 and {MAX_CONNECTIONS}"
+                            ),
+                        )
+                    })?;
+            } else {
+                ignored.push(name.to_string());
+            }
+        }
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "SlurmctldParameters {} not used by canopy yet; ignored",
+                    if ignored.len() == 1 {
+                        format!("{} is", ignored[0])
+                    } else {
+                        format!("{} are", ignored.join(", "))
+                    }
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn line(&mut self, line: &Line) -> Result<(), ConfigError> {
+        let loc = &line.loc;
+        for (i, item) in line.items.iter().enumerate() {
+            let rest = line.items.get(i + 1..).unwrap_or_default();
+            match item.key.to_ascii_lowercase().as_str() {
+                "nodename" => return self.node_line(loc, item, rest),
+                "partitionname" => return self.partition_line(loc, item, rest),
+                "downnodes" => return self.down_line(loc, item, rest),
+                "nodeset" => return self.nodeset_line(loc, item, rest),
+                "frontendname" => {
+                    self.warn_unused(loc, "", "FrontendName");
+                    return Ok(());
+                }
+                _ => self.global(loc, item)?,
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn global(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {
+            return match lookup_name(UNUSED_GLOBAL_KEYS, &item.key) {
+                Some(name) => {
+                    self.warn_unused(loc, "", name);
+                    Ok(())
+                }
+                None => Err(loc.error(&item.key, format!("unrecognized key '{}'", item.key))),
+            };
+        };
+        // A list key: `+=` adds to it, as in Slurm.
+        if key == GlobalKey::SlurmctldParameters {
+            return self.slurmctld_parameters(loc, item);
+        }
+        require_set(loc, item)?;
+        let cfg = &mut self.cfg;
+        match key {
+            GlobalKey::ClusterName => cfg.cluster_name = cluster_name(loc, item)?,
+            GlobalKey::SlurmctldHost => return self.slurmctld_host(loc, item),
+            GlobalKey::ControlMachine => {
+                self.control_machine = Some((non_empty(loc, item, "a host name")?, loc.clone()))
+            }
+            GlobalKey::ControlAddr => {
+                self.control_addr = Some((non_empty(loc, item, "an address")?, loc.clone()))
+            }
+            GlobalKey::SlurmctldPort => cfg.slurmctld_port = ctld_port(loc, item)?,
+            GlobalKey::SlurmdPort => cfg.slurmd_port = port(loc, item)?,
+            GlobalKey::SlurmdTimeout => {
+                cfg.slurmd_timeout_s = secs_in(loc, item, 0, MAX_TIMEOUT_S)?
+            }
+            GlobalKey::TreeWidth => cfg.tree_width = int_in(loc, item, 2, 65_533)?,
+            GlobalKey::MailProg => cfg.mail_prog = non_empty(loc, item, "a program")?.into(),
+            GlobalKey::MailDomain => cfg.mail_domain = Some(non_empty(loc, item, "a domain")?),
+            GlobalKey::GresTypes => cfg.gres_types = name_list(&item.value),
+            // `name[:count]` or `name[*count]` entries; the names are kept.
+            GlobalKey::Licenses => {
+                cfg.licenses = name_list(&item.value)
+                    .into_iter()
+                    .map(|l| l.split([':', '*']).next().unwrap_or_default().to_string())
+                    .collect()
+            }
+            GlobalKey::StateSaveLocation => {
+                cfg.state_save_location = non_empty(loc, item, "a directory")?.into()
+            }
+            GlobalKey::SlurmdSpoolDir => {
+                cfg.slurmd_spool_dir = non_empty(loc, item, "a directory")?
+            }
+            GlobalKey::MaxJobCount => cfg.max_job_count = int_in(loc, item, 1, u32::MAX.into())?,
+            GlobalKey::FirstJobId => cfg.first_job_id = int_in(loc, item, 1, MAX_JOB_ID.into())?,
+            GlobalKey::MaxJobId => cfg.max_job_id = int_in(loc, item, 1, MAX_JOB_ID.into())?,
+            GlobalKey::MinJobAge => cfg.min_job_age_s = secs_in(loc, item, 0, u64::MAX)?,
+            GlobalKey::MaxArraySize => cfg.max_array_size = int_in(loc, item, 0, 4_000_001)?,
+            GlobalKey::KillWait => cfg.kill_wait_s = secs_in(loc, item, 0, MAX_TIMEOUT_S)?,
+            GlobalKey::MessageTimeout => {
+                cfg.message_timeout_s = secs_in(loc, item, 1, MAX_TIMEOUT_S)?
+            }
+            GlobalKey::ReturnToService => cfg.return_to_service = int_in(loc, item, 0, 2)?,
+            GlobalKey::PriorityType => match item.value.as_str() {
+                v @ ("priority/basic" | "priority/multifactor") => cfg.priority_type = v.into(),
+                _ => {
+                    return Err(bad_value(
+                        loc,
+                        item,
+                        "priority/basic or priority/multifactor",
+                    ))
+                }
+            },
+            GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item),
+            // Handled before `require_set`.
+            GlobalKey::SlurmctldParameters => {}
+        }
+        if let Some(previous) = self.set_at.insert(key, loc.clone()) {
+            self.warn(
+                loc,
+                format_args!("{name} is set again (previously at {previous}); the last value wins"),
+            );
+        }
+        Ok(())
+    }
+
+    /// The first SlurmctldHost is the controller; later ones would be backups.
+    pub(super) fn slurmctld_host(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let (host, addr) = ctld_host(loc, item)?;
+        if self.ctld_host.is_some() {
+            self.warn(
+                loc,
+                format_args!("backup controller {host} is not used by canopy yet; ignored"),
+            );
+        } else {
+            self.ctld_host = Some((host, addr, loc.clone()));
+        }
+        Ok(())
+    }
+
+    /// Resolve an attribute key against a section's tables: `Some` for a used attribute,
+    /// `None` (after a warning) for a known ignored one, an error for anything else.
+    pub(super) fn attribute<A: Copy>(
+        &mut self,
+        loc: &Loc,
+        section: &'static str,
+        used: &[(&'static str, A)],
+        unused: &[&'static str],
+        item: &Item,
+    ) -> Result<Option<A>, ConfigError> {
+        if let Some((_, attr)) = lookup(used, &item.key) {
+            require_set(loc, item)?;
+            return Ok(Some(attr));
+        }
+        match lookup_name(unused, &item.key) {
+            Some(name) => {
+                self.warn_unused(loc, section, name);
+                Ok(None)
+            }
+            None => Err(loc.error(
+                &item.key,
+                format!("unrecognized key '{}' on a {section} line", item.key),
+            )),
+        }
+    }
+
+    pub(super) fn warn_repeated(&mut self, loc: &Loc, item: &Item) {
+        self.warn(
+            loc,
+            format_args!(
+                "{} is given more than once on this line; the last value wins",
+                item.key
+            ),
+        );
+    }
+
+    pub(super) fn node_spec(&mut self, loc: &Loc, attrs: &[Item]) -> Result<NodeSpec, ConfigError> {
+        let mut spec = NodeSpec::default();
+        let mut seen = HashSet::new();
+        for item in attrs {
+            let Some(attr) =
+                self.attribute(loc, "NodeName", NODE_ATTRS, UNUSED_NODE_ATTRS, item)?
+            else {
+                continue;
+            };
+            if !seen.insert(attr) {
+                self.warn_repeated(loc, item);
+            }
+            let count = |item: &Item| int_in::<u32>(loc, item, 1, u16::MAX.into());
+            match attr {
+                NodeAttr::Cpus => spec.cpus = Some(count(item)?),
+                NodeAttr::Boards => spec.boards = Some(count(item)?),
+                NodeAttr::Sockets => spec.sockets = Some(count(item)?),
+                NodeAttr::SocketsPerBoard => spec.sockets_per_board = Some(count(item)?),
+                NodeAttr::CoresPerSocket => spec.cores = Some(count(item)?),
+                NodeAttr::ThreadsPerCore => spec.threads = Some(count(item)?),
+                NodeAttr::RealMemory => spec.real_memory_mb = Some(mem_mb(loc, item)?),
+                NodeAttr::TmpDisk => spec.tmp_disk_mb = Some(mem_mb(loc, item)?),
+                NodeAttr::Gres => spec.gres = Some(item.value.trim().to_string()),
+                NodeAttr::Features => spec.features = Some(comma_list(&item.value)),
+                NodeAttr::Weight => spec.weight = Some(int_in(loc, item, 0, u32::MAX.into())?),
+                NodeAttr::State => spec.state = Some(conf_node_state(loc, item)?),
+                NodeAttr::Reason => spec.reason = Some(item.value.clone()),
+                NodeAttr::NodeAddr => spec.addr = Some(host_names(loc, item)?),
+                NodeAttr::NodeHostname => spec.hostname = Some(host_names(loc, item)?),
+                NodeAttr::Port => spec.port = Some(port_list(loc, item)?),
+            }
+        }
+        Ok(spec)
+    }
+
+    pub(super) fn node_line(
+        &mut self,
+        loc: &Loc,
+        head: &Item,
+        attrs: &[Item],
+    ) -> Result<(), ConfigError> {
+        require_set(loc, head)?;
+        let spec = self.node_spec(loc, attrs)?;
+        let value = head.value.trim();
+        if value.eq_ignore_ascii_case("DEFAULT") {
+            // Addresses are per node by nature; Slurm refuses them on DEFAULT lines too.
+            let per_node = [
+                ("NodeAddr", spec.addr.is_some()),
+                ("NodeHostname", spec.hostname.is_some()),
+            ];
+            if let Some((key, _)) = per_node.into_iter().find(|(_, given)| *given) {
+                return Err(loc.error(key, format!("{key} is not allowed with NodeName=DEFAULT")));
+            }
+            self.node_defaults = spec.over(&self.node_defaults);
+            return Ok(());
+        }
+        if value.eq_ignore_ascii_case("ALL") {
+            return Err(loc.error(
+                &head.key,
+                format!(
+                    "{}={value}: ALL is reserved (it means every node in a partition's Nodes=)",
+                    head.key
+                ),
+            ));
+        }
+        let names = host_names(loc, head)?.values;
+        let spec = spec.over(&self.node_defaults);
+        let topology = self.topology(loc, &spec)?;
+        let hostnames = per_node(
+            loc,
+            head,
+            "NodeHostname",
+            spec.hostname.as_ref(),
+            names.len(),
+        )?;
+        let addrs = per_node(loc, head, "NodeAddr", spec.addr.as_ref(), names.len())?;
+        let ports = per_node(loc, head, "Port", spec.port.as_ref(), names.len())?;
+        let features = spec.features.unwrap_or_default();
+        let reason = spec.reason.filter(|r| !r.is_empty());
+        for (i, name) in names.into_iter().enumerate() {
+            if let Some(&first) = self.cfg.node_by_name.get(&name) {
+                let first_loc = self.node_origin.get(first).map(|(l, _)| l.to_string());
+                self.warn(
+                    loc,
+                    format_args!(
+                        "node {name} is already defined at {}; this definition is ignored",
+                        first_loc.unwrap_or_default()
+                    ),
+                );
+                continue;
+            }
+            let hostname = pick(hostnames, i).unwrap_or(&name).clone();
+            let addr = pick(addrs, i).unwrap_or(&hostname).clone();
+            let node = NodeConf {
+                addr,
+                hostname,
+                port: 0, // filled from SlurmdPort once the whole file is read
+                cpus: topology.cpus,
+                boards: topology.boards,
+                sockets: topology.sockets,
+                cores_per_socket: topology.cores,
+                threads_per_core: topology.threads,
+                real_memory_mb: spec.real_memory_mb.unwrap_or(1),
+                tmp_disk_mb: spec.tmp_disk_mb.unwrap_or(0),
+                gres: spec.gres.clone().unwrap_or_default(),
+                features: features.clone(),
+                weight: spec.weight.unwrap_or(1),
+                state: spec.state.unwrap_or(ConfNodeState::Unknown),
+                reason: reason.clone(),
+                name: name.clone(),
+            };
+            self.cfg.node_by_name.insert(name, self.cfg.nodes.len());
+            self.cfg.nodes.push(node);
+            self.node_origin
+                .push((loc.clone(), pick(ports, i).copied()));
+        }
+        Ok(())
+    }
+
+    /// Sockets and CPUs as Slurm derives them: Sockets counts every socket on the node
+    /// (Boards × SocketsPerBoard when given that way, else inferred from CPUs, else one per
+    /// board); CPUs defaults to Sockets × CoresPerSocket × ThreadsPerCore, and a CPUs value
+    /// matching no level of the topology is replaced (with a warning), as slurmctld does.
+    pub(super) fn topology(&mut self, loc: &Loc, spec: &NodeSpec) -> Result<Topology, ConfigError> {
+        let boards = spec.boards.unwrap_or(1);
+        let cores = spec.cores.unwrap_or(1);
+        let threads = spec.threads.unwrap_or(1);
+        let per_socket = u64::from(cores) * u64::from(threads);
+        let sockets: u64 = match (spec.sockets, spec.sockets_per_board) {
+            (Some(_), Some(_)) => {
+                return Err(loc.error(
+                    "SocketsPerBoard",
+                    "Sockets and SocketsPerBoard are mutually exclusive \
+                     (Sockets counts every socket on the node)",
+                ))
+            }
+            (Some(sockets), None) => sockets.into(),
+            (None, Some(per_board)) => u64::from(boards) * u64::from(per_board),
+            (None, None) => match spec.cpus.map(u64::from) {
+                Some(cpus) if cpus >= per_socket && cpus % per_socket == 0 => cpus / per_socket,
+                _ => boards.into(),
+            },
+        };
+        if sockets < u64::from(boards) {
+            return Err(loc.error(
+                "Sockets",
+                format!("Sockets={sockets} is fewer than Boards={boards}"),
+            ));
+        }
+        let full = sockets * per_socket;
+        let cpus = match spec.cpus.map(u64::from) {
+            None => full,
+            Some(cpus) if [sockets, sockets * u64::from(cores), full].contains(&cpus) => cpus,
+            Some(cpus) => {
+                self.warn(
+                    loc,
+                    format_args!(
+                        "CPUs={cpus} matches neither Sockets, Sockets*CoresPerSocket nor \
+                         Sockets*CoresPerSocket*ThreadsPerCore; using {full}"
+                    ),
+                );
+                full
+            }
+        };
+        let too_big = |what: &str, n: u64| {
+            loc.error(
+                "CPUs",
+                format!(
+                    "the node topology gives {n} {what}; at most {} fit",
+                    u32::MAX
+                ),
+            )
+        };
+        Ok(Topology {
+            cpus: u32::try_from(cpus).map_err(|_| too_big("CPUs", cpus))?,
+            boards,
+            sockets: u32::try_from(sockets).map_err(|_| too_big("sockets", sockets))?,
+            cores,
+            threads,
+        })
+    }
+
+    pub(super) fn partition_line(
+        &mut self,
+        loc: &Loc,
+        head: &Item,
+        attrs: &[Item],
+    ) -> Result<(), ConfigError> {
+        require_set(loc, head)?;
+        let mut spec = PartSpec::default();
+        let mut seen = HashSet::new();
+        for item in attrs {
+            let Some(attr) =
+                self.attribute(loc, "PartitionName", PART_ATTRS, UNUSED_PART_ATTRS, item)?
+            else {
+                continue;
+            };
+            if !seen.insert(attr) {
+                self.warn_repeated(loc, item);
+            }
+            match attr {
+                PartAttr::Nodes => spec.nodes = Some(partition_nodes(loc, item)?),
+                PartAttr::Default => spec.default = Some(yes_no(loc, item)?),
+                PartAttr::MaxTime => spec.max_time = Some(time_limit(loc, item)?),
+                PartAttr::DefaultTime if item.value.trim().eq_ignore_ascii_case("NONE") => {
+                    spec.default_time = Some(None)
+                }
+                PartAttr::DefaultTime => spec.default_time = Some(time_limit(loc, item)?),
+                PartAttr::MaxNodes => spec.max_nodes = Some(max_nodes(loc, item)?),
+                PartAttr::MinNodes => spec.min_nodes = Some(int_in(loc, item, 0, u32::MAX.into())?),
+                PartAttr::State => spec.state = Some(partition_state(loc, item)?),
+            }
+        }
+        let name = head.value.trim();
+        if name.eq_ignore_ascii_case("DEFAULT") {
+            self.part_defaults = spec.over(&self.part_defaults);
+            return Ok(());
+        }
+        if name.is_empty() {
+            return Err(bad_value(loc, head, "a partition name"));
+        }
+        if let Some(first) = self.partitions.iter().find(|p| p.conf.name == name) {
+            return Err(loc.error(
+                &head.key,
+                format!("partition {name} is already defined at {}", first.loc),
+            ));
+        }
+        let spec = spec.over(&self.part_defaults);
+        self.partitions.push(PendingPartition {
+            conf: PartitionConf {
+                name: name.to_string(),
+                nodes: Vec::new(),
+                default: spec.default.unwrap_or(false),
+                max_time_min: spec.max_time.unwrap_or(None),
+                default_time_min: spec.default_time.unwrap_or(None),
+                max_nodes: spec.max_nodes.unwrap_or(None),
+                min_nodes: spec.min_nodes.unwrap_or(0),
+                state: spec.state.unwrap_or(PartitionState::Up),
+            },
+            nodes: spec.nodes,
+            loc: loc.clone(),
+        });
+        Ok(())
+    }
+
+    pub(super) fn down_line(
+        &mut self,
+        loc: &Loc,
+        head: &Item,
+        attrs: &[Item],
+    ) -> Result<(), ConfigError> {
+        require_set(loc, head)?;
+        let names = host_names(loc, head)?;
+        let mut state = ConfNodeState::Down;
+        let mut reason = None;
+        for item in attrs {
+            let Some(attr) = self.attribute(loc, "DownNodes", DOWN_ATTRS, &[], item)? else {
+                continue;
+            };
+            match attr {
+                DownAttr::State => state = down_state(loc, item)?,
+                DownAttr::Reason => reason = Some(item.value.clone()),
+            }
+        }
+        self.down.push(PendingDown {
+            names,
+            state,
+            reason: reason.filter(|r| !r.is_empty()),
+            loc: loc.clone(),
+        });
+        Ok(())
+    }
+
+    pub(super) fn nodeset_line(
+        &mut self,
+        loc: &Loc,
+        head: &Item,
+        attrs: &[Item],
+    ) -> Result<(), ConfigError> {
+        require_set(loc, head)?;
+        let name = non_empty(loc, head, "a node set name")?;
+        if let Some(first) = self.nodesets.iter().find(|s| s.name == name) {
+            return Err(loc.error(
+                &head.key,
+                format!("node set {name} is already defined at {}", first.loc),
+            ));
+        }
+        let mut set = PendingNodeSet {
+            name,
+            nodes: None,
+            feature: None,
+            loc: loc.clone(),
+        };
+        for item in attrs {
+            let Some(attr) = self.attribute(loc, "NodeSet", NODESET_ATTRS, &[], item)? else {
+                continue;
+            };
+            match attr {
+                SetAttr::Nodes => set.nodes = Some(host_names(loc, item)?),
+                SetAttr::Feature => set.feature = Some(non_empty(loc, item, "a feature")?),
+            }
+        }
+        if set.nodes.is_none() && set.feature.is_none() {
+            return Err(loc.error(
+                &head.key,
+                format!("NodeSet={}: expected Nodes= or Feature=", set.name),
+            ));
+        }
+        self.nodesets.push(set);
+        Ok(())
+    }
+}
+
+/// Partition `Nodes=`: a hostlist (possibly naming `ALL` or node sets); `""` means none.
+pub(super) fn partition_nodes(loc: &Loc, item: &Item) -> Result<Listed<String>, ConfigError> {
+    let values = hostlist::expand(&item.value).map_err(|e| {
+        bad_value(
+            loc,
+            item,
+            format_args!("ALL, node set names or a hostlist ({e})"),
+        )
+    })?;
+    Ok(Listed {
+        raw: item.value.clone(),
+        values,
+    })
+}
+
+pub(super) fn max_nodes(loc: &Loc, item: &Item) -> Result<Option<u32>, ConfigError> {
+    let value = item.value.trim();
+    if value.eq_ignore_ascii_case("UNLIMITED") || value.eq_ignore_ascii_case("INFINITE") {
+        return Ok(None);
+    }
+    digits(value)
+        .and_then(|n| u32::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| bad_value(loc, item, "an integer or UNLIMITED"))
+}
+
+pub(super) fn down_state(loc: &Loc, item: &Item) -> Result<ConfNodeState, ConfigError> {
+    match conf_node_state(loc, item) {
+        Ok(ConfNodeState::Unknown | ConfNodeState::Cloud) | Err(_) => {
+            Err(bad_value(loc, item, "DOWN, DRAIN, FAIL, FAILING or FUTURE"))
+        }
+        state => state,
+    }
+}
+
+/// A per-node attribute list must hold one value (shared by all) or one per node.
+pub(super) fn per_node<'a, T>(
+    loc: &Loc,
+    head: &Item,
+    key: &str,
+    list: Option<&'a Listed<T>>,
+    count: usize,
+) -> Result<Option<&'a [T]>, ConfigError> {
+    let Some(list) = list else {
+        return Ok(None);
+    };
+    let len = list.values.len();
+    if len != 1 && len != count {
+        return Err(loc.error(
+            key,
+            format!(
+                "{key}={} gives {len} values for the {count} nodes of {}={}; expected 1 or {count}",
+                list.raw, head.key, head.value
+            ),
+        ));
+    }
+    Ok(Some(&list.values))
+}
+
+/// Value `i` of a per-node list, or its single shared value.
+pub(super) fn pick<T>(list: Option<&[T]>, i: usize) -> Option<&T> {
+    match list? {
+        [one] => Some(one),
+        all => all.get(i),
+    }
+}

@@ -1,0 +1,281 @@
+//! The configuration as the rest of canopy sees it: [`Config`], its nodes and partitions,
+//! [`ConfigError`], and the questions asked of a loaded configuration (where the file is,
+//! which changes need a restart, the heartbeat interval). It does not read or validate
+//! files: `build` turns lines into a `Config` and `resolve` checks it across lines.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::hostlist;
+use crate::wire::types::PartitionState;
+
+/// Where the configuration is read from when neither `-f` nor an environment variable says.
+pub const DEFAULT_CONF_PATH: &str = "/etc/canopy/slurm.conf";
+
+/// Largest job id Slurm allows (ids above it encode federation bits).
+pub const MAX_JOB_ID: u32 = 0x03ff_0000;
+
+/// Concurrent connections per daemon listener unless
+/// `SlurmctldParameters=conmgr_max_connections` says otherwise: room for every
+/// node of a large tree attaching directly plus many clients.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 4096;
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The main file.
+    pub path: PathBuf,
+    /// Lower-cased; default `cluster`.
+    pub cluster_name: String,
+    /// First SlurmctldHost (or the old ControlMachine).
+    pub control_host: String,
+    /// The `(addr)` part of SlurmctldHost (or ControlAddr), else `control_host`.
+    pub control_addr: String,
+    /// Default 6817; of a range `6817-6818` the first port.
+    pub slurmctld_port: u16,
+    /// Default 6818; the port of nodes without their own `Port`.
+    pub slurmd_port: u16,
+    /// Default 300; 0 disables "not responding" detection.
+    pub slurmd_timeout_s: u64,
+    /// Relay fan-out, 2..=65533; default 16.
+    pub tree_width: u32,
+    /// Default /var/spool/canopy.
+    pub state_save_location: PathBuf,
+    /// Default /var/spool/canopyd; `%n`/`%h` left for the node daemon to expand.
+    pub slurmd_spool_dir: String,
+    /// Default 10000.
+    pub max_job_count: u32,
+    /// Default 1.
+    pub first_job_id: u32,
+    /// Default [`MAX_JOB_ID`].
+    pub max_job_id: u32,
+    /// Default 300.
+    pub min_job_age_s: u64,
+    /// Default 1001: array indices run 0..MaxArraySize-1; 0 disables arrays.
+    pub max_array_size: u32,
+    /// Default 30.
+    pub kill_wait_s: u32,
+    /// Default 10.
+    pub message_timeout_s: u32,
+    /// 0..=2; default 0.
+    pub return_to_service: u8,
+    /// `priority/basic` (the default) or `priority/multifactor`; sprio
+    /// reads it. canopy computes no priority factors yet.
+    pub priority_type: String,
+    /// The program job mail is sent with (`MailProg`, default `/bin/mail`),
+    /// called as `MailProg -s SUBJECT USER`.
+    pub mail_prog: PathBuf,
+    /// `MailDomain`: appended to mail recipients given without `@`.
+    pub mail_domain: Option<String>,
+    /// `GresTypes`: the generic resource names jobs may ask for.
+    pub gres_types: Vec<String>,
+    /// `Licenses`: the license names jobs may ask for (counts not kept:
+    /// canopy does not schedule by licenses yet).
+    pub licenses: Vec<String>,
+    /// `SchedulerParameters=enable_user_top`: users may `scontrol top`
+    /// their own jobs (otherwise only operators may).
+    pub enable_user_top: bool,
+    /// `SlurmctldParameters=conmgr_max_connections=N`: connections each
+    /// daemon listener serves at once (node links count too); more are
+    /// refused with an error frame. canopy applies it to node daemons' listeners too.
+    pub max_connections: u32,
+    /// `<dir of main file>/slurm.key`: the shared HMAC key.
+    pub auth_key_path: PathBuf,
+    /// Expanded, in file order; later duplicates dropped with a warning.
+    pub nodes: Vec<NodeConf>,
+    /// In file order.
+    pub partitions: Vec<PartitionConf>,
+    /// Non-fatal notes, each `file:line: ...`.
+    pub warnings: Vec<String>,
+    /// Node name → index into `nodes`, built at load.
+    pub(super) node_by_name: HashMap<String, usize>,
+}
+
+/// One node as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConf {
+    pub name: String,
+    /// NodeAddr, else `hostname`.
+    pub addr: String,
+    /// NodeHostname, else `name`.
+    pub hostname: String,
+    /// Port, else SlurmdPort.
+    pub port: u16,
+    pub cpus: u32,
+    pub boards: u32,
+    /// All sockets on the node (Boards × SocketsPerBoard when given that way).
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    pub real_memory_mb: u64,
+    pub tmp_disk_mb: u64,
+    /// Raw Gres string; empty when none.
+    pub gres: String,
+    pub features: Vec<String>,
+    pub weight: u32,
+    pub state: ConfNodeState,
+    pub reason: Option<String>,
+}
+
+/// The states a node may be given in slurm.conf (the controller decides IDLE, ALLOCATED...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfNodeState {
+    Unknown,
+    Down,
+    Drain,
+    /// FAIL (FAILING is read as FAIL).
+    Fail,
+    Future,
+    Cloud,
+}
+
+impl ConfNodeState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfNodeState::Unknown => "UNKNOWN",
+            ConfNodeState::Down => "DOWN",
+            ConfNodeState::Drain => "DRAIN",
+            ConfNodeState::Fail => "FAIL",
+            ConfNodeState::Future => "FUTURE",
+            ConfNodeState::Cloud => "CLOUD",
+        }
+    }
+}
+
+/// One partition as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionConf {
+    pub name: String,
+    /// Member nodes, each once, in node (file) order, as Slurm's partition bitmaps list them.
+    pub nodes: Vec<String>,
+    pub default: bool,
+    /// Minutes; `None` = UNLIMITED.
+    pub max_time_min: Option<u32>,
+    /// Minutes; `None` = not set.
+    pub default_time_min: Option<u32>,
+    /// `None` = UNLIMITED.
+    pub max_nodes: Option<u32>,
+    pub min_nodes: u32,
+    pub state: PartitionState,
+}
+
+/// A configuration error at `file:line` (line 0 when it concerns the file as a whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub line: usize,
+    /// The key the error is about, as written; empty for purely lexical errors.
+    pub key: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// The file to read: `-f` if given, then `$CANOPY_CONF`, `$SLURM_CONF`, then
+    /// [`DEFAULT_CONF_PATH`]. Empty variables count as unset.
+    pub fn locate(explicit: Option<&Path>) -> PathBuf {
+        locate_with(explicit, |name| std::env::var_os(name))
+    }
+
+    /// Index of the node called `name` in `nodes`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.node_by_name.get(name).copied()
+    }
+
+    /// What differs between this configuration and `new` that only a
+    /// restart can apply: where the daemons listen and store state, the
+    /// relay tree's shape, and the node set (names, order, addresses), on
+    /// which every node rank and every link depends. Empty if `new` can be
+    /// applied by `scontrol reconfigure`.
+    pub fn restart_only_changes(&self, new: &Config) -> Vec<String> {
+        let mut changed = Vec::new();
+        let mut differs = |what: &str, d: bool| {
+            if d {
+                changed.push(what.to_string());
+            }
+        };
+        differs("ClusterName", self.cluster_name != new.cluster_name);
+        differs(
+            "SlurmctldHost",
+            (&self.control_host, &self.control_addr) != (&new.control_host, &new.control_addr),
+        );
+        differs("SlurmctldPort", self.slurmctld_port != new.slurmctld_port);
+        differs(
+            "StateSaveLocation",
+            self.state_save_location != new.state_save_location,
+        );
+        differs(
+            "SlurmdSpoolDir",
+            self.slurmd_spool_dir != new.slurmd_spool_dir,
+        );
+        differs("TreeWidth", self.tree_width != new.tree_width);
+        // Listeners are sized at start.
+        differs(
+            "SlurmctldParameters conmgr_max_connections",
+            self.max_connections != new.max_connections,
+        );
+        let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        if names(self) != names(new) {
+            differs("the node list (nodes added, removed or reordered)", true);
+        } else {
+            let moved: Vec<&str> = self
+                .nodes
+                .iter()
+                .zip(&new.nodes)
+                .filter(|(a, b)| (&a.addr, &a.hostname, a.port) != (&b.addr, &b.hostname, b.port))
+                .map(|(a, _)| a.name.as_str())
+                .collect();
+            differs(
+                &format!(
+                    "NodeAddr/NodeHostname/Port of {}",
+                    hostlist::compress(&moved)
+                ),
+                !moved.is_empty(),
+            );
+        }
+        changed
+    }
+
+    /// The partition marked `Default=YES`, if any.
+    pub fn default_partition(&self) -> Option<&PartitionConf> {
+        self.partitions.iter().find(|p| p.default)
+    }
+
+    /// How often a node reports in: a third of SlurmdTimeout, so two beats can be lost
+    /// before the controller gives up, clamped to [200 ms, 10 s]; 10 s when the timeout is 0.
+    pub fn heartbeat_interval(&self) -> Duration {
+        const MIN: Duration = Duration::from_millis(200);
+        const MAX: Duration = Duration::from_secs(10);
+        if self.slurmd_timeout_s == 0 {
+            return MAX;
+        }
+        Duration::from_millis(self.slurmd_timeout_s.saturating_mul(1000) / 3).clamp(MIN, MAX)
+    }
+}
+
+pub(super) fn locate_with(
+    explicit: Option<&Path>,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> PathBuf {
+    if let Some(path) = explicit {
+        return path.to_path_buf();
+    }
+    ["CANOPY_CONF", "SLURM_CONF"]
+        .into_iter()
+        .find_map(|name| var(name).filter(|v| !v.is_empty()))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_PATH))
+}
