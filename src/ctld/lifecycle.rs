@@ -104,6 +104,8 @@ impl Core {
         out: &mut Output,
     ) {
         self.jobs.mark_ending(id, state);
+        // Shown CG from now on, a restart included.
+        self.put_jobs(&[id], out);
         out.effect(Effect::EndJob {
             job_id: id,
             state,

@@ -339,6 +339,12 @@ fn place_with(
         tasks: Vec::new(),
         mem_mb: 0,
     };
+    // One memory figure holds on every node of an allocation (what the
+    // job is told and what each node reserves), so a node is taken only if
+    // it, and every node taken before it, has room for the largest share
+    // so far. N.B. a mem-per-cpu job with more tasks on its first node
+    // needs that node's share everywhere.
+    let mut min_free = u64::MAX;
     match req.nodes {
         Some(n) => {
             // Exactly n nodes; tasks spread in blocks, earlier nodes taking the remainder.
@@ -364,12 +370,14 @@ fn place_with(
                 if req.exclusive {
                     cpus = cpus.max(cpus_of(slot));
                 }
-                let mem = req.mem_on(slot, cpus);
-                if usable(slot) && cpus_of(slot) >= cpus && mem_of(slot) >= mem {
+                let mem = req.mem_on(slot, cpus).max(alloc.mem_mb);
+                if usable(slot) && cpus_of(slot) >= cpus && mem_of(slot) >= mem && min_free >= mem
+                {
                     alloc.ranks.push(rank);
                     alloc.cpus.push(cpus);
                     alloc.tasks.push(tasks.min(req.ntasks.max(1)));
-                    alloc.mem_mb = alloc.mem_mb.max(mem);
+                    alloc.mem_mb = mem;
+                    min_free = min_free.min(mem_of(slot));
                 }
             }
             let named = req.required.iter().all(|r| alloc.ranks.contains(r));
@@ -398,15 +406,16 @@ fn place_with(
                 } else {
                     tasks * req.cpus_per_task
                 };
-                let mem = req.mem_on(slot, cpus);
-                if mem_of(slot) < mem {
+                let mem = req.mem_on(slot, cpus).max(alloc.mem_mb);
+                if mem_of(slot) < mem || min_free < mem {
                     continue;
                 }
                 left -= tasks;
                 alloc.ranks.push(rank);
                 alloc.cpus.push(cpus);
                 alloc.tasks.push(tasks);
-                alloc.mem_mb = alloc.mem_mb.max(mem);
+                alloc.mem_mb = mem;
+                min_free = min_free.min(mem_of(slot));
             }
             (left == 0).then_some(alloc)
         }
