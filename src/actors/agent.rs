@@ -14,7 +14,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use nix::sys::signal::Signal;
 
-use super::relay::{RelayActor, SendUp};
+use super::agent_link::{RunCommand, SendUp};
 use super::stats::ActorStats;
 use crate::exec::process::{signal_group, spawn_batch, term_then_kill, wait_with_usage};
 use crate::wire::messages::{
@@ -25,11 +25,6 @@ use crate::wire::types::UnixTime;
 
 const MAILBOX: usize = 1024;
 
-/// Run one fanned-out command on this node.
-#[derive(Message)]
-#[rtype(result = "Result<NodeReply, String>")]
-pub struct RunCommand(pub NodeCommand);
-
 /// The Hello this node introduces itself with right now.
 #[derive(Message)]
 #[rtype(result = "Hello")]
@@ -38,7 +33,7 @@ pub struct GetHello;
 /// Tell the agent which relay carries its upward messages.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SetRelay(pub Addr<RelayActor>);
+pub struct SetRelay(pub Recipient<SendUp>);
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -129,7 +124,7 @@ pub struct NodeAgent {
     started: UnixTime,
     resources: NodeResources,
     jobs: HashMap<u32, LocalJob>,
-    relay: Option<Addr<RelayActor>>,
+    relay: Option<Recipient<SendUp>>,
     mode: ExecMode,
     /// Signs the links to srun that carry step output.
     auth: Option<Arc<crate::wire::auth::Authenticator>>,

@@ -97,7 +97,7 @@ pub async fn start(
         Some(rank),
         topo.clone(),
         Upstream::Node {
-            agent: agent.clone(),
+            agent: agent.clone().recipient(),
             parent: None,
             parent_name: None,
             parent_rank: None,
@@ -105,7 +105,7 @@ pub async fn start(
         relay_stats.clone(),
     )
     .start();
-    let _ = agent.send(SetRelay(relay.clone())).await;
+    let _ = agent.send(SetRelay(relay.clone().recipient())).await;
 
     let addr = format!("{}:{}", nc.addr, nc.port);
     let listener = TcpListener::bind(&addr)
