@@ -9,7 +9,10 @@
 //! The agent shares its thread with the relay and every link, so it never
 //! blocks: each launch (user lookup, spool files, the user's identity, the
 //! files they named, the fork) runs on a per-job supervisor thread
-//! (`crate::exec::supervisor`), and the agent only moves its outcome.
+//! (`crate::exec::supervisor`), and the agent only moves its outcome. What
+//! runs here is recorded in the spool (`crate::exec::record`), so a daemon
+//! restarted after `kill -9` finds its jobs' processes again, reports them
+//! in its registration, and still reports a batch script's end.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -23,6 +26,7 @@ use tokio::sync::oneshot;
 use super::agent_link::{RunCommand, SendUp};
 use super::stats::ActorStats;
 use crate::exec::process::{signal_group, term_then_kill};
+use crate::exec::record::{watch_until_ended, Adopted, JobRecord, Proc, RecordBook};
 use crate::exec::supervisor::{
     supervise_batch, supervise_step, Abort, BatchRequest, BatchStarted, BatchSupervisor,
 };
@@ -44,9 +48,17 @@ const LAUNCH_GRACE: Duration = Duration::from_secs(2);
 /// how long (a signal can land just before the thread blocks).
 const INTERRUPT_EVERY: Duration = Duration::from_millis(100);
 const INTERRUPT_FOR: Duration = Duration::from_secs(30);
+/// How often a re-adopted batch script is looked for in /proc.
+const ADOPTED_POLL: Duration = Duration::from_millis(250);
 /// A launch whose failure is only known after `LAUNCH_GRACE` ends the job
 /// with this status (`ExitCode=1:0`, as slurmstepd's failed launch).
 const LATE_LAUNCH_FAILURE: ExitStatus = ExitStatus { code: 1, signal: 0 };
+/// The exit status of a re-adopted script whose status could not be read:
+/// it was not this daemon's child, so nothing can wait for it, and its
+/// zombie is reaped by init. Slurm's slurmd, asked about a batch job whose
+/// slurmstepd is already gone, reports it complete with status 0
+/// (`ESLURMD_KILL_JOB_ALREADY_COMPLETE`), and so does this.
+const UNKNOWN_EXIT: ExitStatus = ExitStatus { code: 0, signal: 0 };
 
 /// The Hello this node introduces itself with right now.
 #[derive(Message)]
@@ -58,7 +70,7 @@ pub struct GetHello;
 #[rtype(result = "()")]
 pub struct SetRelay(pub Recipient<SendUp>);
 
-/// A batch script ended (reaped by its supervisor).
+/// A batch script ended (reaped by its supervisor, or seen gone in /proc).
 #[derive(Message)]
 #[rtype(result = "()")]
 struct ProcessExited {
@@ -108,6 +120,10 @@ struct LocalJob {
     seq: u64,
     /// Process group of the batch script (0 if it does not run here).
     pgid: i32,
+    /// The batch script's session leader, for the spool record.
+    batch_proc: Option<Proc>,
+    /// The srun tasks' session leaders, for the spool record.
+    task_procs: Vec<Proc>,
     /// Launches not yet settled: a cancel interrupts them.
     starting: Vec<Starting>,
     /// The batch script's stderr (if it runs here), as opened for its user.
@@ -126,6 +142,8 @@ impl LocalJob {
         LocalJob {
             seq,
             pgid: 0,
+            batch_proc: None,
+            task_procs: Vec::new(),
             starting: Vec::new(),
             batch_stderr: None,
             spool_dir: None,
@@ -190,6 +208,12 @@ pub struct NodeAgent {
     mode: ExecMode,
     /// Signs the links to srun that carry step output.
     auth: Option<Arc<crate::wire::auth::Authenticator>>,
+    /// Where what runs here is recorded (real jobs only).
+    records: Option<RecordBook>,
+    /// The kernel's boot id, stamped on every record.
+    kernel_boot: String,
+    /// Jobs found again in the spool at start, adopted in `started`.
+    adopted: Vec<Adopted>,
     /// The daemon's runtime, which step supervisors register children with.
     runtime: Option<tokio::runtime::Handle>,
     next_seq: u64,
@@ -222,6 +246,9 @@ impl NodeAgent {
             relay: None,
             mode,
             auth: None,
+            records: None,
+            kernel_boot: String::new(),
+            adopted: Vec::new(),
             runtime: None,
             next_seq: 1,
             stats,
@@ -234,9 +261,100 @@ impl NodeAgent {
         self
     }
 
+    /// Record jobs in `records`, and take over `adopted`, the jobs an
+    /// earlier daemon on this node left running (see `exec::record::recover`).
+    pub fn with_records(mut self, records: RecordBook, adopted: Vec<Adopted>) -> Self {
+        self.records = Some(records);
+        self.kernel_boot = crate::exec::record::kernel_boot_id();
+        self.adopted = adopted;
+        self
+    }
+
     fn seq(&mut self) -> u64 {
         self.next_seq += 1;
         self.next_seq
+    }
+
+    /// Write job `job_id`'s spool record as it stands (on the records thread).
+    fn record(&self, job_id: u32) {
+        let (Some(book), Some(j)) = (&self.records, self.jobs.get(&job_id)) else {
+            return;
+        };
+        book.put(JobRecord {
+            job_id,
+            boot_id: self.kernel_boot.clone(),
+            batch: j.batch_proc,
+            tasks: j.task_procs.clone(),
+            spool_dir: j.spool_dir.clone(),
+        });
+    }
+
+    /// Take over the jobs found in the spool: their processes are known by
+    /// process group, and a batch script still running is watched in /proc
+    /// until it ends.
+    fn adopt(&mut self, ctx: &mut Context<Self>) {
+        for a in std::mem::take(&mut self.adopted) {
+            let rec = a.record;
+            let job_id = rec.job_id;
+            let seq = self.seq();
+            let mut job = LocalJob::new(seq);
+            job.pgid = rec.batch.map_or(0, |p| p.pid);
+            job.batch_proc = rec.batch;
+            job.tasks = rec.tasks.iter().map(|p| p.pid).collect();
+            job.task_procs = rec.tasks.clone();
+            job.spool_dir = rec.spool_dir.clone();
+            if a.batch_ended {
+                // It ended while no daemon watched: reported in the Hello.
+                job.finished = Some(UNKNOWN_EXIT);
+            }
+            tracing::info!(
+                job_id,
+                node = %self.node,
+                batch = ?rec.batch.map(|p| p.pid),
+                tasks = rec.tasks.len(),
+                batch_ended = a.batch_ended,
+                "job re-adopted from the spool"
+            );
+            if let Some(p) = rec.batch {
+                self.watch_adopted(job_id, seq, p, ctx);
+            }
+            self.jobs.insert(job_id, job);
+            self.record(job_id);
+        }
+    }
+
+    /// Report when re-adopted script `p` ends. It is not this daemon's
+    /// child, so a thread polls /proc for it (reading its status if its
+    /// zombie is seen before init reaps it).
+    fn watch_adopted(&self, job_id: u32, seq: u64, p: Proc, ctx: &mut Context<Self>) {
+        let (tx, rx) = oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("job{job_id}-watch"))
+            .spawn(move || {
+                let _ = tx.send(watch_until_ended(&p, ADOPTED_POLL));
+            });
+        if let Err(e) = spawned {
+            tracing::error!(job_id, error = %e, "cannot watch the re-adopted batch script");
+            return;
+        }
+        let me = ctx.address();
+        actix::spawn(async move {
+            let status = rx.await.ok().flatten();
+            if status.is_none() {
+                tracing::info!(
+                    job_id,
+                    "re-adopted batch script ended; its exit status is unknown"
+                );
+            }
+            let _ = me
+                .send(ProcessExited {
+                    job_id,
+                    seq,
+                    status: status.unwrap_or(UNKNOWN_EXIT),
+                    usage: Usage::default(),
+                })
+                .await;
+        });
     }
 
     /// Start a step's tasks on its supervisor thread; answer once they run.
@@ -296,6 +414,7 @@ impl NodeAgent {
                     "step {job_id}.{step_id} was cancelled while starting"
                 ));
             }
+            let procs: Vec<Proc> = forked.tasks.iter().map(|t| t.proc).collect();
             let step = crate::exec::tasks::start_step_io(forked, &l, &node, index, auth);
             tracing::info!(
                 job_id,
@@ -304,9 +423,11 @@ impl NodeAgent {
                 "step tasks started"
             );
             job.tasks.extend(step.groups.iter().copied());
+            job.task_procs.extend(procs);
             // Forget steps whose link has closed (their tasks are done).
             job.steps.retain(|s| s.notes.strong_count() > 0);
             job.steps.push(step);
+            act.record(job_id);
             Ok(NodeReply::Launched)
         }))
     }
@@ -344,6 +465,7 @@ impl NodeAgent {
         if l.batch_host != self.node || l.interactive {
             // Holding the allocation; srun steps may start processes later.
             self.jobs.insert(job_id, LocalJob::new(seq));
+            self.record(job_id);
             return now(Ok(NodeReply::Launched));
         }
         match &self.mode {
@@ -449,8 +571,10 @@ impl NodeAgent {
             Ok(p) => {
                 tracing::info!(job_id, pid = p.pid, node = %self.node, "batch script started");
                 job.pgid = p.pid;
+                job.batch_proc = Some(p.proc);
                 job.batch_stderr = Some(p.stderr);
                 job.spool_dir = Some(p.spool_dir);
+                self.record(job_id);
                 let me = ctx.address();
                 actix::spawn(async move {
                     let (status, usage) = exited
@@ -567,6 +691,7 @@ impl Actor for NodeAgent {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
         self.runtime = tokio::runtime::Handle::try_current().ok();
+        self.adopt(ctx);
     }
 }
 
@@ -758,6 +883,9 @@ impl Handler<RunCommand> for NodeAgent {
                         let spool = act.jobs.remove(&job_id).and_then(|j| j.spool_dir);
                         if let Some(dir) = spool {
                             remove_spool_dir(job_id, dir);
+                        }
+                        if let Some(book) = &act.records {
+                            book.remove(job_id);
                         }
                         tracing::info!(job_id, "job terminated on node");
                         Ok(NodeReply::Terminated)

@@ -13,9 +13,10 @@
 //! waited for when the runtime shuts down (a stuck open would hold the
 //! daemon's exit). The number of such threads is bounded by the jobs a node
 //! holds. A batch job's thread then stays on as its supervisor, as
-//! slurmstepd does: it reaps the script and reports its status. (A separate
-//! process per job, as slurmstepd is, would also survive the daemon, but
-//! needs a re-exec'd helper and a protocol to it.)
+//! slurmstepd does: it reaps the script and reports its status. A separate
+//! process per job would also survive the daemon, but needs a re-exec'd
+//! helper and a protocol to it; a restarted daemon re-adopts the processes
+//! from its spool records instead (see [`super::record`]).
 //!
 //! A cancel must reach a launch that is stuck in the kernel: [`Abort`]
 //! interrupts the blocked thread with a signal (an `open` on a FIFO then
@@ -35,6 +36,7 @@ use nix::sys::stat::Mode;
 use tokio::sync::oneshot;
 
 use super::process::{signal_group, spawn_batch, wait_with_usage};
+use super::record::{start_ticks, Proc};
 use crate::wire::messages::{ExitStatus, JobLaunch, StepLaunch, Usage};
 
 /// The signal that knocks a launch thread out of a blocking syscall. Its
@@ -162,6 +164,8 @@ pub fn open_interruptible(path: &Path, flags: OFlag, abort: &Abort) -> io::Resul
 /// A batch script that has started.
 pub struct BatchStarted {
     pub pid: i32,
+    /// The script's start time, to tell it from a later process with its pid.
+    pub proc: Proc,
     /// The script's stderr as opened for the user (for the node's notes).
     pub stderr: File,
     pub spool_dir: PathBuf,
@@ -224,6 +228,10 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
             let pid = p.pid;
             let started = BatchStarted {
                 pid,
+                proc: Proc {
+                    pid,
+                    start_ticks: start_ticks(pid).unwrap_or(0),
+                },
                 stderr: p.stderr,
                 spool_dir: p.spool_dir,
             };

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::env::compress_counts;
 use super::identity::{JobUser, WorkDir};
 use super::pattern::{expand, resolve, PatternContext};
+use super::record::{start_ticks, Proc};
 use super::supervisor::{open_interruptible, Abort};
 use crate::wire::auth::Authenticator;
 use crate::wire::connection::Connection;
@@ -211,8 +212,8 @@ pub struct ForkedTask {
     pty: Option<PtyEnds>,
     piped_out: bool,
     piped_err: bool,
-    /// The task's session leader (its pid is its process group).
-    pub pid: i32,
+    /// The task's session leader, for the node's spool record.
+    pub proc: Proc,
 }
 
 type PtyEnds = (
@@ -230,14 +231,14 @@ impl ForkedStep {
     /// Kill every task (the step was cancelled while it started).
     pub fn kill(&self) {
         for t in &self.tasks {
-            super::process::signal_group(t.pid, nix::sys::signal::Signal::SIGKILL);
+            super::process::signal_group(t.proc.pid, nix::sys::signal::Signal::SIGKILL);
         }
     }
 
     pub fn groups(&self) -> Vec<i32> {
         self.tasks
             .iter()
-            .map(|t| t.pid)
+            .map(|t| t.proc.pid)
             .filter(|&g| g > 0)
             .collect()
     }
@@ -375,6 +376,10 @@ pub fn fork_tasks(
             Err(e) => return abort_step(forked, format!("cannot start {program}: {e}")),
         };
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        let proc = Proc {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        };
         let pty = match pty.map(|m| pty_streams(&m).map(|(r, w)| (m, r, w))) {
             Some(Err(e)) => {
                 super::process::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
@@ -389,7 +394,7 @@ pub fn fork_tasks(
             pty,
             piped_out,
             piped_err,
-            pid,
+            proc,
         });
     }
     Ok(forked)
