@@ -155,3 +155,73 @@ fn a_step_blocked_on_a_fifo_can_be_cancelled() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Open `fifo`'s other end without blocking (`read`: as its reader).
+fn open_other_end(fifo: &Path, read: bool) -> std::fs::File {
+    use nix::fcntl::OFlag;
+    use std::os::fd::FromRawFd;
+    let flags = if read {
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK
+    } else {
+        OFlag::O_WRONLY | OFlag::O_NONBLOCK
+    };
+    let fd = nix::fcntl::open(fifo, flags, nix::sys::stat::Mode::empty()).unwrap();
+    // SAFETY: a descriptor `open` just returned, owned by nobody else.
+    unsafe { std::fs::File::from_raw_fd(fd) }
+}
+
+#[test]
+fn a_launch_that_unblocks_late_runs_or_fails_as_its_job() {
+    let c = Cluster::start(2, 2, 30);
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let input = w.join("input");
+    let output = w.join("output");
+    for f in [&input, &output] {
+        nix::unistd::mkfifo(f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+    // One job waits for a writer of its stdin, the other for a reader of its
+    // stdout (and then names an input that does not exist).
+    let runs = c.sbatch(
+        w,
+        &["-w", "n1", "-i", &input.to_string_lossy(), "--wrap", "cat"],
+    );
+    let fails = c.sbatch(
+        w,
+        &[
+            "-w",
+            "n2",
+            "-o",
+            &output.to_string_lossy(),
+            "-i",
+            "missing",
+            "--wrap",
+            "true",
+        ],
+    );
+    // Both launches have been answered (steps start in their jobs) while
+    // they still block.
+    for id in [runs, fails] {
+        let out = srun_ok(&c, w, &["--jobid", &id.to_string(), "hostname"]);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert_eq!(c.job(id).unwrap().state, JobState::Running);
+    }
+    // Unblocked, the first runs its script to the end with what it was fed…
+    {
+        use std::io::Write;
+        let mut writer = open_other_end(&input, false);
+        writer.write_all(b"fed late\n").unwrap();
+    }
+    let j = c.wait_done(runs, Duration::from_secs(30));
+    assert_eq!(j.state, JobState::Completed);
+    let out = std::fs::read_to_string(w.join(format!("slurm-{runs}.out"))).unwrap();
+    assert_eq!(out, "fed late\n");
+    // …and the second's launch fails after it was answered: the job ends
+    // FAILED with 1:0, as a launch failure slurmstepd reports.
+    let _reader = open_other_end(&output, true);
+    let j = c.wait_done(fails, Duration::from_secs(30));
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(j.exit_code, (1, 0));
+    let spool = c.dir.path().join("spool/n2").join(format!("job{fails:05}"));
+    assert!(!spool.exists(), "{}", spool.display());
+}
