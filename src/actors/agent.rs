@@ -95,6 +95,9 @@ pub struct AgentState {
     pub node: String,
     pub running: Vec<u32>,
     pub finished: Vec<(u32, ExitStatus)>,
+    /// Jobs with a launch (batch script or step) still on its supervisor
+    /// thread: a long-lived entry here is a launch blocked in the kernel.
+    pub starting: Vec<u32>,
 }
 
 /// How jobs are executed on this node.
@@ -722,10 +725,18 @@ impl Handler<GetAgentState> for NodeAgent {
         }
         running.sort_unstable();
         finished.sort_unstable_by_key(|f| f.0);
+        let mut starting: Vec<u32> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| !j.starting.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        starting.sort_unstable();
         MessageResult(AgentState {
             node: self.node.clone(),
             running,
             finished,
+            starting,
         })
     }
 }
