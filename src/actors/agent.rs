@@ -213,8 +213,6 @@ pub struct NodeAgent {
     auth: Option<Arc<crate::wire::auth::Authenticator>>,
     /// Where what runs here is recorded (real jobs only).
     records: Option<RecordBook>,
-    /// The kernel's boot id, stamped on every record.
-    kernel_boot: String,
     /// Jobs found again in the spool at start, adopted in `started`.
     adopted: Vec<Adopted>,
     /// The daemon's runtime, which step supervisors register children with.
@@ -250,7 +248,6 @@ impl NodeAgent {
             mode,
             auth: None,
             records: None,
-            kernel_boot: String::new(),
             adopted: Vec::new(),
             runtime: None,
             next_seq: 1,
@@ -268,7 +265,6 @@ impl NodeAgent {
     /// earlier daemon on this node left running (see `exec::record::recover`).
     pub fn with_records(mut self, records: RecordBook, adopted: Vec<Adopted>) -> Self {
         self.records = Some(records);
-        self.kernel_boot = crate::exec::record::kernel_boot_id();
         self.adopted = adopted;
         self
     }
@@ -285,7 +281,7 @@ impl NodeAgent {
         };
         book.put(JobRecord {
             job_id,
-            boot_id: self.kernel_boot.clone(),
+            boot_id: book.boot_id().to_string(),
             batch: j.batch_proc,
             tasks: j.task_procs.clone(),
             spool_dir: j.spool_dir.clone(),

@@ -122,6 +122,8 @@ enum Op {
 #[derive(Clone)]
 pub struct RecordBook {
     tx: mpsc::Sender<Op>,
+    /// This boot's id, read once (it is file I/O) and stamped on every record.
+    boot_id: String,
 }
 
 /// Where records live under the spool directory.
@@ -131,7 +133,9 @@ pub fn records_dir(spool: &Path) -> PathBuf {
 
 impl RecordBook {
     /// Start the writer for records under `dir` (created, mode 0700).
+    /// Blocking: call it off the event loop.
     pub fn open(dir: PathBuf) -> io::Result<RecordBook> {
+        let boot_id = kernel_boot_id();
         fs::create_dir_all(&dir)?;
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
         let (tx, rx) = mpsc::channel::<Op>();
@@ -148,7 +152,12 @@ impl RecordBook {
                     }
                 }
             })?;
-        Ok(RecordBook { tx })
+        Ok(RecordBook { tx, boot_id })
+    }
+
+    /// The kernel boot id records are stamped with.
+    pub fn boot_id(&self) -> &str {
+        &self.boot_id
     }
 
     pub fn put(&self, rec: JobRecord) {
