@@ -225,3 +225,40 @@ fn a_launch_that_unblocks_late_runs_or_fails_as_its_job() {
     let spool = c.dir.path().join("spool/n2").join(format!("job{fails:05}"));
     assert!(!spool.exists(), "{}", spool.display());
 }
+
+#[test]
+fn a_step_too_slow_to_start_fails_and_leaves_nothing_behind() {
+    let c = Cluster::start(2, 2, 30);
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let job = c.sbatch(w, &["-w", "n1", "--wrap", "sleep 300"]);
+    let fifo = w.join(format!("fifo-{job}"));
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    c.wait_for(Duration::from_secs(30), "the job RUNNING", |c| {
+        c.job(job).is_some_and(|j| j.state == JobState::Running)
+    });
+    // Nobody ever writes the FIFO: the node gives the start up before the
+    // launch deadline, and srun says the launch failed.
+    let o = c.cli(
+        w,
+        "srun",
+        &["--jobid", &job.to_string(), "-i", "fifo-%j", "cat"],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("did not start within"), "{err}");
+    // The start was interrupted: its thread is gone, nothing reads the FIFO,
+    // and the job's later steps run.
+    c.wait_for(Duration::from_secs(30), "the step's thread to end", |c| {
+        daemon_threads(c, "n1", &format!("step{job}.")).is_empty()
+    });
+    let writer = nix::fcntl::open(
+        &fifo,
+        nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_NONBLOCK,
+        nix::sys::stat::Mode::empty(),
+    );
+    assert_eq!(writer.err(), Some(nix::errno::Errno::ENXIO));
+    let out = srun_ok(&c, w, &["--jobid", &job.to_string(), "hostname"]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert_eq!(c.job(job).unwrap().state, JobState::Running);
+}

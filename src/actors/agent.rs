@@ -44,6 +44,11 @@ const MAILBOX: usize = 1024;
 /// answers once slurmstepd is forked, and a later failure ends the job
 /// through `BatchFinished`. Well inside every hop's launch budget.
 const LAUNCH_GRACE: Duration = Duration::from_secs(2);
+/// How long a step start may take here. The controller gives a step
+/// launch 10 s at the leaves and does not clean up after a failed one, so a
+/// node answers first, gives up on the start, and kills what it starts
+/// later: srun's `step launch failed` then leaves nothing running.
+const STEP_START_LIMIT: Duration = Duration::from_secs(9);
 /// How often a cancel knocks a blocked launch out of its syscall, and for
 /// how long (a signal can land just before the thread blocks).
 const INTERRUPT_EVERY: Duration = Duration::from_millis(100);
@@ -176,16 +181,7 @@ impl LocalJob {
         let mut n = 0;
         for s in self.starting.iter().filter(|s| which(s)) {
             n += 1;
-            s.abort.cancel();
-            let abort = s.abort.clone();
-            actix::spawn(async move {
-                let mut waited = Duration::ZERO;
-                while !abort.is_settled() && waited < INTERRUPT_FOR {
-                    abort.interrupt();
-                    tokio::time::sleep(INTERRUPT_EVERY).await;
-                    waited += INTERRUPT_EVERY;
-                }
-            });
+            cancel_launch(s.abort.clone());
         }
         self.starting.retain(|s| !which(s));
         n
@@ -393,9 +389,26 @@ impl NodeAgent {
             step: Some(step_id),
             abort: abort.clone(),
         });
-        Box::pin(rx.into_actor(self).map(move |forked, act, _ctx| {
-            let forked =
-                forked.unwrap_or_else(|_| Err("the step's supervisor ended unexpectedly".into()));
+        let waited = async move { tokio::time::timeout(STEP_START_LIMIT, rx).await };
+        Box::pin(waited.into_actor(self).map(move |waited, act, _ctx| {
+            let forked = match waited {
+                Ok(r) => {
+                    r.unwrap_or_else(|_| Err("the step's supervisor ended unexpectedly".into()))
+                }
+                Err(_) => {
+                    // Dropping the receiver makes a start that still
+                    // completes kill its tasks; the cancel interrupts it.
+                    if let Some(job) = act.jobs.get_mut(&job_id) {
+                        job.starting.retain(|s| s.id != id);
+                    }
+                    cancel_launch(abort);
+                    tracing::warn!(job_id, step_id, node = %node, "step start too slow; given up");
+                    return Err(format!(
+                        "step {job_id}.{step_id} did not start within {}s on {node}",
+                        STEP_START_LIMIT.as_secs()
+                    ));
+                }
+            };
             let job = act.jobs.get_mut(&job_id).filter(|j| j.seq == seq);
             let Some(job) = job else {
                 if let Ok(f) = &forked {
@@ -620,6 +633,20 @@ impl NodeAgent {
             );
         }
     }
+}
+
+/// Cancel a launch and knock it out of a blocking call, repeatedly until it
+/// settles (a signal can land just before its thread blocks).
+fn cancel_launch(abort: Abort) {
+    abort.cancel();
+    actix::spawn(async move {
+        let mut waited = Duration::ZERO;
+        while !abort.is_settled() && waited < INTERRUPT_FOR {
+            abort.interrupt();
+            tokio::time::sleep(INTERRUPT_EVERY).await;
+            waited += INTERRUPT_EVERY;
+        }
+    });
 }
 
 /// Who a settled batch launch belongs to.
