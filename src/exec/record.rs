@@ -7,9 +7,9 @@
 //! time from `/proc/<pid>/stat`, and the kernel's boot id. On start the
 //! daemon reads them back ([`recover`]): a pid whose start time differs is
 //! another process that reuses the number, and after a reboot nothing of
-//! the job can run. The directory belongs to root, mode 0700, apart from the
-//! job spool directories the users own, so a user cannot make the daemon
-//! adopt (and later kill) a process that is not theirs.
+//! the job can run. `jobs/` belongs to the daemon's user (root), mode 0700,
+//! unlike the job spool directories, which their users own: a user cannot
+//! make the daemon adopt (and later kill) a process that is not theirs.
 //!
 //! Records are written by one thread per daemon, in order: the agent only
 //! queues them, so its event loop never waits for a disk.
