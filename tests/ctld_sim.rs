@@ -693,8 +693,8 @@ impl Sim {
         let jobs = self.core.jobs();
         // Resources: no node over-allocated, and the core's accounting is
         // the sum of what its running jobs hold.
-        let mut cpus = vec![0u32; NODES];
-        let mut mem = vec![0u64; NODES];
+        let mut cpus = [0u32; NODES];
+        let mut mem = [0u64; NODES];
         for j in jobs.running() {
             let Some(a) = &j.alloc else {
                 self.fail(format!("running job {} has no allocation", j.job_id));
@@ -760,7 +760,10 @@ impl Sim {
                 _ => !held,
             };
             if !ok {
-                self.fail(format!("pending job {} shows reason {reason} untruly", j.job_id));
+                self.fail(format!(
+                    "pending job {} shows reason {reason} untruly: {j:?}",
+                    j.job_id
+                ));
             }
             if j.dependency_outcome() == Outcome::Never && j.submit.kill_on_invalid_dep == Some(true) {
                 self.fail(format!(

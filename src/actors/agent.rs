@@ -5,6 +5,14 @@
 //! A node keeps every job until the controller tells it to `Terminate`, so a
 //! finished script's exit status survives a lost link or a controller restart:
 //! it is repeated in every `Hello`/`Register` until acknowledged that way.
+//!
+//! The agent shares its thread with the relay and every link, so it never
+//! blocks: each launch (user lookup, spool files, the user's identity, the
+//! files they named, the fork) runs on a per-job supervisor thread
+//! (`crate::exec::supervisor`), and the agent only moves its outcome. What
+//! runs here is recorded in the spool (`crate::exec::record`), so a daemon
+//! restarted after `kill -9` finds its jobs' processes again, reports them
+//! in its registration, and still reports a batch script's end.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -13,22 +21,49 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use nix::sys::signal::Signal;
+use tokio::sync::oneshot;
 
-use super::relay::{RelayActor, SendUp};
+use super::agent_link::{RunCommand, SendUp};
 use super::stats::ActorStats;
-use crate::exec::process::{signal_group, spawn_batch, term_then_kill, wait_with_usage};
+use crate::exec::process::{signal_group, term_then_kill};
+use crate::exec::record::{watch_until_ended, Adopted, JobRecord, Proc, RecordBook};
+use crate::exec::supervisor::{
+    supervise_batch, supervise_step, Abort, BatchRequest, BatchStarted, BatchSupervisor,
+};
 use crate::wire::messages::{
     BatchFinished, Body, ExitStatus, Hello, JobLaunch, JobOnNode, JobReport, KillCause,
-    NodeCommand, NodeReply, NodeResources, Registration, Usage, PROTOCOL_VERSION,
+    NodeCommand, NodeReply, NodeResources, Registration, StepLaunch, Usage, PROTOCOL_VERSION,
 };
 use crate::wire::types::UnixTime;
 
 const MAILBOX: usize = 1024;
-
-/// Run one fanned-out command on this node.
-#[derive(Message)]
-#[rtype(result = "Result<NodeReply, String>")]
-pub struct RunCommand(pub NodeCommand);
+/// How long a batch launch's reply waits for the script to start. Most
+/// launches settle well within it and answer as they always did (a failure
+/// is the controller's `JobLaunchFailure`); one still blocked after it (a
+/// FIFO as stdin, a hung file server) is answered `Launched`, as slurmd
+/// answers once slurmstepd is forked, and a later failure ends the job
+/// through `BatchFinished`. Well inside every hop's launch budget.
+const LAUNCH_GRACE: Duration = Duration::from_secs(2);
+/// How long a step start may take here. The controller gives a step
+/// launch 10 s at the leaves and does not clean up after a failed one, so a
+/// node answers first, gives up on the start, and kills what it starts
+/// later: srun's `step launch failed` then leaves nothing running.
+const STEP_START_LIMIT: Duration = Duration::from_secs(9);
+/// How often a cancel knocks a blocked launch out of its syscall, and for
+/// how long (a signal can land just before the thread blocks).
+const INTERRUPT_EVERY: Duration = Duration::from_millis(100);
+const INTERRUPT_FOR: Duration = Duration::from_secs(30);
+/// How often a re-adopted batch script is looked for in /proc.
+const ADOPTED_POLL: Duration = Duration::from_millis(250);
+/// A launch whose failure is only known after `LAUNCH_GRACE` ends the job
+/// with this status (`ExitCode=1:0`, as slurmstepd's failed launch).
+const LATE_LAUNCH_FAILURE: ExitStatus = ExitStatus { code: 1, signal: 0 };
+/// The exit status of a re-adopted script whose status could not be read:
+/// it was not this daemon's child, so nothing can wait for it, and its
+/// zombie is reaped by init. Slurm's slurmd, asked about a batch job whose
+/// slurmstepd is already gone, reports it complete with status 0
+/// (`ESLURMD_KILL_JOB_ALREADY_COMPLETE`), and so does this.
+const UNKNOWN_EXIT: ExitStatus = ExitStatus { code: 0, signal: 0 };
 
 /// The Hello this node introduces itself with right now.
 #[derive(Message)]
@@ -38,12 +73,15 @@ pub struct GetHello;
 /// Tell the agent which relay carries its upward messages.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SetRelay(pub Addr<RelayActor>);
+pub struct SetRelay(pub Recipient<SendUp>);
 
+/// A batch script ended (reaped by its supervisor, or seen gone in /proc).
 #[derive(Message)]
 #[rtype(result = "()")]
 struct ProcessExited {
     job_id: u32,
+    /// Which launch of the job id (a requeued job is launched again).
+    seq: u64,
     status: ExitStatus,
     usage: Usage,
 }
@@ -62,6 +100,9 @@ pub struct AgentState {
     pub node: String,
     pub running: Vec<u32>,
     pub finished: Vec<(u32, ExitStatus)>,
+    /// Jobs with a launch (batch script or step) still on its supervisor
+    /// thread: a long-lived entry here is a launch blocked in the kernel.
+    pub starting: Vec<u32>,
 }
 
 /// How jobs are executed on this node.
@@ -73,9 +114,26 @@ pub enum ExecMode {
     Simulated { run_for: Duration },
 }
 
+/// A launch of this job (its batch script, or a step) still on its
+/// supervisor thread.
+struct Starting {
+    id: u64,
+    /// `None`: the batch script.
+    step: Option<u32>,
+    abort: Abort,
+}
+
 struct LocalJob {
+    /// Which launch of the job id this is.
+    seq: u64,
     /// Process group of the batch script (0 if it does not run here).
     pgid: i32,
+    /// The batch script's session leader, for the spool record.
+    batch_proc: Option<Proc>,
+    /// The srun tasks' session leaders, for the spool record.
+    task_procs: Vec<Proc>,
+    /// Launches not yet settled: a cancel interrupts them.
+    starting: Vec<Starting>,
     /// The batch script's stderr (if it runs here), as opened for its user.
     batch_stderr: Option<std::fs::File>,
     /// The batch script's spool directory, removed with the job.
@@ -88,9 +146,13 @@ struct LocalJob {
 }
 
 impl LocalJob {
-    fn new(pgid: i32) -> LocalJob {
+    fn new(seq: u64) -> LocalJob {
         LocalJob {
-            pgid,
+            seq,
+            pgid: 0,
+            batch_proc: None,
+            task_procs: Vec::new(),
+            starting: Vec::new(),
             batch_stderr: None,
             spool_dir: None,
             tasks: Vec::new(),
@@ -113,6 +175,18 @@ impl LocalJob {
             .filter(|&g| g > 0)
     }
 
+    /// Give up on the launches `which` selects: each is interrupted until
+    /// it settles (a launch that still starts its processes kills them).
+    fn cancel_starting(&mut self, which: impl Fn(&Starting) -> bool) -> usize {
+        let mut n = 0;
+        for s in self.starting.iter().filter(|s| which(s)) {
+            n += 1;
+            cancel_launch(s.abort.clone());
+        }
+        self.starting.retain(|s| !which(s));
+        n
+    }
+
     /// Every process group of the job on this node.
     fn groups(&self) -> impl Iterator<Item = i32> + '_ {
         std::iter::once(self.pgid)
@@ -129,11 +203,25 @@ pub struct NodeAgent {
     started: UnixTime,
     resources: NodeResources,
     jobs: HashMap<u32, LocalJob>,
-    relay: Option<Addr<RelayActor>>,
+    relay: Option<Recipient<SendUp>>,
     mode: ExecMode,
     /// Signs the links to srun that carry step output.
     auth: Option<Arc<crate::wire::auth::Authenticator>>,
+    /// Where what runs here is recorded (real jobs only).
+    records: Option<RecordBook>,
+    /// Jobs found again in the spool at start, adopted in `started`.
+    adopted: Vec<Adopted>,
+    /// The daemon's runtime, which step supervisors register children with.
+    runtime: Option<tokio::runtime::Handle>,
+    next_seq: u64,
     stats: Arc<ActorStats>,
+}
+
+/// A reply a handler gives later.
+type Reply = ResponseActFuture<NodeAgent, Result<NodeReply, String>>;
+
+fn now(r: Result<NodeReply, String>) -> Reply {
+    Box::pin(fut::ready(r))
 }
 
 impl NodeAgent {
@@ -155,6 +243,10 @@ impl NodeAgent {
             relay: None,
             mode,
             auth: None,
+            records: None,
+            adopted: Vec::new(),
+            runtime: None,
+            next_seq: 1,
             stats,
         }
     }
@@ -165,32 +257,191 @@ impl NodeAgent {
         self
     }
 
-    fn run_step(&mut self, l: &crate::wire::messages::StepLaunch) -> Result<NodeReply, String> {
+    /// Record jobs in `records`, and take over `adopted`, the jobs an
+    /// earlier daemon on this node left running (see `exec::record::recover`).
+    pub fn with_records(mut self, records: RecordBook, adopted: Vec<Adopted>) -> Self {
+        self.records = Some(records);
+        self.adopted = adopted;
+        self
+    }
+
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Write job `job_id`'s spool record as it stands (on the records thread).
+    fn record(&self, job_id: u32) {
+        let (Some(book), Some(j)) = (&self.records, self.jobs.get(&job_id)) else {
+            return;
+        };
+        book.put(JobRecord {
+            job_id,
+            boot_id: book.boot_id().to_string(),
+            batch: j.batch_proc,
+            tasks: j.task_procs.clone(),
+            spool_dir: j.spool_dir.clone(),
+        });
+    }
+
+    /// Take over the jobs found in the spool: their processes are known by
+    /// process group, and a batch script still running is watched in /proc
+    /// until it ends.
+    fn adopt(&mut self, ctx: &mut Context<Self>) {
+        for a in std::mem::take(&mut self.adopted) {
+            let rec = a.record;
+            let job_id = rec.job_id;
+            let seq = self.seq();
+            let mut job = LocalJob::new(seq);
+            job.pgid = rec.batch.map_or(0, |p| p.pid);
+            job.batch_proc = rec.batch;
+            job.tasks = rec.tasks.iter().map(|p| p.pid).collect();
+            job.task_procs = rec.tasks.clone();
+            job.spool_dir = rec.spool_dir.clone();
+            if a.batch_ended {
+                // It ended while no daemon watched: reported in the Hello.
+                job.finished = Some(UNKNOWN_EXIT);
+            }
+            tracing::info!(
+                job_id,
+                node = %self.node,
+                batch = ?rec.batch.map(|p| p.pid),
+                tasks = rec.tasks.len(),
+                batch_ended = a.batch_ended,
+                "job re-adopted from the spool"
+            );
+            if let Some(p) = rec.batch {
+                self.watch_adopted(job_id, seq, p, ctx);
+            }
+            self.jobs.insert(job_id, job);
+            self.record(job_id);
+        }
+    }
+
+    /// Report when re-adopted script `p` ends. It is not this daemon's
+    /// child, so a thread polls /proc for it (reading its status if its
+    /// zombie is seen before init reaps it).
+    fn watch_adopted(&self, job_id: u32, seq: u64, p: Proc, ctx: &mut Context<Self>) {
+        let (tx, rx) = oneshot::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("job{job_id}-watch"))
+            .spawn(move || {
+                let _ = tx.send(watch_until_ended(&p, ADOPTED_POLL));
+            });
+        if let Err(e) = spawned {
+            tracing::error!(job_id, error = %e, "cannot watch the re-adopted batch script");
+            return;
+        }
+        let me = ctx.address();
+        actix::spawn(async move {
+            let status = rx.await.ok().flatten();
+            if status.is_none() {
+                tracing::info!(
+                    job_id,
+                    "re-adopted batch script ended; its exit status is unknown"
+                );
+            }
+            let _ = me
+                .send(ProcessExited {
+                    job_id,
+                    seq,
+                    status: status.unwrap_or(UNKNOWN_EXIT),
+                    usage: Usage::default(),
+                })
+                .await;
+        });
+    }
+
+    /// Start a step's tasks on its supervisor thread; answer once they run.
+    fn run_step(&mut self, l: StepLaunch) -> Reply {
         let ExecMode::Real { .. } = &self.mode else {
-            return Err("simulated nodes do not run srun steps".into());
+            return now(Err("simulated nodes do not run srun steps".into()));
         };
         let Some(auth) = self.auth.clone() else {
-            return Err("node agent has no key to reach srun".into());
+            return now(Err("node agent has no key to reach srun".into()));
         };
-        let Some(job) = self.jobs.get_mut(&l.job_id) else {
-            return Err(format!("job {} is not running on this node", l.job_id));
+        let Some(runtime) = self.runtime.clone() else {
+            return now(Err("node agent has no runtime for step tasks".into()));
         };
         let index = crate::config::hostlist::expand(&l.nodelist)
             .ok()
-            .and_then(|v| v.iter().position(|n| *n == self.node))
-            .ok_or_else(|| format!("{} is not in step nodelist {}", self.node, l.nodelist))?;
-        let step = crate::exec::tasks::spawn_tasks(l, &self.node, index, auth)?;
-        tracing::info!(
-            job_id = l.job_id,
-            step_id = l.step_id,
-            tasks = step.groups.len(),
-            "step tasks started"
-        );
-        job.tasks.extend(step.groups.iter().copied());
-        // Forget steps whose link has closed (their tasks are done).
-        job.steps.retain(|s| s.notes.strong_count() > 0);
-        job.steps.push(step);
-        Ok(NodeReply::Launched)
+            .and_then(|v| v.iter().position(|n| *n == self.node));
+        let Some(index) = index else {
+            return now(Err(format!(
+                "{} is not in step nodelist {}",
+                self.node, l.nodelist
+            )));
+        };
+        let (job_id, step_id) = (l.job_id, l.step_id);
+        let id = self.seq();
+        let Some(job) = self.jobs.get_mut(&job_id) else {
+            return now(Err(format!("job {job_id} is not running on this node")));
+        };
+        let seq = job.seq;
+        let abort = Abort::new();
+        let node = self.node.clone();
+        let rx = match supervise_step(l.clone(), node.clone(), index, runtime, abort.clone()) {
+            Ok(rx) => rx,
+            Err(e) => return now(Err(format!("cannot start the step's supervisor: {e}"))),
+        };
+        job.starting.push(Starting {
+            id,
+            step: Some(step_id),
+            abort: abort.clone(),
+        });
+        let waited = async move { tokio::time::timeout(STEP_START_LIMIT, rx).await };
+        Box::pin(waited.into_actor(self).map(move |waited, act, _ctx| {
+            let forked = match waited {
+                Ok(r) => {
+                    r.unwrap_or_else(|_| Err("the step's supervisor ended unexpectedly".into()))
+                }
+                Err(_) => {
+                    // Dropping the receiver makes a start that still
+                    // completes kill its tasks; the cancel interrupts it.
+                    if let Some(job) = act.jobs.get_mut(&job_id) {
+                        job.starting.retain(|s| s.id != id);
+                    }
+                    cancel_launch(abort);
+                    tracing::warn!(job_id, step_id, node = %node, "step start too slow; given up");
+                    return Err(format!(
+                        "step {job_id}.{step_id} did not start within {}s on {node}",
+                        STEP_START_LIMIT.as_secs()
+                    ));
+                }
+            };
+            let job = act.jobs.get_mut(&job_id).filter(|j| j.seq == seq);
+            let Some(job) = job else {
+                if let Ok(f) = &forked {
+                    f.kill();
+                }
+                return Err(format!(
+                    "job {job_id} ended while step {step_id} was starting"
+                ));
+            };
+            job.starting.retain(|s| s.id != id);
+            let forked = forked?;
+            if abort.is_cancelled() {
+                forked.kill();
+                return Err(format!(
+                    "step {job_id}.{step_id} was cancelled while starting"
+                ));
+            }
+            let procs: Vec<Proc> = forked.tasks.iter().map(|t| t.proc).collect();
+            let step = crate::exec::tasks::start_step_io(forked, &l, &node, index, auth);
+            tracing::info!(
+                job_id,
+                step_id,
+                tasks = step.groups.len(),
+                "step tasks started"
+            );
+            job.tasks.extend(step.groups.iter().copied());
+            job.task_procs.extend(procs);
+            // Forget steps whose link has closed (their tasks are done).
+            job.steps.retain(|s| s.notes.strong_count() > 0);
+            job.steps.push(step);
+            act.record(job_id);
+            Ok(NodeReply::Launched)
+        }))
     }
 
     fn hello(&self) -> Hello {
@@ -217,53 +468,158 @@ impl NodeAgent {
         }
     }
 
-    fn launch(&mut self, l: &JobLaunch, ctx: &mut Context<Self>) -> Result<NodeReply, String> {
+    fn launch(&mut self, l: &JobLaunch, ctx: &mut Context<Self>) -> Reply {
         if self.jobs.contains_key(&l.job_id) {
-            return Ok(NodeReply::Launched); // a retried launch is idempotent
-        }
-        if l.batch_host != self.node || l.interactive {
-            // Holding the allocation; srun steps may start processes later.
-            self.jobs.insert(l.job_id, LocalJob::new(0));
-            return Ok(NodeReply::Launched);
+            return now(Ok(NodeReply::Launched)); // a retried launch is idempotent
         }
         let job_id = l.job_id;
+        let seq = self.seq();
+        if l.batch_host != self.node || l.interactive {
+            // Holding the allocation; srun steps may start processes later.
+            self.jobs.insert(job_id, LocalJob::new(seq));
+            self.record(job_id);
+            return now(Ok(NodeReply::Launched));
+        }
         match &self.mode {
             ExecMode::Real { spool, conf_path } => {
-                let index = node_index(&l.nodelist, &self.node);
-                let proc = spawn_batch(l, &self.node, index, conf_path, spool)
-                    .map_err(|e| e.to_string())?;
-                tracing::info!(job_id, pid = proc.pid, node = %self.node, "batch script started");
-                let mut job = LocalJob::new(proc.pid);
-                job.batch_stderr = Some(proc.stderr);
-                job.spool_dir = Some(proc.spool_dir);
+                let abort = Abort::new();
+                let req = BatchRequest {
+                    launch: l.clone(),
+                    node: self.node.clone(),
+                    node_index: node_index(&l.nodelist, &self.node),
+                    conf_path: conf_path.clone(),
+                    spool: spool.clone(),
+                };
+                let BatchSupervisor { started, exited } = match supervise_batch(req, abort.clone())
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return now(Err(format!("cannot start the job's supervisor: {e}")));
+                    }
+                };
+                let mut job = LocalJob::new(seq);
+                let id = self.seq();
+                job.starting.push(Starting {
+                    id,
+                    step: None,
+                    abort: abort.clone(),
+                });
                 self.jobs.insert(job_id, job);
+                let (reply_tx, reply_rx) = oneshot::channel();
+                ctx.spawn(started.into_actor(self).map(move |r, act, ctx| {
+                    let r =
+                        r.unwrap_or_else(|_| Err("the job's supervisor ended unexpectedly".into()));
+                    let launch = BatchOutcome {
+                        job_id,
+                        seq,
+                        id,
+                        abort,
+                    };
+                    act.batch_started(launch, r, exited, reply_tx, ctx);
+                }));
+                Box::pin(
+                    async move {
+                        match tokio::time::timeout(LAUNCH_GRACE, reply_rx).await {
+                            Ok(Ok(r)) => r,
+                            Ok(Err(_)) => Err("the node agent dropped the launch".into()),
+                            // Still starting: running, as far as the controller goes.
+                            Err(_) => Ok(NodeReply::Launched),
+                        }
+                    }
+                    .into_actor(self),
+                )
+            }
+            ExecMode::Simulated { run_for } => {
+                self.jobs.insert(job_id, LocalJob::new(seq));
+                ctx.run_later(*run_for, move |_, ctx| {
+                    ctx.notify(ProcessExited {
+                        job_id,
+                        seq,
+                        status: ExitStatus::default(),
+                        usage: Usage::default(),
+                    })
+                });
+                now(Ok(NodeReply::Launched))
+            }
+        }
+    }
+
+    /// A batch supervisor settled its launch: the script runs, or could not
+    /// start. `reply` answers the launch if it is still waiting.
+    fn batch_started(
+        &mut self,
+        launch: BatchOutcome,
+        r: Result<BatchStarted, String>,
+        exited: oneshot::Receiver<(ExitStatus, Usage)>,
+        reply: oneshot::Sender<Result<NodeReply, String>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let BatchOutcome {
+            job_id,
+            seq,
+            id,
+            abort,
+        } = launch;
+        let current = self
+            .jobs
+            .get_mut(&job_id)
+            .filter(|j| j.seq == seq && !abort.is_cancelled());
+        let Some(job) = current else {
+            // Cancelled while it started: whatever it started dies now.
+            if let Ok(p) = r {
+                tracing::info!(
+                    job_id,
+                    pid = p.pid,
+                    "batch script of a cancelled job killed"
+                );
+                signal_group(p.pid, Signal::SIGKILL);
+                remove_spool_dir(job_id, p.spool_dir);
+            }
+            let _ = reply.send(Err(format!("job {job_id} ended while it was starting")));
+            return;
+        };
+        job.starting.retain(|s| s.id != id);
+        match r {
+            Ok(p) => {
+                tracing::info!(job_id, pid = p.pid, node = %self.node, "batch script started");
+                job.pgid = p.pid;
+                job.batch_proc = Some(p.proc);
+                job.batch_stderr = Some(p.stderr);
+                job.spool_dir = Some(p.spool_dir);
+                self.record(job_id);
                 let me = ctx.address();
-                let pid = proc.pid;
                 actix::spawn(async move {
-                    let (status, usage) = tokio::task::spawn_blocking(move || wait_with_usage(pid))
+                    let (status, usage) = exited
                         .await
                         .unwrap_or((ExitStatus { code: 1, signal: 0 }, Usage::default()));
                     let _ = me
                         .send(ProcessExited {
                             job_id,
+                            seq,
                             status,
                             usage,
                         })
                         .await;
                 });
+                let _ = reply.send(Ok(NodeReply::Launched));
             }
-            ExecMode::Simulated { run_for } => {
-                self.jobs.insert(job_id, LocalJob::new(0));
-                ctx.run_later(*run_for, move |_, ctx| {
+            Err(e) => {
+                tracing::error!(job_id, node = %self.node, error = %e, "batch script could not start");
+                if let Err(Err(e)) = reply.send(Err(e)) {
+                    // Already answered `Launched`: the job ends as failed.
+                    tracing::warn!(job_id, error = %e, "late launch failure reported as the script's end");
                     ctx.notify(ProcessExited {
                         job_id,
-                        status: ExitStatus::default(),
+                        seq,
+                        status: LATE_LAUNCH_FAILURE,
                         usage: Usage::default(),
-                    })
-                });
+                    });
+                } else {
+                    // The controller ends it as `JobLaunchFailure`.
+                    self.jobs.remove(&job_id);
+                }
             }
         }
-        Ok(NodeReply::Launched)
     }
 
     fn send_up(&self, body: Body, ctx: &mut Context<Self>) {
@@ -277,6 +633,41 @@ impl NodeAgent {
             );
         }
     }
+}
+
+/// Cancel a launch and knock it out of a blocking call, repeatedly until it
+/// settles (a signal can land just before its thread blocks).
+fn cancel_launch(abort: Abort) {
+    abort.cancel();
+    actix::spawn(async move {
+        let mut waited = Duration::ZERO;
+        while !abort.is_settled() && waited < INTERRUPT_FOR {
+            abort.interrupt();
+            tokio::time::sleep(INTERRUPT_EVERY).await;
+            waited += INTERRUPT_EVERY;
+        }
+    });
+}
+
+/// Who a settled batch launch belongs to.
+struct BatchOutcome {
+    job_id: u32,
+    seq: u64,
+    /// Its entry in the job's `starting`.
+    id: u64,
+    abort: Abort,
+}
+
+/// Remove a job's spool directory off the event loop (it may sit on a slow
+/// disk).
+fn remove_spool_dir(job_id: u32, dir: PathBuf) {
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(job_id, dir = %dir.display(), error = %e, "cannot remove the job's spool directory");
+            }
+        }
+    });
 }
 
 /// Slurm's note, in a killed batch job's stderr, of when and why it was
@@ -325,6 +716,8 @@ impl Actor for NodeAgent {
     type Context = Context<Self>;
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
+        self.runtime = tokio::runtime::Handle::try_current().ok();
+        self.adopt(ctx);
     }
 }
 
@@ -355,10 +748,18 @@ impl Handler<GetAgentState> for NodeAgent {
         }
         running.sort_unstable();
         finished.sort_unstable_by_key(|f| f.0);
+        let mut starting: Vec<u32> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| !j.starting.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        starting.sort_unstable();
         MessageResult(AgentState {
             node: self.node.clone(),
             running,
             finished,
+            starting,
         })
     }
 }
@@ -366,7 +767,7 @@ impl Handler<GetAgentState> for NodeAgent {
 impl Handler<ProcessExited> for NodeAgent {
     type Result = ();
     fn handle(&mut self, msg: ProcessExited, ctx: &mut Context<Self>) {
-        let Some(job) = self.jobs.get_mut(&msg.job_id) else {
+        let Some(job) = self.jobs.get_mut(&msg.job_id).filter(|j| j.seq == msg.seq) else {
             return;
         };
         job.finished = Some(msg.status);
@@ -390,7 +791,6 @@ impl Handler<RunCommand> for NodeAgent {
     type Result = ResponseActFuture<Self, Result<NodeReply, String>>;
     fn handle(&mut self, msg: RunCommand, ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        let now = |r: Result<NodeReply, String>| -> Self::Result { Box::pin(fut::ready(r)) };
         match msg.0 {
             NodeCommand::Noop => now(Ok(NodeReply::Ack)),
             NodeCommand::Reregister => {
@@ -404,14 +804,8 @@ impl Handler<RunCommand> for NodeAgent {
                 );
                 now(Ok(NodeReply::Ack))
             }
-            NodeCommand::Launch(l) => {
-                let r = self.launch(&l, ctx);
-                now(r)
-            }
-            NodeCommand::RunStep(l) => {
-                let r = self.run_step(&l);
-                now(r)
-            }
+            NodeCommand::Launch(l) => self.launch(&l, ctx),
+            NodeCommand::RunStep(l) => self.run_step(*l),
             NodeCommand::Signal {
                 job_id,
                 signal,
@@ -446,9 +840,10 @@ impl Handler<RunCommand> for NodeAgent {
                 step_id,
                 kill_wait_s,
             } => {
-                let Some(job) = self.jobs.get(&job_id) else {
+                let Some(job) = self.jobs.get_mut(&job_id) else {
                     return now(Ok(NodeReply::Signalled { processes: 0 }));
                 };
+                job.cancel_starting(|s| s.step == Some(step_id));
                 for step in job.live_steps().filter(|s| s.step_id == step_id) {
                     step.aborted();
                     step.note(&kill_note(
@@ -479,9 +874,15 @@ impl Handler<RunCommand> for NodeAgent {
                 kill_wait_s,
                 cause,
             } => {
-                let Some(job) = self.jobs.get(&job_id) else {
+                let Some(job) = self.jobs.get_mut(&job_id) else {
                     return now(Ok(NodeReply::Terminated));
                 };
+                // Launches still blocked give up; one that starts its
+                // processes anyway kills them (the job is gone by then).
+                if job.cancel_starting(|_| true) > 0 {
+                    tracing::info!(job_id, node = %self.node, "job cancelled while starting");
+                }
+                let mut banner = None;
                 if let Some(cause) = cause {
                     // slurmstepd's line for each srun step still running here…
                     for step in job.live_steps() {
@@ -492,22 +893,33 @@ impl Handler<RunCommand> for NodeAgent {
                             cause,
                         ));
                     }
-                    // …and for the batch script, in its stderr.
+                    // …and for the batch script, in its stderr (written off
+                    // the event loop: the file may be on a slow disk).
                     if let (Some(file), None) = (&job.batch_stderr, job.finished) {
-                        write_banner(file, job_id, &self.node, cause);
+                        banner = file.try_clone().ok().map(|f| (f, cause));
                     }
                 }
                 let groups: Vec<i32> = job.groups().collect();
                 let wait = Duration::from_secs(u64::from(kill_wait_s));
+                let node = self.node.clone();
                 Box::pin(
-                    async move { term_then_kill(&groups, wait).await }
-                        .into_actor(self)
+                    async move {
+                        if let Some((file, cause)) = banner {
+                            let _ = tokio::task::spawn_blocking(move || {
+                                write_banner(&file, job_id, &node, cause)
+                            })
+                            .await;
+                        }
+                        term_then_kill(&groups, wait).await
+                    }
+                    .into_actor(self)
                     .map(move |_, act, _| {
                         let spool = act.jobs.remove(&job_id).and_then(|j| j.spool_dir);
                         if let Some(dir) = spool {
-                            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                                tracing::warn!(job_id, dir = %dir.display(), error = %e, "cannot remove the job's spool directory");
-                            }
+                            remove_spool_dir(job_id, dir);
+                        }
+                        if let Some(book) = &act.records {
+                            book.remove(job_id);
                         }
                         tracing::info!(job_id, "job terminated on node");
                         Ok(NodeReply::Terminated)

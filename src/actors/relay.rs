@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
 
-use super::agent::{NodeAgent, RunCommand};
+use super::agent_link::{RunCommand, SendUp};
 use super::stats::{ActorStats, Counted};
 use crate::tree::collect::{child_budget, Collector};
 use crate::tree::health::SubtreeHealth;
@@ -107,11 +107,6 @@ pub struct SetUpstream {
     pub parent_rank: Option<u32>,
 }
 
-/// Something the local node agent wants sent to the controller.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SendUp(pub Body);
-
 /// Observable state.
 #[derive(Message)]
 #[rtype(result = "RelayState")]
@@ -138,7 +133,8 @@ pub struct RelayState {
 pub enum Upstream {
     Controller(Counted<UpEvent>),
     Node {
-        agent: Addr<NodeAgent>,
+        /// The local node agent (`RunCommand` is all the relay asks of it).
+        agent: Recipient<RunCommand>,
         parent: Option<mpsc::Sender<Body>>,
         parent_name: Option<String>,
         parent_rank: Option<u32>,

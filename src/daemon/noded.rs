@@ -21,6 +21,7 @@ use crate::actors::agent::{ExecMode, GetHello, NodeAgent, SetRelay};
 use crate::actors::relay::{FromParent, RelayActor, SetUpstream, Upstream};
 use crate::actors::stats::ActorStats;
 use crate::config::Config;
+use crate::exec::record::{records_dir, recover, RecordBook};
 use crate::tree::plan::reattach_candidates;
 use crate::tree::topology::Topology;
 use crate::wire::auth::{AuthError, Authenticator};
@@ -48,6 +49,11 @@ pub enum NodedError {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("cannot keep job records in {path}: {source}")]
+    Records {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Options for one node daemon.
@@ -92,7 +98,25 @@ pub async fn start(
         threads_per_core: nc.threads_per_core,
         real_memory_mb: nc.real_memory_mb,
     };
-    let agent = NodeAgent::new(
+    // Jobs an earlier daemon on this node left running, found before the
+    // first registration so that it reports them (reading the spool blocks:
+    // off the event loop).
+    let records = match &opts.mode {
+        ExecMode::Real { spool, .. } => {
+            let dir = records_dir(spool);
+            let path = dir.display().to_string();
+            let found = tokio::task::spawn_blocking(move || {
+                let adopted = recover(&dir);
+                RecordBook::open(dir).map(|book| (book, adopted))
+            })
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|r| r);
+            Some(found.map_err(|source| NodedError::Records { path, source })?)
+        }
+        ExecMode::Simulated { .. } => None,
+    };
+    let mut agent = NodeAgent::new(
         nc.name.clone(),
         rank,
         boot_id,
@@ -100,14 +124,17 @@ pub async fn start(
         opts.mode,
         ActorStats::new(),
     )
-    .with_auth(auth.clone())
-    .start();
+    .with_auth(auth.clone());
+    if let Some((book, adopted)) = records {
+        agent = agent.with_records(book, adopted);
+    }
+    let agent = agent.start();
     let relay_stats = ActorStats::new();
     let relay = RelayActor::new(
         Some(rank),
         topo.clone(),
         Upstream::Node {
-            agent: agent.clone(),
+            agent: agent.clone().recipient(),
             parent: None,
             parent_name: None,
             parent_rank: None,
@@ -115,7 +142,7 @@ pub async fn start(
         relay_stats.clone(),
     )
     .start();
-    let _ = agent.send(SetRelay(relay.clone())).await;
+    let _ = agent.send(SetRelay(relay.clone().recipient())).await;
 
     let addr = format!("{}:{}", nc.addr, nc.port);
     let listener = TcpListener::bind(&addr)

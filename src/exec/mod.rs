@@ -1,5 +1,7 @@
 //! How a node runs a job: real processes, the Slurm environment, and output
-//! file patterns. Nothing here talks to the network.
+//! file patterns; the per-job supervisors that start them off the event
+//! loop, and the spool records a restarted daemon finds them by. Nothing
+//! here talks to the network.
 
 pub mod env;
 pub mod identity;
@@ -7,4 +9,6 @@ pub mod multiprog;
 pub mod pattern;
 pub mod process;
 pub mod pty;
+pub mod record;
+pub mod supervisor;
 pub mod tasks;

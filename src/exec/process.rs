@@ -7,12 +7,13 @@
 //! (see [`super::identity`]); otherwise it all runs as the daemon's user (a
 //! personal test cluster).
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use nix::fcntl::OFlag;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid};
 use thiserror::Error;
@@ -20,6 +21,7 @@ use thiserror::Error;
 use super::env::batch_env;
 use super::identity::{JobUser, WorkDir};
 use super::pattern::{expand, resolve, PatternContext};
+use super::supervisor::{open_interruptible, Abort};
 use crate::wire::messages::{ExitStatus, JobLaunch, Usage};
 
 #[derive(Debug, Error)]
@@ -72,9 +74,10 @@ pub fn spawn_batch(
     node_index: u32,
     conf_path: &str,
     spool: &Path,
+    abort: &Abort,
 ) -> Result<BatchProcess, ExecError> {
     let dir = spool.join(format!("job{:05}", launch.job_id));
-    let started = start_batch(launch, node, node_index, conf_path, dir.clone());
+    let started = start_batch(launch, node, node_index, conf_path, dir.clone(), abort);
     if started.is_err() {
         let _ = fs::remove_dir_all(&dir);
     }
@@ -87,6 +90,7 @@ fn start_batch(
     node_index: u32,
     conf_path: &str,
     dir: PathBuf,
+    abort: &Abort,
 ) -> Result<BatchProcess, ExecError> {
     let spool_err = |source| ExecError::Spool {
         path: dir.clone(),
@@ -140,6 +144,7 @@ fn start_batch(
                 err_path.as_deref(),
                 in_path.as_deref(),
                 launch.open_append,
+                abort,
             )
         })
         .map_err(|source| ExecError::Identity {
@@ -197,10 +202,11 @@ fn open_batch_files(
     err: Option<&Path>,
     input: Option<&Path>,
     append: bool,
+    abort: &Abort,
 ) -> Result<BatchFiles, ExecError> {
-    let stdout = open_output(out, "stdout", append)?;
+    let stdout = open_output(out, "stdout", append, abort)?;
     let stderr = match err {
-        Some(p) => open_output(p, "stderr", append)?,
+        Some(p) => open_output(p, "stderr", append, abort)?,
         None => stdout.try_clone().map_err(|source| ExecError::Output {
             what: "stderr",
             path: out.to_path_buf(),
@@ -209,7 +215,7 @@ fn open_batch_files(
     };
     let stdin = input
         .map(|p| {
-            fs::File::open(p).map_err(|source| ExecError::Output {
+            open_interruptible(p, OFlag::O_RDONLY, abort).map_err(|source| ExecError::Output {
                 what: "stdin",
                 path: p.to_path_buf(),
                 source,
@@ -264,7 +270,12 @@ pub fn wait_with_usage(pid: i32) -> (ExitStatus, Usage) {
     (exit, usage)
 }
 
-fn open_output(path: &Path, what: &'static str, append: bool) -> Result<fs::File, ExecError> {
+fn open_output(
+    path: &Path,
+    what: &'static str,
+    append: bool,
+    abort: &Abort,
+) -> Result<fs::File, ExecError> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(|source| ExecError::Output {
             what,
@@ -280,11 +291,9 @@ fn open_output(path: &Path, what: &'static str, append: bool) -> Result<fs::File
     // Always O_APPEND (truncated first unless --open-mode=append): the node
     // appends its own notes (a cancel's `*** JOB ... ***` line) to the same
     // file, and the script's writes must land after them, not over them.
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(err)?;
+    // Interruptible: a FIFO nobody reads blocks this open until a cancel.
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_APPEND;
+    let file = open_interruptible(path, flags, abort).map_err(err)?;
     // Only a regular file can be truncated: `-o /dev/null` (or a FIFO) is
     // used as it is.
     if !append && file.metadata().map_err(err)?.is_file() {

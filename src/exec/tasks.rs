@@ -10,12 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 
+use nix::fcntl::OFlag;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::env::compress_counts;
 use super::identity::{JobUser, WorkDir};
 use super::pattern::{expand, resolve, PatternContext};
+use super::record::{start_ticks, Proc};
+use super::supervisor::{open_interruptible, Abort};
 use crate::wire::auth::Authenticator;
 use crate::wire::connection::Connection;
 use crate::wire::messages::{Body, ExitStatus, StepIoHello, StepLaunch, TaskOutput};
@@ -108,8 +111,13 @@ type TaskPaths = (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>);
 
 /// Open every local task's `--output`/`--error`/`--input` file as the user
 /// (run through [`JobUser::run`]). Each distinct output file is opened once
-/// and shared by the tasks writing it; `truncate` empties it first.
-fn open_task_files(paths: &[TaskPaths], truncate: bool) -> Result<Vec<TaskFiles>, String> {
+/// and shared by the tasks writing it; `truncate` empties it first. Opens
+/// are interruptible by a cancel (a FIFO blocks them).
+fn open_task_files(
+    paths: &[TaskPaths],
+    truncate: bool,
+    abort: &Abort,
+) -> Result<Vec<TaskFiles>, String> {
     let mut opened: std::collections::HashMap<PathBuf, File> = std::collections::HashMap::new();
     let mut open = |p: &Option<PathBuf>| -> Result<Option<File>, String> {
         let Some(p) = p else {
@@ -117,7 +125,7 @@ fn open_task_files(paths: &[TaskPaths], truncate: bool) -> Result<Vec<TaskFiles>
         };
         let f = match opened.get(p) {
             Some(f) => f.try_clone(),
-            None => open_output(p, truncate).and_then(|f| {
+            None => open_output(p, truncate, abort).and_then(|f| {
                 let copy = f.try_clone()?;
                 opened.insert(p.clone(), f);
                 Ok(copy)
@@ -136,7 +144,10 @@ fn open_task_files(paths: &[TaskPaths], truncate: bool) -> Result<Vec<TaskFiles>
         };
         let stdin = input
             .as_ref()
-            .map(|p| File::open(p).map_err(|e| format!("cannot open {}: {e}", p.display())))
+            .map(|p| {
+                open_interruptible(p, OFlag::O_RDONLY, abort)
+                    .map_err(|e| format!("cannot open {}: {e}", p.display()))
+            })
             .transpose()?;
         files.push(TaskFiles {
             stdout,
@@ -147,21 +158,18 @@ fn open_task_files(paths: &[TaskPaths], truncate: bool) -> Result<Vec<TaskFiles>
     Ok(files)
 }
 
-fn open_output(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
+fn open_output(path: &Path, truncate: bool, abort: &Abort) -> std::io::Result<std::fs::File> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
     // Always written in append mode: tasks on several nodes sharing one
     // file, or a file the batch script also writes (submitit's pattern),
-    // must not clobber each other. std refuses `append` with `truncate`, so
-    // O_APPEND goes in as a raw flag.
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(truncate)
-        .custom_flags(nix::libc::O_APPEND)
-        .open(path)
+    // must not clobber each other.
+    let mut flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_APPEND;
+    if truncate {
+        flags |= OFlag::O_TRUNC;
+    }
+    open_interruptible(path, flags, abort)
 }
 
 /// A step's tasks started on this node.
@@ -196,14 +204,57 @@ impl StartedStep {
     }
 }
 
-/// Start this node's tasks. Output not sent to files and every exit status
-/// go to srun at `l.io_addr`.
-pub fn spawn_tasks(
+/// One task forked, its streams not yet served.
+pub struct ForkedTask {
+    rank: u32,
+    child: tokio::process::Child,
+    /// Task 0's pty master (`--pty`) and its reader and writer.
+    pty: Option<PtyEnds>,
+    piped_out: bool,
+    piped_err: bool,
+    /// The task's session leader, for the node's spool record.
+    pub proc: Proc,
+}
+
+type PtyEnds = (
+    std::os::fd::OwnedFd,
+    tokio::net::unix::pipe::Receiver,
+    tokio::net::unix::pipe::Sender,
+);
+
+/// A step's tasks forked on this node, before their I/O is served.
+pub struct ForkedStep {
+    pub tasks: Vec<ForkedTask>,
+}
+
+impl ForkedStep {
+    /// Kill every task (the step was cancelled while it started).
+    pub fn kill(&self) {
+        for t in &self.tasks {
+            super::process::signal_group(t.proc.pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+
+    pub fn groups(&self) -> Vec<i32> {
+        self.tasks
+            .iter()
+            .map(|t| t.proc.pid)
+            .filter(|&g| g > 0)
+            .collect()
+    }
+}
+
+/// Fork this node's tasks: the user's files are opened as the user, then
+/// each task started in its own session. Blocking (group lookup, opens,
+/// fork and exec): runs on the step's supervisor thread, inside the
+/// daemon's tokio runtime (`Handle::enter`) so the children are registered
+/// with it. If any task cannot start, those already started are killed.
+pub fn fork_tasks(
     l: &StepLaunch,
     node: &str,
     node_index: usize,
-    auth: Arc<Authenticator>,
-) -> Result<StartedStep, String> {
+    abort: &Abort,
+) -> Result<ForkedStep, String> {
     let ranks = local_ranks(&l.tasks_per_node, node_index);
     // Each task's command line: the step's, or its own (--multi-prog).
     let argv_of = |rank: u32| -> Result<Vec<String>, String> {
@@ -217,18 +268,10 @@ pub fn spawn_tasks(
         }
         Ok(argv)
     };
-    let (tx, rx) = mpsc::channel::<Body>(1024);
-    let mut pgids: Vec<i32> = Vec::new();
-    let mut stdins: Vec<mpsc::Sender<Vec<u8>>> = Vec::new();
-    // --pty: task 0's terminal, kept for srun's window resizes.
-    let mut pty_master: Option<std::os::fd::OwnedFd> = None;
     let cwd = Path::new(&l.cwd);
-    // If any task cannot start, the step fails: kill those already started
-    // rather than leave them running unrecorded.
-    let abort = |pgids: &[i32], e: String| -> Result<StartedStep, String> {
-        for &g in pgids {
-            super::process::signal_group(g, nix::sys::signal::Signal::SIGKILL);
-        }
+    let mut forked = ForkedStep { tasks: Vec::new() };
+    let abort_step = |forked: ForkedStep, e: String| -> Result<ForkedStep, String> {
+        forked.kill();
         Err(e)
     };
     let paths: Vec<TaskPaths> = ranks
@@ -269,14 +312,14 @@ pub fn spawn_tasks(
         // Only the step's first node truncates, so that one node's late open
         // cannot wipe what another's tasks already wrote.
         let truncate = !l.open_append && node_index == 0;
-        user.run(|| open_task_files(&paths, truncate))
+        user.run(|| open_task_files(&paths, truncate, abort))
             .map_err(|e| format!("cannot act as uid {}: {e}", l.uid))??
     };
     let workdir = Arc::new(WorkDir::new(cwd, node).map_err(|e| e.to_string())?);
     for ((local, rank), files) in ranks.clone().enumerate().zip(files) {
         let argv = match argv_of(rank) {
             Ok(a) => a,
-            Err(e) => return abort(&pgids, e),
+            Err(e) => return abort_step(forked, e),
         };
         let program = &argv[0];
         let mut cmd = std::process::Command::new(program);
@@ -305,7 +348,7 @@ pub fn spawn_tasks(
         let pty = match l.pty.filter(|_| rank == 0) {
             Some(size) => match pty_for(&mut cmd, size, l.uid, l.gid) {
                 Ok(master) => Some(master),
-                Err(e) => return abort(&pgids, format!("cannot open a pty: {e}")),
+                Err(e) => return abort_step(forked, format!("cannot open a pty: {e}")),
             },
             None => None,
         };
@@ -328,33 +371,72 @@ pub fn spawn_tasks(
         // The Command (and with it our copies of a pty's slave end) is
         // dropped here, so reading the master ends when the task's side closes.
         let spawned = tokio::process::Command::from(cmd).spawn();
-        let mut child = match spawned {
+        let child = match spawned {
             Ok(c) => c,
-            Err(e) => return abort(&pgids, format!("cannot start {program}: {e}")),
+            Err(e) => return abort_step(forked, format!("cannot start {program}: {e}")),
         };
-        pgids.push(child.id().map(|p| p as i32).unwrap_or(0));
-        let mut pumps = Vec::new();
-        if let Some(master) = pty {
-            match pty_streams(&master) {
-                Ok((reader, writer)) => {
-                    let (in_tx, in_rx) = mpsc::channel(STDIN_QUEUE);
-                    stdins.push(in_tx);
-                    actix::spawn(feed_stdin(writer, in_rx, Some(EOT)));
-                    pumps.push(actix::spawn(pump(
-                        PipeKind::Pty(reader),
-                        rank,
-                        false,
-                        tx.clone(),
-                    )));
-                    pty_master = Some(master);
-                }
-                Err(e) => {
-                    pgids.iter().for_each(|&g| {
-                        super::process::signal_group(g, nix::sys::signal::Signal::SIGKILL);
-                    });
-                    return Err(format!("cannot read the pty: {e}"));
-                }
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        let proc = Proc {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        };
+        let pty = match pty.map(|m| pty_streams(&m).map(|(r, w)| (m, r, w))) {
+            Some(Err(e)) => {
+                super::process::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                return abort_step(forked, format!("cannot read the pty: {e}"));
             }
+            Some(Ok(ends)) => Some(ends),
+            None => None,
+        };
+        forked.tasks.push(ForkedTask {
+            rank,
+            child,
+            pty,
+            piped_out,
+            piped_err,
+            proc,
+        });
+    }
+    Ok(forked)
+}
+
+/// Serve a forked step's I/O from the event loop: output not sent to files
+/// and every exit status go to srun at `l.io_addr`, srun's input and
+/// signals come back. Nothing here blocks.
+pub fn start_step_io(
+    forked: ForkedStep,
+    l: &StepLaunch,
+    node: &str,
+    node_index: usize,
+    auth: Arc<Authenticator>,
+) -> StartedStep {
+    let ranks = local_ranks(&l.tasks_per_node, node_index);
+    let (tx, rx) = mpsc::channel::<Body>(1024);
+    let groups = forked.groups();
+    let mut stdins: Vec<mpsc::Sender<Vec<u8>>> = Vec::new();
+    // --pty: task 0's terminal, kept for srun's window resizes.
+    let mut pty_master: Option<std::os::fd::OwnedFd> = None;
+    for task in forked.tasks {
+        let ForkedTask {
+            rank,
+            mut child,
+            pty,
+            piped_out,
+            piped_err,
+            ..
+        } = task;
+        let mut pumps = Vec::new();
+        if let Some((master, reader, writer)) = pty {
+            let (in_tx, in_rx) = mpsc::channel(STDIN_QUEUE);
+            stdins.push(in_tx);
+            actix::spawn(feed_stdin(writer, in_rx, Some(EOT)));
+            pumps.push(actix::spawn(pump(
+                PipeKind::Pty(reader),
+                rank,
+                false,
+                tx.clone(),
+            )));
+            pty_master = Some(master);
         }
         if let Some(input) = child.stdin.take() {
             let (in_tx, in_rx) = mpsc::channel(STDIN_QUEUE);
@@ -406,17 +488,17 @@ pub fn spawn_tasks(
     };
     let control = Control {
         stdins,
-        groups: pgids.clone(),
+        groups: groups.clone(),
         uid: l.uid,
         pty: pty_master,
     };
     actix::spawn(io_link(l.io_addr.clone(), auth, hello, rx, control));
-    Ok(StartedStep {
+    StartedStep {
         step_id: l.step_id,
-        groups: pgids,
+        groups,
         first_rank,
         notes,
-    })
+    }
 }
 
 /// What srun may act on through a node's I/O link.

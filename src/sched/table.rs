@@ -619,6 +619,12 @@ impl JobTable {
                 j.submit.hold = true;
                 j.priority = 0;
                 j.reason = reason;
+            } else if j.submit.hold || j.priority == 0 {
+                // A job cancelled while held comes back held; which hold
+                // it was is not kept, so its owner may release it.
+                j.submit.hold = true;
+                j.priority = 0;
+                j.reason = JobReason::JobHeldUser;
             }
         })
     }
