@@ -36,9 +36,7 @@ use canopy::config::Config;
 use canopy::ctld::{Command, Core, Effect, Output, Reply};
 use canopy::model::acct::Usage;
 use canopy::model::dependency::Outcome;
-use canopy::model::job::{
-    ArraySpec, Exclusive, ExitStatus, JobRecord, JobState, JobSubmit,
-};
+use canopy::model::job::{ArraySpec, Exclusive, ExitStatus, JobRecord, JobState, JobSubmit};
 use canopy::model::node::{AdminState, NodeResources, NodeStatus, Reason};
 use canopy::model::partition::PartitionState;
 use canopy::model::reason::JobReason;
@@ -46,8 +44,7 @@ use canopy::policy::authz::Caller;
 use canopy::sched::{self, Request};
 use canopy::state::store::Op;
 use canopy::wire::messages::{
-    CancelRequest, Hello, JobOnNode, JobReport, JobUpdate, RequeueKind, StepComplete,
-    StepRequest,
+    CancelRequest, Hello, JobOnNode, JobReport, JobUpdate, RequeueKind, StepComplete, StepRequest,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -196,7 +193,12 @@ impl Sim {
     /// does; returns the reply, or `None` when the write failed (and the
     /// controller was restarted).
     fn apply(&mut self, cmd: Command) -> Option<Reply> {
-        self.log.push(format!("t={} {cmd:?}", self.now).chars().take(300).collect());
+        self.log.push(
+            format!("t={} {cmd:?}", self.now)
+                .chars()
+                .take(300)
+                .collect(),
+        );
         let out = self.core.apply(self.now, cmd);
         self.carry_out(out)
     }
@@ -216,7 +218,10 @@ impl Sim {
                 self.disk.apply(op);
             }
             self.store_failures += 1;
-            self.log.push(format!("store write failed after {keep} of {} ops", persist.len()));
+            self.log.push(format!(
+                "store write failed after {keep} of {} ops",
+                persist.len()
+            ));
             self.restart(false);
             return None;
         }
@@ -297,7 +302,9 @@ impl Sim {
                     .core
                     .jobs()
                     .values()
-                    .filter(|j| j.job_id == first || j.array.is_some_and(|a| a.array_job_id == first))
+                    .filter(|j| {
+                        j.job_id == first || j.array.is_some_and(|a| a.array_job_id == first)
+                    })
                     .map(|j| j.job_id)
                     .collect();
                 self.acked.extend(ids);
@@ -356,7 +363,12 @@ impl Sim {
     }
 
     fn node_status(&self, rank: usize, up: bool) -> NodeStatus {
-        let admin = self.disk.node_admin.get(&format!("n{}", rank + 1)).cloned().unwrap_or_default();
+        let admin = self
+            .disk
+            .node_admin
+            .get(&format!("n{}", rank + 1))
+            .cloned()
+            .unwrap_or_default();
         NodeStatus {
             rank: rank as u32,
             registered: true,
@@ -382,7 +394,11 @@ impl Sim {
         self.core
             .jobs()
             .running()
-            .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&(rank as u32))))
+            .filter(|j| {
+                j.alloc
+                    .as_ref()
+                    .is_some_and(|a| a.ranks.contains(&(rank as u32)))
+            })
             .map(|j| JobReport {
                 job_id: j.job_id,
                 state: JobOnNode::Running,
@@ -398,7 +414,11 @@ impl Sim {
             started: if fresh { self.now } else { self.now - 100_000 },
             version: "sim".into(),
             resources: NodeResources::default(),
-            jobs: if fresh { Vec::new() } else { self.jobs_on(rank) },
+            jobs: if fresh {
+                Vec::new()
+            } else {
+                self.jobs_on(rank)
+            },
         };
         let status = self.node_status(rank, true);
         self.apply(Command::NodeChanged {
@@ -540,22 +560,24 @@ impl Sim {
         let Some(step) = self.steps.remove(&id) else {
             return;
         };
-        let (state, reason, exit) = step.ending.unwrap_or_else(|| match self.rng.gen_range(0..5) {
-            0 => (
-                JobState::Timeout,
-                JobReason::TimeLimit,
-                ExitStatus {
-                    code: 0,
-                    signal: 15,
-                },
-            ),
-            1 => {
-                let status = ExitStatus { code: 3, signal: 0 };
-                let (s, r) = script_end(status);
-                (s, r, status)
-            }
-            _ => (JobState::Completed, JobReason::None, ExitStatus::default()),
-        });
+        let (state, reason, exit) = step
+            .ending
+            .unwrap_or_else(|| match self.rng.gen_range(0..5) {
+                0 => (
+                    JobState::Timeout,
+                    JobReason::TimeLimit,
+                    ExitStatus {
+                        code: 0,
+                        signal: 15,
+                    },
+                ),
+                1 => {
+                    let status = ExitStatus { code: 3, signal: 0 };
+                    let (s, r) = script_end(status);
+                    (s, r, status)
+                }
+                _ => (JobState::Completed, JobReason::None, ExitStatus::default()),
+            });
         self.apply(Command::JobEnded {
             job_id: id,
             state,
@@ -765,7 +787,9 @@ impl Sim {
                     j.job_id
                 ));
             }
-            if j.dependency_outcome() == Outcome::Never && j.submit.kill_on_invalid_dep == Some(true) {
+            if j.dependency_outcome() == Outcome::Never
+                && j.submit.kill_on_invalid_dep == Some(true)
+            {
                 self.fail(format!(
                     "job {} waits on an impossible dependency with --kill-on-invalid-dep",
                     j.job_id
@@ -787,7 +811,11 @@ impl Sim {
                 *array_running.entry(a.array_job_id).or_default() += 1;
             }
         }
-        for p in conf.partitions.iter().filter(|p| p.state == PartitionState::Up) {
+        for p in conf
+            .partitions
+            .iter()
+            .filter(|p| p.state == PartitionState::Up)
+        {
             let ranks: Vec<u32> = p
                 .nodes
                 .iter()
@@ -801,8 +829,9 @@ impl Sim {
                 .filter(|j| j.submit.begin_time.is_none_or(|t| t <= self.now))
                 .filter(|j| {
                     j.array.is_none_or(|a| {
-                        a.throttle
-                            .is_none_or(|t| array_running.get(&a.array_job_id).copied().unwrap_or(0) < t)
+                        a.throttle.is_none_or(|t| {
+                            array_running.get(&a.array_job_id).copied().unwrap_or(0) < t
+                        })
                     })
                 })
                 .collect();
@@ -835,9 +864,22 @@ impl Sim {
             .core
             .jobs()
             .values()
-            .map(|j| format!("{}:{}:{}:{}", j.job_id, j.state.name(), j.restarts, j.priority))
+            .map(|j| {
+                format!(
+                    "{}:{}:{}:{}",
+                    j.job_id,
+                    j.state.name(),
+                    j.restarts,
+                    j.priority
+                )
+            })
             .collect();
-        format!("{}|{}|{}", jobs.join(","), self.restarts, self.store_failures)
+        format!(
+            "{}|{}|{}",
+            jobs.join(","),
+            self.restarts,
+            self.store_failures
+        )
     }
 }
 

@@ -371,8 +371,7 @@ fn place_with(
                     cpus = cpus.max(cpus_of(slot));
                 }
                 let mem = req.mem_on(slot, cpus).max(alloc.mem_mb);
-                if usable(slot) && cpus_of(slot) >= cpus && mem_of(slot) >= mem && min_free >= mem
-                {
+                if usable(slot) && cpus_of(slot) >= cpus && mem_of(slot) >= mem && min_free >= mem {
                     alloc.ranks.push(rank);
                     alloc.cpus.push(cpus);
                     alloc.tasks.push(tasks.min(req.ntasks.max(1)));

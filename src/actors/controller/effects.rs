@@ -1,0 +1,401 @@
+//! Carrying out what the controller core decided: the records to the
+//! store first, then (once they are durable) everything that leaves the
+//! controller; and the local changes an effect makes at once (step actors,
+//! timers, partition and node actors after a reconfigure).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::{ControllerActor, RunSchedule, StepHandle};
+use crate::actors::node::SetNodeConf;
+use crate::actors::partition::{JobCounts, PartitionActor, SetPartitionConf};
+use crate::actors::relay::{Fanout, RelayActor};
+use crate::actors::stats::{ActorStats, Counted};
+use crate::actors::step::{
+    AwaitLaunch, EndStep, ScriptExited, SignalStep, StepActor, WarnBeforeLimit,
+};
+use crate::config::Config;
+use crate::ctld::{Command, Effect, Output, Reply, StartJob};
+use crate::wire::messages::{ErrorCode, ErrorReply};
+
+impl ControllerActor {
+    /// Write the output's records, make local changes at once (step actors,
+    /// timers, configuration), and return a future that, once the records
+    /// are durable, sends everything else and yields the reply. If the write
+    /// fails, the fatal hook runs and nothing is sent.
+    pub(super) fn carry_out(
+        &mut self,
+        out: Output,
+        ctx: &mut Context<Self>,
+    ) -> BoxFuture<'static, Option<Reply>> {
+        let Output {
+            persist,
+            effects,
+            mut reply,
+        } = out;
+        let durable = (!persist.is_empty()).then(|| self.store.submit(persist));
+        self.counts_dirty = true;
+        let mut gates = Vec::new();
+        let mut deferred: Vec<Deferred> = Vec::new();
+        for e in effects {
+            match e {
+                Effect::StartJob(s) => {
+                    if let Some(gate) = self.spawn_step(*s, ctx) {
+                        gates.push(gate);
+                    }
+                }
+                Effect::Reschedule => self.queue_schedule(ctx),
+                Effect::WakeAt(t) => {
+                    let wait = u64::try_from(t - chrono::Utc::now().timestamp()).unwrap_or(0);
+                    ctx.run_later(Duration::from_secs(wait), |act, ctx| {
+                        act.queue_schedule(ctx)
+                    });
+                }
+                Effect::Reconfigured(conf) => self.apply_conf(&conf),
+                Effect::EndJob {
+                    job_id,
+                    state,
+                    reason,
+                    exit,
+                    cause,
+                } => {
+                    if let Some(h) = self.steps.get(&job_id) {
+                        h.stats.sent();
+                        let msg = EndStep {
+                            state,
+                            reason,
+                            exit,
+                            cause,
+                        };
+                        deferred.push(Deferred::EndStep(h.addr.clone(), msg));
+                    }
+                }
+                Effect::SignalJob {
+                    job_id,
+                    signal,
+                    batch_only,
+                } => {
+                    if let Some(h) = self.steps.get(&job_id) {
+                        h.stats.sent();
+                        let msg = SignalStep { signal, batch_only };
+                        deferred.push(Deferred::Signal(h.addr.clone(), msg));
+                    }
+                }
+                Effect::ScriptExited {
+                    job_id,
+                    status,
+                    usage,
+                } => {
+                    if let Some(h) = self.steps.get(&job_id) {
+                        h.stats.sent();
+                        let msg = ScriptExited(status, usage);
+                        deferred.push(Deferred::ScriptExited(h.addr.clone(), msg));
+                    }
+                }
+                Effect::Fanout {
+                    targets,
+                    cmd,
+                    budget,
+                } => {
+                    let msg = Fanout {
+                        targets,
+                        cmd,
+                        budget,
+                    };
+                    deferred.push(Deferred::Fanout(
+                        self.relay.clone(),
+                        self.relay_stats.clone(),
+                        msg,
+                    ));
+                }
+                Effect::LaunchStep {
+                    targets,
+                    launch,
+                    budget,
+                } => {
+                    let job = self.steps.get(&launch.job_id).map(|h| {
+                        h.stats.sent();
+                        h.addr.clone()
+                    });
+                    let (job_id, step_id) = (launch.job_id, launch.step_id);
+                    let msg = Fanout {
+                        targets,
+                        cmd: crate::wire::messages::NodeCommand::RunStep(launch),
+                        budget,
+                    };
+                    deferred.push(Deferred::LaunchStep {
+                        job,
+                        job_id,
+                        step_id,
+                        relay: self.relay.clone(),
+                        relay_stats: self.relay_stats.clone(),
+                        msg,
+                        me: ctx.address(),
+                    });
+                }
+                Effect::Mail(m) => {
+                    deferred.push(Deferred::Mail(self.core.conf().mail_prog.clone(), *m))
+                }
+            }
+        }
+        let fatal = self.fatal.clone();
+        let halted = self.halted.clone();
+        async move {
+            if let Some(durable) = durable {
+                let failure = match durable.await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e),
+                    Err(_) => Some("state store writer has stopped".to_string()),
+                };
+                if let Some(e) = failure {
+                    // Crash-only: what depended on this write never leaves,
+                    // not even a launch whose gate would open on drop.
+                    std::mem::forget(gates);
+                    if !halted.swap(true, Ordering::SeqCst) {
+                        tracing::error!(error = %e, "state store write failed; stopping the controller");
+                        fatal(e);
+                    }
+                    return None;
+                }
+            }
+            if halted.load(Ordering::SeqCst) {
+                std::mem::forget(gates);
+                return None;
+            }
+            for g in gates {
+                let _ = g.send(());
+            }
+            for d in deferred {
+                if let Err(e) = d.run().await {
+                    if let Some(Reply::Step(r @ Ok(_))) = &mut reply {
+                        *r = Err(ErrorReply {
+                            code: ErrorCode::Internal,
+                            message: e,
+                        });
+                    }
+                }
+            }
+            reply
+        }
+        .boxed()
+    }
+
+    /// Start job `s.job_id`'s actor: it launches the job once the returned
+    /// gate fires, or adopts it as already running (no launch, no gate).
+    fn spawn_step(
+        &mut self,
+        s: StartJob,
+        ctx: &mut Context<Self>,
+    ) -> Option<tokio::sync::oneshot::Sender<()>> {
+        let st = ActorStats::new();
+        let launching = s.launch.is_some();
+        let actor = StepActor::new(
+            s.job_id,
+            s.ranks,
+            s.launch.map(|l| *l),
+            s.time_left,
+            self.core.conf().kill_wait_s,
+            self.relay.clone(),
+            self.relay_stats.clone(),
+            Counted::new(ctx.address().recipient(), self.stats.clone()),
+            st.clone(),
+            self.topo.max_depth(),
+        )
+        .with_warning(s.warn.map(|w| WarnBeforeLimit {
+            signal: w.signal,
+            before: Duration::from_secs(u64::from(w.secs)),
+            batch_only: w.batch_only,
+        }));
+        let (open, gate) = tokio::sync::oneshot::channel();
+        let addr = if launching {
+            actor.with_gate(gate).start()
+        } else {
+            actor.start()
+        };
+        self.steps.insert(s.job_id, StepHandle { addr, stats: st });
+        launching.then_some(open)
+    }
+
+    pub(super) fn queue_schedule(&mut self, ctx: &mut Context<Self>) {
+        if !self.schedule_queued && !self.stopping {
+            self.schedule_queued = true;
+            ctx.notify(RunSchedule);
+        }
+    }
+
+    /// Push partition counters to the partition actors (advisory: at most
+    /// once per `COUNTS_EVERY`, and only if they may have changed).
+    pub(super) fn push_partition_counts(&mut self) {
+        if !self.counts_dirty {
+            return;
+        }
+        self.counts_dirty = false;
+        for (name, (addr, st)) in &self.partitions {
+            let c = self.core.jobs().counts(name);
+            st.sent();
+            if addr
+                .try_send(JobCounts {
+                    pending: c.pending,
+                    running: c.running,
+                })
+                .is_err()
+            {
+                st.handled(); // dropped: counters are advisory
+            }
+        }
+    }
+
+    /// Follow a configuration the core accepted: partition actors (new ones
+    /// started, removed ones dropped) and node actors' settings.
+    fn apply_conf(&mut self, conf: &Config) {
+        let mut partitions = HashMap::new();
+        for pc in &conf.partitions {
+            let pconf = Arc::new(pc.clone());
+            let entry = match self.partitions.remove(&pc.name) {
+                Some((addr, st)) => {
+                    st.sent();
+                    addr.do_send(SetPartitionConf(pconf));
+                    (addr, st)
+                }
+                None => {
+                    let st = ActorStats::new();
+                    (PartitionActor::new(pconf, st.clone()).start(), st)
+                }
+            };
+            partitions.insert(pc.name.clone(), entry);
+        }
+        self.partitions = partitions;
+        let timeout = Duration::from_secs(conf.slurmd_timeout_s);
+        for (nc, (addr, st)) in conf.nodes.iter().zip(&self.node_addrs) {
+            st.sent();
+            addr.do_send(SetNodeConf {
+                conf: Arc::new(nc.clone()),
+                slurmd_timeout: timeout,
+                return_to_service: conf.return_to_service,
+            });
+        }
+    }
+}
+
+/// An effect waiting for its records to be durable, with its addressee
+/// already looked up.
+enum Deferred {
+    EndStep(Addr<StepActor>, EndStep),
+    Signal(Addr<StepActor>, SignalStep),
+    ScriptExited(Addr<StepActor>, ScriptExited),
+    Fanout(Addr<RelayActor>, Arc<ActorStats>, Fanout),
+    LaunchStep {
+        job: Option<Addr<StepActor>>,
+        job_id: u32,
+        step_id: u32,
+        relay: Addr<RelayActor>,
+        relay_stats: Arc<ActorStats>,
+        msg: Fanout,
+        me: Addr<ControllerActor>,
+    },
+    Mail(std::path::PathBuf, crate::mail::Mail),
+}
+
+impl Deferred {
+    /// Send it. Fire-and-forget effects are spawned; a step launch is
+    /// awaited, since srun's reply depends on it (`Err` fails the reply).
+    async fn run(self) -> Result<(), String> {
+        match self {
+            Deferred::EndStep(a, m) => {
+                actix::spawn(async move {
+                    let _ = a.send(m).await;
+                });
+            }
+            Deferred::Signal(a, m) => {
+                actix::spawn(async move {
+                    let _ = a.send(m).await;
+                });
+            }
+            Deferred::ScriptExited(a, m) => {
+                actix::spawn(async move {
+                    let _ = a.send(m).await;
+                });
+            }
+            Deferred::Fanout(relay, st, msg) => {
+                actix::spawn(async move {
+                    st.sent();
+                    let failed: Vec<String> = match relay.send(msg).await {
+                        Ok(o) => o.into_iter().filter_map(|o| o.result.err()).collect(),
+                        Err(e) => vec![e.to_string()],
+                    };
+                    if !failed.is_empty() {
+                        tracing::warn!(errors = %failed.join("; "), "node command not delivered everywhere");
+                    }
+                });
+            }
+            Deferred::LaunchStep {
+                job,
+                job_id,
+                step_id,
+                relay,
+                relay_stats,
+                msg,
+                me,
+            } => {
+                // The job's own launch may still be on its way down the tree
+                // (srun asks as soon as the job is running): the step follows it.
+                let outcome = async {
+                    if let Some(job) = job {
+                        if !job.send(AwaitLaunch).await.unwrap_or(false) {
+                            return Err("the job's launch failed or the job is ending".to_string());
+                        }
+                    }
+                    relay_stats.sent();
+                    let outcomes = relay.send(msg).await.map_err(|e| e.to_string())?;
+                    let failed: Vec<String> = outcomes
+                        .into_iter()
+                        .filter_map(|o| o.result.err())
+                        .collect();
+                    if failed.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(failed.join("; "))
+                    }
+                }
+                .await;
+                if let Err(e) = outcome {
+                    let _ = me.send(LaunchFailed { job_id, step_id }).await;
+                    return Err(format!("step launch failed: {e}"));
+                }
+            }
+            Deferred::Mail(prog, m) => {
+                tracing::info!(to = %m.to, subject = %m.subject, "mailing");
+                crate::mail::send(&prog, m);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A step's launch did not reach every node.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LaunchFailed {
+    job_id: u32,
+    step_id: u32,
+}
+
+impl Handler<LaunchFailed> for ControllerActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, msg: LaunchFailed, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::StepLaunchFailed {
+            job_id: msg.job_id,
+            step_id: msg.step_id,
+        };
+        let done = self.run(cmd, ctx);
+        Box::pin(async move {
+            done.await;
+        })
+    }
+}

@@ -1,0 +1,514 @@
+//! The controller actor: the shell around the controller core
+//! ([`crate::ctld::Core`]). It turns messages into core commands, reads
+//! the clock for them, and carries out the effects the core returns:
+//! records to the group-commit store first, then, once they are durable,
+//! launches, signals, fan-outs, mail and the reply. It owns the actors the
+//! effects are addressed to (a step actor per running job, a node actor
+//! per node, a partition actor per partition, the root relay).
+//!
+//! Crash-only: a store write whose outcome is unknown stops the controller
+//! through its fatal hook (the daemon exits; a restart recovers from disk),
+//! and nothing that depended on the write leaves.
+//!
+//! This file holds the actor, its messages and the handlers that feed the
+//! core; `effects.rs` carries the core's output out, `queries.rs` answers
+//! the read-only views and the node-facing messages.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::node::{AdminState, NodeActor, NodeChanged};
+use super::partition::PartitionActor;
+use super::relay::RelayActor;
+use super::stats::{ActorStats, Counted};
+use super::step::{StepActor, StepEnded};
+use crate::config::Config;
+use crate::ctld::{Command, Core, Reply};
+use crate::model::job::JobSubmit;
+use crate::policy::authz::Caller;
+use crate::state::store::{Recovered, Store};
+use crate::tree::rankset::RankSet;
+use crate::tree::topology::Topology;
+use crate::wire::joblist::JobList;
+use crate::wire::messages::{
+    AcctQuery, CancelReply, CancelRequest, CtldStats, ErrorCode, ErrorReply, JobUpdate, NodeUpdate,
+    StatusReport, StepCancel, StepComplete, StepLaunched, StepRequest, SubmitReply,
+};
+use crate::wire::types::{AcctJob, NodeInfo, PartitionInfo};
+
+const MAILBOX: usize = 8192;
+
+mod effects;
+mod queries;
+
+/// How often the core's timers run (time-limit mail, purging finished jobs
+/// older than MinJobAge). Slurm checks time limits about twice a minute.
+const TICK_EVERY: Duration = Duration::from_secs(5);
+/// How often partition actors' advisory counters are refreshed.
+const COUNTS_EVERY: Duration = Duration::from_secs(1);
+
+/// Called when a store write's outcome is unknown: the controller must
+/// stop (the daemon exits and recovers from disk on restart).
+pub type FatalHook = Arc<dyn Fn(String) + Send + Sync>;
+
+/// Submit a job (sbatch, or the allocation of srun/salloc); `user` and
+/// `group` are already resolved from its uid and gid.
+#[derive(Message)]
+#[rtype(result = "Result<SubmitReply, ErrorReply>")]
+pub struct Submit {
+    pub submit: JobSubmit,
+    pub caller: Caller,
+}
+
+#[derive(Message)]
+#[rtype(result = "JobList")]
+pub struct GetJobs {
+    pub ids: Vec<u32>,
+    /// See [`JobQuery::brief`](crate::wire::messages::JobQuery::brief).
+    pub brief: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<NodeInfo>")]
+pub struct GetNodes {
+    pub names: Vec<String>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<PartitionInfo>")]
+pub struct GetPartitions;
+
+#[derive(Message)]
+#[rtype(result = "CancelReply")]
+pub struct Cancel {
+    pub req: CancelRequest,
+    pub caller: Caller,
+}
+
+/// `scancel J.S`: cancel or signal one srun step.
+#[derive(Message)]
+#[rtype(result = "CancelReply")]
+pub struct CancelStep {
+    pub req: StepCancel,
+    pub caller: Caller,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), ErrorReply>")]
+pub struct UpdateNodes {
+    pub update: NodeUpdate,
+    pub user: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "StatusReport")]
+pub struct GetStatus;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct RunSchedule;
+
+/// Node and job counters for statistics (traffic fields left empty).
+#[derive(Message)]
+#[rtype(result = "CtldStats")]
+pub struct GetCounts;
+
+/// Resolve a hostlist to node ranks.
+#[derive(Message)]
+#[rtype(result = "GetRanksReply")]
+pub struct GetRanks(pub String);
+
+#[derive(MessageResponse)]
+pub struct GetRanksReply(pub Result<RankSet, String>);
+
+/// `scontrol hold/release/uhold/update JobId=...`, requeue, suspend, top.
+#[derive(Message)]
+#[rtype(result = "CancelReply")]
+pub struct UpdateJobs {
+    pub update: JobUpdate,
+    pub caller: Caller,
+}
+
+/// srun: launch a step inside a running job.
+#[derive(Message)]
+#[rtype(result = "Result<StepLaunched, ErrorReply>")]
+pub struct StartStep {
+    pub req: StepRequest,
+    pub caller: Caller,
+}
+
+/// srun: a step ended (and, for its own allocation, the job too).
+#[derive(Message)]
+#[rtype(result = "Result<(), ErrorReply>")]
+pub struct StepDone {
+    pub done: StepComplete,
+    pub caller: Caller,
+}
+
+/// The accounting records a `sacct` query selects.
+#[derive(Message)]
+#[rtype(result = "AcctReply")]
+pub struct GetAcct(pub AcctQuery);
+
+#[derive(MessageResponse)]
+pub struct AcctReply {
+    /// Records answered here: active jobs, and finished ones looked up by id.
+    pub jobs: Vec<AcctJob>,
+    /// Set when finished jobs must also be scanned from the store (no ids given).
+    pub scan: Option<Store>,
+}
+
+/// Compress a rank set to a hostlist of node names.
+#[derive(Message)]
+#[rtype(result = "String")]
+pub struct NamesOf(pub RankSet);
+
+/// `scontrol reconfigure`: re-read slurm.conf and apply it, or say why not
+/// (nothing is changed then).
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct Reconfigure;
+
+/// The daemon is stopping: no more scheduling passes or timer ticks, so
+/// nothing new starts before the final flush.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+/// Handles the controller hands to its connection layer.
+#[derive(Clone)]
+pub struct ControllerHandles {
+    pub controller: Addr<ControllerActor>,
+    pub controller_stats: Arc<ActorStats>,
+    pub relay: Addr<RelayActor>,
+    pub relay_stats: Arc<ActorStats>,
+    pub node_count: u32,
+}
+
+struct StepHandle {
+    addr: Addr<StepActor>,
+    stats: Arc<ActorStats>,
+}
+
+type Partitions = HashMap<String, (Addr<PartitionActor>, Arc<ActorStats>)>;
+
+pub struct ControllerActor {
+    core: Core,
+    store: Store,
+    topo: Arc<Topology>,
+    node_addrs: Vec<(Addr<NodeActor>, Arc<ActorStats>)>,
+    partitions: Partitions,
+    steps: HashMap<u32, StepHandle>,
+    relay: Addr<RelayActor>,
+    relay_stats: Arc<ActorStats>,
+    schedule_queued: bool,
+    /// Partition counters may have changed since they were last pushed.
+    counts_dirty: bool,
+    /// Scheduler pass timing: (passes, last, max, total) in microseconds.
+    sched_timing: (u64, u64, u64, u64),
+    stats: Arc<ActorStats>,
+    fatal: FatalHook,
+    /// Set once a store write failed: nothing more leaves.
+    halted: Arc<AtomicBool>,
+    /// Set by [`Stop`]: no new passes or ticks.
+    stopping: bool,
+}
+
+impl ControllerActor {
+    /// Build the controller and every actor it owns; returns the handles the
+    /// network layer needs. `fatal` is called if a store write fails.
+    pub fn start(
+        conf: Arc<Config>,
+        store: Store,
+        recovered: Recovered,
+        fatal: FatalHook,
+    ) -> ControllerHandles {
+        let n = conf.nodes.len() as u32;
+        let topo = Arc::new(
+            Topology::new(n.max(1), conf.tree_width.max(2)).unwrap_or_else(|_| {
+                // Config validation guarantees width >= 2; keep a sane fallback anyway.
+                Topology::new(n.max(1), 2).expect("width 2 is always valid")
+            }),
+        );
+        let stats = ActorStats::new();
+        let relay_stats = ActorStats::new();
+        let cstats = stats.clone();
+        let rstats = relay_stats.clone();
+        let mut relay_out = None;
+        let controller = ControllerActor::create(|ctx| {
+            let me = ctx.address();
+            let relay = RelayActor::new(
+                None,
+                topo.clone(),
+                super::relay::Upstream::Controller(Counted::new(
+                    me.clone().recipient(),
+                    cstats.clone(),
+                )),
+                rstats.clone(),
+            )
+            .start();
+            relay_out = Some(relay.clone());
+            let admin: HashMap<String, AdminState> = recovered
+                .node_admin
+                .iter()
+                .filter_map(|(name, bytes)| {
+                    rmp_serde::from_slice(bytes).ok().map(|a| (name.clone(), a))
+                })
+                .collect();
+            let timeout = Duration::from_secs(conf.slurmd_timeout_s);
+            let node_addrs = conf
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(rank, nc)| {
+                    let st = ActorStats::new();
+                    let actor = NodeActor::new(
+                        rank as u32,
+                        Arc::new(nc.clone()),
+                        admin.get(&nc.name).cloned().unwrap_or_default(),
+                        timeout,
+                        conf.return_to_service,
+                        Counted::new(me.clone().recipient(), cstats.clone()),
+                        st.clone(),
+                    );
+                    (actor.start(), st)
+                })
+                .collect();
+            let partitions = conf
+                .partitions
+                .iter()
+                .map(|pc| {
+                    let st = ActorStats::new();
+                    let addr = PartitionActor::new(Arc::new(pc.clone()), st.clone()).start();
+                    (pc.name.clone(), (addr, st))
+                })
+                .collect();
+            let now = chrono::Utc::now().timestamp();
+            let (core, out) = Core::recover(
+                conf.clone(),
+                recovered.jobs,
+                recovered.next_job_id,
+                &admin,
+                now,
+            );
+            let mut actor = ControllerActor {
+                core,
+                store,
+                topo: topo.clone(),
+                node_addrs,
+                partitions,
+                steps: HashMap::new(),
+                relay,
+                relay_stats: rstats.clone(),
+                schedule_queued: false,
+                counts_dirty: true,
+                sched_timing: (0, 0, 0, 0),
+                stats: cstats.clone(),
+                fatal,
+                halted: Arc::new(AtomicBool::new(false)),
+                stopping: false,
+            };
+            let resumed = actor.carry_out(out, ctx);
+            ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
+            actor
+        });
+        ControllerHandles {
+            controller,
+            controller_stats: stats,
+            relay: relay_out.expect("relay is created in the controller's constructor"),
+            relay_stats,
+            node_count: conf.nodes.len() as u32,
+        }
+    }
+
+    /// Decide `cmd` now and carry out what the core decided.
+    fn run(&mut self, cmd: Command, ctx: &mut Context<Self>) -> BoxFuture<'static, Option<Reply>> {
+        self.stats.handled();
+        let now = chrono::Utc::now().timestamp();
+        let out = self.core.apply(now, cmd);
+        self.carry_out(out, ctx)
+    }
+}
+
+impl Actor for ControllerActor {
+    type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX);
+        ctx.run_interval(COUNTS_EVERY, |act, _| act.push_partition_counts());
+        ctx.run_interval(TICK_EVERY, |act, ctx| {
+            if act.stopping {
+                return;
+            }
+            let done = act.run(Command::Tick, ctx);
+            ctx.spawn(done.map(|_| ()).into_actor(act));
+        });
+    }
+}
+
+/// Run `cmd` and answer with what `pick` takes from its reply (`gone` if
+/// the controller stopped before it could answer).
+macro_rules! answer {
+    ($self:ident, $ctx:ident, $cmd:expr, $pat:pat => $val:expr, $gone:expr) => {{
+        let done = $self.run($cmd, $ctx);
+        Box::pin(async move {
+            match done.await {
+                Some($pat) => $val,
+                _ => $gone,
+            }
+        })
+    }};
+}
+
+fn internal(message: &str) -> ErrorReply {
+    ErrorReply {
+        code: ErrorCode::Internal,
+        message: message.into(),
+    }
+}
+
+impl Handler<Stop> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, _msg: Stop, _ctx: &mut Context<Self>) {
+        self.stats.handled();
+        tracing::info!("controller stopping: no more scheduling passes");
+        self.stopping = true;
+    }
+}
+
+impl Handler<RunSchedule> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, _msg: RunSchedule, ctx: &mut Context<Self>) {
+        self.schedule_queued = false;
+        if self.stopping {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let now = chrono::Utc::now().timestamp();
+        let out = self.core.apply(now, Command::Schedule);
+        let us = t0.elapsed().as_micros() as u64;
+        let (n, _, max, total) = self.sched_timing;
+        self.sched_timing = (n + 1, us, max.max(us), total + us);
+        let done = self.carry_out(out, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
+    }
+}
+
+impl Handler<Submit> for ControllerActor {
+    type Result = ResponseFuture<Result<SubmitReply, ErrorReply>>;
+    fn handle(&mut self, msg: Submit, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::Submit {
+            submit: Box::new(msg.submit),
+            caller: msg.caller,
+        };
+        answer!(self, ctx, cmd, Reply::Submit(r) => r, Err(internal("could not save job state")))
+    }
+}
+
+impl Handler<Cancel> for ControllerActor {
+    type Result = ResponseFuture<CancelReply>;
+    fn handle(&mut self, msg: Cancel, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::Cancel {
+            req: msg.req,
+            caller: msg.caller,
+        };
+        answer!(self, ctx, cmd, Reply::Results(r) => r, CancelReply { results: Vec::new() })
+    }
+}
+
+impl Handler<CancelStep> for ControllerActor {
+    type Result = ResponseFuture<CancelReply>;
+    fn handle(&mut self, msg: CancelStep, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::CancelStep {
+            req: msg.req,
+            caller: msg.caller,
+        };
+        answer!(self, ctx, cmd, Reply::Results(r) => r, CancelReply { results: Vec::new() })
+    }
+}
+
+impl Handler<UpdateJobs> for ControllerActor {
+    type Result = ResponseFuture<CancelReply>;
+    fn handle(&mut self, msg: UpdateJobs, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::UpdateJobs {
+            update: msg.update,
+            caller: msg.caller,
+        };
+        answer!(self, ctx, cmd, Reply::Results(r) => r, CancelReply { results: Vec::new() })
+    }
+}
+
+impl Handler<StartStep> for ControllerActor {
+    type Result = ResponseFuture<Result<StepLaunched, ErrorReply>>;
+    fn handle(&mut self, msg: StartStep, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::StartStep {
+            req: Box::new(msg.req),
+            caller: msg.caller,
+        };
+        answer!(self, ctx, cmd, Reply::Step(r) => r, Err(internal("controller is shutting down")))
+    }
+}
+
+impl Handler<StepDone> for ControllerActor {
+    type Result = ResponseFuture<Result<(), ErrorReply>>;
+    fn handle(&mut self, msg: StepDone, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::StepDone {
+            done: msg.done,
+            caller: msg.caller,
+        };
+        answer!(self, ctx, cmd, Reply::Done(r) => r, Err(internal("controller is shutting down")))
+    }
+}
+
+impl Handler<StepEnded> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, msg: StepEnded, ctx: &mut Context<Self>) {
+        self.steps.remove(&msg.job_id);
+        let cmd = Command::JobEnded {
+            job_id: msg.job_id,
+            state: msg.state,
+            exit: msg.exit,
+            reason: msg.reason,
+            usage: msg.usage,
+        };
+        let done = self.run(cmd, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
+    }
+}
+
+impl Handler<NodeChanged> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, msg: NodeChanged, ctx: &mut Context<Self>) {
+        let cmd = Command::NodeChanged {
+            status: Box::new(msg.status),
+            lost: msg.lost,
+            registration: msg.registration.map(Box::new),
+        };
+        let done = self.run(cmd, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
+    }
+}
+
+impl Handler<Reconfigure> for ControllerActor {
+    type Result = ResponseFuture<Result<(), String>>;
+    fn handle(&mut self, _msg: Reconfigure, ctx: &mut Context<Self>) -> Self::Result {
+        // A small file, read on an operator's request: not worth a round
+        // trip off the actor.
+        let new = match Config::load(&self.core.conf().path) {
+            Ok(c) => c,
+            Err(e) => {
+                let e = e.to_string();
+                return Box::pin(async move { Err(e) });
+            }
+        };
+        let cmd = Command::Reconfigure {
+            conf: Some(Arc::new(new)),
+        };
+        answer!(self, ctx, cmd, Reply::Reconfigure(r) => r, Err("controller is shutting down".into()))
+    }
+}

@@ -1,0 +1,379 @@
+//! The controller's read-only views (squeue, sinfo, scontrol show,
+//! sacct, sdiag, `canopy status`) and the node-facing messages that do not
+//! go through the core (registrations, reachability, operators' node
+//! updates, which the node actors decide).
+
+use actix::prelude::*;
+
+use super::ControllerActor;
+use super::{
+    AcctReply, GetAcct, GetCounts, GetJobs, GetNodes, GetPartitions, GetRanks, GetRanksReply,
+    GetStatus, NamesOf, UpdateNodes,
+};
+use crate::actors::node::{AdminUpdate, Reachable, Registered};
+use crate::actors::relay::{GetRelayState, UpEvent};
+use crate::actors::step::ScriptExited;
+use crate::config::hostlist;
+use crate::model::job::{JobRecord, JobState};
+use crate::tree::rankset::RankSet;
+use crate::wire::messages::{
+    ActorStatus, CtldStats, ErrorCode, ErrorReply, StatusReport, TreePlace, Usage,
+};
+
+impl Handler<UpdateNodes> for ControllerActor {
+    type Result = ResponseFuture<Result<(), ErrorReply>>;
+    fn handle(&mut self, msg: UpdateNodes, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let invalid = |message: String| ErrorReply {
+            code: ErrorCode::InvalidNodeName,
+            message,
+        };
+        let names = match hostlist::expand(&msg.update.nodes) {
+            Ok(n) => n,
+            Err(e) => {
+                let e = invalid(format!("Invalid node name specified: {e}"));
+                return Box::pin(async move { Err(e) });
+            }
+        };
+        let mut targets = Vec::new();
+        for n in &names {
+            match self.core.conf().node_index(n) {
+                Some(r) => targets.push(self.node_addrs[r].clone()),
+                None => {
+                    let e = invalid(format!("Invalid node name specified: {n}"));
+                    return Box::pin(async move { Err(e) });
+                }
+            }
+        }
+        let Some(state) = msg.update.state else {
+            return Box::pin(async { Ok(()) });
+        };
+        let reason = msg.update.reason;
+        let user = msg.user;
+        let store = self.store.clone();
+        Box::pin(async move {
+            for (addr, st) in targets {
+                st.sent();
+                let m = AdminUpdate {
+                    state,
+                    reason: reason.clone(),
+                    user: user.clone(),
+                };
+                if let Ok(Err(e)) = addr.send(m).await {
+                    return Err(ErrorReply {
+                        code: ErrorCode::InvalidRequest,
+                        message: e,
+                    });
+                }
+            }
+            // The store applies batches in order: an empty commit is a barrier
+            // behind the admin-state writes the node changes queued above.
+            store.commit(Vec::new()).await.map_err(|e| ErrorReply {
+                code: ErrorCode::Internal,
+                message: format!("could not save node state: {e}"),
+            })
+        })
+    }
+}
+
+impl Handler<UpEvent> for ControllerActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, msg: UpEvent, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        match msg {
+            UpEvent::Registered { hello, via } => {
+                let Some((addr, st)) = self.node_addrs.get(hello.rank as usize).cloned() else {
+                    return Box::pin(async {});
+                };
+                if self
+                    .core
+                    .conf()
+                    .nodes
+                    .get(hello.rank as usize)
+                    .map(|n| n.name.as_str())
+                    != Some(hello.node.as_str())
+                {
+                    tracing::warn!(rank = hello.rank, node = %hello.node, "registration with mismatched name ignored");
+                    return Box::pin(async {});
+                }
+                Box::pin(async move {
+                    st.sent();
+                    let _ = addr.send(Registered { hello, via }).await;
+                })
+            }
+            UpEvent::Liveness { added, removed } => {
+                let mut sends = Vec::new();
+                for (set, live) in [(added, true), (removed, false)] {
+                    for r in set.iter() {
+                        if let Some((a, st)) = self.node_addrs.get(r as usize) {
+                            st.sent();
+                            sends.push((a.clone(), live));
+                        }
+                    }
+                }
+                Box::pin(async move {
+                    for (a, live) in sends {
+                        let _ = a.send(Reachable(live)).await;
+                    }
+                })
+            }
+            UpEvent::BatchFinished(b) => {
+                let step = self
+                    .steps
+                    .get(&b.job_id)
+                    .map(|h| (h.addr.clone(), h.stats.clone()));
+                Box::pin(async move {
+                    if let Some((addr, st)) = step {
+                        st.sent();
+                        let _ = addr.send(ScriptExited(b.status, b.usage)).await;
+                    }
+                })
+            }
+        }
+    }
+}
+
+impl Handler<GetJobs> for ControllerActor {
+    type Result = MessageResult<GetJobs>;
+    fn handle(&mut self, msg: GetJobs, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let now = chrono::Utc::now().timestamp();
+        MessageResult(
+            self.core
+                .job_infos(&msg.ids, msg.brief, now)
+                .into_iter()
+                .collect(),
+        )
+    }
+}
+
+impl Handler<GetNodes> for ControllerActor {
+    type Result = MessageResult<GetNodes>;
+    fn handle(&mut self, msg: GetNodes, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(self.core.node_infos(&msg.names))
+    }
+}
+
+impl Handler<GetPartitions> for ControllerActor {
+    type Result = MessageResult<GetPartitions>;
+    fn handle(&mut self, _msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(self.core.partition_infos())
+    }
+}
+
+impl Handler<GetStatus> for ControllerActor {
+    type Result = ResponseFuture<StatusReport>;
+    fn handle(&mut self, _msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let conf = self.core.conf().clone();
+        let jobs = self.core.jobs();
+        let (pending, running) = conf
+            .partitions
+            .iter()
+            .map(|p| jobs.counts(&p.name))
+            .fold((0, 0), |(pd, r), c| (pd + c.pending, r + c.running));
+        let mut actors = vec![ActorStatus {
+            kind: "controller".into(),
+            name: conf.control_host.clone(),
+            state: format!(
+                "jobs={} pending={} running={} next_job_id={}",
+                jobs.len(),
+                pending,
+                running,
+                self.core.next_job_id()
+            ),
+            mailbox_depth: self.stats.depth(),
+            handled: self.stats.total(),
+        }];
+        for p in &conf.partitions {
+            if let Some((_, st)) = self.partitions.get(&p.name) {
+                let c = jobs.counts(&p.name);
+                actors.push(ActorStatus {
+                    kind: "partition".into(),
+                    name: p.name.clone(),
+                    state: format!(
+                        "{} nodes={} pending={} running={}",
+                        p.state.name(),
+                        p.nodes.len(),
+                        c.pending,
+                        c.running
+                    ),
+                    mailbox_depth: st.depth(),
+                    handled: st.total(),
+                });
+            }
+        }
+        let mut tree = Vec::new();
+        for (rank, (_, st)) in self.node_addrs.iter().enumerate() {
+            let Some(info) = self.core.node_info(rank) else {
+                continue;
+            };
+            actors.push(ActorStatus {
+                kind: "node".into(),
+                name: info.name.clone(),
+                state: info.scontrol_state(),
+                mailbox_depth: st.depth(),
+                handled: st.total(),
+            });
+            tree.push(TreePlace {
+                node: info.name.clone(),
+                rank: rank as u32,
+                parent: self
+                    .topo
+                    .parent(rank as u32)
+                    .and_then(|p| conf.nodes.get(p as usize))
+                    .map(|n| n.name.clone()),
+                attached_to: info.attached_to.clone(),
+                live: !info.not_responding,
+            });
+        }
+        for (id, h) in &self.steps {
+            actors.push(ActorStatus {
+                kind: "step".into(),
+                name: format!("{id}.batch"),
+                state: "running".into(),
+                mailbox_depth: h.stats.depth(),
+                handled: h.stats.total(),
+            });
+        }
+        let relay = self.relay.clone();
+        let rstats = self.relay_stats.clone();
+        let controller = conf.control_host.clone();
+        let width = conf.tree_width;
+        Box::pin(async move {
+            rstats.sent();
+            if let Ok(rs) = relay.send(GetRelayState).await {
+                actors.insert(
+                    1,
+                    ActorStatus {
+                        kind: "relay".into(),
+                        name: "root".into(),
+                        state: format!(
+                            "attached={} live={} pending_fanouts={}",
+                            rs.attached.len(),
+                            rs.live.len(),
+                            rs.pending_fanouts
+                        ),
+                        mailbox_depth: rs.mailbox_depth,
+                        handled: rs.handled,
+                    },
+                );
+            }
+            StatusReport {
+                controller,
+                tree_width: width,
+                actors,
+                tree,
+            }
+        })
+    }
+}
+
+impl Handler<GetCounts> for ControllerActor {
+    type Result = MessageResult<GetCounts>;
+    fn handle(&mut self, _msg: GetCounts, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let (nodes, pending, running) = self.core.node_counts();
+        let c = self.core.counters();
+        let ended = |s: JobState| c.ended.get(&s).copied().unwrap_or(0);
+        MessageResult(CtldStats {
+            nodes,
+            jobs_pending: pending,
+            jobs_running: running,
+            jobs_submitted: c.submitted,
+            jobs_started: c.started,
+            jobs_completed: ended(JobState::Completed),
+            jobs_failed: ended(JobState::Failed)
+                + ended(JobState::NodeFail)
+                + ended(JobState::Timeout),
+            jobs_cancelled: ended(JobState::Cancelled),
+            sched_cycles: self.sched_timing.0,
+            sched_last_us: self.sched_timing.1,
+            sched_max_us: self.sched_timing.2,
+            sched_total_us: self.sched_timing.3,
+            now: chrono::Utc::now().timestamp(),
+            ..Default::default()
+        })
+    }
+}
+
+impl Handler<GetRanks> for ControllerActor {
+    type Result = GetRanksReply;
+    fn handle(&mut self, msg: GetRanks, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let names = match hostlist::expand(&msg.0) {
+            Ok(n) => n,
+            Err(e) => return GetRanksReply(Err(format!("Invalid node name specified: {e}"))),
+        };
+        let mut ranks = RankSet::new();
+        for n in names {
+            match self.core.conf().node_index(&n) {
+                Some(r) => {
+                    ranks.insert(r as u32);
+                }
+                None => return GetRanksReply(Err(format!("Invalid node name specified: {n}"))),
+            }
+        }
+        GetRanksReply(Ok(ranks))
+    }
+}
+
+impl Handler<NamesOf> for ControllerActor {
+    type Result = String;
+    fn handle(&mut self, msg: NamesOf, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let conf = self.core.conf();
+        let names: Vec<&str> = msg
+            .0
+            .iter()
+            .map(|r| conf.nodes.get(r as usize).map_or("?", |n| n.name.as_str()))
+            .collect();
+        hostlist::compress(&names)
+    }
+}
+
+impl Handler<GetAcct> for ControllerActor {
+    type Result = AcctReply;
+    fn handle(&mut self, msg: GetAcct, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let q = msg.0;
+        let now = chrono::Utc::now().timestamp();
+        let live = |j: &JobRecord| !j.state.is_finished();
+        let mut jobs = Vec::new();
+        if q.job_ids.is_empty() {
+            for j in self.core.jobs().values().filter(|j| live(j)) {
+                let a = self.core.acct_of(j, Usage::default());
+                if crate::state::acct::matches(&a, &q, now) {
+                    jobs.push(a);
+                }
+            }
+            return AcctReply {
+                jobs,
+                scan: Some(self.store.clone()),
+            };
+        }
+        // Finished array tasks are found in the store's array index too.
+        let mut ids = self.core.resolve_ids(&q.job_ids);
+        let mut seen: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        for &id in &q.job_ids {
+            for m in self.store.acct_array_members(id).unwrap_or_default() {
+                if seen.insert(m) {
+                    ids.push(m);
+                }
+            }
+        }
+        for id in ids {
+            let rec = match self.core.jobs().get(id) {
+                Some(j) if live(j) => Some(self.core.acct_of(j, Usage::default())),
+                // Finished: the stored record has the step's usage.
+                _ => self.store.acct_get(id).ok().flatten(),
+            };
+            if let Some(a) = rec.filter(|a| crate::state::acct::matches(a, &q, now)) {
+                jobs.push(a);
+            }
+        }
+        AcctReply { jobs, scan: None }
+    }
+}
