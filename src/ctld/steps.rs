@@ -328,3 +328,15 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::step_layout;
+
+    #[test]
+    fn layout_blocks_tasks_over_nodes() {
+        assert_eq!(step_layout(5, 2), vec![3, 2]);
+        assert_eq!(step_layout(2, 4), vec![1, 1]);
+        assert_eq!(step_layout(4, 4), vec![1, 1, 1, 1]);
+    }
+}

@@ -210,9 +210,12 @@ impl JobTable {
             if let Some(list) = self.dependents.remove(t) {
                 candidates.extend(list);
             }
-            // A job just admitted (or changed) is looked at itself: what it
-            // waits on may have ended long ago and never be touched again.
-            if self.jobs.get(t).is_some_and(waits_on_dependency) {
+            // A job just admitted (or changed, or requeued) is looked at
+            // itself: what it waits on may have ended long ago and never be
+            // touched again.
+            if self.jobs.get(t).is_some_and(|j| {
+                j.state == JobState::Pending && j.dependency_outcome() != Outcome::Satisfied
+            }) {
                 candidates.insert(*t);
             }
         }
@@ -221,6 +224,15 @@ impl JobTable {
             let Some(j) = self.jobs.get(&id) else {
                 continue;
             };
+            // Already impossible (a job requeued after its dependency
+            // failed): with --kill-on-invalid-dep it goes now.
+            let never = j.state == JobState::Pending && j.dependency_outcome() == Outcome::Never;
+            if never && j.submit.kill_on_invalid_dep == Some(true) {
+                if self.cancel_pending(id, now) {
+                    out.killed.push(id);
+                }
+                continue;
+            }
             if !waits_on_dependency(j) {
                 self.singletons.remove(&id);
                 continue;

@@ -246,11 +246,3 @@ fn exits_are_reported_per_node_and_status() {
     );
     assert_eq!(exit_message(&ExitStatus::default()), None);
 }
-
-#[test]
-fn layout_blocks_tasks_over_nodes() {
-    use crate::ctld::step_layout;
-    assert_eq!(step_layout(5, 2), vec![3, 2]);
-    assert_eq!(step_layout(2, 4), vec![1, 1]);
-    assert_eq!(step_layout(4, 4), vec![1, 1, 1, 1]);
-}
