@@ -8,6 +8,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::hostlist;
 use crate::wire::types::PartitionState;
 
@@ -23,7 +25,9 @@ pub const MAX_JOB_ID: u32 = 0x03ff_0000;
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 4096;
 
 /// The whole validated configuration.
-#[derive(Debug, Clone)]
+/// Serialisable so that a reconfiguration travels inside the controller
+/// core's command log, as everything a standby replays must.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Config {
     /// The main file.
     pub path: PathBuf,
@@ -94,7 +98,7 @@ pub struct Config {
 }
 
 /// One node as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeConf {
     pub name: String,
     /// NodeAddr, else `hostname`.
@@ -120,7 +124,7 @@ pub struct NodeConf {
 }
 
 /// The states a node may be given in slurm.conf (the controller decides IDLE, ALLOCATED...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ConfNodeState {
     Unknown,
     Down,
@@ -145,7 +149,7 @@ impl ConfNodeState {
 }
 
 /// One partition as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionConf {
     pub name: String,
     /// Member nodes, each once, in node (file) order, as Slurm's partition bitmaps list them.

@@ -409,3 +409,104 @@ pub(super) fn run_secs(j: &JobRecord, now: UnixTime) -> u64 {
     let end = j.end_time.unwrap_or(now);
     u64::try_from(end - j.start_time.unwrap_or(end)).unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use crate::config::Config;
+    use crate::ctld::{Command, Core, Reply};
+    use crate::model::job::JobSubmit;
+    use crate::policy::authz::Caller;
+    use crate::wire::messages::JobUpdate;
+
+    const ALICE: Caller = Caller {
+        uid: 1000,
+        operator: false,
+    };
+
+    fn core() -> Core {
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n[1-4] CPUs=2\n\
+                    PartitionName=p Nodes=n[1-4] Default=YES MaxNodes=2 MaxTime=60\n\
+                    PartitionName=closed Nodes=n[1-4] State=DRAIN\n";
+        let conf = Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        Core::recover(Arc::new(conf), vec![], None, &HashMap::new(), 1000).0
+    }
+
+    fn submit(core: &mut Core) -> u32 {
+        let s = JobSubmit {
+            name: "j".into(),
+            uid: 1000,
+            user: "alice".into(),
+            hold: true,
+            ..Default::default()
+        };
+        let out = core.apply(
+            1000,
+            Command::Submit {
+                submit: Box::new(s),
+                caller: ALICE,
+            },
+        );
+        match out.reply {
+            Some(Reply::Submit(Ok(r))) => r.job_id,
+            other => panic!("refused: {other:?}"),
+        }
+    }
+
+    fn update(core: &mut Core, u: JobUpdate, caller: Caller) -> Option<String> {
+        match core
+            .apply(1000, Command::UpdateJobs { update: u, caller })
+            .reply
+        {
+            Some(Reply::Results(r)) => r.results[0].1.clone(),
+            other => panic!("no results: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn updates_pass_the_same_partition_limits_as_submissions() {
+        let mut c = core();
+        let id = submit(&mut c);
+        let nodes = |n| JobUpdate {
+            job_ids: vec![id],
+            num_nodes: Some(n),
+            ..Default::default()
+        };
+        assert_eq!(update(&mut c, nodes(2), ALICE), None);
+        assert_eq!(
+            update(&mut c, nodes(3), ALICE).as_deref(),
+            Some("Node count specification invalid")
+        );
+        let limit = |m| JobUpdate {
+            job_ids: vec![id],
+            time_limit_min: Some(m),
+            ..Default::default()
+        };
+        assert_eq!(
+            update(&mut c, limit(90), ALICE).as_deref(),
+            Some("Requested time limit is invalid (missing or exceeds some limit)")
+        );
+        // An operator may exceed MaxTime, as in Slurm.
+        assert_eq!(update(&mut c, limit(90), Caller::ROOT), None);
+        let moving = JobUpdate {
+            job_ids: vec![id],
+            partition: Some("closed".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            update(&mut c, moving, ALICE).as_deref(),
+            Some("Partition in DRAIN or INACTIVE state, no new jobs accepted")
+        );
+        // Another user may not touch it at all.
+        let bob = Caller {
+            uid: 1001,
+            operator: false,
+        };
+        assert_eq!(
+            update(&mut c, nodes(1), bob).as_deref(),
+            Some("Access/permission denied")
+        );
+    }
+}

@@ -95,15 +95,9 @@ pub enum Command {
     },
     /// The periodic timer: time-limit mail, purging old jobs.
     Tick,
-    /// scontrol reconfigure, with the file already read and parsed.
-    Reconfigure {
-        #[serde(skip, default = "no_config")]
-        conf: Option<Arc<Config>>,
-    },
-}
-
-fn no_config() -> Option<Arc<Config>> {
-    None
+    /// scontrol reconfigure, with the file already read and parsed (the
+    /// shell reads it: reading a file is I/O).
+    Reconfigure { conf: Arc<Config> },
 }
 
 /// The reply to the command's caller.
@@ -188,5 +182,72 @@ pub struct Output {
 impl Output {
     fn effect(&mut self, e: Effect) {
         self.effects.push(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::job::JobSubmit;
+    use crate::wire::messages::RequeueKind;
+
+    /// A standby replays the log: every command survives serialisation.
+    #[test]
+    fn every_command_round_trips_through_messagepack() {
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n1 CPUs=2\nPartitionName=p Nodes=n1\n";
+        let conf = Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let caller = Caller::ROOT;
+        let commands = vec![
+            Command::Submit {
+                submit: Box::new(JobSubmit {
+                    name: "a".into(),
+                    hold: true,
+                    ..Default::default()
+                }),
+                caller,
+            },
+            Command::Cancel {
+                req: CancelRequest {
+                    job_ids: vec![1, 2],
+                    signal: Some(10),
+                    batch_only: true,
+                    exact: false,
+                },
+                caller,
+            },
+            Command::UpdateJobs {
+                update: JobUpdate {
+                    job_ids: vec![3],
+                    requeue: Some(RequeueKind::Hold),
+                    ..Default::default()
+                },
+                caller,
+            },
+            Command::StartStep {
+                req: Box::default(),
+                caller,
+            },
+            Command::StepLaunchFailed {
+                job_id: 4,
+                step_id: 0,
+            },
+            Command::Schedule,
+            Command::JobEnded {
+                job_id: 5,
+                state: JobState::Failed,
+                exit: ExitStatus { code: 0, signal: 9 },
+                reason: JobReason::RaisedSignal(9),
+                usage: Usage::default(),
+            },
+            Command::Tick,
+            Command::Reconfigure {
+                conf: Arc::new(conf),
+            },
+        ];
+        for c in commands {
+            let bytes = rmp_serde::to_vec_named(&c).unwrap();
+            let back: Command = rmp_serde::from_slice(&bytes).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{c:?}"));
+        }
     }
 }

@@ -9,11 +9,8 @@ use super::{Core, Effect, Output, Reply};
 use crate::config::Config;
 
 impl Core {
-    pub(super) fn reconfigure(&mut self, new: Option<Arc<Config>>, out: &mut Output) {
-        let r = match new {
-            Some(new) => self.try_reconfigure(new, out),
-            None => Err("no configuration given".to_string()),
-        };
+    pub(super) fn reconfigure(&mut self, new: Arc<Config>, out: &mut Output) {
+        let r = self.try_reconfigure(new, out);
         out.reply = Some(Reply::Reconfigure(r));
     }
 

@@ -7,7 +7,9 @@
 //! collapsing to one fsync per request.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread;
 
 use thiserror::Error;
@@ -35,6 +37,54 @@ pub enum StoreError {
     Encode { what: &'static str, detail: String },
     #[error("state store writer has stopped")]
     WriterGone,
+    #[error("{what} record under key {key} was written by a newer canopy (record version {version}; this one reads up to {RECORD_VERSION}): start the newer canopy-ctld")]
+    TooNew {
+        what: &'static str,
+        key: String,
+        version: u8,
+    },
+}
+
+/// Stored records begin with this byte and their format version, then the
+/// record as a MessagePack map with named fields. MessagePack never uses
+/// 0xc1, so a record without the prefix is one written before records were
+/// versioned (version 0: the same map). A field added with
+/// `#[serde(default)]` needs no new version; a change older readers would
+/// misread bumps [`RECORD_VERSION`], and they then refuse to start rather
+/// than drop what they cannot read.
+const RECORD_TAG: u8 = 0xc1;
+/// The record format this build writes.
+pub const RECORD_VERSION: u8 = 1;
+
+fn encode<T: serde::Serialize>(rec: &T) -> Result<Vec<u8>, String> {
+    let mut out = vec![RECORD_TAG, RECORD_VERSION];
+    rmp_serde::encode::write_named(&mut out, rec).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    what: &'static str,
+    key: impl std::fmt::Display,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    let payload = match bytes {
+        [RECORD_TAG, version, rest @ ..] => {
+            if *version > RECORD_VERSION {
+                return Err(StoreError::TooNew {
+                    what,
+                    key: key.to_string(),
+                    version: *version,
+                });
+            }
+            rest
+        }
+        legacy => legacy,
+    };
+    rmp_serde::from_slice(payload).map_err(|e| StoreError::Corrupt {
+        what,
+        key: key.to_string(),
+        detail: e.to_string(),
+    })
 }
 
 /// One change to durable state.
@@ -75,6 +125,11 @@ pub struct Store {
     acct: sled::Tree,
     /// Array id ++ task job id → (): finds an array's finished tasks.
     acct_array: sled::Tree,
+    /// Fault injection for the crash-only tests: while set, every batch
+    /// fails as a write of unknown outcome would, and nothing is applied.
+    /// Only tests set it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    faults: Arc<AtomicBool>,
 }
 
 struct Trees {
@@ -110,9 +165,11 @@ impl Store {
         let acct_array = trees.acct_array.clone();
         let recovered = recover(&trees)?;
         let (tx, rx) = mpsc::channel::<Batch>();
+        let faults = Arc::new(AtomicBool::new(false));
+        let writer_faults = faults.clone();
         thread::Builder::new()
             .name("canopy-store".into())
-            .spawn(move || writer_loop(trees, rx))
+            .spawn(move || writer_loop(trees, rx, writer_faults))
             .map_err(|e| StoreError::Encode {
                 what: "writer thread",
                 detail: e.to_string(),
@@ -122,6 +179,7 @@ impl Store {
                 tx,
                 acct,
                 acct_array,
+                faults,
             },
             recovered,
         ))
@@ -165,6 +223,13 @@ impl Store {
         Ok(out)
     }
 
+    /// Make every later batch fail (`true`) as a write of unknown outcome
+    /// would, or work again (`false`). For tests of crash-only behaviour.
+    #[cfg(test)]
+    pub(crate) fn fail_writes(&self, on: bool) {
+        self.faults.store(on, Ordering::SeqCst);
+    }
+
     /// Queue `ops`; the returned receiver resolves once they are durable.
     pub fn submit(&self, ops: Vec<Op>) -> oneshot::Receiver<Result<(), String>> {
         let (done, rx) = oneshot::channel();
@@ -198,22 +263,15 @@ impl Store {
 }
 
 fn decode_acct(v: &[u8], id: u32) -> Result<AcctJob, StoreError> {
-    rmp_serde::from_slice(v).map_err(|e| StoreError::Corrupt {
-        what: "accounting",
-        key: id.to_string(),
-        detail: e.to_string(),
-    })
+    decode("accounting", id, v)
 }
 
 fn recover(t: &Trees) -> Result<Recovered, StoreError> {
     let mut out = Recovered::default();
     for item in t.jobs.iter() {
         let (k, v) = item?;
-        let rec: JobRecord = rmp_serde::from_slice(&v).map_err(|e| StoreError::Corrupt {
-            what: "job",
-            key: format!("{k:?}"),
-            detail: e.to_string(),
-        })?;
+        let id = k.as_ref().try_into().map(u32::from_be_bytes).unwrap_or(0);
+        let rec: JobRecord = decode("job", id, &v)?;
         out.jobs.push(rec);
     }
     if let Some(v) = t.meta.get(b"next_job_id")? {
@@ -235,7 +293,7 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
 fn apply(t: &Trees, op: &Op) -> Result<(), String> {
     match op {
         Op::PutJob(rec) => {
-            let bytes = rmp_serde::to_vec_named(rec.as_ref()).map_err(|e| e.to_string())?;
+            let bytes = encode(rec.as_ref())?;
             t.jobs
                 .insert(rec.job_id.to_be_bytes(), bytes)
                 .map_err(|e| e.to_string())?;
@@ -249,7 +307,7 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
         Op::PutAcct(rec) => {
-            let bytes = rmp_serde::to_vec_named(rec.as_ref()).map_err(|e| e.to_string())?;
+            let bytes = encode(rec.as_ref())?;
             t.acct
                 .insert(rec.job_id.to_be_bytes(), bytes)
                 .map_err(|e| e.to_string())?;
@@ -272,7 +330,7 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
     Ok(())
 }
 
-fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>) {
+fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>, faults: Arc<AtomicBool>) {
     let mut group: Vec<Batch> = Vec::new();
     while let Ok(first) = rx.recv() {
         group.push(first);
@@ -281,6 +339,12 @@ fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>) {
                 Ok(b) => group.push(b),
                 Err(_) => break,
             }
+        }
+        if faults.load(Ordering::SeqCst) {
+            for b in group.drain(..) {
+                let _ = b.done.send(Err("injected write failure".into()));
+            }
+            continue;
         }
         let mut results: Vec<Result<(), String>> = group
             .iter()
@@ -378,5 +442,51 @@ mod tests {
         assert!(back.jobs.iter().all(|j| j.job_id != 7));
         assert_eq!(back.next_job_id, Some(51));
         assert_eq!(back.node_admin, vec![("n1".to_string(), vec![1, 2])]);
+    }
+
+    #[test]
+    fn records_carry_their_version_and_old_or_newer_ones_are_told_apart() {
+        let r = rec(3);
+        let bytes = encode(&r).unwrap();
+        assert_eq!(&bytes[..2], &[RECORD_TAG, RECORD_VERSION]);
+        assert_eq!(decode::<JobRecord>("job", 3, &bytes).unwrap(), r);
+        // A record from before versions (a bare named map) still reads.
+        let legacy = rmp_serde::to_vec_named(&r).unwrap();
+        assert_eq!(decode::<JobRecord>("job", 3, &legacy).unwrap(), r);
+        // One from a newer canopy is refused by name, not misread.
+        let mut newer = bytes.clone();
+        newer[1] = RECORD_VERSION + 1;
+        let e = decode::<JobRecord>("job", 3, &newer).unwrap_err();
+        assert!(matches!(e, StoreError::TooNew { version, .. } if version == RECORD_VERSION + 1));
+        assert!(e.to_string().contains("newer canopy"), "{e}");
+        // Garbage is corrupt, with the key named.
+        let e = decode::<JobRecord>("job", 3, &[RECORD_TAG, 1, 0xff, 0x00]).unwrap_err();
+        assert!(
+            e.to_string().contains("corrupt job record under key 3"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_applies_nothing_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (store, _) = Store::open(dir.path()).unwrap();
+            store
+                .commit(vec![Op::PutJob(Box::new(rec(1)))])
+                .await
+                .unwrap();
+            store.fail_writes(true);
+            let r = store
+                .submit(vec![Op::PutJob(Box::new(rec(2)))])
+                .await
+                .unwrap();
+            assert_eq!(r, Err("injected write failure".to_string()));
+            store.fail_writes(false);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let (_store, back) = Store::open(dir.path()).unwrap();
+        let ids: Vec<u32> = back.jobs.iter().map(|j| j.job_id).collect();
+        assert_eq!(ids, vec![1]);
     }
 }

@@ -330,11 +330,19 @@ impl ControllerActor {
     /// Decide `cmd` now and carry out what the core decided.
     fn run(&mut self, cmd: Command, ctx: &mut Context<Self>) -> BoxFuture<'static, Option<Reply>> {
         self.stats.handled();
+        if self.halted.load(std::sync::atomic::Ordering::SeqCst) {
+            // A write failed: this controller decides nothing more (the
+            // daemon is exiting; a restart recovers from disk).
+            return Box::pin(async { None });
+        }
         let now = chrono::Utc::now().timestamp();
         let out = self.core.apply(now, cmd);
         self.carry_out(out, ctx)
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 impl Actor for ControllerActor {
     type Context = Context<Self>;
@@ -385,7 +393,7 @@ impl Handler<RunSchedule> for ControllerActor {
     type Result = ();
     fn handle(&mut self, _msg: RunSchedule, ctx: &mut Context<Self>) {
         self.schedule_queued = false;
-        if self.stopping {
+        if self.stopping || self.halted.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         let t0 = std::time::Instant::now();
@@ -507,7 +515,7 @@ impl Handler<Reconfigure> for ControllerActor {
             }
         };
         let cmd = Command::Reconfigure {
-            conf: Some(Arc::new(new)),
+            conf: Arc::new(new),
         };
         answer!(self, ctx, cmd, Reply::Reconfigure(r) => r, Err("controller is shutting down".into()))
     }
