@@ -3,7 +3,8 @@
 //! dependencies, array indices), then ids, priority and the new records.
 //! `--test-only` uses up an id and says when the job would start.
 
-use super::{Core, Effect, Output, Reply};
+use super::command::{Effect, Output, Reply};
+use super::core::Core;
 use crate::model::dependency::Dependency;
 use crate::model::job::{ArraySpec, ArrayTask, ExitStatus, JobRecord, JobState, JobSubmit};
 use crate::model::reason::JobReason;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Command, Effect, Output, StartJob};
+use super::command::{Command, Effect, Output, StartJob};
 use crate::config::{hostlist, Config};
 use crate::model::job::{JobRecord, JobState};
 use crate::model::node::{AdminState, NodeStatus};

@@ -3,7 +3,8 @@
 //! a request gets its own result, in Slurm's words.
 
 use super::admission::with_nice;
-use super::{Core, Effect, Output, Reply};
+use super::command::{Effect, Output, Reply};
+use super::core::Core;
 use crate::config::hostlist;
 use crate::mail;
 use crate::model::job::{JobRecord, JobState, StepKind};

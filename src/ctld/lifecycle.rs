@@ -2,8 +2,9 @@
 //! starts, teardowns, ends and requeues; nodes that change or re-register;
 //! the periodic tick (time-limit mail, purging jobs past MinJobAge).
 
+use super::command::{Effect, Output};
+use super::core::Core;
 use super::job_control::run_secs;
-use super::{Core, Effect, Output};
 use crate::mail;
 use crate::model::acct::Usage;
 use crate::model::job::{ExitStatus, JobState};

@@ -5,7 +5,8 @@
 
 use std::collections::HashSet;
 
-use super::{Core, Effect, Output};
+use super::command::{Effect, Output};
+use super::core::Core;
 use crate::mail;
 use crate::model::acct::{AcctJob, Usage};
 use crate::model::job::{JobRecord, JobState};

@@ -19,6 +19,7 @@
 //! `views.rs` (what clients are shown), `reconfig.rs`.
 
 mod admission;
+mod command;
 mod core;
 mod job_control;
 mod lifecycle;
@@ -27,169 +28,22 @@ mod reconfig;
 mod steps;
 mod views;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-
+pub use self::command::{Command, Effect, Output, Reply, StartJob};
 pub use self::core::{Core, Counters};
 pub use self::steps::step_layout;
-use crate::config::Config;
-use crate::mail::Mail;
-use crate::model::acct::Usage;
-use crate::model::job::{ExitStatus, JobState, JobSubmit, SignalSpec};
-use crate::model::node::NodeStatus;
-use crate::model::reason::JobReason;
-use crate::model::time::UnixTime;
-use crate::policy::authz::Caller;
-use crate::state::store::Op;
-use crate::tree::rankset::RankSet;
-use crate::wire::messages::{
-    CancelReply, CancelRequest, ErrorReply, Hello, JobLaunch, JobUpdate, KillCause, NodeCommand,
-    StepCancel, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply,
-};
-
-/// Everything that can change the controller's state. Each carries what it
-/// needs to be replayed: ids and times are assigned inside `apply`, from
-/// the state and `now`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Command {
-    /// sbatch, or the allocation srun/salloc make; `user` and `group` are
-    /// already resolved from the uid and gid by the shell.
-    Submit {
-        submit: Box<JobSubmit>,
-        caller: Caller,
-    },
-    /// scancel (ids, or a signal for them).
-    Cancel { req: CancelRequest, caller: Caller },
-    /// scancel J.S.
-    CancelStep { req: StepCancel, caller: Caller },
-    /// scontrol hold/release/update/requeue/suspend/resume/top.
-    UpdateJobs { update: JobUpdate, caller: Caller },
-    /// srun: a step inside a running job.
-    StartStep {
-        req: Box<StepRequest>,
-        caller: Caller,
-    },
-    /// The step's launch did not reach every node.
-    StepLaunchFailed { job_id: u32, step_id: u32 },
-    /// srun: a step ended (and, for its own allocation, the job too).
-    StepDone { done: StepComplete, caller: Caller },
-    /// A scheduling pass (the shell coalesces requests for one).
-    Schedule,
-    /// A job is over on every node.
-    JobEnded {
-        job_id: u32,
-        state: JobState,
-        exit: ExitStatus,
-        reason: JobReason,
-        usage: Usage,
-    },
-    /// A node's status changed (registration, reachability, admin state).
-    NodeChanged {
-        status: Box<NodeStatus>,
-        /// It just went DOWN: its jobs have failed.
-        lost: bool,
-        /// On (re-)registration: the jobs it reports, to reconcile.
-        registration: Option<Box<Hello>>,
-    },
-    /// The periodic timer: time-limit mail, purging old jobs.
-    Tick,
-    /// scontrol reconfigure, with the file already read and parsed (the
-    /// shell reads it: reading a file is I/O).
-    Reconfigure { conf: Arc<Config> },
-}
-
-/// The reply to the command's caller.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
-    Submit(Result<SubmitReply, ErrorReply>),
-    /// Per-job results (cancel, update).
-    Results(CancelReply),
-    Step(Result<StepLaunched, ErrorReply>),
-    Done(Result<(), ErrorReply>),
-    Reconfigure(Result<(), String>),
-}
-
-/// A job's step actor to create.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StartJob {
-    pub job_id: u32,
-    pub ranks: RankSet,
-    /// The launch to fan out once the start is on disk; `None` adopts a
-    /// job already running (after a controller restart).
-    pub launch: Option<Box<JobLaunch>>,
-    /// Time left before the limit.
-    pub time_left: Option<Duration>,
-    pub warn: Option<SignalSpec>,
-}
-
-/// Something the shell must carry out once the command's records are on
-/// disk (creating actors excepted: they are local and gate themselves).
-#[derive(Debug, Clone)]
-pub enum Effect {
-    StartJob(Box<StartJob>),
-    /// Tear a running job down on every node and report how it ended.
-    EndJob {
-        job_id: u32,
-        state: JobState,
-        reason: JobReason,
-        exit: Option<ExitStatus>,
-        cause: Option<KillCause>,
-    },
-    SignalJob {
-        job_id: u32,
-        signal: i32,
-        batch_only: bool,
-    },
-    /// A node reported the batch script's end (registration after a gap).
-    ScriptExited {
-        job_id: u32,
-        status: ExitStatus,
-        usage: Usage,
-    },
-    /// A command to nodes through the relay tree; failures are logged.
-    Fanout {
-        targets: RankSet,
-        cmd: NodeCommand,
-        budget: Duration,
-    },
-    /// An srun step's launch: after the job's own launch, fanned out; a
-    /// failure comes back as [`Command::StepLaunchFailed`] and fails the reply.
-    LaunchStep {
-        targets: RankSet,
-        launch: Box<StepLaunch>,
-        budget: Duration,
-    },
-    Mail(Box<Mail>),
-    /// Run a scheduling pass at this time.
-    WakeAt(UnixTime),
-    /// Run a scheduling pass soon.
-    Reschedule,
-    /// The configuration changed: routing and node actors follow it.
-    Reconfigured(Arc<Config>),
-}
-
-/// What one command produced.
-#[derive(Debug, Default)]
-pub struct Output {
-    /// Written, in order, before anything below leaves the controller.
-    pub persist: Vec<Op>,
-    pub effects: Vec<Effect>,
-    pub reply: Option<Reply>,
-}
-
-impl Output {
-    fn effect(&mut self, e: Effect) {
-        self.effects.push(e);
-    }
-}
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::command::*;
+    use crate::config::Config;
+    use crate::model::acct::Usage;
     use crate::model::job::JobSubmit;
+    use crate::model::job::{ExitStatus, JobState};
+    use crate::model::reason::JobReason;
+    use crate::policy::authz::Caller;
     use crate::wire::messages::RequeueKind;
+    use crate::wire::messages::{CancelRequest, JobUpdate};
+    use std::sync::Arc;
 
     /// A standby replays the log: every command survives serialisation.
     #[test]

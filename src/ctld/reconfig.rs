@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use super::command::{Effect, Output, Reply};
 use super::core::partition_layout;
-use super::{Core, Effect, Output, Reply};
+use super::core::Core;
 use crate::config::Config;
 
 impl Core {

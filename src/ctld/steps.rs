@@ -3,7 +3,8 @@
 //! message a new job's nodes receive.
 
 use super::admission::refused;
-use super::{Core, Effect, Output, Reply};
+use super::command::{Effect, Output, Reply};
+use super::core::Core;
 use crate::model::acct::AcctStep;
 use crate::model::job::{Allocation, ExitStatus, JobRecord, JobState, StepKind};
 use crate::model::reason::JobReason;

@@ -2,8 +2,8 @@
 //! partitions, accounting rows (sacct), counters (sdiag). Read-only views
 //! of the core's state; `now` decides time-dependent reasons.
 
+use super::core::Core;
 use super::steps::default_stdout;
-use super::Core;
 use crate::config::hostlist;
 use crate::model::acct::{AcctJob, Usage};
 use crate::model::job::{JobRecord, JobState};

@@ -3,6 +3,7 @@
 //! loop, and the spool records a restarted daemon finds them by. Nothing
 //! here talks to the network.
 
+pub mod abort;
 pub mod env;
 pub mod identity;
 pub mod multiprog;

@@ -18,10 +18,10 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid};
 use thiserror::Error;
 
+use super::abort::{open_interruptible, Abort};
 use super::env::batch_env;
 use super::identity::{JobUser, WorkDir};
 use super::pattern::{expand, resolve, PatternContext};
-use super::supervisor::{open_interruptible, Abort};
 use crate::wire::messages::{ExitStatus, JobLaunch, Usage};
 
 #[derive(Debug, Error)]

@@ -3,99 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::acct::{AcctJob, AcctStep, Usage};
 use super::dependency::{Dependency, Outcome};
 use super::reason::JobReason;
 use super::time::UnixTime;
 
-/// Base job state (Slurm's `JOB_*` base states). The default is where every
-/// job starts: PENDING.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum JobState {
-    #[default]
-    Pending,
-    Running,
-    Suspended,
-    Completing,
-    Completed,
-    Cancelled,
-    Failed,
-    Timeout,
-    NodeFail,
-    Preempted,
-    BootFail,
-    Deadline,
-    OutOfMemory,
-}
-
-impl JobState {
-    /// Long name as squeue `%T` / scontrol `JobState=` / sacct print it.
-    pub fn name(self) -> &'static str {
-        match self {
-            JobState::Pending => "PENDING",
-            JobState::Running => "RUNNING",
-            JobState::Suspended => "SUSPENDED",
-            JobState::Completing => "COMPLETING",
-            JobState::Completed => "COMPLETED",
-            JobState::Cancelled => "CANCELLED",
-            JobState::Failed => "FAILED",
-            JobState::Timeout => "TIMEOUT",
-            JobState::NodeFail => "NODE_FAIL",
-            JobState::Preempted => "PREEMPTED",
-            JobState::BootFail => "BOOT_FAIL",
-            JobState::Deadline => "DEADLINE",
-            JobState::OutOfMemory => "OUT_OF_MEMORY",
-        }
-    }
-
-    /// Compact code as squeue `%t` prints it.
-    pub fn code(self) -> &'static str {
-        match self {
-            JobState::Pending => "PD",
-            JobState::Running => "R",
-            JobState::Suspended => "S",
-            JobState::Completing => "CG",
-            JobState::Completed => "CD",
-            JobState::Cancelled => "CA",
-            JobState::Failed => "F",
-            JobState::Timeout => "TO",
-            JobState::NodeFail => "NF",
-            JobState::Preempted => "PR",
-            JobState::BootFail => "BF",
-            JobState::Deadline => "DL",
-            JobState::OutOfMemory => "OOM",
-        }
-    }
-
-    /// Parse either the long name or the compact code, case-insensitively.
-    pub fn parse(s: &str) -> Option<JobState> {
-        const ALL: [JobState; 13] = [
-            JobState::Pending,
-            JobState::Running,
-            JobState::Suspended,
-            JobState::Completing,
-            JobState::Completed,
-            JobState::Cancelled,
-            JobState::Failed,
-            JobState::Timeout,
-            JobState::NodeFail,
-            JobState::Preempted,
-            JobState::BootFail,
-            JobState::Deadline,
-            JobState::OutOfMemory,
-        ];
-        ALL.into_iter()
-            .find(|st| st.name().eq_ignore_ascii_case(s) || st.code().eq_ignore_ascii_case(s))
-    }
-
-    /// True once the job can never run again (without a requeue).
-    pub fn is_finished(self) -> bool {
-        !matches!(
-            self,
-            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing
-        )
-    }
-}
+pub use super::state::JobState;
 
 /// `--array`: which indices to run and how many may run at once.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,7 +141,7 @@ pub struct JobSubmit {
     /// `--priority`: a fixed priority, honoured for operators only.
     #[serde(default)]
     pub priority: Option<u32>,
-    /// `--mail-type`, as `crate::mail` flags (0: no mail).
+    /// `--mail-type`, as the mail module's flag bits (0: no mail).
     #[serde(default)]
     pub mail_type: u32,
     /// `--mail-user` (default: the job's user).
@@ -378,99 +290,31 @@ impl JobRecord {
     }
 }
 
-impl JobRecord {
-    /// The accounting view of this job (`sacct`): the allocation row plus its
-    /// batch step once it has started. `nodes`/`batch_host` are names, which
-    /// only the controller can resolve from ranks.
-    pub fn to_acct(
-        &self,
-        nodes: String,
-        batch_host: Option<String>,
-        cluster: &str,
-        usage: Usage,
-    ) -> AcctJob {
-        let s = &self.submit;
-        let cpt = s.cpus_per_task.unwrap_or(1).max(1);
-        let req_tasks = s.ntasks.unwrap_or(1).max(1);
-        let alloc_cpus = self.alloc.as_ref().map(Allocation::total_cpus).unwrap_or(0);
-        let num_nodes = self
-            .alloc
-            .as_ref()
-            .map(|a| a.ranks.len() as u32)
-            .unwrap_or(0);
-        let state = self
-            .ending_as
-            .map(|_| JobState::Completing)
-            .unwrap_or(self.state);
-        let mut steps = Vec::new();
-        let batch = !s.interactive;
-        if let (true, Some(start), Some(alloc)) = (batch, self.start_time, &self.alloc) {
-            let batch_state = match self.state {
-                // The script itself was killed by the cancel/timeout/failure.
-                JobState::Cancelled | JobState::Timeout | JobState::NodeFail => JobState::Cancelled,
-                other => other,
-            };
-            steps.push(AcctStep {
-                kind: StepKind::Batch,
-                name: "batch".into(),
-                state: batch_state,
-                exit_code: (self.exit.code, self.exit.signal),
-                start_time: Some(start),
-                end_time: self.end_time,
-                nodes: batch_host.unwrap_or_default(),
-                num_nodes: 1,
-                num_tasks: 1,
-                alloc_cpus: alloc.cpus.first().copied().unwrap_or(0),
-                max_rss_kb: usage.max_rss_kb,
-                max_vmsize_kb: 0,
-                user_cpu_ms: usage.user_cpu_ms,
-                system_cpu_ms: usage.system_cpu_ms,
-                srun_host: String::new(),
-                srun_pid: 0,
-            });
-        }
-        AcctJob {
-            job_id: self.job_id,
-            name: s.name.clone(),
-            user: s.user.clone(),
-            uid: s.uid,
-            gid: s.gid,
-            partition: self.partition.clone(),
-            account: s.account.clone().unwrap_or_default(),
-            qos: "normal".into(),
-            cluster: cluster.to_string(),
-            state,
-            reason: self.reason.to_string(),
-            exit_code: (self.exit.code, self.exit.signal),
-            derived_exit_code: (self.exit.code, self.exit.signal),
-            submit_time: self.submit_time,
-            eligible_time: Some(self.submit_time),
-            start_time: self.start_time,
-            end_time: self.end_time,
-            time_limit_min: self.time_limit_min,
-            nodes,
-            num_nodes,
-            req_nodes: s.min_nodes.unwrap_or(1),
-            alloc_cpus,
-            req_cpus: req_tasks * cpt,
-            num_tasks: self
-                .alloc
-                .as_ref()
-                .map(|a| a.tasks.iter().sum())
-                .unwrap_or(req_tasks),
-            req_mem_mb: s.mem_per_node_mb.or(s.mem_per_cpu_mb).unwrap_or(0),
-            mem_per_cpu: s.mem_per_node_mb.is_none() && s.mem_per_cpu_mb.is_some(),
-            workdir: s.workdir.clone(),
-            submit_line: s.submit_line.clone(),
-            priority: self.priority,
-            restarts: self.restarts,
-            comment: s.comment.clone().unwrap_or_default(),
-            constraints: s.constraint.clone().unwrap_or_default(),
-            steps: steps
-                .into_iter()
-                .chain(self.steps.iter().cloned())
-                .collect(),
-            array: self.array,
-        }
-    }
+/// Resources and outcome of one step, as `sacct` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcctStep {
+    pub kind: StepKind,
+    /// `batch`, `extern`, or the srun command name.
+    pub name: String,
+    pub state: JobState,
+    pub exit_code: (i32, i32),
+    pub start_time: Option<UnixTime>,
+    pub end_time: Option<UnixTime>,
+    /// Compressed hostlist.
+    pub nodes: String,
+    pub num_nodes: u32,
+    pub num_tasks: u32,
+    pub alloc_cpus: u32,
+    /// Peak resident memory of the step's processes, KiB (0 = not measured).
+    pub max_rss_kb: u64,
+    /// Peak virtual memory, KiB (0 = not measured).
+    pub max_vmsize_kb: u64,
+    /// CPU time used, milliseconds.
+    pub user_cpu_ms: u64,
+    pub system_cpu_ms: u64,
+    /// Where the step's srun runs (empty for batch steps).
+    #[serde(default)]
+    pub srun_host: String,
+    #[serde(default)]
+    pub srun_pid: u32,
 }

@@ -14,4 +14,5 @@ pub mod node;
 pub mod partition;
 pub mod reason;
 pub mod signal;
+pub mod state;
 pub mod time;

@@ -14,7 +14,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::job::JobState;
+use super::state::JobState;
 use super::time::UnixTime;
 
 /// Slurm's dependency types that canopy implements.
