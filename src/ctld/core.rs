@@ -162,13 +162,7 @@ impl Core {
             }
             Command::StartStep { req, caller } => self.start_step(&req, caller, now, &mut out),
             Command::StepLaunchFailed { job_id, step_id } => {
-                self.set_step_end(
-                    job_id,
-                    step_id,
-                    crate::model::job::ExitStatus { code: 1, signal: 0 },
-                    now,
-                );
-                self.put_jobs(&[job_id], &mut out);
+                self.step_launch_failed(job_id, step_id, now, &mut out)
             }
             Command::StepDone { done, caller } => self.step_done(&done, caller, now, &mut out),
             Command::Schedule => self.schedule(now, &mut out),

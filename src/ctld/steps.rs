@@ -241,6 +241,43 @@ impl Core {
         });
     }
 
+    /// A step's launch did not reach every node: it ends failed, and the
+    /// nodes it did reach (a reply lost on the way up) kill it.
+    pub(super) fn step_launch_failed(
+        &mut self,
+        job_id: u32,
+        step_id: u32,
+        now: UnixTime,
+        out: &mut Output,
+    ) {
+        let nodes = self.jobs.get(job_id).and_then(|j| {
+            j.steps
+                .iter()
+                .find(|s| s.kind == StepKind::Numbered(step_id))
+                .map(|s| s.nodes.clone())
+        });
+        self.set_step_end(job_id, step_id, ExitStatus { code: 1, signal: 0 }, now);
+        self.put_jobs(&[job_id], out);
+        let Some(nodes) = nodes else {
+            return;
+        };
+        let targets = RankSet::from_ranks(
+            crate::config::hostlist::expand(&nodes)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|n| self.conf.node_index(n).map(|r| r as u32)),
+        );
+        out.effect(Effect::Fanout {
+            targets,
+            cmd: crate::wire::messages::NodeCommand::KillStep {
+                job_id,
+                step_id,
+                kill_wait_s: None,
+            },
+            budget: root_budget(std::time::Duration::from_secs(10), self.tree_depth),
+        });
+    }
+
     pub(super) fn step_done(
         &mut self,
         d: &StepComplete,

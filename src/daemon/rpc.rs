@@ -43,20 +43,36 @@ pub struct CtldInfo {
 }
 
 impl CtldInfo {
-    fn user_name(&self, uid: u32) -> String {
-        if let Ok(mut cache) = self.users.lock() {
-            return cache.entry(uid).or_insert_with(|| user_name(uid)).clone();
-        }
-        user_name(uid)
+    /// The uid's user name: from the cache, or looked up off the event loop
+    /// (a passwd lookup may wait on LDAP or NFS, and this loop serves every
+    /// client).
+    async fn user_name(&self, uid: u32) -> String {
+        let cache = self.users.clone();
+        cached(cache, uid, user_name).await
     }
 
-    fn group_name(&self, gid: u32) -> String {
+    /// The gid's group name, likewise.
+    async fn group_name(&self, gid: u32) -> String {
         let lookup = |gid| crate::cli::format::group_name(gid).unwrap_or_else(|| gid.to_string());
-        if let Ok(mut cache) = self.groups.lock() {
-            return cache.entry(gid).or_insert_with(|| lookup(gid)).clone();
-        }
-        lookup(gid)
+        cached(self.groups.clone(), gid, lookup).await
     }
+}
+
+type NameCache = Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>;
+
+/// `id`'s name from `cache`, or from `lookup` on a blocking thread (and
+/// cached); the id itself if the lookup thread fails.
+async fn cached(cache: NameCache, id: u32, lookup: fn(u32) -> String) -> String {
+    if let Some(name) = cache.lock().ok().and_then(|c| c.get(&id).cloned()) {
+        return name;
+    }
+    let name = tokio::task::spawn_blocking(move || lookup(id))
+        .await
+        .unwrap_or_else(|_| id.to_string());
+    if let Ok(mut c) = cache.lock() {
+        c.insert(id, name.clone());
+    }
+    name
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> Body {
@@ -128,7 +144,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
                 Err(_) => gone(),
             }
         }
-        Body::UpdateNodes(update) => update_nodes(update, caller, h).await,
+        Body::UpdateNodes(update) => update_nodes(update, caller, h, info).await,
         Body::QueryStatus => {
             match send_counted(&h.controller, &h.controller_stats, GetStatus).await {
                 Ok(s) => Body::Status(Box::new(s)),
@@ -190,8 +206,8 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
 async fn submit(mut s: JobSubmit, caller: Caller, h: &ControllerHandles, info: &CtldInfo) -> Body {
     // Names are looked up here, not in the controller core: a passwd or
     // group lookup is I/O, and the core's commands must replay the same.
-    s.user = info.user_name(s.uid);
-    s.group = info.group_name(s.gid);
+    s.user = info.user_name(s.uid).await;
+    s.group = info.group_name(s.gid).await;
     match send_counted(
         &h.controller,
         &h.controller_stats,
@@ -205,13 +221,18 @@ async fn submit(mut s: JobSubmit, caller: Caller, h: &ControllerHandles, info: &
     }
 }
 
-async fn update_nodes(update: NodeUpdate, caller: Caller, h: &ControllerHandles) -> Body {
+async fn update_nodes(
+    update: NodeUpdate,
+    caller: Caller,
+    h: &ControllerHandles,
+    info: &CtldInfo,
+) -> Body {
     if let Err(d) = authz::check(caller, Action::UpdateNode, None) {
         return error(ErrorCode::PermissionDenied, d.0);
     }
     let msg = UpdateNodes {
         update,
-        user: user_name(caller.uid),
+        user: info.user_name(caller.uid).await,
     };
     match send_counted(&h.controller, &h.controller_stats, msg).await {
         Ok(Ok(())) => Body::Ok,
