@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{require, Cluster};
+use common::{outside_material, require, Cluster};
 
 fn python_has(module: &str) -> bool {
     Command::new("python3")
@@ -49,7 +49,7 @@ fn shared_smoke(name: &str) -> Option<PathBuf> {
 #[test]
 fn simple_slurm_runs_unmodified() {
     let script = shared_smoke("smoke_simple_slurm.py");
-    if !require(
+    if !outside_material(
         script.is_some(),
         "the shared smoke_simple_slurm.py (set CANOPY_SMOKE_DIR)",
     ) || !require(python_has("simple_slurm"), "python3 with simple_slurm")
@@ -127,7 +127,7 @@ fn snakemake_runs_unmodified() {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !require(
+    if !outside_material(
         script.is_some(),
         "the shared smoke_snakemake.sh (set CANOPY_SMOKE_DIR)",
     ) || !require(snakemake, "the snakemake command")

@@ -424,6 +424,27 @@ pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }
 
+/// Like [`require`], for material that lives outside this repository (the
+/// shared client smoke scripts, `../shared/smoke` or `CANOPY_SMOKE_DIR`):
+/// no install step can fetch it, so a checkout without it skips the test
+/// with a `SKIPPED:` line even under CI, instead of failing every CI run
+/// of such a checkout.
+#[track_caller]
+pub fn outside_material(present: bool, what: &str) -> bool {
+    if !present {
+        let here = std::panic::Location::caller();
+        let test = std::thread::current()
+            .name()
+            .filter(|n| *n != "main")
+            .map_or_else(
+                || format!("{}:{}", here.file(), here.line()),
+                str::to_string,
+            );
+        eprintln!("SKIPPED: {test}: {what} is missing (outside this repository)");
+    }
+    present
+}
+
 /// A test's prerequisite `what` (e.g. "python3 with submitit"): true if
 /// `present`. If not, under CI the test fails naming it, since a test that
 /// skips there proves nothing; elsewhere it prints `SKIPPED: <test>: <why>` on
