@@ -47,32 +47,39 @@ impl CtldInfo {
     /// (a passwd lookup may wait on LDAP or NFS, and this loop serves every
     /// client).
     async fn user_name(&self, uid: u32) -> String {
-        let cache = self.users.clone();
-        cached(cache, uid, user_name).await
+        let lookup = |uid| {
+            nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        };
+        cached(self.users.clone(), uid, lookup).await
     }
 
     /// The gid's group name, likewise.
     async fn group_name(&self, gid: u32) -> String {
-        let lookup = |gid| crate::cli::format::group_name(gid).unwrap_or_else(|| gid.to_string());
-        cached(self.groups.clone(), gid, lookup).await
+        cached(self.groups.clone(), gid, crate::cli::format::group_name).await
     }
 }
 
 type NameCache = Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>;
 
-/// `id`'s name from `cache`, or from `lookup` on a blocking thread (and
-/// cached); the id itself if the lookup thread fails.
-async fn cached(cache: NameCache, id: u32, lookup: fn(u32) -> String) -> String {
+/// `id`'s name from `cache`, or from `lookup` on a blocking thread; only
+/// names found are cached (so the cache holds real accounts only), and an
+/// id without one stands for itself.
+async fn cached(cache: NameCache, id: u32, lookup: fn(u32) -> Option<String>) -> String {
     if let Some(name) = cache.lock().ok().and_then(|c| c.get(&id).cloned()) {
         return name;
     }
-    let name = tokio::task::spawn_blocking(move || lookup(id))
-        .await
-        .unwrap_or_else(|_| id.to_string());
-    if let Ok(mut c) = cache.lock() {
-        c.insert(id, name.clone());
+    match tokio::task::spawn_blocking(move || lookup(id)).await {
+        Ok(Some(name)) => {
+            if let Ok(mut c) = cache.lock() {
+                c.insert(id, name.clone());
+            }
+            name
+        }
+        _ => id.to_string(),
     }
-    name
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> Body {
@@ -84,14 +91,6 @@ fn error(code: ErrorCode, message: impl Into<String>) -> Body {
 
 fn gone() -> Body {
     error(ErrorCode::Internal, "controller is shutting down")
-}
-
-fn user_name(uid: u32) -> String {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| uid.to_string())
 }
 
 /// Answer one client request.
@@ -133,15 +132,16 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::CancelJobs(req) => {
             match send_counted(&h.controller, &h.controller_stats, Cancel { req, caller }).await {
-                Ok(r) => Body::CancelReply(r),
-                Err(_) => gone(),
+                Ok(Some(r)) => Body::CancelReply(r),
+                _ => gone(),
             }
         }
         Body::CancelStep(req) => {
             let msg = CancelStep { req, caller };
+            // `None`: the controller stopped before the change was durable.
             match send_counted(&h.controller, &h.controller_stats, msg).await {
-                Ok(r) => Body::CancelReply(r),
-                Err(_) => gone(),
+                Ok(Some(r)) => Body::CancelReply(r),
+                _ => gone(),
             }
         }
         Body::UpdateNodes(update) => update_nodes(update, caller, h, info).await,
@@ -171,8 +171,8 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         Body::UpdateJobs(update) => {
             let msg = UpdateJobs { update, caller };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
-                Ok(r) => Body::UpdateJobsReply(r),
-                Err(_) => gone(),
+                Ok(Some(r)) => Body::UpdateJobsReply(r),
+                _ => gone(),
             }
         }
         Body::QueryAcct(mut q) => {
@@ -204,6 +204,11 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
 }
 
 async fn submit(mut s: JobSubmit, caller: Caller, h: &ControllerHandles, info: &CtldInfo) -> Body {
+    // Refused before any lookup: nobody makes the controller look up ids
+    // it will not run a job as (the core checks it again).
+    if let Err(d) = authz::check(caller, Action::SubmitAs { uid: s.uid }, None) {
+        return error(ErrorCode::PermissionDenied, d.0);
+    }
     // Names are looked up here, not in the controller core: a passwd or
     // group lookup is I/O, and the core's commands must replay the same.
     s.user = info.user_name(s.uid).await;

@@ -331,6 +331,11 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
 }
 
 fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>, faults: Arc<AtomicBool>) {
+    // Fail-stop: after a batch fails (its outcome unknown: part of it may be
+    // applied), every later batch fails too, so nothing decided after the
+    // failure, on state that may not exist, is ever reported durable. The
+    // controller stops on the first failure and recovers from disk.
+    let mut broken: Option<String> = None;
     let mut group: Vec<Batch> = Vec::new();
     while let Ok(first) = rx.recv() {
         group.push(first);
@@ -340,27 +345,46 @@ fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>, faults: Arc<AtomicBool>) {
                 Err(_) => break,
             }
         }
-        if faults.load(Ordering::SeqCst) {
-            for b in group.drain(..) {
-                let _ = b.done.send(Err("injected write failure".into()));
+        let mut results: Vec<Result<(), String>> = Vec::with_capacity(group.len());
+        for b in &group {
+            if broken.is_none() && faults.load(Ordering::SeqCst) {
+                // The tests' stand-in for a write of unknown outcome.
+                broken = Some("injected write failure".into());
+                results.push(Err("injected write failure".into()));
+                continue;
             }
-            continue;
+            if broken.is_some() {
+                results.push(Err(stopped(&broken)));
+                continue;
+            }
+            let r = b.ops.iter().try_for_each(|op| apply(&t, op));
+            if let Err(e) = &r {
+                tracing::error!(error = %e, "state store write failed; failing every later write");
+                broken = Some(e.clone());
+            }
+            results.push(r);
         }
-        let mut results: Vec<Result<(), String>> = group
-            .iter()
-            .map(|b| b.ops.iter().try_for_each(|op| apply(&t, op)))
-            .collect();
         // One fsync covers the whole group.
         if let Err(e) = t.db.flush() {
-            tracing::error!(error = %e, "state store flush failed");
+            tracing::error!(error = %e, "state store flush failed; failing every later write");
+            let e = format!("flush failed: {e}");
             for r in &mut results {
-                *r = Err(format!("flush failed: {e}"));
+                *r = Err(e.clone());
             }
+            broken.get_or_insert(e);
         }
         for (b, r) in group.drain(..).zip(results) {
             let _ = b.done.send(r);
         }
     }
+}
+
+/// The error every batch gets once the store has failed.
+fn stopped(cause: &Option<String>) -> String {
+    format!(
+        "state store stopped after an earlier failure: {}",
+        cause.as_deref().unwrap_or("unknown")
+    )
 }
 
 #[cfg(test)]
@@ -468,7 +492,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_write_applies_nothing_and_says_so() {
+    async fn a_failed_write_applies_nothing_and_fails_every_later_one() {
         let dir = tempfile::tempdir().unwrap();
         {
             let (store, _) = Store::open(dir.path()).unwrap();
@@ -482,7 +506,14 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(r, Err("injected write failure".to_string()));
+            // Fail-stop: the store works again, but nothing after the
+            // failure is written or reported durable.
             store.fail_writes(false);
+            let r = store
+                .submit(vec![Op::PutJob(Box::new(rec(3)))])
+                .await
+                .unwrap();
+            assert!(r.is_err_and(|e| e.contains("stopped after an earlier failure")));
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         let (_store, back) = Store::open(dir.path()).unwrap();

@@ -46,16 +46,24 @@ impl ControllerActor {
         for e in effects {
             match e {
                 Effect::StartJob(s) => {
+                    let id = s.job_id;
                     if let Some(gate) = self.spawn_step(*s, ctx) {
-                        gates.push(gate);
+                        if let Ok(mut u) = self.unlaunched.lock() {
+                            u.insert(id);
+                        }
+                        gates.push((id, gate));
                     }
                 }
                 Effect::Reschedule => self.queue_schedule(ctx),
                 Effect::WakeAt(t) => {
-                    let wait = u64::try_from(t - chrono::Utc::now().timestamp()).unwrap_or(0);
-                    ctx.run_later(Duration::from_secs(wait), |act, ctx| {
-                        act.queue_schedule(ctx)
-                    });
+                    // One timer per distinct time, however many jobs share it.
+                    if self.armed.insert(t) {
+                        let wait = u64::try_from(t - chrono::Utc::now().timestamp()).unwrap_or(0);
+                        ctx.run_later(Duration::from_secs(wait), move |act, ctx| {
+                            act.armed.remove(&t);
+                            act.queue_schedule(ctx)
+                        });
+                    }
                 }
                 Effect::Reconfigured(conf) => self.apply_conf(&conf),
                 Effect::EndJob {
@@ -73,7 +81,22 @@ impl ControllerActor {
                             exit,
                             cause,
                         };
-                        deferred.push(Deferred::EndStep(h.addr.clone(), msg));
+                        let unlaunched = self
+                            .unlaunched
+                            .lock()
+                            .map(|mut u| u.remove(&job_id))
+                            .unwrap_or(false);
+                        if unlaunched {
+                            // Its launch waits for the start to be durable and
+                            // has not left: the step actor ends the job without
+                            // it, and nothing reaches a node.
+                            let addr = h.addr.clone();
+                            actix::spawn(async move {
+                                let _ = addr.send(msg).await;
+                            });
+                        } else {
+                            deferred.push(Deferred::EndStep(h.addr.clone(), msg));
+                        }
                     }
                 }
                 Effect::SignalJob {
@@ -146,6 +169,7 @@ impl ControllerActor {
         }
         let fatal = self.fatal.clone();
         let halted = self.halted.clone();
+        let unlaunched = self.unlaunched.clone();
         async move {
             if let Some(durable) = durable {
                 let failure = match durable.await {
@@ -168,7 +192,10 @@ impl ControllerActor {
                 std::mem::forget(gates);
                 return None;
             }
-            for g in gates {
+            for (id, g) in gates {
+                if let Ok(mut u) = unlaunched.lock() {
+                    u.remove(&id);
+                }
                 let _ = g.send(());
             }
             for d in deferred {

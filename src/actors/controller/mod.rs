@@ -85,7 +85,7 @@ pub struct GetNodes {
 pub struct GetPartitions;
 
 #[derive(Message)]
-#[rtype(result = "CancelReply")]
+#[rtype(result = "Option<CancelReply>")]
 pub struct Cancel {
     pub req: CancelRequest,
     pub caller: Caller,
@@ -93,7 +93,7 @@ pub struct Cancel {
 
 /// `scancel J.S`: cancel or signal one srun step.
 #[derive(Message)]
-#[rtype(result = "CancelReply")]
+#[rtype(result = "Option<CancelReply>")]
 pub struct CancelStep {
     pub req: StepCancel,
     pub caller: Caller,
@@ -129,7 +129,7 @@ pub struct GetRanksReply(pub Result<RankSet, String>);
 
 /// `scontrol hold/release/uhold/update JobId=...`, requeue, suspend, top.
 #[derive(Message)]
-#[rtype(result = "CancelReply")]
+#[rtype(result = "Option<CancelReply>")]
 pub struct UpdateJobs {
     pub update: JobUpdate,
     pub caller: Caller,
@@ -216,8 +216,13 @@ pub struct ControllerActor {
     fatal: FatalHook,
     /// Set once a store write failed: nothing more leaves.
     halted: Arc<AtomicBool>,
+    /// Jobs whose start is not yet durable, so their launch has not left:
+    /// a cancel may stop them at once, since nothing reached a node.
+    unlaunched: Arc<std::sync::Mutex<std::collections::HashSet<u32>>>,
     /// Set by [`Stop`]: no new passes or ticks.
     stopping: bool,
+    /// Wake-up times already armed (`--begin` times), each once.
+    armed: std::collections::BTreeSet<i64>,
 }
 
 impl ControllerActor {
@@ -257,8 +262,12 @@ impl ControllerActor {
             let admin: HashMap<String, AdminState> = recovered
                 .node_admin
                 .iter()
-                .filter_map(|(name, bytes)| {
-                    rmp_serde::from_slice(bytes).ok().map(|a| (name.clone(), a))
+                .filter_map(|(name, bytes)| match rmp_serde::from_slice(bytes) {
+                    Ok(a) => Some((name.clone(), a)),
+                    Err(e) => {
+                        tracing::warn!(node = %name, error = %e, "stored admin state unreadable; ignored");
+                        None
+                    }
                 })
                 .collect();
             let timeout = Duration::from_secs(conf.slurmd_timeout_s);
@@ -289,14 +298,21 @@ impl ControllerActor {
                     (pc.name.clone(), (addr, st))
                 })
                 .collect();
+            // Records from before group names were kept get theirs now, so
+            // their mail names the group (a lookup per gid, at start-up).
+            let mut jobs = recovered.jobs;
+            let mut groups: HashMap<u32, String> = HashMap::new();
+            for j in jobs.iter_mut().filter(|j| j.submit.group.is_empty()) {
+                let gid = j.submit.gid;
+                j.submit.group = groups
+                    .entry(gid)
+                    .or_insert_with(|| {
+                        crate::cli::format::group_name(gid).unwrap_or_else(|| gid.to_string())
+                    })
+                    .clone();
+            }
             let now = chrono::Utc::now().timestamp();
-            let (core, out) = Core::recover(
-                conf.clone(),
-                recovered.jobs,
-                recovered.next_job_id,
-                &admin,
-                now,
-            );
+            let (core, out) = Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
             let mut actor = ControllerActor {
                 core,
                 store,
@@ -312,7 +328,9 @@ impl ControllerActor {
                 stats: cstats.clone(),
                 fatal,
                 halted: Arc::new(AtomicBool::new(false)),
+                unlaunched: Arc::default(),
                 stopping: false,
+                armed: Default::default(),
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
@@ -419,35 +437,35 @@ impl Handler<Submit> for ControllerActor {
 }
 
 impl Handler<Cancel> for ControllerActor {
-    type Result = ResponseFuture<CancelReply>;
+    type Result = ResponseFuture<Option<CancelReply>>;
     fn handle(&mut self, msg: Cancel, ctx: &mut Context<Self>) -> Self::Result {
         let cmd = Command::Cancel {
             req: msg.req,
             caller: msg.caller,
         };
-        answer!(self, ctx, cmd, Reply::Results(r) => r, CancelReply { results: Vec::new() })
+        answer!(self, ctx, cmd, Reply::Results(r) => Some(r), None)
     }
 }
 
 impl Handler<CancelStep> for ControllerActor {
-    type Result = ResponseFuture<CancelReply>;
+    type Result = ResponseFuture<Option<CancelReply>>;
     fn handle(&mut self, msg: CancelStep, ctx: &mut Context<Self>) -> Self::Result {
         let cmd = Command::CancelStep {
             req: msg.req,
             caller: msg.caller,
         };
-        answer!(self, ctx, cmd, Reply::Results(r) => r, CancelReply { results: Vec::new() })
+        answer!(self, ctx, cmd, Reply::Results(r) => Some(r), None)
     }
 }
 
 impl Handler<UpdateJobs> for ControllerActor {
-    type Result = ResponseFuture<CancelReply>;
+    type Result = ResponseFuture<Option<CancelReply>>;
     fn handle(&mut self, msg: UpdateJobs, ctx: &mut Context<Self>) -> Self::Result {
         let cmd = Command::UpdateJobs {
             update: msg.update,
             caller: msg.caller,
         };
-        answer!(self, ctx, cmd, Reply::Results(r) => r, CancelReply { results: Vec::new() })
+        answer!(self, ctx, cmd, Reply::Results(r) => Some(r), None)
     }
 }
 
@@ -477,6 +495,9 @@ impl Handler<StepEnded> for ControllerActor {
     type Result = ();
     fn handle(&mut self, msg: StepEnded, ctx: &mut Context<Self>) {
         self.steps.remove(&msg.job_id);
+        if let Ok(mut u) = self.unlaunched.lock() {
+            u.remove(&msg.job_id);
+        }
         let cmd = Command::JobEnded {
             job_id: msg.job_id,
             state: msg.state,
