@@ -39,7 +39,6 @@ impl ControllerActor {
             effects,
             mut reply,
         } = out;
-        let durable = (!persist.is_empty()).then(|| self.store.submit(persist));
         self.counts_dirty = true;
         let mut gates = Vec::new();
         let mut deferred: Vec<Deferred> = Vec::new();
@@ -167,6 +166,13 @@ impl ControllerActor {
                 }
             }
         }
+        // What leaves waits for this command's records, and for every
+        // earlier command's too: with nothing of its own to write, an empty
+        // batch through the same ordered writer is the barrier (a signal or
+        // a step's kill must not overtake the launch an earlier command is
+        // still making durable).
+        let durable = (!persist.is_empty() || !deferred.is_empty() || !gates.is_empty())
+            .then(|| self.store.submit(persist));
         let fatal = self.fatal.clone();
         let halted = self.halted.clone();
         let unlaunched = self.unlaunched.clone();
