@@ -44,6 +44,11 @@ pub struct Core {
     /// Depth of the relay tree: fan-out deadlines grow with it.
     pub(super) tree_depth: u32,
     pub(super) counters: Counters,
+    /// Batch host rank → jobs adopted at recovery that it has not yet
+    /// confirmed by registering with them. A start can be on disk while
+    /// its launch never left (the controller died in between): the batch
+    /// host's first registration tells.
+    pub(super) unconfirmed: std::collections::BTreeMap<u32, Vec<u32>>,
 }
 
 impl Core {
@@ -105,6 +110,7 @@ impl Core {
             priority,
             tree_depth,
             counters: Counters::default(),
+            unconfirmed: Default::default(),
         };
         let mut out = Output::default();
         core.adopt_running(now, &mut out);
@@ -137,6 +143,10 @@ impl Core {
                 job.ending_as,
                 job.requeue.is_some().then_some(KillCause::Requeue),
             );
+            if let (None, Some(&host)) = (ending, job.alloc.as_ref().and_then(|a| a.ranks.first()))
+            {
+                self.unconfirmed.entry(host).or_default().push(id);
+            }
             self.start_job_effect(id, false, now, out);
             if let Some(state) = ending {
                 out.effect(Effect::EndJob {

@@ -234,13 +234,33 @@ impl Core {
                 (None, _) => stray.push(rep.job_id),
             }
         }
+        // Adopted at recovery but unknown to its batch host's first
+        // registration since: its launch never left before the crash.
+        let reported = |id: u32| hello.jobs.iter().any(|r| r.job_id == id);
+        let never_launched: Vec<u32> = self
+            .unconfirmed
+            .remove(&rank)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&id| {
+                self.jobs.get(id).is_some_and(|j| {
+                    matches!(j.state, JobState::Running | JobState::Suspended)
+                        && j.ending_as.is_none()
+                })
+            })
+            .filter(|&id| !reported(id))
+            .collect();
+        for &id in &never_launched {
+            tracing::warn!(job_id = id, node = %hello.node, "job adopted after a controller restart is not on its batch host (its launch never left); NODE_FAIL");
+            self.end_job(id, JobState::NodeFail, JobReason::NodeDown, None, None, out);
+        }
         let lost: Vec<u32> = self
             .jobs
             .running()
             .filter(|j| j.state == JobState::Running && j.ending_as.is_none())
             .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
             .filter(|j| j.start_time.unwrap_or(0) < hello.started)
-            .filter(|j| !hello.jobs.iter().any(|r| r.job_id == j.job_id))
+            .filter(|j| !reported(j.job_id))
             .map(|j| j.job_id)
             .collect();
         for id in lost {
@@ -271,5 +291,115 @@ impl Core {
             let old = self.jobs.purge_finished_before(cutoff);
             out.persist.extend(old.into_iter().map(Op::DeleteJob));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use crate::config::Config;
+    use crate::ctld::{Command, Core, Effect};
+    use crate::model::job::{Allocation, JobRecord, JobState, JobSubmit};
+    use crate::model::node::NodeStatus;
+    use crate::wire::messages::{Hello, JobOnNode, JobReport};
+
+    fn running(id: u32, rank: u32) -> JobRecord {
+        JobRecord {
+            job_id: id,
+            submit: JobSubmit::default(),
+            partition: "p".into(),
+            time_limit_min: None,
+            state: JobState::Running,
+            reason: Default::default(),
+            priority: 1,
+            submit_time: 0,
+            start_time: Some(10),
+            end_time: None,
+            alloc: Some(Allocation {
+                ranks: vec![rank],
+                cpus: vec![1],
+                tasks: vec![1],
+                mem_mb: 0,
+            }),
+            exit: Default::default(),
+            restarts: 0,
+            ending_as: None,
+            next_step: 0,
+            steps: vec![],
+            array: None,
+            dependency: None,
+            requeue: None,
+            priority_set: false,
+            mail_sent: 0,
+        }
+    }
+
+    fn register(core: &mut Core, rank: u32, jobs: &[u32]) -> Vec<u32> {
+        let hello = Hello {
+            node: format!("n{}", rank + 1),
+            rank,
+            boot_id: 1,
+            // The node daemon has run since long before: only the
+            // controller restarted.
+            started: 1,
+            version: "t".into(),
+            resources: Default::default(),
+            jobs: jobs
+                .iter()
+                .map(|&job_id| JobReport {
+                    job_id,
+                    state: JobOnNode::Running,
+                })
+                .collect(),
+        };
+        let status = NodeStatus {
+            rank,
+            registered: true,
+            boot_id: 1,
+            responding: true,
+            admin: Default::default(),
+            resources: None,
+            boot_time: Some(1),
+            attached_to: None,
+            future: false,
+        };
+        let out = core.apply(
+            1000,
+            Command::NodeChanged {
+                status: Box::new(status),
+                lost: false,
+                registration: Some(Box::new(hello)),
+            },
+        );
+        out.effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::EndJob {
+                    job_id,
+                    state: JobState::NodeFail,
+                    ..
+                } => Some(*job_id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A start can be on disk while its launch never left (the controller
+    /// died in between): the batch host's first registration after the
+    /// restart tells, and only that one.
+    #[test]
+    fn an_adopted_job_its_batch_host_does_not_have_fails_once() {
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n[1-2] CPUs=2\nPartitionName=p Nodes=n[1-2]\n";
+        let conf = Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let jobs = vec![running(7, 0), running(8, 1)];
+        let (mut core, _) = Core::recover(Arc::new(conf), jobs, None, &HashMap::new(), 1000);
+        // n1 runs job 7: kept. n2 does not know job 8: it never launched.
+        assert_eq!(register(&mut core, 0, &[7]), Vec::<u32>::new());
+        assert_eq!(register(&mut core, 1, &[]), vec![8]);
+        // A later registration of n1 without the job is the ordinary rule's
+        // business (its daemon did not restart): nothing more here.
+        assert_eq!(register(&mut core, 0, &[]), Vec::<u32>::new());
     }
 }
