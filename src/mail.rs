@@ -13,9 +13,9 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::cli::format::time::fmt_duration_long;
 use crate::model::acct::AcctJob;
 use crate::model::job::JobState;
+use crate::model::time::fmt_duration_long;
 
 pub const BEGIN: u32 = 1 << 0;
 pub const END: u32 = 1 << 1;
@@ -96,7 +96,8 @@ fn secs_between(from: Option<i64>, to: Option<i64>) -> u64 {
 
 /// The variables Slurm sets for MailProg, for job `j` in event `what`.
 fn base_env(j: &AcctJob, what: &str, group: &str) -> Vec<(String, String)> {
-    let or_null = |s: &str| crate::cli::format::or_null(s).to_string();
+    // Slurm's word for an empty field.
+    let or_null = |s: &str| if s.is_empty() { "(null)" } else { s }.to_string();
     let mut env = vec![
         ("SLURM_CLUSTER_NAME", j.cluster.clone()),
         ("SLURM_JOBID", j.job_id.to_string()),

@@ -696,7 +696,7 @@ fn write_banner(file: &std::fs::File, job_id: u32, node: &str, cause: KillCause)
 /// slurmstepd's line for a killed job or step (`what` is `JOB 12` or
 /// `STEP 12.0`), stamped now in local time.
 fn kill_note(what: &str, node: &str, cause: KillCause) -> String {
-    let when = crate::cli::format::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
+    let when = crate::model::time::fmt_timestamp(Some(chrono::Utc::now().timestamp()));
     format!(
         "{}: error: *** {what} ON {node} CANCELLED AT {when}{} ***\n",
         crate::exec::identity::stepd_prefix(node),

@@ -58,7 +58,7 @@ impl CtldInfo {
 
     /// The gid's group name, likewise.
     async fn group_name(&self, gid: u32) -> String {
-        cached(self.groups.clone(), gid, crate::cli::format::group_name).await
+        cached(self.groups.clone(), gid, crate::exec::identity::group_name).await
     }
 }
 

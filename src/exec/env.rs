@@ -11,8 +11,6 @@
 //! `SLURM_NTASKS` of an enclosing job, when `sbatch` runs inside one) is
 //! dropped rather than leaking into a job that did not ask for it.
 
-use nix::unistd::{Gid, Group};
-
 use crate::config::hostlist;
 use crate::wire::messages::JobLaunch;
 use crate::wire::types::ArrayTask;
@@ -122,7 +120,7 @@ fn job_vars(launch: &JobLaunch, node_name: &str, conf_path: &str) -> Vec<(String
     vars.set("SLURM_JOB_USER", &launch.user);
     vars.set("SLURM_JOB_UID", launch.uid);
     vars.set("SLURM_JOB_GID", launch.gid);
-    if let Some(group) = group_name(launch.gid) {
+    if let Some(group) = super::identity::group_name(launch.gid) {
         vars.set("SLURM_JOB_GROUP", group);
     }
     vars.set("SLURM_JOB_START_TIME", launch.start_time);
@@ -169,13 +167,6 @@ pub fn array_vars(vars: &mut Vec<(String, String)>, a: &ArrayTask) {
 fn end_time(launch: &JobLaunch) -> Option<i64> {
     let minutes = launch.time_limit_min.filter(|&m| m > 0)?;
     launch.start_time.checked_add(i64::from(minutes) * 60)
-}
-
-fn group_name(gid: u32) -> Option<String> {
-    Group::from_gid(Gid::from_raw(gid))
-        .ok()
-        .flatten()
-        .map(|g| g.name)
 }
 
 /// Ordered name/value list with a typed `set`.

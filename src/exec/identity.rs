@@ -135,6 +135,16 @@ fn supplementary_groups(name: &str, gid: u32) -> Vec<libc::gid_t> {
     }
 }
 
+/// The group database's name for `gid`, if it has one. A blocking call
+/// (it may consult LDAP or NIS): callers on an event loop run it on a
+/// blocking thread.
+pub fn group_name(gid: u32) -> Option<String> {
+    nix::unistd::Group::from_gid(Gid::from_raw(gid))
+        .ok()
+        .flatten()
+        .map(|g| g.name)
+}
+
 /// The name slurmstepd gives itself in the notes it writes into a job's
 /// output (`slurmstepd-n1`): users and tools see it there.
 pub fn stepd_prefix(node: &str) -> String {

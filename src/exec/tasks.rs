@@ -14,11 +14,11 @@ use nix::fcntl::OFlag;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use super::abort::{open_interruptible, Abort};
 use super::env::compress_counts;
 use super::identity::{JobUser, WorkDir};
 use super::pattern::{expand, resolve, PatternContext};
 use super::record::{start_ticks, Proc};
-use super::supervisor::{open_interruptible, Abort};
 use crate::wire::auth::Authenticator;
 use crate::wire::connection::Connection;
 use crate::wire::messages::{Body, ExitStatus, StepIoHello, StepLaunch, TaskOutput};

@@ -307,7 +307,7 @@ impl ControllerActor {
                 j.submit.group = groups
                     .entry(gid)
                     .or_insert_with(|| {
-                        crate::cli::format::group_name(gid).unwrap_or_else(|| gid.to_string())
+                        crate::exec::identity::group_name(gid).unwrap_or_else(|| gid.to_string())
                     })
                     .clone();
             }

@@ -14,7 +14,9 @@ pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
 pub mod squeue_steps;
-pub mod time;
+/// Slurm's time formats live with the domain model (mail and the node
+/// daemon print them too).
+pub use crate::model::time;
 
 use std::fmt;
 
@@ -104,10 +106,7 @@ pub(crate) fn job_tres(j: &JobInfo) -> String {
 
 /// The group name for `gid`, if the system knows one.
 pub(crate) fn group_name(gid: u32) -> Option<String> {
-    nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
-        .ok()
-        .flatten()
-        .map(|g| g.name)
+    crate::exec::identity::group_name(gid)
 }
 
 /// The uid of user `name`, if the system knows one.
