@@ -1,7 +1,8 @@
 //! One actor per running job step, in the controller. For now every job has
 //! one step, its batch script; the actor drives it across all of the job's
-//! nodes through the relay tree: launch, signals, the time limit, and the
-//! final teardown, and reports how the job ended.
+//! nodes through the relay tree: launch, signals, and the final teardown,
+//! and reports how the job ended. When the job's time limit comes is the
+//! controller core's decision; it ends the job through this actor.
 //!
 //! Phases: `Launching` → `Running` → `Ending` (Terminate fanned out to every
 //! node) → the controller is told `StepEnded` and the actor stops.
@@ -63,14 +64,8 @@ pub struct EndStep {
 pub struct SignalStep {
     pub signal: i32,
     pub batch_only: bool,
-}
-
-/// `--signal`: which signal to send how long before the time limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WarnBeforeLimit {
-    pub signal: i32,
-    pub before: Duration,
-    pub batch_only: bool,
+    /// Only the srun steps' tasks, not the batch shell (`--signal` without `B:`).
+    pub steps_only: bool,
 }
 
 #[derive(Message)]
@@ -103,8 +98,6 @@ pub struct StepActor {
     job_id: u32,
     ranks: RankSet,
     launch: Option<JobLaunch>,
-    time_limit: Option<Duration>,
-    warn: Option<WarnBeforeLimit>,
     kill_wait_s: u32,
     phase: Phase,
     /// How the step ends once teardown completes.
@@ -132,7 +125,6 @@ impl StepActor {
         job_id: u32,
         ranks: RankSet,
         launch: Option<JobLaunch>,
-        time_limit: Option<Duration>,
         kill_wait_s: u32,
         relay: Addr<RelayActor>,
         relay_stats: Arc<ActorStats>,
@@ -149,8 +141,6 @@ impl StepActor {
             job_id,
             ranks,
             launch,
-            time_limit,
-            warn: None,
             kill_wait_s,
             phase,
             ending: None,
@@ -284,46 +274,6 @@ impl StepActor {
             .map(|_, _, ctx| ctx.stop()),
         );
     }
-
-    /// Deliver `--signal` this long before the time limit.
-    pub fn with_warning(mut self, warn: Option<WarnBeforeLimit>) -> Self {
-        self.warn = warn;
-        self
-    }
-
-    fn arm_time_limit(&self, ctx: &mut Context<Self>) {
-        if let (Some(limit), Some(w)) = (self.time_limit, self.warn) {
-            ctx.run_later(limit.saturating_sub(w.before), move |act, ctx| {
-                if act.phase == Phase::Ending {
-                    return;
-                }
-                tracing::info!(
-                    job_id = act.job_id,
-                    signal = w.signal,
-                    "signalling before the time limit"
-                );
-                let cmd = NodeCommand::Signal {
-                    job_id: act.job_id,
-                    signal: w.signal,
-                    batch_only: w.batch_only,
-                    steps_only: !w.batch_only,
-                    step: None,
-                };
-                let budget = act.budget(LAUNCH_BASE);
-                act.fanout(cmd, budget, ctx, |_, _, _| {});
-            });
-        }
-        if let Some(limit) = self.time_limit {
-            ctx.run_later(limit, |act, ctx| {
-                act.begin_end(
-                    JobState::Timeout,
-                    ExitStatus::default(),
-                    JobReason::TimeLimit,
-                    ctx,
-                )
-            });
-        }
-    }
 }
 
 impl Actor for StepActor {
@@ -332,7 +282,6 @@ impl Actor for StepActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
         if self.launch.is_none() {
-            self.arm_time_limit(ctx);
             return;
         }
         match self.gate.take() {
@@ -358,7 +307,6 @@ impl StepActor {
                 if act.phase == Phase::Launching {
                     act.phase = Phase::Running;
                     act.settle_launch(true);
-                    act.arm_time_limit(ctx);
                 }
                 return;
             }
@@ -424,7 +372,7 @@ impl Handler<SignalStep> for StepActor {
             job_id: self.job_id,
             signal: msg.signal,
             batch_only: msg.batch_only,
-            steps_only: false,
+            steps_only: msg.steps_only,
             step: None,
         };
         let budget = self.budget(LAUNCH_BASE);

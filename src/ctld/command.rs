@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Config;
 use crate::mail::Mail;
 use crate::model::acct::Usage;
-use crate::model::job::{ExitStatus, JobState, JobSubmit, SignalSpec};
+use crate::model::job::{ExitStatus, JobState, JobSubmit};
 use crate::model::node::NodeStatus;
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
@@ -91,9 +91,6 @@ pub struct StartJob {
     /// The launch to fan out once the start is on disk; `None` adopts a
     /// job already running (after a controller restart).
     pub launch: Option<Box<JobLaunch>>,
-    /// Time left before the limit.
-    pub time_left: Option<Duration>,
-    pub warn: Option<SignalSpec>,
 }
 
 /// Something the shell must carry out once the command's records are on
@@ -113,6 +110,8 @@ pub enum Effect {
         job_id: u32,
         signal: i32,
         batch_only: bool,
+        /// Only the srun steps' tasks (`--signal` without `B:`).
+        steps_only: bool,
     },
     /// A node reported the batch script's end (registration after a gap).
     ScriptExited {

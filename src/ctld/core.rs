@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::command::{Command, Effect, Output, StartJob};
 use crate::config::{hostlist, Config};
@@ -49,6 +48,20 @@ pub struct Core {
     /// its launch never left (the controller died in between): the batch
     /// host's first registration tells.
     pub(super) unconfirmed: std::collections::BTreeMap<u32, Vec<u32>>,
+    /// Running jobs' time limits and `--signal` warnings: (when, job, the
+    /// run's start time, what). Derived from the records (rebuilt on
+    /// recovery); an entry for an earlier run of a requeued job is stale
+    /// and ignored.
+    pub(super) deadlines: std::collections::BTreeSet<(UnixTime, u32, UnixTime, Deadline)>,
+}
+
+/// What falls due at a deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Deadline {
+    /// `--signal`: the warning signal, that long before the limit.
+    Warn,
+    /// The time limit: the job ends TIMEOUT.
+    TimeLimit,
 }
 
 impl Core {
@@ -111,9 +124,10 @@ impl Core {
             tree_depth,
             counters: Counters::default(),
             unconfirmed: Default::default(),
+            deadlines: Default::default(),
         };
         let mut out = Output::default();
-        core.adopt_running(now, &mut out);
+        core.adopt_running(&mut out);
         // Recovered jobs still waiting for their `--begin` time: one wake-up
         // per distinct time (an array's tasks share theirs).
         let begins: std::collections::BTreeSet<UnixTime> = core
@@ -129,7 +143,7 @@ impl Core {
     }
 
     /// Re-reserve what running jobs hold and re-create their step actors.
-    fn adopt_running(&mut self, now: UnixTime, out: &mut Output) {
+    fn adopt_running(&mut self, out: &mut Output) {
         let running: Vec<u32> = self.jobs.running().map(|j| j.job_id).collect();
         for id in running {
             let Some(job) = self.jobs.get(id) else {
@@ -147,7 +161,7 @@ impl Core {
             {
                 self.unconfirmed.entry(host).or_default().push(id);
             }
-            self.start_job_effect(id, false, now, out);
+            self.start_job_effect(id, false, out);
             if let Some(state) = ending {
                 out.effect(Effect::EndJob {
                     job_id: id,
@@ -205,24 +219,32 @@ impl Core {
 
     /// Create job `id`'s step actor: launching it (a new start) or
     /// adopting it (`launch == false`, after a restart).
-    pub(super) fn start_job_effect(&self, id: u32, launch: bool, now: UnixTime, out: &mut Output) {
+    /// Its time limit and `--signal` warning become deadlines of the core,
+    /// each with a wake-up.
+    pub(super) fn start_job_effect(&mut self, id: u32, launch: bool, out: &mut Output) {
         let Some(job) = self.jobs.get(id) else {
             return;
         };
         let Some(alloc) = &job.alloc else {
             return;
         };
-        let time_left = job.time_limit_min.map(|m| {
-            let elapsed = now - job.start_time.unwrap_or(now);
-            Duration::from_secs((u64::from(m) * 60).saturating_sub(elapsed.max(0) as u64))
-        });
         out.effect(Effect::StartJob(Box::new(StartJob {
             job_id: id,
             ranks: RankSet::from_ranks(alloc.ranks.iter().copied()),
             launch: launch.then(|| Box::new(self.launch_message(job))),
-            time_left,
-            warn: job.submit.signal,
         })));
+        let (Some(limit), Some(start)) = (job.time_limit_min, job.start_time) else {
+            return;
+        };
+        let kill_at = start + i64::from(limit) * 60;
+        let mut due = vec![(kill_at, id, start, Deadline::TimeLimit)];
+        if let Some(w) = job.submit.signal {
+            due.push((kill_at - i64::from(w.secs), id, start, Deadline::Warn));
+        }
+        for d in due {
+            out.effect(Effect::WakeAt(d.0));
+            self.deadlines.insert(d);
+        }
     }
 
     pub(super) fn node_name(&self, rank: u32) -> &str {

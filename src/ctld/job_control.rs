@@ -84,6 +84,7 @@ impl Core {
                         job_id: id,
                         signal,
                         batch_only: req.batch_only,
+                        steps_only: false,
                     });
                     results.push((id, None));
                 }
@@ -263,6 +264,7 @@ impl Core {
                 job_id: id,
                 signal,
                 batch_only: false,
+                steps_only: false,
             });
             tracing::info!(job_id = id, suspend, "job suspend state changed");
             return Ok(());

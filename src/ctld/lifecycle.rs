@@ -3,7 +3,7 @@
 //! the periodic tick (time-limit mail, purging jobs past MinJobAge).
 
 use super::command::{Effect, Output};
-use super::core::Core;
+use super::core::{Core, Deadline};
 use super::job_control::run_secs;
 use crate::mail;
 use crate::model::acct::Usage;
@@ -25,6 +25,7 @@ impl Core {
     /// One scheduling pass: resolve dependencies (following kills down
     /// their chains), then start what fits, in priority order.
     pub(super) fn schedule(&mut self, now: UnixTime, out: &mut Output) {
+        self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
         let parts: Vec<PartitionView<'_>> = self
             .conf
@@ -49,10 +50,54 @@ impl Core {
         // The job actors exist at once, so a cancel or an srun step that
         // comes next finds them; each launches once the start is on disk.
         for &id in &started {
-            self.start_job_effect(id, true, now, out);
+            self.start_job_effect(id, true, out);
         }
         // Starting jobs may satisfy `after` dependencies: look again.
         out.effect(Effect::Reschedule);
+    }
+
+    /// Time limits and `--signal` warnings that have come: the warning goes
+    /// to the steps' tasks (or, with `B:`, the batch shell only), and a job
+    /// at its limit is torn down and ends TIMEOUT (reason TimeLimit).
+    fn deadlines_due(&mut self, now: UnixTime, out: &mut Output) {
+        while let Some(&d) = self.deadlines.first() {
+            let (at, id, start, what) = d;
+            if at > now {
+                break;
+            }
+            self.deadlines.remove(&d);
+            let Some(job) = self.jobs.get(id) else {
+                continue;
+            };
+            let live = matches!(job.state, JobState::Running | JobState::Suspended)
+                && job.ending_as.is_none()
+                && job.start_time == Some(start);
+            if !live {
+                continue;
+            }
+            match what {
+                Deadline::Warn => {
+                    if let Some(w) = job.submit.signal {
+                        tracing::info!(
+                            job_id = id,
+                            signal = w.signal,
+                            "signalling before the time limit"
+                        );
+                        out.effect(Effect::SignalJob {
+                            job_id: id,
+                            signal: w.signal,
+                            batch_only: w.batch_only,
+                            steps_only: !w.batch_only,
+                        });
+                    }
+                }
+                Deadline::TimeLimit => {
+                    tracing::info!(job_id = id, "time limit reached");
+                    let exit = Some(ExitStatus::default());
+                    self.end_job(id, JobState::Timeout, JobReason::TimeLimit, exit, None, out);
+                }
+            }
+        }
     }
 
     /// Re-evaluate dependencies until nothing more is killed: cancelling
@@ -401,5 +446,48 @@ mod tests {
         // A later registration of n1 without the job is the ordinary rule's
         // business (its daemon did not restart): nothing more here.
         assert_eq!(register(&mut core, 0, &[]), Vec::<u32>::new());
+    }
+
+    /// The time limit and `--signal` are the core's deadlines: each comes
+    /// at its time, once, and not for a later run.
+    #[test]
+    fn time_limits_and_warnings_fall_due_in_the_core() {
+        use crate::model::job::SignalSpec;
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n1 CPUs=2\nPartitionName=p Nodes=n1\n";
+        let conf = Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let mut job = running(5, 0);
+        job.time_limit_min = Some(1);
+        job.submit.signal = Some(SignalSpec {
+            signal: 10,
+            secs: 30,
+            batch_only: false,
+        });
+        let (mut core, out) = Core::recover(Arc::new(conf), vec![job], None, &HashMap::new(), 20);
+        let wakes: Vec<i64> = out
+            .effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::WakeAt(t) => Some(*t),
+                _ => None,
+            })
+            .collect();
+        assert!(wakes.contains(&40) && wakes.contains(&70), "{wakes:?}");
+        let due = |core: &mut Core, now| {
+            core.apply(now, Command::Schedule)
+                .effects
+                .into_iter()
+                .filter(|e| matches!(e, Effect::SignalJob { .. } | Effect::EndJob { .. }))
+                .map(|e| format!("{e:?}"))
+                .collect::<Vec<_>>()
+        };
+        assert!(due(&mut core, 39).is_empty());
+        let warned = due(&mut core, 40);
+        assert_eq!(warned.len(), 1);
+        assert!(warned[0].contains("signal: 10") && warned[0].contains("steps_only: true"));
+        assert!(due(&mut core, 41).is_empty(), "a warning goes once");
+        let ended = due(&mut core, 70);
+        assert_eq!(ended.len(), 1);
+        assert!(ended[0].contains("Timeout") && ended[0].contains("TimeLimit"));
+        assert!(due(&mut core, 100).is_empty());
     }
 }

@@ -17,9 +17,7 @@ use crate::actors::node::SetNodeConf;
 use crate::actors::partition::{JobCounts, PartitionActor, SetPartitionConf};
 use crate::actors::relay::{Fanout, RelayActor};
 use crate::actors::stats::{ActorStats, Counted};
-use crate::actors::step::{
-    AwaitLaunch, EndStep, ScriptExited, SignalStep, StepActor, WarnBeforeLimit,
-};
+use crate::actors::step::{AwaitLaunch, EndStep, ScriptExited, SignalStep, StepActor};
 use crate::config::Config;
 use crate::ctld::{Command, Effect, Output, Reply, StartJob};
 use crate::wire::messages::{ErrorCode, ErrorReply};
@@ -102,10 +100,15 @@ impl ControllerActor {
                     job_id,
                     signal,
                     batch_only,
+                    steps_only,
                 } => {
                     if let Some(h) = self.steps.get(&job_id) {
                         h.stats.sent();
-                        let msg = SignalStep { signal, batch_only };
+                        let msg = SignalStep {
+                            signal,
+                            batch_only,
+                            steps_only,
+                        };
                         deferred.push(Deferred::Signal(h.addr.clone(), msg));
                     }
                 }
@@ -232,19 +235,13 @@ impl ControllerActor {
             s.job_id,
             s.ranks,
             s.launch.map(|l| *l),
-            s.time_left,
             self.core.conf().kill_wait_s,
             self.relay.clone(),
             self.relay_stats.clone(),
             Counted::new(ctx.address().recipient(), self.stats.clone()),
             st.clone(),
             self.topo.max_depth(),
-        )
-        .with_warning(s.warn.map(|w| WarnBeforeLimit {
-            signal: w.signal,
-            before: Duration::from_secs(u64::from(w.secs)),
-            batch_only: w.batch_only,
-        }));
+        );
         let (open, gate) = tokio::sync::oneshot::channel();
         let addr = if launching {
             actor.with_gate(gate).start()
