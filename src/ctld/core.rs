@@ -311,10 +311,6 @@ impl Core {
         self.next_job_id
     }
 
-    pub fn tree_depth(&self) -> u32 {
-        self.tree_depth
-    }
-
     pub(super) fn count_end(&mut self, state: JobState) {
         *self.counters.ended.entry(state).or_default() += 1;
     }

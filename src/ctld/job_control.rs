@@ -98,7 +98,7 @@ impl Core {
         }
         self.put_jobs(&changed, out);
         // Pending jobs cancelled here are final: recorded for accounting too.
-        self.persist_final(&finals, Default::default(), now, out);
+        self.persist_final(&finals, Default::default(), out);
         if !changed.is_empty() || !finals.is_empty() {
             out.effect(Effect::Reschedule);
         }

@@ -121,7 +121,7 @@ impl Core {
                 self.count_end(JobState::Cancelled);
             }
             self.put_jobs(&r.changed, out);
-            self.persist_final(&r.killed, Usage::default(), now, out);
+            self.persist_final(&r.killed, Usage::default(), out);
             if r.killed.is_empty() {
                 return;
             }
@@ -130,13 +130,13 @@ impl Core {
 
     /// Persist finished jobs with their accounting records, and mail their
     /// end. Every path that ends a job comes through here, once per job.
-    pub(super) fn persist_final(&self, ids: &[u32], usage: Usage, now: UnixTime, out: &mut Output) {
+    pub(super) fn persist_final(&self, ids: &[u32], usage: Usage, out: &mut Output) {
         for j in ids.iter().filter_map(|&id| self.jobs.get(id)) {
             out.persist.push(Op::PutJob(Box::new(j.clone())));
             out.persist
                 .push(Op::PutAcct(Box::new(self.acct_of(j, usage))));
         }
-        self.mail_finished(ids, now, out);
+        self.mail_finished(ids, out);
     }
 
     /// Mark a running job as tearing down (shown CG) and tell its step.
@@ -185,7 +185,7 @@ impl Core {
             signal = exit.signal,
             "job ended"
         );
-        self.persist_final(&[id], usage, now, out);
+        self.persist_final(&[id], usage, out);
         if let Some(j) = self.jobs.get(id).filter(|_| state == JobState::Timeout) {
             if j.mail_sent & mail::TIME_LIMIT == 0 {
                 let run = run_secs(j, now);

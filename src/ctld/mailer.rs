@@ -57,7 +57,7 @@ impl Core {
 
     /// END or FAIL mail for jobs that just finished; an array (without
     /// ARRAY_TASKS) gets its summary when its last task finishes.
-    pub(super) fn mail_finished(&self, ids: &[u32], _now: UnixTime, out: &mut Output) {
+    pub(super) fn mail_finished(&self, ids: &[u32], out: &mut Output) {
         let mut arrays = HashSet::new();
         for j in ids.iter().filter_map(|&id| self.jobs.get(id)) {
             let flags = j.submit.mail_type;

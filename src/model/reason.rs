@@ -89,11 +89,6 @@ impl JobReason {
             JobReason::JobLaunchFailure => "JobLaunchFailure",
         }
     }
-
-    /// A hold, which only a release lifts.
-    pub fn is_hold(self) -> bool {
-        matches!(self, JobReason::JobHeldUser | JobReason::JobHeldAdmin)
-    }
 }
 
 impl fmt::Display for JobReason {
