@@ -37,14 +37,15 @@ use canopy::ctld::{Command, Core, Effect, Output, Reply};
 use canopy::model::acct::Usage;
 use canopy::model::dependency::Outcome;
 use canopy::model::job::{ArraySpec, Exclusive, ExitStatus, JobRecord, JobState, JobSubmit};
-use canopy::model::node::{AdminState, NodeResources, NodeStatus, Reason};
+use canopy::model::node::{AdminState, NodeResources};
 use canopy::model::partition::PartitionState;
 use canopy::model::reason::JobReason;
 use canopy::policy::authz::Caller;
 use canopy::sched::{self, Request};
 use canopy::state::store::Op;
 use canopy::wire::messages::{
-    CancelRequest, Hello, JobOnNode, JobReport, JobUpdate, RequeueKind, StepComplete, StepRequest,
+    CancelRequest, Hello, JobOnNode, JobReport, JobUpdate, NodeUpdate, NodeUpdateState,
+    RequeueKind, StepComplete, StepRequest,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -56,6 +57,8 @@ SlurmctldHost=ctl(127.0.0.1)
 TreeWidth=3
 MaxJobCount=400
 MinJobAge=600
+SlurmdTimeout=120
+ReturnToService=1
 MaxArraySize=64
 NodeName=n[1-8] CPUs=4 RealMemory=4000
 PartitionName=batch Nodes=n[1-8] Default=YES MaxTime=600
@@ -135,6 +138,9 @@ struct Sim {
     acked: BTreeSet<u32>,
     /// Nodes whose daemon is up: rank → jobs it runs.
     node_up: Vec<bool>,
+    /// Since when each node has been unreachable, as the controller
+    /// knows it (its own restart starts every silent node's clock again).
+    silent_since: Vec<Option<i64>>,
     /// Each job's state as last seen, to check transitions.
     seen: HashMap<u32, (JobState, u32)>,
     /// Srun steps believed running: (job, step).
@@ -167,6 +173,7 @@ impl Sim {
             timers: BTreeSet::new(),
             acked: BTreeSet::new(),
             node_up: vec![false; NODES],
+            silent_since: vec![Some(now); NODES],
             seen: HashMap::new(),
             srun_steps: Vec::new(),
             restarts: 0,
@@ -353,38 +360,15 @@ impl Sim {
                 self.fail(format!("acknowledged job {id} lost in a restart"));
             }
         }
+        for (rank, up) in self.node_up.iter().enumerate() {
+            self.silent_since[rank] = (!up).then_some(self.now);
+        }
         self.carry_out(out);
         // Every node re-registers with the jobs it still runs.
         for rank in 0..NODES {
             if self.node_up[rank] {
                 self.register(rank, false);
             }
-        }
-    }
-
-    fn node_status(&self, rank: usize, up: bool) -> NodeStatus {
-        let admin = self
-            .disk
-            .node_admin
-            .get(&format!("n{}", rank + 1))
-            .cloned()
-            .unwrap_or_default();
-        NodeStatus {
-            rank: rank as u32,
-            registered: true,
-            boot_id: rank as u64,
-            responding: up,
-            admin,
-            resources: Some(NodeResources {
-                cpus: 4,
-                sockets: 1,
-                cores_per_socket: 4,
-                threads_per_core: 1,
-                real_memory_mb: 4000,
-            }),
-            boot_time: Some(self.now),
-            attached_to: None,
-            future: false,
         }
     }
 
@@ -406,11 +390,14 @@ impl Sim {
             .collect()
     }
 
+    /// A node daemon registers (with the jobs it still runs, unless it
+    /// is `fresh`ly started) and the relay tree reports it reachable, in
+    /// either order, as the two travel separately.
     fn register(&mut self, rank: usize, fresh: bool) {
         let hello = Hello {
             node: format!("n{}", rank + 1),
             rank: rank as u32,
-            boot_id: rank as u64,
+            boot_id: if fresh { self.now as u64 } else { rank as u64 },
             started: if fresh { self.now } else { self.now - 100_000 },
             version: "sim".into(),
             resources: NodeResources::default(),
@@ -420,53 +407,77 @@ impl Sim {
                 self.jobs_on(rank)
             },
         };
-        let status = self.node_status(rank, true);
-        self.apply(Command::NodeChanged {
-            status: Box::new(status),
-            lost: false,
-            registration: Some(Box::new(hello)),
-        });
+        let registered = Command::NodeRegistered {
+            hello: Box::new(hello),
+            via: None,
+        };
+        let reachable = Command::NodeReachability {
+            added: vec![rank as u32],
+            removed: Vec::new(),
+        };
+        let (first, second) = if self.rng.gen_ratio(1, 2) {
+            (registered, reachable)
+        } else {
+            (reachable, registered)
+        };
+        let epoch = self.restarts;
+        self.apply(first);
+        if self.restarts == epoch {
+            self.apply(second);
+        }
+        // A restart in between re-registered every live node already.
+        self.silent_since[rank] = None;
     }
 
-    /// A node's daemon died: it is DOWN and its jobs fail.
+    /// A node's daemon died: the relay tree stops reaching it. It goes
+    /// DOWN (and its jobs fail) once SlurmdTimeout has passed.
     fn node_fails(&mut self, rank: usize) {
         self.node_up[rank] = false;
-        let mut status = self.node_status(rank, false);
-        status.admin.down = Some(Reason {
-            text: "Not responding".into(),
-            user: "root".into(),
-            time: self.now,
-        });
-        self.apply(Command::NodeChanged {
-            status: Box::new(status),
-            lost: true,
-            registration: None,
+        self.silent_since[rank] = Some(self.now);
+        self.apply(Command::NodeReachability {
+            added: Vec::new(),
+            removed: vec![rank as u32],
         });
     }
 
-    /// A node's daemon starts again (without the jobs it ran).
+    /// A node's daemon starts again (without the jobs it ran); with
+    /// ReturnToService=1 a node DOWN for not responding is back in service.
     fn node_returns(&mut self, rank: usize) {
         self.node_up[rank] = true;
-        let name = format!("n{}", rank + 1);
-        if let Some(a) = self.disk.node_admin.get_mut(&name) {
-            a.down = None;
-        }
-        let mut status = self.node_status(rank, true);
-        status.admin.down = None;
-        let hello = Hello {
-            node: name,
-            rank: rank as u32,
-            boot_id: rank as u64 + 1000,
-            started: self.now,
-            version: "sim".into(),
-            resources: NodeResources::default(),
-            jobs: Vec::new(),
-        };
-        self.apply(Command::NodeChanged {
-            status: Box::new(status),
-            lost: false,
-            registration: Some(Box::new(hello)),
+        self.register(rank, true);
+    }
+
+    /// An operator drains, downs or resumes a node (or a user tries to).
+    fn admin_update(&mut self) {
+        let rank = self.rng.gen_range(0..NODES);
+        let caller = USERS[self.rng.gen_range(0..USERS.len())];
+        let state = [
+            NodeUpdateState::Drain,
+            NodeUpdateState::Down,
+            NodeUpdateState::Resume,
+            NodeUpdateState::Undrain,
+        ][self.rng.gen_range(0..4)];
+        let was_down = self.core.nodes()[rank].admin.down.is_some();
+        let reply = self.apply(Command::UpdateNodes {
+            update: NodeUpdate {
+                nodes: format!("n{}", rank + 1),
+                state: Some(state),
+                reason: Some("sim".into()),
+            },
+            user: format!("u{}", caller.uid),
+            caller,
         });
+        if let Some(Reply::Done(r)) = reply {
+            if r.is_ok() != caller.operator {
+                self.fail(format!("node update by {caller:?}: {r:?}"));
+            }
+            // A silent node resumed from DOWN gets a fresh timeout, as in
+            // Slurm.
+            let down = self.core.nodes()[rank].admin.down.is_some();
+            if was_down && !down && self.silent_since[rank].is_some() {
+                self.silent_since[rank] = Some(self.now);
+            }
+        }
     }
 
     fn random_job(&mut self) -> Option<u32> {
@@ -704,7 +715,8 @@ impl Sim {
                     self.node_returns(rank);
                 }
             }
-            82..=96 => self.time_passes(),
+            82 => self.admin_update(),
+            83..=96 => self.time_passes(),
             _ => self.restart(true),
         }
         self.check();
@@ -770,6 +782,38 @@ impl Sim {
             seen.insert(j.job_id, now);
         }
         self.seen = seen;
+        // Node health: silent past SlurmdTimeout means DOWN; a live node is
+        // responding and not DOWN for not responding (ReturnToService=1);
+        // no job still runs on a DOWN node.
+        let nodes = self.core.nodes();
+        for (rank, st) in nodes.iter().enumerate() {
+            let down = st.admin.down.as_ref().map(|r| r.text.as_str());
+            if self.silent_since[rank].is_some_and(|t| t + 120 <= self.now) && down.is_none() {
+                self.fail(format!(
+                    "node n{} silent past SlurmdTimeout but not DOWN",
+                    rank + 1
+                ));
+            }
+            if self.node_up[rank]
+                && (!st.responding || !st.registered || down == Some("Not responding"))
+            {
+                self.fail(format!("live node n{} shows {st:?}", rank + 1));
+            }
+        }
+        for j in jobs.running().filter(|j| j.ending_as.is_none()) {
+            let on_down = j.alloc.as_ref().and_then(|a| {
+                a.ranks
+                    .iter()
+                    .find(|&&r| nodes[r as usize].admin.down.is_some())
+            });
+            if let Some(r) = on_down {
+                self.fail(format!(
+                    "job {} still runs on DOWN node n{}",
+                    j.job_id,
+                    r + 1
+                ));
+            }
+        }
         // Pending reasons are true.
         for j in jobs.values().filter(|j| j.state == JobState::Pending) {
             let reason = jobs.reason(j, self.now);

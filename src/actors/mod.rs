@@ -1,4 +1,4 @@
-//! The actors. Controller side: [`controller`], [`partition`], [`node`],
+//! The actors. Controller side: [`controller`], [`partition`],
 //! [`step`]. Every daemon: [`relay`]. Node daemons: [`agent`]. Each file holds
 //! one actor and the messages it handles; [`agent_link`] holds the two that
 //! pass between a node's relay and agent (so neither imports the other);
@@ -7,7 +7,6 @@
 pub mod agent;
 pub mod agent_link;
 pub mod controller;
-pub mod node;
 pub mod partition;
 pub mod relay;
 pub mod stats;

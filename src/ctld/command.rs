@@ -10,7 +10,6 @@ use crate::config::Config;
 use crate::mail::Mail;
 use crate::model::acct::Usage;
 use crate::model::job::{ExitStatus, JobState, JobSubmit};
-use crate::model::node::NodeStatus;
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::policy::authz::Caller;
@@ -18,7 +17,7 @@ use crate::state::store::Op;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
     CancelReply, CancelRequest, ErrorReply, Hello, JobLaunch, JobUpdate, KillCause, NodeCommand,
-    StepCancel, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply,
+    NodeUpdate, StepCancel, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply,
 };
 
 /// Everything that can change the controller's state. Each carries what it
@@ -57,13 +56,18 @@ pub enum Command {
         reason: JobReason,
         usage: Usage,
     },
-    /// A node's status changed (registration, reachability, admin state).
-    NodeChanged {
-        status: Box<NodeStatus>,
-        /// It just went DOWN: its jobs have failed.
-        lost: bool,
-        /// On (re-)registration: the jobs it reports, to reconcile.
-        registration: Option<Box<Hello>>,
+    /// A node daemon (re-)registered, with the jobs it holds, attached
+    /// under relay `via` (`None`: directly to the controller).
+    NodeRegistered { hello: Box<Hello>, via: Option<u32> },
+    /// The relay tree's health delta: ranks that became reachable, and
+    /// ranks that stopped being so.
+    NodeReachability { added: Vec<u32>, removed: Vec<u32> },
+    /// scontrol update NodeName=... State=... Reason=...; `user` is the
+    /// caller's name, resolved by the shell, for the reason's author.
+    UpdateNodes {
+        update: NodeUpdate,
+        user: String,
+        caller: Caller,
     },
     /// The periodic timer: time-limit mail, purging old jobs.
     Tick,
@@ -137,7 +141,7 @@ pub enum Effect {
     WakeAt(UnixTime),
     /// Run a scheduling pass soon.
     Reschedule,
-    /// The configuration changed: routing and node actors follow it.
+    /// The configuration changed: routing and partition actors follow it.
     Reconfigured(Arc<Config>),
 }
 

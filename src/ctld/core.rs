@@ -31,8 +31,13 @@ pub struct Core {
     pub(super) jobs: JobTable,
     /// What each node has free, for placement.
     pub(super) slots: Vec<NodeSlot>,
-    /// Each node's status as its node actor last pushed it.
+    /// Each node's health and admin state (see `nodes.rs`).
     pub(super) nodes: Vec<NodeStatus>,
+    /// Each node's pending not-responding deadline, if it has one.
+    pub(super) node_deadline: Vec<Option<UnixTime>>,
+    /// The same deadlines in time order: (when, rank). An entry that no
+    /// longer matches `node_deadline` is stale and ignored.
+    pub(super) node_deadlines: std::collections::BTreeSet<(UnixTime, u32)>,
     /// Each partition's node ranks (in preference order).
     pub(super) part_ranks: Vec<(String, Vec<u32>)>,
     /// Node rank → the partitions it belongs to.
@@ -80,22 +85,7 @@ impl Core {
         let tree_depth = Topology::new(n.max(1), conf.tree_width.max(2))
             .map(|t| t.max_depth())
             .unwrap_or(1);
-        let nodes = conf
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(rank, nc)| NodeStatus {
-                rank: rank as u32,
-                registered: false,
-                boot_id: 0,
-                responding: false,
-                admin: node_admin.get(&nc.name).cloned().unwrap_or_default(),
-                resources: None,
-                boot_time: None,
-                attached_to: None,
-                future: false,
-            })
-            .collect();
+        let nodes = super::nodes::initial_nodes(&conf, node_admin, now);
         let slots = conf
             .nodes
             .iter()
@@ -116,7 +106,9 @@ impl Core {
             jobs: JobTable::from_records(jobs),
             conf,
             slots,
+            node_deadline: vec![None; nodes.len()],
             nodes,
+            node_deadlines: Default::default(),
             part_ranks,
             node_parts,
             next_job_id,
@@ -127,6 +119,7 @@ impl Core {
             deadlines: Default::default(),
         };
         let mut out = Output::default();
+        core.arm_node_deadlines(now, &mut out);
         core.adopt_running(&mut out);
         // Recovered jobs still waiting for their `--begin` time: one wake-up
         // per distinct time (an array's tasks share theirs).
@@ -197,11 +190,15 @@ impl Core {
                 reason,
                 usage,
             } => self.job_ended(job_id, state, exit, reason, usage, now, &mut out),
-            Command::NodeChanged {
-                status,
-                lost,
-                registration,
-            } => self.node_changed(*status, lost, registration.as_deref(), &mut out),
+            Command::NodeRegistered { hello, via } => self.node_registered(&hello, via, &mut out),
+            Command::NodeReachability { added, removed } => {
+                self.node_reachability(&added, &removed, now, &mut out)
+            }
+            Command::UpdateNodes {
+                update,
+                user,
+                caller,
+            } => self.update_nodes(&update, &user, caller, now, &mut out),
             Command::Tick => self.tick(now, &mut out),
             Command::Reconfigure { conf } => self.reconfigure(conf, &mut out),
         }

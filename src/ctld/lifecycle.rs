@@ -1,6 +1,6 @@
 //! A job's life after admission: scheduling passes, dependencies resolved,
-//! starts, teardowns, ends and requeues; nodes that change or re-register;
-//! the periodic tick (time-limit mail, purging jobs past MinJobAge).
+//! starts, teardowns, ends and requeues; what a node's registration says
+//! of its jobs; the periodic tick (time-limit mail, purging jobs past MinJobAge).
 
 use super::command::{Effect, Output};
 use super::core::{Core, Deadline};
@@ -8,7 +8,6 @@ use super::job_control::run_secs;
 use crate::mail;
 use crate::model::acct::Usage;
 use crate::model::job::{ExitStatus, JobState};
-use crate::model::node::NodeStatus;
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched;
@@ -25,6 +24,7 @@ impl Core {
     /// One scheduling pass: resolve dependencies (following kills down
     /// their chains), then start what fits, in priority order.
     pub(super) fn schedule(&mut self, now: UnixTime, out: &mut Output) {
+        self.node_deadlines_due(now, out);
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
         let parts: Vec<PartitionView<'_>> = self
@@ -205,59 +205,11 @@ impl Core {
         out.effect(Effect::Reschedule);
     }
 
-    /// A node's status changed: placement follows it, a lost node's jobs
-    /// fail, and a (re-)registration is reconciled with what we know.
-    pub(super) fn node_changed(
-        &mut self,
-        status: NodeStatus,
-        lost: bool,
-        registration: Option<&Hello>,
-        out: &mut Output,
-    ) {
-        let rank = status.rank;
-        let Some(known) = self.nodes.get(rank as usize) else {
-            return;
-        };
-        if known.admin != status.admin {
-            // Admin state survives a restart (drains, operator DOWNs).
-            let name = self.node_name(rank).to_string();
-            let state = if status.admin == Default::default() {
-                None
-            } else {
-                rmp_serde::to_vec_named(&status.admin).ok()
-            };
-            out.persist.push(Op::NodeAdmin { name, state });
-        }
-        if let Some(slot) = self.slots.get_mut(rank as usize) {
-            slot.available = status.schedulable();
-        }
-        if let Some(n) = self.nodes.get_mut(rank as usize) {
-            *n = status;
-        }
-        if lost {
-            let victims: Vec<u32> = self
-                .jobs
-                .running()
-                .filter(|j| j.state == JobState::Running)
-                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
-                .map(|j| j.job_id)
-                .collect();
-            for id in victims {
-                tracing::warn!(job_id = id, node = %self.node_name(rank), "node lost; job ends NODE_FAIL");
-                self.end_job(id, JobState::NodeFail, JobReason::NodeDown, None, None, out);
-            }
-        }
-        if let Some(hello) = registration {
-            self.reconcile(rank, hello, out);
-        }
-        out.effect(Effect::Reschedule);
-    }
-
     /// A node (re-)registered with the jobs it holds: a finished batch
     /// script we missed is reported, a job we think runs there that a
     /// freshly started daemon cannot have fails, and a job we never
     /// launched is killed.
-    fn reconcile(&mut self, rank: u32, hello: &Hello, out: &mut Output) {
+    pub(super) fn reconcile(&mut self, rank: u32, hello: &Hello, out: &mut Output) {
         let mut stray = Vec::new();
         for rep in &hello.jobs {
             let ours = self.jobs.get(rep.job_id).filter(|j| {
@@ -345,41 +297,10 @@ mod tests {
     use std::sync::Arc;
 
     use crate::config::Config;
+    use crate::ctld::fixtures::running;
     use crate::ctld::{Command, Core, Effect};
-    use crate::model::job::{Allocation, JobRecord, JobState, JobSubmit};
-    use crate::model::node::NodeStatus;
+    use crate::model::job::JobState;
     use crate::wire::messages::{Hello, JobOnNode, JobReport};
-
-    fn running(id: u32, rank: u32) -> JobRecord {
-        JobRecord {
-            job_id: id,
-            submit: JobSubmit::default(),
-            partition: "p".into(),
-            time_limit_min: None,
-            state: JobState::Running,
-            reason: Default::default(),
-            priority: 1,
-            submit_time: 0,
-            start_time: Some(10),
-            end_time: None,
-            alloc: Some(Allocation {
-                ranks: vec![rank],
-                cpus: vec![1],
-                tasks: vec![1],
-                mem_mb: 0,
-            }),
-            exit: Default::default(),
-            restarts: 0,
-            ending_as: None,
-            next_step: 0,
-            steps: vec![],
-            array: None,
-            dependency: None,
-            requeue: None,
-            priority_set: false,
-            mail_sent: 0,
-        }
-    }
 
     fn register(core: &mut Core, rank: u32, jobs: &[u32]) -> Vec<u32> {
         let hello = Hello {
@@ -399,23 +320,11 @@ mod tests {
                 })
                 .collect(),
         };
-        let status = NodeStatus {
-            rank,
-            registered: true,
-            boot_id: 1,
-            responding: true,
-            admin: Default::default(),
-            resources: None,
-            boot_time: Some(1),
-            attached_to: None,
-            future: false,
-        };
         let out = core.apply(
             1000,
-            Command::NodeChanged {
-                status: Box::new(status),
-                lost: false,
-                registration: Some(Box::new(hello)),
+            Command::NodeRegistered {
+                hello: Box::new(hello),
+                via: None,
             },
         );
         out.effects

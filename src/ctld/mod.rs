@@ -14,16 +14,20 @@
 //!
 //! Files: `core.rs` (state, recovery, dispatch), `admission.rs` (submit,
 //! `--test-only`), `job_control.rs` (cancel, hold, update, requeue,
-//! suspend, top), `lifecycle.rs` (schedule, end, node changes, reconcile,
-//! timers), `steps.rs` (srun steps), `mailer.rs` (which mail goes when),
+//! suspend, top), `lifecycle.rs` (schedule, end, reconcile, timers),
+//! `nodes.rs` (node health: registration, not responding → DOWN,
+//! ReturnToService, DRAIN/DOWN/RESUME), `steps.rs` (srun steps), `mailer.rs` (which mail goes when),
 //! `views.rs` (what clients are shown), `reconfig.rs`.
 
 mod admission;
 mod command;
 mod core;
+#[cfg(test)]
+mod fixtures;
 mod job_control;
 mod lifecycle;
 mod mailer;
+mod nodes;
 mod reconfig;
 mod steps;
 mod views;

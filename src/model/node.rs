@@ -1,6 +1,6 @@
 //! A node as the controller sees it: its base state, the hardware its daemon
 //! reported, the admin state an operator (or the not-responding rule) set,
-//! and the status the node actor pushes on every change.
+//! and the status the controller core keeps for it (`ctld/nodes.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -56,7 +56,7 @@ pub struct AdminState {
     pub down: Option<Reason>,
 }
 
-/// A node's observable state, as pushed to the controller.
+/// A node's observable state, as the controller core keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeStatus {
     pub rank: u32,

@@ -113,7 +113,7 @@ struct Batch {
 pub struct Recovered {
     pub jobs: Vec<JobRecord>,
     pub next_job_id: Option<u32>,
-    /// Node name → opaque admin state bytes (decoded by the node actor).
+    /// Node name → opaque admin state bytes (decoded by the controller core).
     pub node_admin: Vec<(String, Vec<u8>)>,
 }
 

@@ -13,7 +13,6 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::{ControllerActor, RunSchedule, StepHandle};
-use crate::actors::node::SetNodeConf;
 use crate::actors::partition::{JobCounts, PartitionActor, SetPartitionConf};
 use crate::actors::relay::{Fanout, RelayActor};
 use crate::actors::stats::{ActorStats, Counted};
@@ -282,7 +281,7 @@ impl ControllerActor {
     }
 
     /// Follow a configuration the core accepted: partition actors (new ones
-    /// started, removed ones dropped) and node actors' settings.
+    /// started, removed ones dropped).
     fn apply_conf(&mut self, conf: &Config) {
         let mut partitions = HashMap::new();
         for pc in &conf.partitions {
@@ -301,15 +300,6 @@ impl ControllerActor {
             partitions.insert(pc.name.clone(), entry);
         }
         self.partitions = partitions;
-        let timeout = Duration::from_secs(conf.slurmd_timeout_s);
-        for (nc, (addr, st)) in conf.nodes.iter().zip(&self.node_addrs) {
-            st.sent();
-            addr.do_send(SetNodeConf {
-                conf: Arc::new(nc.clone()),
-                slurmd_timeout: timeout,
-                return_to_service: conf.return_to_service,
-            });
-        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! the clock for them, and carries out the effects the core returns:
 //! records to the group-commit store first, then, once they are durable,
 //! launches, signals, fan-outs, mail and the reply. It owns the actors the
-//! effects are addressed to (a step actor per running job, a node actor
-//! per node, a partition actor per partition, the root relay).
+//! effects are addressed to (a step actor per running job, a partition
+//! actor per partition, the root relay). Node health is the core's.
 //!
 //! Crash-only: a store write whose outcome is unknown stops the controller
 //! through its fatal hook (the daemon exits; a restart recovers from disk),
@@ -23,7 +23,6 @@ use actix::prelude::*;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::node::{AdminState, NodeActor, NodeChanged};
 use super::partition::PartitionActor;
 use super::relay::RelayActor;
 use super::stats::{ActorStats, Counted};
@@ -31,6 +30,7 @@ use super::step::{StepActor, StepEnded};
 use crate::config::Config;
 use crate::ctld::{Command, Core, Reply};
 use crate::model::job::JobSubmit;
+use crate::model::node::AdminState;
 use crate::policy::authz::Caller;
 use crate::state::store::{Recovered, Store};
 use crate::tree::rankset::RankSet;
@@ -103,7 +103,9 @@ pub struct CancelStep {
 #[rtype(result = "Result<(), ErrorReply>")]
 pub struct UpdateNodes {
     pub update: NodeUpdate,
+    /// The caller's name, the reason's author.
     pub user: String,
+    pub caller: Caller,
 }
 
 #[derive(Message)]
@@ -202,7 +204,6 @@ pub struct ControllerActor {
     core: Core,
     store: Store,
     topo: Arc<Topology>,
-    node_addrs: Vec<(Addr<NodeActor>, Arc<ActorStats>)>,
     partitions: Partitions,
     steps: HashMap<u32, StepHandle>,
     relay: Addr<RelayActor>,
@@ -270,25 +271,6 @@ impl ControllerActor {
                     }
                 })
                 .collect();
-            let timeout = Duration::from_secs(conf.slurmd_timeout_s);
-            let node_addrs = conf
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(rank, nc)| {
-                    let st = ActorStats::new();
-                    let actor = NodeActor::new(
-                        rank as u32,
-                        Arc::new(nc.clone()),
-                        admin.get(&nc.name).cloned().unwrap_or_default(),
-                        timeout,
-                        conf.return_to_service,
-                        Counted::new(me.clone().recipient(), cstats.clone()),
-                        st.clone(),
-                    );
-                    (actor.start(), st)
-                })
-                .collect();
             let partitions = conf
                 .partitions
                 .iter()
@@ -317,7 +299,6 @@ impl ControllerActor {
                 core,
                 store,
                 topo: topo.clone(),
-                node_addrs,
                 partitions,
                 steps: HashMap::new(),
                 relay,
@@ -504,19 +485,6 @@ impl Handler<StepEnded> for ControllerActor {
             exit: msg.exit,
             reason: msg.reason,
             usage: msg.usage,
-        };
-        let done = self.run(cmd, ctx);
-        ctx.spawn(done.map(|_| ()).into_actor(self));
-    }
-}
-
-impl Handler<NodeChanged> for ControllerActor {
-    type Result = ();
-    fn handle(&mut self, msg: NodeChanged, ctx: &mut Context<Self>) {
-        let cmd = Command::NodeChanged {
-            status: Box::new(msg.status),
-            lost: msg.lost,
-            registration: msg.registration.map(Box::new),
         };
         let done = self.run(cmd, ctx);
         ctx.spawn(done.map(|_| ()).into_actor(self));

@@ -1,19 +1,21 @@
 //! The controller's read-only views (squeue, sinfo, scontrol show,
 //! sacct, sdiag, `canopy status`) and the node-facing messages that do not
-//! go through the core (registrations, reachability, operators' node
-//! updates, which the node actors decide).
+//! go through the core (a batch script's end, which its step actor
+//! decides), and the handlers that turn node events and operators' node
+//! updates into core commands.
 
 use actix::prelude::*;
+use futures::FutureExt;
 
 use super::ControllerActor;
 use super::{
     AcctReply, GetAcct, GetCounts, GetJobs, GetNodes, GetPartitions, GetRanks, GetRanksReply,
     GetStatus, NamesOf, UpdateNodes,
 };
-use crate::actors::node::{AdminUpdate, Reachable, Registered};
 use crate::actors::relay::{GetRelayState, UpEvent};
 use crate::actors::step::ScriptExited;
 use crate::config::hostlist;
+use crate::ctld::{Command, Reply};
 use crate::model::job::{JobRecord, JobState};
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
@@ -22,114 +24,58 @@ use crate::wire::messages::{
 
 impl Handler<UpdateNodes> for ControllerActor {
     type Result = ResponseFuture<Result<(), ErrorReply>>;
-    fn handle(&mut self, msg: UpdateNodes, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
-        let invalid = |message: String| ErrorReply {
-            code: ErrorCode::InvalidNodeName,
-            message,
+    fn handle(&mut self, msg: UpdateNodes, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = Command::UpdateNodes {
+            update: msg.update,
+            user: msg.user,
+            caller: msg.caller,
         };
-        let names = match hostlist::expand(&msg.update.nodes) {
-            Ok(n) => n,
-            Err(e) => {
-                let e = invalid(format!("Invalid node name specified: {e}"));
-                return Box::pin(async move { Err(e) });
-            }
-        };
-        let mut targets = Vec::new();
-        for n in &names {
-            match self.core.conf().node_index(n) {
-                Some(r) => targets.push(self.node_addrs[r].clone()),
-                None => {
-                    let e = invalid(format!("Invalid node name specified: {n}"));
-                    return Box::pin(async move { Err(e) });
-                }
-            }
-        }
-        let Some(state) = msg.update.state else {
-            return Box::pin(async { Ok(()) });
-        };
-        let reason = msg.update.reason;
-        let user = msg.user;
-        let store = self.store.clone();
+        let done = self.run(cmd, ctx);
         Box::pin(async move {
-            for (addr, st) in targets {
-                st.sent();
-                let m = AdminUpdate {
-                    state,
-                    reason: reason.clone(),
-                    user: user.clone(),
-                };
-                if let Ok(Err(e)) = addr.send(m).await {
-                    return Err(ErrorReply {
-                        code: ErrorCode::InvalidRequest,
-                        message: e,
-                    });
-                }
+            match done.await {
+                Some(Reply::Done(r)) => r,
+                _ => Err(ErrorReply {
+                    code: ErrorCode::Internal,
+                    message: "could not save node state".into(),
+                }),
             }
-            // The store applies batches in order: an empty commit is a barrier
-            // behind the admin-state writes the node changes queued above.
-            store.commit(Vec::new()).await.map_err(|e| ErrorReply {
-                code: ErrorCode::Internal,
-                message: format!("could not save node state: {e}"),
-            })
         })
     }
 }
 
 impl Handler<UpEvent> for ControllerActor {
     type Result = ResponseFuture<()>;
-    fn handle(&mut self, msg: UpEvent, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
-        match msg {
-            UpEvent::Registered { hello, via } => {
-                let Some((addr, st)) = self.node_addrs.get(hello.rank as usize).cloned() else {
-                    return Box::pin(async {});
-                };
-                if self
-                    .core
-                    .conf()
-                    .nodes
-                    .get(hello.rank as usize)
-                    .map(|n| n.name.as_str())
-                    != Some(hello.node.as_str())
-                {
-                    tracing::warn!(rank = hello.rank, node = %hello.node, "registration with mismatched name ignored");
-                    return Box::pin(async {});
-                }
-                Box::pin(async move {
-                    st.sent();
-                    let _ = addr.send(Registered { hello, via }).await;
-                })
-            }
-            UpEvent::Liveness { added, removed } => {
-                let mut sends = Vec::new();
-                for (set, live) in [(added, true), (removed, false)] {
-                    for r in set.iter() {
-                        if let Some((a, st)) = self.node_addrs.get(r as usize) {
-                            st.sent();
-                            sends.push((a.clone(), live));
-                        }
-                    }
-                }
-                Box::pin(async move {
-                    for (a, live) in sends {
-                        let _ = a.send(Reachable(live)).await;
-                    }
-                })
-            }
+    fn handle(&mut self, msg: UpEvent, ctx: &mut Context<Self>) -> Self::Result {
+        let cmd = match msg {
+            UpEvent::Registered { hello, via } => Command::NodeRegistered {
+                hello: Box::new(hello),
+                via,
+            },
+            UpEvent::Liveness { added, removed } => Command::NodeReachability {
+                added: added.iter().collect(),
+                removed: removed.iter().collect(),
+            },
             UpEvent::BatchFinished(b) => {
+                self.stats.handled();
                 let step = self
                     .steps
                     .get(&b.job_id)
                     .map(|h| (h.addr.clone(), h.stats.clone()));
-                Box::pin(async move {
+                // Awaited, not `do_send`: the relay feeding this waits, so
+                // a flood from the network meets the step's bounded mailbox.
+                return Box::pin(async move {
                     if let Some((addr, st)) = step {
                         st.sent();
                         let _ = addr.send(ScriptExited(b.status, b.usage)).await;
                     }
-                })
+                });
             }
-        }
+        };
+        // Decided now; the relay need not wait for the records to be on
+        // disk (the effects wait for them themselves).
+        let done = self.run(cmd, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
+        Box::pin(async {})
     }
 }
 
@@ -206,17 +152,10 @@ impl Handler<GetStatus> for ControllerActor {
             }
         }
         let mut tree = Vec::new();
-        for (rank, (_, st)) in self.node_addrs.iter().enumerate() {
+        for rank in 0..conf.nodes.len() {
             let Some(info) = self.core.node_info(rank) else {
                 continue;
             };
-            actors.push(ActorStatus {
-                kind: "node".into(),
-                name: info.name.clone(),
-                state: info.scontrol_state(),
-                mailbox_depth: st.depth(),
-                handled: st.total(),
-            });
             tree.push(TreePlace {
                 node: info.name.clone(),
                 rank: rank as u32,
