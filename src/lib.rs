@@ -18,6 +18,7 @@
 //! - [`sim`]: many production node daemons in one process, for load tests.
 
 pub mod actors;
+pub mod authd;
 pub mod cli;
 pub mod config;
 pub mod ctld;

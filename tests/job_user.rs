@@ -20,7 +20,7 @@ use common::{bin, require, Cluster};
 const NOBODY: u32 = 65534;
 
 /// Run a canopy command as `nobody`, with a configuration of their own (the
-/// cluster's, included) next to a key copy they can read.
+/// cluster's, included); their credentials come from the local signer.
 fn as_nobody(c: &Cluster, home: &Path, cmd: &str, args: &[&str]) -> Output {
     Command::new(bin("canopy"))
         .arg(cmd)
@@ -74,10 +74,7 @@ fn jobs_open_their_files_and_run_as_their_user() {
         format!("Include {}\n", c.conf.display()),
     )
     .unwrap();
-    let key = home.join("slurm.key");
-    std::fs::copy(c.dir.path().join("slurm.key"), &key).unwrap();
-    chmod(&key, 0o600);
-    give_to_nobody(&key);
+    // No key: nobody's commands get their credentials from the signer.
 
     // Root's private directory, with a file in it that must survive.
     let private = tempfile::tempdir().unwrap();

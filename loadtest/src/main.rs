@@ -103,6 +103,15 @@ enum Scenario {
         #[arg(long, default_value_t = 16)]
         clients: u32,
     },
+    /// Credentials per second: canopy-authd against MUNGE's remunge, same machine.
+    Signer {
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+        /// Client thread counts to measure (comma list).
+        #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2])]
+        threads: Vec<u32>,
+    },
     /// The same user-visible operations against real Slurm (Debian packages) and canopy.
     Peer {
         /// Node counts for the K-node launch test.
@@ -181,6 +190,13 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 widths: widths(topo, &[32], q)?,
                 leaves: if q { 10 } else { *leaves },
                 slurmd_timeout: if q { 3 } else { (*slurmd_timeout).max(1) },
+            },
+            progress,
+        ),
+        Scenario::Signer { duration, threads } => scenarios::signer::run(
+            &scenarios::signer::Opts {
+                duration: Duration::from_secs(if q { 1 } else { (*duration).max(1) }),
+                threads: threads.clone(),
             },
             progress,
         ),

@@ -120,9 +120,41 @@ fn main() -> anyhow::Result<()> {
             mode,
             shutdown: tokio_util::sync::CancellationToken::new(),
         };
-        let handles = start(conf, auth, opts).await?;
+        let socket = conf.auth_socket.clone();
+        // Its replay cache starts empty: refuse what was signed before now.
+        auth.refuse_issued_before(std::time::SystemTime::now());
+        // SIGHUP re-reads the key files (a rotation), as slurmd re-reads
+        // its configuration.
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("cannot install the SIGHUP handler")?;
+        let (key_path, hup_auth) = (conf.auth_key_path.clone(), auth.clone());
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                let path = key_path.clone();
+                match tokio::task::spawn_blocking(move || canopy::wire::auth::load_keyring(&path))
+                    .await
+                {
+                    Ok(Ok(k)) => {
+                        hup_auth.set_keys(k);
+                        tracing::info!("keys re-read");
+                    }
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "keys not re-read; keeping the old ones")
+                    }
+                    Err(e) => tracing::error!(error = %e, "keys not re-read"),
+                }
+            }
+        });
+        let handles = start(conf, auth.clone(), opts).await?;
+        // Jobs on this node call srun and squeue: they need a signer here.
+        let signer_stop = tokio_util::sync::CancellationToken::new();
+        let serving = canopy::authd::serve_if_free(&socket, auth, signer_stop.clone()).await;
         let sig = signals.recv().await;
         signals.arm_hard_stop("canopy-noded", HARD_DEADLINE);
+        signer_stop.cancel();
+        if serving {
+            let _ = std::fs::remove_file(&socket);
+        }
         // Jobs are left running, in their own sessions, as slurmd leaves them.
         handles.stop(sig, TASK_GRACE).await;
         Ok::<(), anyhow::Error>(())

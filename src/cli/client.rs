@@ -1,5 +1,6 @@
-//! The CLI's connection to the controller: locate the config, sign with the
-//! cluster key, send one request, turn error replies into `CliError`.
+//! The CLI's connection to the controller: locate the config, get each
+//! frame's credential from the local signer (the CLI never opens the
+//! cluster key), send one request, turn error replies into `CliError`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use crate::config::{Config, ConfigError};
 use crate::wire::connection::Connection;
 use crate::wire::error::WireError;
 use crate::wire::messages::{Body, ErrorReply};
+use crate::wire::signer::{Signer, SignerClient};
 
 /// How long the CLI waits for the controller to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,6 +42,7 @@ pub struct Client {
     pub conf: Arc<Config>,
     pub conf_path: PathBuf,
     conn: Connection,
+    signer: Arc<SignerClient>,
 }
 
 impl Client {
@@ -47,9 +50,11 @@ impl Client {
     pub async fn connect(explicit: Option<&std::path::Path>) -> Result<Client, CliError> {
         let conf_path = Config::locate(explicit);
         let conf = Arc::new(Config::load(&conf_path)?);
-        let auth = crate::daemon::authenticator(&conf)?;
+        let signer = Arc::new(SignerClient::new(&conf.auth_socket));
+        // Fail early, naming the socket, when no signer runs here.
+        signer.connect().await.map_err(WireError::from)?;
         let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
-        let fut = Connection::connect(addr.as_str(), auth, crate::daemon::new_boot_id());
+        let fut = Connection::connect(addr.as_str(), signer.clone(), crate::daemon::new_boot_id());
         let conn = match tokio::time::timeout(CONNECT_TIMEOUT, fut).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err(CliError::Connect(e.to_string())),
@@ -59,6 +64,7 @@ impl Client {
             conf,
             conf_path,
             conn,
+            signer,
         })
     }
 
@@ -71,6 +77,12 @@ impl Client {
     /// cluster can reach this client on (srun listens there for task I/O).
     pub fn local_ip(&self) -> Option<std::net::IpAddr> {
         self.conn.local_addr().map(|a| a.ip())
+    }
+
+    /// The signer this client's frames go through (srun's task I/O
+    /// connections use it too).
+    pub fn signer(&self) -> Signer {
+        Signer::Local(self.signer.clone())
     }
 
     /// Send one request and return the reply body; an `Error` reply is a `CliError::Refused`.

@@ -1,13 +1,22 @@
 //! `canopy cluster up|down`: a whole cluster on loopback in one command.
 //!
-//! `up` writes a slurm.conf and a cluster key into DIR, starts the controller
-//! and N node daemons (detached, logs under DIR/log, pids under DIR/pids),
-//! makes DIR/bin with `sbatch`/`squeue`/... links to this binary, and waits
-//! until every node is IDLE. `down` stops exactly the processes whose pid
-//! files are in DIR.
+//! `up` writes a slurm.conf and a cluster key (readable by its owner only)
+//! into DIR, starts the local signer, the controller and N node daemons
+//! (detached, logs under DIR/log, pids under DIR/pids), makes DIR/bin with
+//! `sbatch`/`squeue`/... links to this binary, and waits until every node
+//! is IDLE. Commands get their credentials from the signer's socket
+//! (DIR/authd.sock), so other users can use a cluster root started without
+//! holding its key. `down` stops exactly the processes whose pid files are
+//! in DIR.
+//!
+//! DIR and its subdirectories must be ours and writable by nobody else
+//! (another user could otherwise plant a key, or a symlink in `log/` that
+//! our logs would overwrite): `up` refuses anything else, and creates its
+//! files without following symlinks.
 
 use std::fmt::Write as _;
 use std::fs;
+use std::io::Write as _;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -142,6 +151,7 @@ pub fn render_config(spec: &Spec, ctld_port: u16, node_ports: &[u16]) -> String 
     let _ = writeln!(s, "ReturnToService=1");
     let _ = writeln!(s, "KillWait=5");
     let _ = writeln!(s, "MinJobAge=300");
+    let _ = writeln!(s, "AuthInfo=socket={dir}/authd.sock");
     let _ = writeln!(
         s,
         "NodeName=DEFAULT CPUs={} RealMemory={} State=UNKNOWN",
@@ -176,10 +186,60 @@ fn running_pids(dir: &Path) -> Vec<(PathBuf, i32)> {
         .collect()
 }
 
+/// Make sure `dir` is a directory we own that nobody else may write,
+/// creating it (mode 0755) if missing. A symlink, another user's directory
+/// or a group/world-writable one is refused.
+pub fn secure_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match fs::DirBuilder::new().mode(0o755).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    let meta =
+        fs::symlink_metadata(dir).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
+    let me = nix::unistd::geteuid().as_raw();
+    let refuse = |why: String| {
+        Err(format!(
+            "refusing to use {}: {why}; remove it or choose another --dir",
+            dir.display()
+        ))
+    };
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return refuse("it is not a plain directory".into());
+    }
+    if meta.uid() != me {
+        return refuse(format!(
+            "it belongs to uid {}, not to you (uid {me})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "others may write into it (mode {:04o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// Create (or truncate) `path` for writing without following a symlink
+/// planted there.
+fn create_nofollow(path: &Path, mode: u32) -> Result<fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
 fn spawn_daemon(exe: &Path, args: &[&str], dir: &Path, name: &str) -> Result<(), String> {
     let log = dir.join("log").join(format!("{name}.log"));
-    let out =
-        fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let out = create_nofollow(&log, 0o644)?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
     cmd.args(args)
@@ -191,7 +251,8 @@ fn spawn_daemon(exe: &Path, args: &[&str], dir: &Path, name: &str) -> Result<(),
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
     let pidfile = dir.join("pids").join(format!("{name}.pid"));
-    fs::write(&pidfile, child.id().to_string())
+    create_nofollow(&pidfile, 0o644)?
+        .write_all(child.id().to_string().as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", pidfile.display()))?;
     Ok(())
 }
@@ -221,9 +282,9 @@ pub fn up(spec: &Spec, wait: Duration) -> Result<(), String> {
             dir.display()
         ));
     }
+    secure_dir(dir)?;
     for sub in ["log", "pids", "bin", "state", "spool"] {
-        fs::create_dir_all(dir.join(sub))
-            .map_err(|e| format!("cannot create {}: {e}", dir.join(sub).display()))?;
+        secure_dir(&dir.join(sub))?;
     }
     for (p, _) in running_pids(dir) {
         let _ = fs::remove_file(p);
@@ -237,12 +298,15 @@ pub fn up(spec: &Spec, wait: Duration) -> Result<(), String> {
         }
     }
     let conf_path = dir.join("slurm.conf");
-    fs::write(&conf_path, render_config(spec, ctld_port, &ports))
+    create_nofollow(&conf_path, 0o644)?
+        .write_all(render_config(spec, ctld_port, &ports).as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", conf_path.display()))?;
     let key = dir.join("slurm.key");
-    if !key.exists() {
+    if fs::symlink_metadata(&key).is_err() {
         crate::wire::auth::generate_key_file(&key).map_err(|e| e.to_string())?;
     }
+    // An existing key must be ours and private (load_key checks the mode).
+    crate::wire::auth::load_key(&key).map_err(|e| e.to_string())?;
     let canopy = std::env::current_exe().map_err(|e| e.to_string())?;
     for cmd in crate::cli::SLURM_COMMANDS.iter().copied().chain(["canopy"]) {
         let link = dir.join("bin").join(cmd);
@@ -251,6 +315,7 @@ pub fn up(spec: &Spec, wait: Duration) -> Result<(), String> {
             .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
     }
     let conf_s = conf_path.display().to_string();
+    spawn_daemon(&sibling("canopy-authd")?, &["-f", &conf_s], dir, "authd")?;
     spawn_daemon(&sibling("canopy-ctld")?, &["-f", &conf_s], dir, "ctld")?;
     let noded = sibling("canopy-noded")?;
     for i in 1..=spec.nodes {

@@ -45,6 +45,14 @@ pub fn render(s: &CtldStats) -> String {
             o.push_str(&format!("{key:<21} {value}\n"));
         }
     }
+    // Credential refusals by reason (canopy's own lines; Slurm's sdiag has
+    // no equivalent, MUNGE logs them instead).
+    if !s.auth_rejected.is_empty() {
+        o.push_str("Credentials refused:\n");
+        for (why, n) in &s.auth_rejected {
+            o.push_str(&format!("\t{why:<18} {n}\n"));
+        }
+    }
     o.push('\n');
     o.push_str(&format!("Jobs submitted: {}\n", s.jobs_submitted));
     o.push_str(&format!("Jobs started:   {}\n", s.jobs_started));

@@ -476,6 +476,7 @@ impl Builder {
                 enable_user_top: false,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
                 auth_key_path: dir.join("slurm.key"),
+                auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
                 warnings: Vec::new(),
@@ -517,6 +518,39 @@ impl Builder {
     /// `SchedulerParameters`: a comma list, of which canopy reads the
     /// `scontrol top` switches; the rest earn one warning naming them. (A
     /// repeated line warns and replaces the earlier one, as for any scalar.)
+    /// `AuthInfo=socket=PATH[,...]`: where the local signer listens.
+    /// Other options (MUNGE's `cred_expire`, ...) do not apply to canopy's
+    /// signer and are named in one warning.
+    pub(super) fn auth_info(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let mut ignored = Vec::new();
+        for p in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            match p.split_once('=') {
+                Some((k, v)) if k.eq_ignore_ascii_case("socket") => {
+                    if !v.starts_with('/') {
+                        return Err(bad_value(loc, item, "socket=PATH with an absolute PATH"));
+                    }
+                    self.cfg.auth_socket = PathBuf::from(v);
+                }
+                _ => ignored.push(p.split('=').next().unwrap_or(p).to_string()),
+            }
+        }
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "AuthInfo {} not used by canopy's signer; ignored",
+                    ignored.join(", ")
+                ),
+            );
+        }
+        Ok(())
+    }
+
     pub(super) fn scheduler_parameters(&mut self, loc: &Loc, item: &Item) {
         let mut ignored = Vec::new();
         self.cfg.enable_user_top = false;
@@ -685,6 +719,28 @@ impl Builder {
                 }
             },
             GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item),
+            GlobalKey::AuthType => match item.value.as_str() {
+                "auth/canopy" | "auth/slurm" | "auth/munge" => {
+                    if item.value != "auth/canopy" {
+                        self.warn(
+                            loc,
+                            format_args!(
+                                "AuthType={}: canopy signs with its own local signer \
+                                 (canopy-authd, like auth/slurm's sackd), not {}",
+                                item.value, item.value
+                            ),
+                        );
+                    }
+                }
+                _ => {
+                    return Err(bad_value(
+                        loc,
+                        item,
+                        "auth/canopy, auth/slurm or auth/munge",
+                    ))
+                }
+            },
+            GlobalKey::AuthInfo => self.auth_info(loc, item)?,
             // Handled before `require_set`.
             GlobalKey::SlurmctldParameters => {}
         }

@@ -32,6 +32,8 @@ pub(super) enum GlobalKey {
     MailDomain,
     GresTypes,
     Licenses,
+    AuthType,
+    AuthInfo,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -60,6 +62,8 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("MailDomain", GlobalKey::MailDomain),
     ("GresTypes", GlobalKey::GresTypes),
     ("Licenses", GlobalKey::Licenses),
+    ("AuthType", GlobalKey::AuthType),
+    ("AuthInfo", GlobalKey::AuthInfo),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -87,8 +91,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "AllowSpecResourcesUsage",
     "AuthAltParameters",
     "AuthAltTypes",
-    "AuthInfo",
-    "AuthType",
     "BackupAddr",
     "BackupController",
     "BatchStartTimeout",

@@ -23,6 +23,8 @@ pub const MAX_JOB_ID: u32 = 0x03ff_0000;
 /// `SlurmctldParameters=conmgr_max_connections` says otherwise: room for every
 /// node of a large tree attaching directly plus many clients.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 4096;
+/// Where the local signer (canopy-authd) listens unless `AuthInfo=socket=` says.
+pub const DEFAULT_AUTH_SOCKET: &str = "/run/canopy/authd.sock";
 
 /// The whole validated configuration.
 /// Serialisable so that a reconfiguration travels inside the controller
@@ -85,8 +87,12 @@ pub struct Config {
     /// daemon listener serves at once (node links count too); more are
     /// refused with an error frame. canopy applies it to node daemons' listeners too.
     pub max_connections: u32,
-    /// `<dir of main file>/slurm.key`: the shared HMAC key.
+    /// `<dir of main file>/slurm.key`: the shared HMAC key (the signing
+    /// one; `slurm.key.alt` beside it, if present, is also accepted).
     pub auth_key_path: PathBuf,
+    /// The local signer's socket (`AuthInfo=socket=PATH`; default
+    /// [`DEFAULT_AUTH_SOCKET`]): where commands get their credentials.
+    pub auth_socket: PathBuf,
     /// Expanded, in file order; later duplicates dropped with a warning.
     pub nodes: Vec<NodeConf>,
     /// In file order.

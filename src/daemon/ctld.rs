@@ -63,6 +63,9 @@ where
         source,
     })?;
     let auth = super::authenticator(&conf)?;
+    // The replay cache starts empty: refuse what was signed before now,
+    // which this controller may have accepted in its previous life.
+    auth.refuse_issued_before(std::time::SystemTime::now());
     let (store, recovered) = Store::open(&conf.state_save_location)?;
     tracing::info!(
         jobs = recovered.jobs.len(),
@@ -102,6 +105,8 @@ where
         users: Arc::default(),
         groups: Arc::default(),
         conns: limiter.clone(),
+        auth: auth.clone(),
+        key_path: conf.auth_key_path.clone(),
     };
     let relay_ctx = RelayCtx {
         conf: conf.clone(),

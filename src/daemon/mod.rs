@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::wire::auth::{load_key, Authenticator};
+use crate::wire::auth::{load_keyring, Authenticator};
 
 /// A fresh random id for this daemon start (or CLI connection).
 ///
@@ -30,12 +30,13 @@ pub fn new_boot_id() -> u64 {
     rand::rngs::OsRng.next_u64() | 1
 }
 
-/// The authenticator every daemon and the CLI sign and verify with.
+/// The authenticator every daemon (and the local signer) signs and
+/// verifies with: the signing key and its alternate, if any.
 pub fn authenticator(conf: &Config) -> Result<Arc<Authenticator>, crate::wire::auth::AuthError> {
-    let key = load_key(&conf.auth_key_path)?;
+    let keys = load_keyring(&conf.auth_key_path)?;
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
-    Ok(Arc::new(Authenticator::new(key, uid, gid)))
+    Ok(Arc::new(Authenticator::with_keyring(keys, uid, gid)))
 }
 
 /// Expand `%n` (node name) and `%h` (host name) in a spool directory pattern.

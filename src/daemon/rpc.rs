@@ -38,6 +38,11 @@ pub struct CtldInfo {
     pub users: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
     /// gid → group name, likewise.
     pub groups: Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>,
+    /// The controller's authenticator (its keys are re-read on
+    /// reconfigure; its refusals are counted for sdiag).
+    pub auth: Arc<crate::wire::auth::Authenticator>,
+    /// The signing key file (`slurm.key`; `slurm.key.alt` beside it).
+    pub key_path: std::path::PathBuf,
     /// The client/node port's connection limit and its counters.
     pub conns: Arc<ConnLimiter>,
 }
@@ -187,7 +192,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
                 return error(ErrorCode::PermissionDenied, d.0);
             }
             match send_counted(&h.controller, &h.controller_stats, Reconfigure).await {
-                Ok(Ok(())) => Body::Ok,
+                Ok(Ok(())) => reload_keys(info).await,
                 Ok(Err(e)) => error(ErrorCode::InvalidConfig, &e),
                 Err(_) => gone(),
             }
@@ -244,6 +249,25 @@ async fn update_nodes(
     }
 }
 
+/// After a reconfigure: re-read the key files, so a rotation needs no
+/// restart. A failure keeps the old keys and says so.
+async fn reload_keys(info: &CtldInfo) -> Body {
+    let path = info.key_path.clone();
+    match tokio::task::spawn_blocking(move || crate::wire::auth::load_keyring(&path)).await {
+        Ok(Ok(keys)) => {
+            let (sign, alt) = (keys.signing.id(), keys.alternate.as_ref().map(|k| k.id()));
+            info.auth.set_keys(keys);
+            tracing::info!(key_id = format!("{sign:#010x}"), alternate = ?alt.map(|a| format!("{a:#010x}")), "keys re-read");
+            Body::Ok
+        }
+        Ok(Err(e)) => error(
+            ErrorCode::InvalidConfig,
+            format!("configuration applied, but the keys were not re-read ({e}); the old keys stay in use"),
+        ),
+        Err(e) => error(ErrorCode::Internal, e.to_string()),
+    }
+}
+
 async fn stats(h: &ControllerHandles, info: &CtldInfo) -> Body {
     let Ok(c) = send_counted(&h.controller, &h.controller_stats, GetCounts).await else {
         return gone();
@@ -255,6 +279,13 @@ async fn stats(h: &ControllerHandles, info: &CtldInfo) -> Body {
         connections_current: conns.current,
         connections_peak: conns.peak,
         connections_refused: conns.refused,
+        auth_rejected: info
+            .auth
+            .rejections()
+            .snapshot()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
         started: info.started,
         node_frames_in: t.node_frames,
         node_bytes_in: t.node_bytes,

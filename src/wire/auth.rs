@@ -1,11 +1,15 @@
-//! MUNGE-style credentials: every frame carries who sent it (uid, gid), when,
-//! for how long it is valid and a nonce, signed with HMAC-SHA256 over a
-//! cluster-wide shared key together with the frame's header and body bytes.
+//! MUNGE-style credentials: every frame carries who sent it (uid, gid), from
+//! which host, when, for how long it is valid and a nonce, signed with
+//! HMAC-SHA256 under a cluster-wide shared key (named by its key id)
+//! together with a digest of the frame's header and body bytes.
 //!
-//! This module owns the key file (loading, generating, permission checks),
-//! signing, constant-time verification, freshness checks and the replay cache.
-//! It does not know the frame layout (`frame.rs` decides which bytes are the
-//! header and body) nor any policy about which uid may send what.
+//! This module owns the key files (loading, generating, permission checks,
+//! the signing key and one alternate for rotation), signing, constant-time
+//! verification, freshness checks and the replay cache. It does not know the
+//! frame layout (`frame.rs` decides which bytes are the header and body) nor
+//! any policy about which uid may send what. Users never hold the key: they
+//! get credentials from the local signer (`crate::authd`), which signs a
+//! digest with [`Authenticator::sign_digest`] as the uid the kernel reports.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -14,7 +18,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::rngs::OsRng;
@@ -35,10 +39,19 @@ pub const DEFAULT_REPLAY_CAPACITY: usize = 1 << 22;
 
 /// Bytes of random key material `generate_key_file` writes (hex-encoded).
 const GENERATED_KEY_BYTES: usize = 64;
-/// Separates canopy credentials from any other use of the same key.
-const DOMAIN: &[u8] = b"canopy-credential-v1";
-/// DOMAIN, uid, gid, issued_at_ms, ttl_s, nonce, SHA-256(header, body).
-const SIGNED_LEN: usize = DOMAIN.len() + 4 + 4 + 8 + 4 + 8 + 32;
+/// Separates canopy credentials from any other use of the same key (v2:
+/// with key id and host).
+const DOMAIN: &[u8] = b"canopy-credential-v2";
+/// DOMAIN, key_id, uid, gid, issued_at_ms, ttl_s, nonce, SHA-256(host),
+/// the content digest.
+const SIGNED_LEN: usize = DOMAIN.len() + 4 + 4 + 4 + 8 + 4 + 8 + 32 + 32;
+/// Longest host name a credential may carry (a DNS name is at most 253).
+pub const MAX_HOST_LEN: usize = 255;
+
+/// SHA-256 over a frame's header and body (their boundary fixed by the
+/// header's length): what a credential binds a message by. The local signer
+/// is sent only this digest, so a credential it issues signs one message.
+pub type ContentDigest = [u8; 32];
 
 #[derive(Debug, Error)]
 pub enum AuthError {
@@ -78,6 +91,30 @@ pub enum AuthError {
     )]
     ReplayCacheFull { capacity: usize },
 
+    #[error(
+        "credential was issued for another message (its body digest does not match): \
+         lifted from one request onto another"
+    )]
+    WrongMessage,
+
+    #[error(
+        "credential signed with key id {key_id:#010x}, which this daemon does not hold \
+         (a retired key, or another cluster's)"
+    )]
+    UnknownKey { key_id: u32 },
+
+    #[error(
+        "credential issued at {issued_at_ms} ms, before this daemon started at \
+         {not_before_ms} ms: it may have been seen already"
+    )]
+    BeforeStart {
+        issued_at_ms: u64,
+        not_before_ms: u64,
+    },
+
+    #[error("credential host name is {len} bytes; at most {max} are allowed")]
+    HostTooLong { len: usize, max: usize },
+
     #[error("shared key is {len} bytes; at least {min} are required")]
     KeyTooShort { len: usize, min: usize },
 
@@ -108,12 +145,17 @@ pub enum AuthError {
     },
 }
 
-/// The shared cluster key.
+/// A shared cluster key and its id.
 #[derive(Clone)]
-pub struct Key(hmac::Key);
+pub struct Key {
+    hmac: hmac::Key,
+    id: u32,
+}
 
 impl Key {
     /// Uses `material` as the key; it must be at least [`MIN_KEY_LEN`] bytes.
+    /// Its id is derived from the material (a hash prefix), so every host
+    /// holding the same key agrees on the id without configuring one.
     pub fn from_bytes(material: &[u8]) -> Result<Key, AuthError> {
         if material.len() < MIN_KEY_LEN {
             return Err(AuthError::KeyTooShort {
@@ -121,14 +163,78 @@ impl Key {
                 min: MIN_KEY_LEN,
             });
         }
-        Ok(Key(hmac::Key::new(hmac::HMAC_SHA256, material)))
+        let mut ctx = digest::Context::new(&digest::SHA256);
+        ctx.update(b"canopy-key-id");
+        ctx.update(material);
+        let d = ctx.finish();
+        let id = u32::from_be_bytes([d.as_ref()[0], d.as_ref()[1], d.as_ref()[2], d.as_ref()[3]]);
+        Ok(Key {
+            hmac: hmac::Key::new(hmac::HMAC_SHA256, material),
+            id,
+        })
+    }
+
+    /// The key's id, carried in every credential it signs.
+    pub fn id(&self) -> u32 {
+        self.id
     }
 }
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Key(<redacted>)")
+        write!(f, "Key(id {:#010x}, <redacted>)", self.id)
     }
+}
+
+/// The keys a process holds: the one it signs with, and at most one
+/// alternate it also accepts (two keys live at once is what a rotation
+/// needs: every host first learns the new key as the alternate, then signs
+/// with it while still accepting the old).
+#[derive(Debug, Clone)]
+pub struct Keyring {
+    pub signing: Key,
+    pub alternate: Option<Key>,
+}
+
+impl Keyring {
+    pub fn single(key: Key) -> Keyring {
+        Keyring {
+            signing: key,
+            alternate: None,
+        }
+    }
+
+    fn find(&self, id: u32) -> Option<&Key> {
+        std::iter::once(&self.signing)
+            .chain(self.alternate.as_ref())
+            .find(|k| k.id == id)
+    }
+}
+
+/// The alternate key file beside `signing`: `slurm.key` → `slurm.key.alt`.
+pub fn alternate_key_path(signing: &Path) -> PathBuf {
+    let mut name = signing.as_os_str().to_owned();
+    name.push(".alt");
+    PathBuf::from(name)
+}
+
+/// Loads the signing key from `path` and, when it exists, the alternate
+/// key from [`alternate_key_path`]. Both must be private to their owner.
+pub fn load_keyring(path: &Path) -> Result<Keyring, AuthError> {
+    let signing = load_key(path)?;
+    let alt = alternate_key_path(path);
+    let alternate = match std::fs::symlink_metadata(&alt) {
+        Ok(_) => Some(load_key(&alt)?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(AuthError::KeyFileIo {
+                action: "read",
+                path: alt,
+                source,
+            })
+        }
+    };
+    Ok(Keyring { signing, alternate })
 }
 
 /// Reads the cluster key from `path`. The file's bytes are the key material
@@ -193,15 +299,23 @@ fn random_hex_key() -> String {
     text
 }
 
-/// Who sent a frame, when, and the proof of it.
+/// Who sent a frame, from where, when, and the proof of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Credential {
+    /// Which key signed it (see [`Key::id`]).
+    pub key_id: u32,
     pub uid: u32,
     pub gid: u32,
+    /// The host whose signer issued it (for the logs; it is signed).
+    pub host: String,
     /// Sender's wall clock, milliseconds since the Unix epoch.
     pub issued_at_ms: u64,
     pub ttl_s: u32,
     pub nonce: u64,
+    /// The content digest of the one message it vouches for; a credential
+    /// lifted onto another message is refused as such.
+    #[serde(with = "serde_bytes")]
+    pub digest: ContentDigest,
     #[serde(with = "serde_bytes")]
     pub sig: [u8; 32],
 }
@@ -210,11 +324,18 @@ pub struct Credential {
 /// (in an `Arc`) between all connections of a daemon so that the replay cache
 /// sees every frame the daemon receives.
 pub struct Authenticator {
-    key: Key,
+    keys: RwLock<Arc<Keyring>>,
     uid: u32,
     gid: u32,
+    host: String,
     ttl_s: u32,
     skew_ms: u64,
+    /// Credentials issued before this (sender clock) are refused: the
+    /// replay cache does not survive a restart, so a daemon refuses what
+    /// it may have accepted before it.
+    not_before_ms: AtomicU64,
+    /// Rejections by kind, for sdiag.
+    rejected: Rejections,
     /// Nonces are a counter from a random start rather than an RNG draw:
     /// signing is lock-free, nonces never repeat within a process (2^64
     /// period), and two processes collide only if their random starts land
@@ -224,18 +345,106 @@ pub struct Authenticator {
     replay: Mutex<ReplayCache>,
 }
 
+/// How many credentials were refused, by reason.
+#[derive(Debug, Default)]
+pub struct Rejections {
+    pub bad_signature: AtomicU64,
+    pub unknown_key: AtomicU64,
+    pub wrong_message: AtomicU64,
+    pub expired: AtomicU64,
+    pub future_dated: AtomicU64,
+    pub before_start: AtomicU64,
+    pub replayed: AtomicU64,
+    pub replay_cache_full: AtomicU64,
+}
+
+impl Rejections {
+    fn count(&self, e: &AuthError) {
+        let c = match e {
+            AuthError::BadSignature | AuthError::HostTooLong { .. } => &self.bad_signature,
+            AuthError::UnknownKey { .. } => &self.unknown_key,
+            AuthError::WrongMessage => &self.wrong_message,
+            AuthError::Expired { .. } => &self.expired,
+            AuthError::FutureDated { .. } => &self.future_dated,
+            AuthError::BeforeStart { .. } => &self.before_start,
+            AuthError::Replayed { .. } => &self.replayed,
+            AuthError::ReplayCacheFull { .. } => &self.replay_cache_full,
+            _ => return,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(reason, count)` pairs, in a fixed order (sdiag prints them).
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("bad_signature", get(&self.bad_signature)),
+            ("unknown_key", get(&self.unknown_key)),
+            ("wrong_message", get(&self.wrong_message)),
+            ("expired", get(&self.expired)),
+            ("future_dated", get(&self.future_dated)),
+            ("before_start", get(&self.before_start)),
+            ("replayed", get(&self.replayed)),
+            ("replay_cache_full", get(&self.replay_cache_full)),
+        ]
+    }
+}
+
 impl Authenticator {
     /// Signs as `uid`/`gid`, with the default TTL, skew and replay capacity.
     pub fn new(key: Key, uid: u32, gid: u32) -> Self {
+        Self::with_keyring(Keyring::single(key), uid, gid)
+    }
+
+    /// Signs with `keys.signing`, accepts both keys.
+    pub fn with_keyring(keys: Keyring, uid: u32, gid: u32) -> Self {
         Authenticator {
-            key,
+            keys: RwLock::new(Arc::new(keys)),
             uid,
             gid,
+            host: local_host_name(),
             ttl_s: duration_to_secs(DEFAULT_TTL),
             skew_ms: duration_to_ms(DEFAULT_SKEW),
+            not_before_ms: AtomicU64::new(0),
+            rejected: Rejections::default(),
             next_nonce: AtomicU64::new(OsRng.next_u64()),
             replay: Mutex::new(ReplayCache::new(DEFAULT_REPLAY_CAPACITY)),
         }
+    }
+
+    /// Replace the keys (a rotation picked up by `scontrol reconfigure` or
+    /// SIGHUP); credentials in flight under a key still held keep verifying.
+    pub fn set_keys(&self, keys: Keyring) {
+        let mut k = self.keys.write().unwrap_or_else(PoisonError::into_inner);
+        *k = Arc::new(keys);
+    }
+
+    /// The ids of the keys held: (signing, alternate).
+    pub fn key_ids(&self) -> (u32, Option<u32>) {
+        let k = self.keyring();
+        (k.signing.id, k.alternate.as_ref().map(|a| a.id))
+    }
+
+    fn keyring(&self) -> Arc<Keyring> {
+        self.keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Refuse credentials issued before `at` (this daemon's start).
+    pub fn refuse_issued_before(&self, at: SystemTime) {
+        self.not_before_ms.store(unix_ms(at), Ordering::Relaxed);
+    }
+
+    /// Rejections so far, by reason.
+    pub fn rejections(&self) -> &Rejections {
+        &self.rejected
+    }
+
+    /// The host name credentials signed here carry.
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
     /// Signs as this process's real uid and gid.
@@ -266,16 +475,42 @@ impl Authenticator {
 
     /// Signs a frame's header and body bytes as of `now`.
     pub fn sign(&self, header_bytes: &[u8], body_bytes: &[u8], now: SystemTime) -> Credential {
+        self.sign_digest(
+            &content_digest(header_bytes, body_bytes),
+            self.uid,
+            self.gid,
+            now,
+        )
+    }
+
+    /// Signs a content digest as this process's own uid and gid.
+    pub fn sign_own(&self, digest: &ContentDigest, now: SystemTime) -> Credential {
+        self.sign_digest(digest, self.uid, self.gid, now)
+    }
+
+    /// Signs a content digest for `uid`/`gid`: the local signer's job,
+    /// with the ids the kernel reported for its caller.
+    pub fn sign_digest(
+        &self,
+        digest: &ContentDigest,
+        uid: u32,
+        gid: u32,
+        now: SystemTime,
+    ) -> Credential {
+        let keys = self.keyring();
         let mut credential = Credential {
-            uid: self.uid,
-            gid: self.gid,
+            key_id: keys.signing.id,
+            uid,
+            gid,
+            host: self.host.clone(),
             issued_at_ms: unix_ms(now),
             ttl_s: self.ttl_s,
             nonce: self.next_nonce.fetch_add(1, Ordering::Relaxed),
+            digest: *digest,
             sig: [0; 32],
         };
-        let message = signed_message(&credential, header_bytes, body_bytes);
-        let tag = hmac::sign(&self.key.0, &message);
+        let message = signed_message(&credential);
+        let tag = hmac::sign(&keys.signing.hmac, &message);
         credential.sig.copy_from_slice(tag.as_ref());
         credential
     }
@@ -290,11 +525,55 @@ impl Authenticator {
         body_bytes: &[u8],
         now: SystemTime,
     ) -> Result<(u32, u32), AuthError> {
-        let message = signed_message(credential, header_bytes, body_bytes);
-        hmac::verify(&self.key.0, &message, &credential.sig)
-            .map_err(|_| AuthError::BadSignature)?;
+        self.verify_digest(credential, &content_digest(header_bytes, body_bytes), now)
+    }
+
+    /// [`Authenticator::verify`] against a content digest (the signer
+    /// verifies for clients that hold no key).
+    pub fn verify_digest(
+        &self,
+        credential: &Credential,
+        digest: &ContentDigest,
+        now: SystemTime,
+    ) -> Result<(u32, u32), AuthError> {
+        let r = self.check(credential, digest, now);
+        if let Err(e) = &r {
+            self.rejected.count(e);
+        }
+        r
+    }
+
+    fn check(
+        &self,
+        credential: &Credential,
+        digest: &ContentDigest,
+        now: SystemTime,
+    ) -> Result<(u32, u32), AuthError> {
+        if credential.host.len() > MAX_HOST_LEN {
+            return Err(AuthError::HostTooLong {
+                len: credential.host.len(),
+                max: MAX_HOST_LEN,
+            });
+        }
+        let keys = self.keyring();
+        let key = keys.find(credential.key_id).ok_or(AuthError::UnknownKey {
+            key_id: credential.key_id,
+        })?;
+        let message = signed_message(credential);
+        hmac::verify(&key.hmac, &message, &credential.sig).map_err(|_| AuthError::BadSignature)?;
+        // Signed, so the digest is the signer's: does it name this message?
+        if credential.digest != *digest {
+            return Err(AuthError::WrongMessage);
+        }
         let now_ms = unix_ms(now);
         self.check_fresh(credential, now_ms)?;
+        let not_before_ms = self.not_before_ms.load(Ordering::Relaxed);
+        if credential.issued_at_ms < not_before_ms {
+            return Err(AuthError::BeforeStart {
+                issued_at_ms: credential.issued_at_ms,
+                not_before_ms,
+            });
+        }
         self.replay
             .lock()
             // The cache holds plain data and every update is a single insert
@@ -336,25 +615,33 @@ impl Authenticator {
     }
 }
 
-/// The fixed-size buffer the HMAC covers. Header and body enter through one
-/// SHA-256 digest (their boundary fixed by the header length), so that
-/// `hmac::verify` gets a contiguous message without copying the body.
-fn signed_message(credential: &Credential, header: &[u8], body: &[u8]) -> [u8; SIGNED_LEN] {
+/// The content digest of a frame: header and body through one SHA-256
+/// (their boundary fixed by the header length), so the HMAC covers a
+/// fixed-size message and a signer need see only 32 bytes.
+pub fn content_digest(header: &[u8], body: &[u8]) -> ContentDigest {
     let mut content = digest::Context::new(&digest::SHA256);
     content.update(&(header.len() as u64).to_be_bytes());
     content.update(header);
     content.update(body);
-    let content = content.finish();
+    let mut out = [0u8; 32];
+    out.copy_from_slice(content.finish().as_ref());
+    out
+}
 
+/// The fixed-size buffer the HMAC covers.
+fn signed_message(credential: &Credential) -> [u8; SIGNED_LEN] {
+    let host = digest::digest(&digest::SHA256, credential.host.as_bytes());
     let mut message = [0u8; SIGNED_LEN];
-    let fields: [&[u8]; 7] = [
+    let fields: [&[u8]; 9] = [
         DOMAIN,
+        &credential.key_id.to_be_bytes(),
         &credential.uid.to_be_bytes(),
         &credential.gid.to_be_bytes(),
         &credential.issued_at_ms.to_be_bytes(),
         &credential.ttl_s.to_be_bytes(),
         &credential.nonce.to_be_bytes(),
-        content.as_ref(),
+        host.as_ref(),
+        &credential.digest,
     ];
     let mut at = 0;
     for field in fields {
@@ -362,6 +649,18 @@ fn signed_message(credential: &Credential, header: &[u8], body: &[u8]) -> [u8; S
         at += field.len();
     }
     message
+}
+
+/// This host's name (what credentials signed here say), or "" if unknown.
+fn local_host_name() -> String {
+    let mut name = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    while name.len() > MAX_HOST_LEN {
+        name.pop();
+    }
+    name
 }
 
 /// Recently accepted `(nonce, uid)` pairs, in two generations each spanning
@@ -486,8 +785,7 @@ mod tests {
     fn any_altered_field_or_byte_breaks_the_signature() {
         let sender = auth();
         let cred = sender.sign(b"head", b"body", at(0));
-        let mut variants = Vec::new();
-        for change in 0..6 {
+        for change in 0..8 {
             let mut c = cred.clone();
             match change {
                 0 => c.uid = 0,
@@ -495,26 +793,32 @@ mod tests {
                 2 => c.issued_at_ms += 1,
                 3 => c.ttl_s += 1,
                 4 => c.nonce ^= 1,
+                5 => c.host.push('x'),
+                6 => c.digest[0] ^= 1,
                 _ => c.sig[31] ^= 1,
             }
-            variants.push((c, &b"head"[..], &b"body"[..]));
-        }
-        variants.push((cred.clone(), b"heaD", b"body"));
-        variants.push((cred.clone(), b"head", b"bodY"));
-        // Moving a byte across the header/body boundary must not verify.
-        variants.push((cred.clone(), b"hea", b"dbody"));
-        for (c, head, body) in variants {
-            let err = auth().verify(&c, head, body, at(0)).unwrap_err();
+            let err = auth().verify(&c, b"head", b"body", at(0)).unwrap_err();
             assert!(matches!(err, AuthError::BadSignature), "{err}");
+        }
+        // The credential intact on another message: named as such.
+        let others: [(&[u8], &[u8]); 3] = [
+            (b"heaD", b"body"),
+            (b"head", b"bodY"),
+            // Moving a byte across the header/body boundary must not verify.
+            (b"hea", b"dbody"),
+        ];
+        for (head, body) in others {
+            let err = auth().verify(&cred, head, body, at(0)).unwrap_err();
+            assert!(matches!(err, AuthError::WrongMessage), "{err}");
         }
     }
 
     #[test]
-    fn a_different_key_is_a_bad_signature() {
+    fn a_different_key_is_an_unknown_key() {
         let cred = auth().sign(b"h", b"b", at(0));
         let other = Authenticator::new(key(8), 1000, 100);
         let err = other.verify(&cred, b"h", b"b", at(0)).unwrap_err();
-        assert!(matches!(err, AuthError::BadSignature));
+        assert!(matches!(err, AuthError::UnknownKey { .. }));
     }
 
     #[test]
@@ -769,5 +1073,98 @@ mod tests {
         let other = dir.path().join("other.key");
         generate_key_file(&other).unwrap();
         assert_ne!(std::fs::read_to_string(&other).unwrap(), text);
+    }
+
+    /// Rotation: a credential names its key; the alternate key verifies,
+    /// a retired one is refused as unknown (not as a bad signature), and
+    /// each refusal is counted by reason.
+    #[test]
+    fn key_ids_select_the_key_and_retired_keys_are_refused() {
+        let old = Authenticator::new(key(7), 1000, 100);
+        let new = Authenticator::new(key(9), 1000, 100);
+        assert_ne!(key(7).id(), key(9).id());
+        assert_eq!(
+            key(7).id(),
+            Key::from_bytes(&[7; 32]).unwrap().id(),
+            "ids are stable"
+        );
+        // Mid-rotation: signs with the new key, still accepts the old.
+        let both = Authenticator::with_keyring(
+            Keyring {
+                signing: key(9),
+                alternate: Some(key(7)),
+            },
+            0,
+            0,
+        );
+        let by_old = old.sign(b"h", b"b", at(0));
+        let by_new = new.sign(b"h", b"b", at(0));
+        assert_eq!(by_old.key_id, key(7).id());
+        assert!(both.verify(&by_old, b"h", b"b", at(1)).is_ok());
+        assert!(both.verify(&by_new, b"h", b"b", at(1)).is_ok());
+        assert_eq!(both.sign(b"h", b"b", at(0)).key_id, key(9).id());
+        // The old key retired.
+        both.set_keys(Keyring::single(key(9)));
+        let again = old.sign(b"h", b"b", at(2));
+        let err = both.verify(&again, b"h", b"b", at(3)).unwrap_err();
+        assert!(
+            matches!(err, AuthError::UnknownKey { key_id } if key_id == key(7).id()),
+            "{err}"
+        );
+        // A credential claiming the new key's id but signed with the old.
+        let mut forged = old.sign(b"h", b"b", at(2));
+        forged.key_id = key(9).id();
+        let err = both.verify(&forged, b"h", b"b", at(3)).unwrap_err();
+        assert!(matches!(err, AuthError::BadSignature), "{err}");
+        let counts: std::collections::HashMap<_, _> =
+            both.rejections().snapshot().into_iter().collect();
+        assert_eq!((counts["unknown_key"], counts["bad_signature"]), (1, 1));
+    }
+
+    /// After a restart the replay cache is empty: what was issued before
+    /// the daemon started is refused rather than possibly accepted twice.
+    #[test]
+    fn credentials_from_before_the_start_are_refused() {
+        let receiver = auth();
+        receiver.refuse_issued_before(at(1_000));
+        let before = auth().sign(b"h", b"b", at(999));
+        let err = receiver.verify(&before, b"h", b"b", at(1_500)).unwrap_err();
+        assert!(matches!(err, AuthError::BeforeStart { .. }), "{err}");
+        let after = auth().sign(b"h", b"b", at(1_000));
+        assert!(receiver.verify(&after, b"h", b"b", at(1_500)).is_ok());
+    }
+
+    /// The signer signs a digest for the caller the kernel named; the
+    /// credential verifies for that message only.
+    #[test]
+    fn a_digest_credential_binds_one_message_and_the_callers_ids() {
+        let signer = auth();
+        let d = content_digest(b"head", b"body");
+        let cred = signer.sign_digest(&d, 1234, 55, at(0));
+        assert_eq!((cred.uid, cred.gid), (1234, 55));
+        assert_eq!(cred.host, signer.host());
+        assert_eq!(
+            auth().verify(&cred, b"head", b"body", at(1)).unwrap(),
+            (1234, 55)
+        );
+        let err = auth().verify(&cred, b"head", b"other", at(1)).unwrap_err();
+        assert!(matches!(err, AuthError::WrongMessage));
+        let mut long = cred.clone();
+        long.host = "h".repeat(MAX_HOST_LEN + 1);
+        let err = auth().verify(&long, b"head", b"body", at(1)).unwrap_err();
+        assert!(matches!(err, AuthError::HostTooLong { .. }));
+    }
+
+    #[test]
+    fn the_alternate_key_file_is_loaded_when_present() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("slurm.key");
+        generate_key_file(&main).unwrap();
+        let ring = load_keyring(&main).unwrap();
+        assert!(ring.alternate.is_none());
+        generate_key_file(&alternate_key_path(&main)).unwrap();
+        let ring = load_keyring(&main).unwrap();
+        assert!(ring.alternate.is_some());
+        assert_ne!(ring.alternate.unwrap().id(), ring.signing.id());
     }
 }

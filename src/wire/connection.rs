@@ -10,7 +10,6 @@
 //! connection: further reads report a clean end.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -19,14 +18,14 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio_util::codec::{Framed, FramedParts, FramedWrite};
 
-use super::auth::Authenticator;
 use super::error::WireError;
 use super::frame::{self, FrameCodec};
 use super::messages::{Body, Envelope, Header, PROTOCOL_VERSION};
+use super::signer::Signer;
 
 pub struct Connection {
     framed: Framed<TcpStream, FrameCodec>,
-    auth: Arc<Authenticator>,
+    auth: Signer,
     boot_id: u64,
     peer: Option<SocketAddr>,
     /// Last correlation id `request` used; ids start at 1 (0 = unsolicited).
@@ -37,7 +36,7 @@ impl Connection {
     /// Connects to `addr`; frames sent carry `boot_id` in their header.
     pub async fn connect(
         addr: impl ToSocketAddrs,
-        auth: Arc<Authenticator>,
+        auth: impl Into<Signer>,
         boot_id: u64,
     ) -> Result<Self, WireError> {
         let stream = TcpStream::connect(addr).await?;
@@ -45,7 +44,7 @@ impl Connection {
     }
 
     /// Wraps an accepted or connected stream.
-    pub fn new(stream: TcpStream, auth: Arc<Authenticator>, boot_id: u64) -> Self {
+    pub fn new(stream: TcpStream, auth: impl Into<Signer>, boot_id: u64) -> Self {
         // Frames are small and latency-bound (requests, heartbeats, fan-out),
         // so Nagle's delay only hurts. If setting it fails the socket is
         // already broken and the first read or write will say so.
@@ -53,7 +52,7 @@ impl Connection {
         let peer = stream.peer_addr().ok();
         Connection {
             framed: Framed::new(stream, FrameCodec::default()),
-            auth,
+            auth: auth.into(),
             boot_id,
             peer,
             last_corr: 0,
@@ -78,7 +77,7 @@ impl Connection {
 
     /// Sends one frame and flushes it.
     pub async fn send(&mut self, corr: u64, body: &Body) -> Result<(), WireError> {
-        let payload = encode_frame(&self.auth, self.boot_id, corr, body)?;
+        let payload = encode_frame(&self.auth, self.boot_id, corr, body).await?;
         self.framed.send(payload).await
     }
 
@@ -135,7 +134,7 @@ impl Connection {
         *writer.write_buffer_mut() = parts.write_buf;
         let reader = ConnReader {
             framed: Framed::from_parts(reader_parts),
-            auth: Arc::clone(&self.auth),
+            auth: self.auth.clone(),
             peer: self.peer,
         };
         let writer = ConnWriter {
@@ -184,7 +183,7 @@ impl Connection {
 pub struct ConnReader {
     /// Write side unused; see [`Connection::into_split`] for why `Framed`.
     framed: Framed<OwnedReadHalf, FrameCodec>,
-    auth: Arc<Authenticator>,
+    auth: Signer,
     peer: Option<SocketAddr>,
 }
 
@@ -208,7 +207,7 @@ impl ConnReader {
 /// sending direction (the peer sees a clean end of stream).
 pub struct ConnWriter {
     framed: FramedWrite<OwnedWriteHalf, FrameCodec>,
-    auth: Arc<Authenticator>,
+    auth: Signer,
     boot_id: u64,
     peer: Option<SocketAddr>,
 }
@@ -223,7 +222,7 @@ impl ConnWriter {
     /// Queues one frame without flushing (the buffer is written out when it
     /// grows large); call [`ConnWriter::flush`] after the batch.
     pub async fn feed(&mut self, corr: u64, body: &Body) -> Result<(), WireError> {
-        let payload = encode_frame(&self.auth, self.boot_id, corr, body)?;
+        let payload = encode_frame(&self.auth, self.boot_id, corr, body).await?;
         self.framed.feed(payload).await
     }
 
@@ -247,8 +246,8 @@ impl ConnWriter {
     }
 }
 
-fn encode_frame(
-    auth: &Authenticator,
+async fn encode_frame(
+    auth: &Signer,
     boot_id: u64,
     corr: u64,
     body: &Body,
@@ -259,13 +258,17 @@ fn encode_frame(
         corr,
         boot_id,
     };
-    frame::encode(auth, &header, body)
+    match auth {
+        Signer::Key(a) => frame::encode(a, &header, body),
+        Signer::Local(c) => {
+            let unsigned = frame::encode_unsigned(&header, body)?;
+            let credential = c.sign(unsigned.digest).await?;
+            unsigned.sign(&credential)
+        }
+    }
 }
 
-async fn read_envelope<S>(
-    frames: &mut S,
-    auth: &Authenticator,
-) -> Result<Option<Envelope>, WireError>
+async fn read_envelope<S>(frames: &mut S, auth: &Signer) -> Result<Option<Envelope>, WireError>
 where
     S: Stream<Item = Result<BytesMut, WireError>> + Unpin,
 {
@@ -275,7 +278,7 @@ where
 /// As `read_envelope`, also returning the frame's size on the wire.
 async fn read_sized<S>(
     frames: &mut S,
-    auth: &Authenticator,
+    auth: &Signer,
 ) -> Result<Option<(Envelope, usize)>, WireError>
 where
     S: Stream<Item = Result<BytesMut, WireError>> + Unpin,
@@ -286,7 +289,15 @@ where
             let payload = payload?;
             // 4 bytes of length prefix plus the payload.
             let len = payload.len() + 4;
-            frame::decode(auth, &payload, SystemTime::now()).map(|e| Some((e, len)))
+            let env = match auth {
+                Signer::Key(a) => frame::decode(a, &payload, SystemTime::now())?,
+                Signer::Local(c) => {
+                    let opened = frame::open(&payload)?;
+                    let (uid, gid) = c.verify(&opened.credential, opened.digest).await?;
+                    opened.trust(uid, gid)?
+                }
+            };
+            Ok(Some((env, len)))
         }
     }
 }
@@ -300,10 +311,11 @@ mod tests {
     use tokio_util::codec::Encoder;
 
     use super::*;
-    use crate::wire::auth::{AuthError, Key};
+    use crate::wire::auth::{AuthError, Authenticator, Key};
     use crate::wire::error::FramePart;
     use crate::wire::frame::MAX_FRAME_LEN;
     use crate::wire::messages::{CancelRequest, JobQuery, PongReply, SubmitReply};
+    use std::sync::Arc;
 
     fn auth_with(key_byte: u8) -> Arc<Authenticator> {
         let key = Key::from_bytes(&[key_byte; 32]).unwrap();
@@ -340,7 +352,13 @@ mod tests {
 
     /// A whole length-prefixed frame as the wire carries it.
     fn wire_bytes(auth: &Authenticator, corr: u64, body: &Body) -> BytesMut {
-        let payload = encode_frame(auth, 11, corr, body).unwrap();
+        let header = Header {
+            version: PROTOCOL_VERSION,
+            kind: body.kind().to_owned(),
+            corr,
+            boot_id: 11,
+        };
+        let payload = frame::encode(auth, &header, body).unwrap();
         let mut out = BytesMut::new();
         FrameCodec::default().encode(payload, &mut out).unwrap();
         out
@@ -554,7 +572,7 @@ mod tests {
             .unwrap();
         let err = server.recv().await.unwrap_err();
         assert!(
-            matches!(err, WireError::Auth(AuthError::BadSignature)),
+            matches!(err, WireError::Auth(AuthError::UnknownKey { .. })),
             "{err}"
         );
     }

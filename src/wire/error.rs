@@ -58,6 +58,10 @@ pub enum WireError {
     #[error("frame rejected: {0}")]
     Auth(#[from] AuthError),
 
+    /// The local signer could not sign or check a frame (commands only).
+    #[error("{0}")]
+    Signer(#[from] super::signer::SignerError),
+
     #[error("peer closed the connection before replying to {kind} (request {corr})")]
     PeerClosed { kind: &'static str, corr: u64 },
 
@@ -88,7 +92,8 @@ impl WireError {
             WireError::Io(_)
             | WireError::FrameTooLarge { .. }
             | WireError::Truncated { .. }
-            | WireError::PeerClosed { .. } => true,
+            | WireError::PeerClosed { .. }
+            | WireError::Signer(_) => true,
             WireError::Malformed { .. }
             | WireError::Encode { .. }
             | WireError::UnsupportedVersion { .. }

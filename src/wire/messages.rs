@@ -289,6 +289,11 @@ pub struct CtldStats {
     pub connections_peak: u64,
     #[serde(default)]
     pub connections_refused: u64,
+    /// Credentials refused since start, by reason (bad_signature,
+    /// unknown_key, expired, future_dated, before_start, replayed,
+    /// replay_cache_full).
+    #[serde(default)]
+    pub auth_rejected: Vec<(String, u64)>,
 }
 
 /// Fan a no-op out to nodes through the relay tree (operators only).

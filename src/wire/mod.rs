@@ -1,7 +1,8 @@
 //! The wire protocol, in three layers: [`frame`] (bytes ↔ frames, with a
 //! maximum size), [`messages`] (the typed envelope and `Body` enum, named
 //! MessagePack fields) and [`auth`] (HMAC credentials with replay protection).
-//! [`connection`] is the one framed connection used by daemons and CLI alike.
+//! [`connection`] is the one framed connection used by daemons and CLI alike;
+//! [`signer`] decides who signs its frames (a key, or the local signer).
 //! [`types`] holds the job/node/partition records that travel inside messages;
 //! [`joblist`] sends lists of jobs column by column.
 
@@ -11,4 +12,5 @@ pub mod error;
 pub mod frame;
 pub mod joblist;
 pub mod messages;
+pub mod signer;
 pub mod types;

@@ -19,6 +19,8 @@ pub struct Cluster {
     pub nodes: u32,
     pub ctld: Option<Child>,
     pub noded: HashMap<String, Child>,
+    /// The local signer every command of the test gets credentials from.
+    pub authd: Option<Child>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -67,8 +69,9 @@ impl Cluster {
             "ClusterName=test\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={}\n\
              SlurmdTimeout={slurmd_timeout}\nTreeWidth={tree_width}\nStateSaveLocation={}/state\n\
              SlurmdSpoolDir={}/spool/%n\nReturnToService=1\nKillWait=2\nMinJobAge=600\n\
-             NodeName=DEFAULT CPUs=2 RealMemory=1000\n",
+             AuthInfo=socket={}/authd.sock\nNodeName=DEFAULT CPUs=2 RealMemory=1000\n",
             ports[0],
+            dir.path().display(),
             dir.path().display(),
             dir.path().display()
         );
@@ -104,8 +107,10 @@ impl Cluster {
             nodes,
             ctld: None,
             noded: HashMap::new(),
+            authd: None,
             rt,
         };
+        c.start_authd();
         c.start_ctld();
         for i in 1..=nodes {
             c.start_node(&format!("n{i}"));
@@ -144,6 +149,28 @@ impl Cluster {
             .append(true)
             .open(self.dir.path().join("log").join(format!("{name}.log")))
             .unwrap()
+    }
+
+    /// Start the local signer and wait until its socket answers.
+    pub fn start_authd(&mut self) {
+        let child = Command::new(bin("canopy-authd"))
+            .args(["-f", self.conf.to_str().unwrap()])
+            .env("CANOPY_LOG", "debug")
+            .stdout(self.log("authd"))
+            .stderr(self.log("authd"))
+            .spawn()
+            .unwrap();
+        self.authd = Some(child);
+        let socket = self.dir.path().join("authd.sock");
+        let t0 = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "canopy-authd did not start: {}",
+                self.log_text("authd")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn start_ctld(&mut self) {
@@ -359,6 +386,10 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
         if let Some(mut c) = self.ctld.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(mut c) = self.authd.take() {
             let _ = c.kill();
             let _ = c.wait();
         }

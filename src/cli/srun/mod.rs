@@ -427,7 +427,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         wait_s: a.wait_s,
         pty: a.pty,
     };
-    let auth = crate::daemon::authenticator(&c.conf)?;
+    let auth = c.signer();
     // Keys go to the task's terminal as typed, until the step ends.
     let raw = a.pty.then(super::terminal::RawMode::enter).flatten();
     let exit = session.run(listener, auth, input, signals, &mut c).await;

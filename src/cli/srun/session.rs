@@ -222,7 +222,7 @@ impl Session<'_> {
     pub(super) async fn run(
         &self,
         listener: TcpListener,
-        auth: std::sync::Arc<crate::wire::auth::Authenticator>,
+        auth: crate::wire::signer::Signer,
         input: Option<mpsc::Receiver<Vec<u8>>>,
         mut signals: mpsc::UnboundedReceiver<i32>,
         ctl: &mut Client,

@@ -1,0 +1,261 @@
+//! Many users on one cluster: nobody but root holds the key, commands get
+//! their credentials from the local signer (which names the caller the
+//! kernel reports), and the controller refuses every kind of bad credential
+//! with its own error and counter.
+//!
+//! Two unprivileged users are made for the test (`canopy-alice`,
+//! `canopy-bob`); that needs root, as CI has: without it these fail under
+//! CI and are skipped elsewhere, saying so (see `common::require`).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use canopy::config::Config;
+use canopy::wire::auth::{Authenticator, Key};
+use canopy::wire::connection::Connection;
+use canopy::wire::frame;
+use canopy::wire::messages::{Body, Header, PROTOCOL_VERSION};
+use canopy::wire::types::JobState;
+use common::{bin, require, Cluster};
+use tokio::io::AsyncWriteExt;
+
+/// The uid of `name`, made (without a home) if missing.
+fn user(name: &str) -> u32 {
+    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        // Another test binary may be adding it at the same moment.
+        let _ = Command::new("useradd")
+            .args(["-M", "-N", "-s", "/bin/sh", name])
+            .status();
+    }
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("cannot create user {name}"))
+        .uid
+        .as_raw()
+}
+
+fn gid_of(uid: u32) -> u32 {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or(uid, |u| u.gid.as_raw())
+}
+
+/// A directory `uid` owns, to work in.
+fn home_for(uid: u32) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    nix::unistd::chown(
+        d.path(),
+        Some(nix::unistd::Uid::from_raw(uid)),
+        Some(nix::unistd::Gid::from_raw(gid_of(uid))),
+    )
+    .unwrap();
+    d
+}
+
+/// Run `canopy CMD ARGS` as `uid` in `home`.
+fn as_user(c: &Cluster, uid: u32, home: &Path, cmd: &str, args: &[&str]) -> Output {
+    Command::new(bin("canopy"))
+        .arg(cmd)
+        .args(args)
+        .current_dir(home)
+        .env("CANOPY_CONF", &c.conf)
+        .env("PATH", c.path_env())
+        .uid(uid)
+        .gid(gid_of(uid))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn users_act_only_as_themselves_and_never_hold_the_key() {
+    if !require(nix::unistd::Uid::effective().is_root(), "root") {
+        return;
+    }
+    let alice = user("canopy-alice");
+    let bob = user("canopy-bob");
+    let c = Cluster::start(2, 2, 30);
+    std::fs::set_permissions(c.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (ha, hb) = (home_for(alice), home_for(bob));
+    let (ha, hb) = (ha.path(), hb.path());
+
+    // The key is root's alone.
+    let key = c.dir.path().join("slurm.key");
+    let o = Command::new("cat")
+        .arg(&key)
+        .uid(alice)
+        .gid(gid_of(alice))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "alice read the key: {}", text(&o));
+    assert!(text(&o).contains("Permission denied"), "{}", text(&o));
+
+    // Alice's job runs as alice, with credentials from the signer.
+    let o = as_user(
+        &c,
+        alice,
+        ha,
+        "sbatch",
+        &["--parsable", "-o", "out-%j", "--wrap", "id -u"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let mine: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    assert_eq!(
+        c.wait_done(mine, Duration::from_secs(30)).state,
+        JobState::Completed
+    );
+    let out = std::fs::read_to_string(ha.join(format!("out-{mine}"))).unwrap();
+    assert_eq!(out.trim(), alice.to_string());
+    let o = as_user(&c, alice, ha, "squeue", &["-h", "-o", "%u"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Bob's held job: alice may do nothing to it.
+    let o = as_user(
+        &c,
+        bob,
+        hb,
+        "sbatch",
+        &["--parsable", "-H", "--wrap", "true"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let bobs = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let job_eq = format!("JobId={bobs}");
+    let attempts: Vec<Vec<&str>> = vec![
+        vec!["scancel", &bobs],
+        vec!["scancel", "--signal=USR1", &bobs],
+        vec!["scontrol", "hold", &bobs],
+        vec!["scontrol", "release", &bobs],
+        vec!["scontrol", "update", &job_eq, "TimeLimit=5"],
+        vec!["scontrol", "requeue", &bobs],
+        vec!["scontrol", "suspend", &bobs],
+        vec![
+            "scontrol",
+            "update",
+            "NodeName=n1",
+            "State=DRAIN",
+            "Reason=mine",
+        ],
+        vec!["scontrol", "reconfigure"],
+    ];
+    for a in &attempts {
+        let o = as_user(&c, alice, ha, a[0], &a[1..]);
+        let t = text(&o);
+        assert!(
+            t.contains("Access/permission denied") || t.contains("Invalid user id"),
+            "alice ran {a:?}: {t}"
+        );
+    }
+    let j = c.job(bobs.parse().unwrap()).unwrap();
+    assert_eq!(j.state, JobState::Pending, "bob's job is untouched");
+    assert_eq!(c.node("n1").scontrol_state(), "IDLE", "n1 not drained");
+    // An operator may.
+    let w = c.dir.path();
+    let o = c.cli(
+        w,
+        "scontrol",
+        &["update", "NodeName=n1", "State=DRAIN", "Reason=ops"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(c.node("n1").drain);
+    let o = c.cli(w, "scancel", &[&bobs]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Each kind of bad credential gets its own error from the controller,
+/// and its own counter in sdiag.
+#[test]
+fn every_bad_credential_is_refused_with_its_own_error() {
+    let c = Cluster::start(1, 2, 30);
+    let conf = Config::load(&c.conf).unwrap();
+    let auth = canopy::daemon::authenticator(&conf).unwrap();
+    let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
+    let header = |corr| Header {
+        version: PROTOCOL_VERSION,
+        kind: "Ping".into(),
+        corr,
+        boot_id: 5,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Send one raw payload on a fresh connection; the reply's text.
+    let send = |payload: bytes::Bytes| -> String {
+        rt.block_on(async {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            s.write_all(&(payload.len() as u32).to_be_bytes())
+                .await
+                .unwrap();
+            s.write_all(&payload).await.unwrap();
+            let mut conn = Connection::new(s, auth.clone(), 9);
+            match conn.recv().await {
+                Ok(Some(env)) => format!("{:?}", env.body),
+                other => format!("{other:?}"),
+            }
+        })
+    };
+    let now = SystemTime::now();
+    let good = frame::encode_at(&auth, &header(1), &Body::Ping, now).unwrap();
+    assert!(send(good.clone()).contains("Pong"));
+    // The same frame again.
+    let t = send(good);
+    assert!(t.contains("replayed"), "{t}");
+    // One byte of the credential changed (the signature's last byte sits
+    // just before the body).
+    let unsigned = frame::encode_unsigned(&header(2), &Body::Ping).unwrap();
+    let mut cred = auth.sign_own(&unsigned.digest, now);
+    cred.sig[31] ^= 1;
+    let t = send(unsigned.sign(&cred).unwrap());
+    assert!(t.contains("does not verify"), "{t}");
+    // Expired.
+    let old = now - Duration::from_secs(600);
+    let t = send(frame::encode_at(&auth, &header(3), &Body::Ping, old).unwrap());
+    assert!(t.contains("expired"), "{t}");
+    // A credential lifted onto another message.
+    let first = frame::encode_unsigned(&header(4), &Body::Ping).unwrap();
+    let lifted = auth.sign_own(&first.digest, now);
+    let other = frame::encode_unsigned(&header(5), &Body::Ping).unwrap();
+    let t = send(other.sign(&lifted).unwrap());
+    assert!(t.contains("another message"), "{t}");
+    // Signed with a key the controller does not hold (a retired one).
+    let retired = Authenticator::new(Key::from_bytes(&[42; 32]).unwrap(), 0, 0);
+    let t = send(frame::encode_at(&retired, &header(6), &Body::Ping, now).unwrap());
+    assert!(t.contains("does not hold"), "{t}");
+    // Each counted once under its own name.
+    let Body::Stats(s) = c.call(Body::QueryStats) else {
+        panic!("no stats");
+    };
+    let count = |k: &str| {
+        s.auth_rejected
+            .iter()
+            .find(|(n, _)| n == k)
+            .map_or(0, |(_, v)| *v)
+    };
+    for k in [
+        "replayed",
+        "bad_signature",
+        "expired",
+        "wrong_message",
+        "unknown_key",
+    ] {
+        assert_eq!(count(k), 1, "{k}: {:?}", s.auth_rejected);
+    }
+    let o = c.cli(c.dir.path(), "sdiag", &[]);
+    assert!(text(&o).contains("Credentials refused:"), "{}", text(&o));
+}
