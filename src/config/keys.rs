@@ -32,6 +32,8 @@ pub(super) enum GlobalKey {
     MailDomain,
     GresTypes,
     Licenses,
+    PrivateData,
+    SlurmUser,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -60,6 +62,8 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("MailDomain", GlobalKey::MailDomain),
     ("GresTypes", GlobalKey::GresTypes),
     ("Licenses", GlobalKey::Licenses),
+    ("PrivateData", GlobalKey::PrivateData),
+    ("SlurmUser", GlobalKey::SlurmUser),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -209,7 +213,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "PriorityWeightPartition",
     "PriorityWeightQOS",
     "PriorityWeightTRES",
-    "PrivateData",
     "ProctrackType",
     "Prolog",
     "PrologEpilogTimeout",
@@ -243,7 +246,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "SelectTypeParameters",
     "SlurmSchedLogFile",
     "SlurmSchedLogLevel",
-    "SlurmUser",
     "SlurmctldAddr",
     "SlurmctldDebug",
     "SlurmctldLogFile",
