@@ -112,6 +112,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             let msg = GetJobs {
                 ids: job_ids,
                 brief,
+                caller,
             };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(jobs) => Body::Jobs(jobs),
@@ -119,13 +120,20 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryNodes(NodeQuery { names }) => {
-            match send_counted(&h.controller, &h.controller_stats, GetNodes { names }).await {
+            match send_counted(
+                &h.controller,
+                &h.controller_stats,
+                GetNodes { names, caller },
+            )
+            .await
+            {
                 Ok(n) => Body::Nodes(n),
                 Err(_) => gone(),
             }
         }
         Body::QueryPartitions => {
-            match send_counted(&h.controller, &h.controller_stats, GetPartitions).await {
+            let msg = GetPartitions { caller };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(p) => Body::Partitions(p),
                 Err(_) => gone(),
             }

@@ -72,17 +72,22 @@ pub struct GetJobs {
     pub ids: Vec<u32>,
     /// See [`JobQuery::brief`](crate::wire::messages::JobQuery::brief).
     pub brief: bool,
+    /// Who asks: `PrivateData` decides what they see.
+    pub caller: Caller,
 }
 
 #[derive(Message)]
 #[rtype(result = "Vec<NodeInfo>")]
 pub struct GetNodes {
     pub names: Vec<String>,
+    pub caller: Caller,
 }
 
 #[derive(Message)]
 #[rtype(result = "Vec<PartitionInfo>")]
-pub struct GetPartitions;
+pub struct GetPartitions {
+    pub caller: Caller,
+}
 
 #[derive(Message)]
 #[rtype(result = "Option<CancelReply>")]

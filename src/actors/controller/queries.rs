@@ -86,7 +86,7 @@ impl Handler<GetJobs> for ControllerActor {
         let now = chrono::Utc::now().timestamp();
         MessageResult(
             self.core
-                .job_infos(&msg.ids, msg.brief, now)
+                .job_infos(&msg.ids, msg.brief, now, msg.caller)
                 .into_iter()
                 .collect(),
         )
@@ -97,15 +97,15 @@ impl Handler<GetNodes> for ControllerActor {
     type Result = MessageResult<GetNodes>;
     fn handle(&mut self, msg: GetNodes, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        MessageResult(self.core.node_infos(&msg.names))
+        MessageResult(self.core.node_infos(&msg.names, msg.caller))
     }
 }
 
 impl Handler<GetPartitions> for ControllerActor {
     type Result = MessageResult<GetPartitions>;
-    fn handle(&mut self, _msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        MessageResult(self.core.partition_infos())
+        MessageResult(self.core.partition_infos(msg.caller))
     }
 }
 
