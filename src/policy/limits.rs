@@ -109,6 +109,34 @@ pub fn check_submit(s: &JobSubmit, max_script_size: u64) -> Result<(), ErrorRepl
     Ok(())
 }
 
+/// An srun step's strings, bounded as a job's are (the step is kept in
+/// its job's record and shown by `squeue -s` and `scontrol show step`).
+pub fn check_step(r: &crate::wire::messages::StepRequest) -> Result<(), ErrorReply> {
+    let opt = |v: &Option<String>| v.as_deref().unwrap_or_default().to_string();
+    let fields: [(&str, String, usize); 8] = [
+        ("--job-name", r.name.clone(), MAX_STR_LEN),
+        ("--chdir", r.cwd.clone(), MAX_PATH_LEN),
+        ("--output", opt(&r.stdout), MAX_PATH_LEN),
+        ("--error", opt(&r.stderr), MAX_PATH_LEN),
+        ("--input", opt(&r.stdin_pattern), MAX_PATH_LEN),
+        ("--nodelist", opt(&r.nodelist), MAX_PATH_LEN),
+        ("--exclude", opt(&r.exclude), MAX_PATH_LEN),
+        ("the srun host", r.srun_host.clone(), MAX_STR_LEN),
+    ];
+    for (field, value, max) in &fields {
+        check_len(field, value, *max)?;
+    }
+    let args: usize = r.argv.iter().map(|a| a.len() + 1).sum();
+    if args > MAX_SUBMIT_LINE_LEN {
+        return Err(too_long("the command line", args, MAX_SUBMIT_LINE_LEN));
+    }
+    let env: usize = r.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    if env > MAX_ENV_LEN {
+        return Err(too_long("the environment", env, MAX_ENV_LEN));
+    }
+    Ok(())
+}
+
 /// `--mail-user`: MailProg runs as root (or SlurmUser) with the address
 /// as an argument, so an address must be one that cannot be read as an
 /// option or reach a shell: comma-separated recipients, none empty or
@@ -198,6 +226,20 @@ mod tests {
             .unwrap_err()
             .message
             .contains("environment"));
+    }
+
+    #[test]
+    fn steps_are_bounded_like_jobs() {
+        let mut r = crate::wire::messages::StepRequest {
+            name: "s".into(),
+            ..Default::default()
+        };
+        assert!(check_step(&r).is_ok());
+        r.name = "s".repeat(MAX_STR_LEN + 1);
+        assert!(check_step(&r).unwrap_err().message.contains("--job-name"));
+        r.name = "s".into();
+        r.argv = vec!["a".repeat(MAX_SUBMIT_LINE_LEN)];
+        assert!(check_step(&r).unwrap_err().message.contains("command line"));
     }
 
     #[test]
