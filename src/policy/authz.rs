@@ -1,9 +1,10 @@
 //! Authorization: one table of who may act on which job or node.
 //!
 //! The caller's identity is the verified uid of the request's credential,
-//! never a field of the request body. Operators are root and the user the
-//! controller runs as (Slurm's SlurmUser); Slurm's finer admin levels come
-//! with the accounting store.
+//! never a field of the request body. Operators are root and Slurm's
+//! SlurmUser (the configured one when the controller runs as root, else the
+//! user it runs as); Slurm's finer admin levels come with the accounting
+//! store.
 
 use serde::{Deserialize, Serialize};
 
