@@ -313,4 +313,10 @@ fn what_one_user_submits_is_bounded_and_their_identity_is_the_credentials() {
     assert!(all.contains(&mine.to_string().as_str()) && all.contains(&first.as_str()));
     let o = c.cli(w, "sinfo", &["-h", "-N"]);
     assert!(out(&o).contains("n1"), "{}", out(&o));
+    // `canopy status` keeps the same secrets.
+    let o = as_nobody(&c, home, "status", &[]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(!out(&o).contains("n1"), "{}", out(&o));
+    let o = c.cli(w, "status", &[]);
+    assert!(out(&o).contains("n1"), "{}", out(&o));
 }

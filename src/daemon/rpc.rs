@@ -154,7 +154,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::UpdateNodes(update) => update_nodes(update, caller, h, info).await,
         Body::QueryStatus => {
-            match send_counted(&h.controller, &h.controller_stats, GetStatus).await {
+            match send_counted(&h.controller, &h.controller_stats, GetStatus { caller }).await {
                 Ok(s) => Body::Status(Box::new(s)),
                 Err(_) => gone(),
             }

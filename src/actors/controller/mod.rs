@@ -115,7 +115,11 @@ pub struct UpdateNodes {
 
 #[derive(Message)]
 #[rtype(result = "StatusReport")]
-pub struct GetStatus;
+pub struct GetStatus {
+    /// Who asks: `PrivateData` hides others' jobs, the nodes and the
+    /// partitions from `canopy status` as from squeue and sinfo.
+    pub caller: Caller,
+}
 
 #[derive(Message)]
 #[rtype(result = "()")]

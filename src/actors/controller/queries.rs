@@ -111,9 +111,11 @@ impl Handler<GetPartitions> for ControllerActor {
 
 impl Handler<GetStatus> for ControllerActor {
     type Result = ResponseFuture<StatusReport>;
-    fn handle(&mut self, _msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
         let conf = self.core.conf().clone();
+        let viewer = msg.caller;
+        let hide = |private: bool| private && !viewer.operator;
         let jobs = self.core.jobs();
         let (pending, running) = conf
             .partitions
@@ -133,7 +135,11 @@ impl Handler<GetStatus> for ControllerActor {
             mailbox_depth: self.stats.depth(),
             handled: self.stats.total(),
         }];
-        for p in &conf.partitions {
+        for p in conf
+            .partitions
+            .iter()
+            .filter(|_| !hide(conf.private_data.partitions))
+        {
             if let Some((_, st)) = self.partitions.get(&p.name) {
                 let c = jobs.counts(&p.name);
                 actors.push(ActorStatus {
@@ -152,7 +158,12 @@ impl Handler<GetStatus> for ControllerActor {
             }
         }
         let mut tree = Vec::new();
-        for rank in 0..conf.nodes.len() {
+        let shown_nodes = if hide(conf.private_data.nodes) {
+            0
+        } else {
+            conf.nodes.len()
+        };
+        for rank in 0..shown_nodes {
             let Some(info) = self.core.node_info(rank) else {
                 continue;
             };
@@ -168,7 +179,11 @@ impl Handler<GetStatus> for ControllerActor {
                 live: !info.not_responding,
             });
         }
-        for (id, h) in &self.steps {
+        let visible = |id: u32| {
+            jobs.get(id)
+                .is_none_or(|j| self.core.may_see_job(viewer, j))
+        };
+        for (id, h) in self.steps.iter().filter(|(id, _)| visible(**id)) {
             actors.push(ActorStatus {
                 kind: "step".into(),
                 name: format!("{id}.batch"),
