@@ -10,7 +10,6 @@
 //! per job (task). Accepted but never sent: STAGE_OUT (canopy has no burst
 //! buffers to stage out of).
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::model::acct::AcctJob;
@@ -300,23 +299,72 @@ fn exit_env(tasks: &[&AcctJob]) -> Vec<(String, String)> {
     env
 }
 
-/// Run MailProg for `mail` on a thread of its own (a slow mailer must not
-/// hold up the controller), reaping it there; failures are logged.
-pub fn send(prog: &Path, mail: Mail) {
-    let prog = prog.to_path_buf();
+/// How mail leaves: MailProg, and the SlurmUser it runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sender {
+    pub prog: std::path::PathBuf,
+    /// `SlurmUser`: when the controller runs as root, MailProg runs as
+    /// this account instead (a mailer bug then cannot act as root).
+    pub slurm_user: Option<String>,
+}
+
+/// Whom MailProg runs as: `None` to keep the controller's own identity
+/// (it is not root, or no SlurmUser other than root is set), else the
+/// SlurmUser's uid and gid; an unknown SlurmUser is an error (mail is
+/// then not sent rather than sent as root).
+fn mail_identity(slurm_user: Option<&str>, euid_root: bool) -> Result<Option<(u32, u32)>, String> {
+    let Some(name) = slurm_user.filter(|n| euid_root && *n != "root" && *n != "0") else {
+        return Ok(None);
+    };
+    let found = match name.parse::<u32>() {
+        Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)),
+        Err(_) => nix::unistd::User::from_name(name),
+    };
+    match found {
+        Ok(Some(u)) => Ok(Some((u.uid.as_raw(), u.gid.as_raw()))),
+        Ok(None) => Err(format!("SlurmUser {name} is not a known user")),
+        Err(e) => Err(format!("SlurmUser {name} cannot be looked up: {e}")),
+    }
+}
+
+/// Run MailProg for `mail` on a thread of its own (a slow mailer, or a
+/// passwd lookup, must not hold up the controller), reaping it there;
+/// failures are logged. Called as Slurm calls it, `MailProg -s SUBJECT
+/// ADDRESS`: no `--` goes before the address, since site MailProgs (such
+/// as Slurm's `smail`) read the address as their third argument. The
+/// address was checked at submission (no leading `-`, no shell or blank
+/// characters) and is checked again here for jobs older than the check.
+pub fn send(sender: Sender, mail: Mail) {
     let spawned = std::thread::Builder::new()
         .name("mailprog".into())
         .spawn(move || {
-            let status = Command::new(&prog)
-                .arg("-s")
+            if let Err(e) = crate::policy::limits::check_mail_user(&mail.to) {
+                tracing::warn!(to = %mail.to, error = %e.message, "mail not sent");
+                return;
+            }
+            let euid_root = nix::unistd::Uid::effective().is_root();
+            let identity = match mail_identity(sender.slurm_user.as_deref(), euid_root) {
+                Ok(id) => id,
+                Err(e) => {
+                    tracing::warn!(error = %e, to = %mail.to, "mail not sent");
+                    return;
+                }
+            };
+            let prog = &sender.prog;
+            let mut cmd = Command::new(prog);
+            cmd.arg("-s")
                 .arg(&mail.subject)
                 .arg(&mail.to)
                 .envs(mail.env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            match status {
+                .stderr(Stdio::null());
+            if let Some((uid, gid)) = identity {
+                use std::os::unix::process::CommandExt;
+                // std drops root's supplementary groups when it sets the uid.
+                cmd.uid(uid).gid(gid).current_dir("/");
+            }
+            match cmd.status() {
                 Ok(s) if s.success() => {
                     tracing::debug!(to = %mail.to, subject = %mail.subject, "mail sent")
                 }
@@ -519,5 +567,21 @@ mod tests {
             m.subject,
             "Slurm Array Summary Job_id=86_* (86) Name=mailjob Ended, COMPLETED, ExitCode [0-0]"
         );
+    }
+
+    #[test]
+    fn mailprog_runs_as_slurm_user_only_when_root_and_set() {
+        assert_eq!(mail_identity(None, true), Ok(None));
+        assert_eq!(mail_identity(Some("root"), true), Ok(None));
+        // Not root: there is nobody else to become.
+        assert_eq!(mail_identity(Some("nobody"), false), Ok(None));
+        let nobody = nix::unistd::User::from_name("nobody").ok().flatten();
+        if let Some(n) = nobody {
+            assert_eq!(
+                mail_identity(Some("nobody"), true),
+                Ok(Some((n.uid.as_raw(), n.gid.as_raw())))
+            );
+        }
+        assert!(mail_identity(Some("no-such-user-here"), true).is_err());
     }
 }

@@ -28,7 +28,7 @@ pub fn run(args: &[String]) -> i32 {
         }
         other => other,
     };
-    let sub = match parsed {
+    let mut sub = match parsed {
         Ok(s) => s,
         Err(e) if e.exit_code() == 0 => {
             println!("{e}");
@@ -41,6 +41,10 @@ pub fn run(args: &[String]) -> i32 {
     };
     for w in &sub.warnings {
         eprintln!("{w}");
+    }
+    if let Err(e) = run_as(&mut sub.submit, &sub.run_as) {
+        eprintln!("sbatch: error: {e}");
+        return 1;
     }
     let test_only = sub.submit.test_only;
     let gres = sub.gres.clone();
@@ -55,6 +59,10 @@ pub fn run(args: &[String]) -> i32 {
                 // With -M, Slurm names the cluster the job went to.
                 on_cluster = Some(c.conf.cluster_name.clone());
             }
+            // Refused here, before a large script or name travels: the
+            // controller would refuse it with the same words.
+            crate::policy::limits::check_submit(&sub.submit, c.conf.max_script_size)
+                .map_err(CliError::Refused)?;
             let r = c.call(Body::SubmitJob(Box::new(sub.submit))).await?;
             Ok::<_, CliError>((c, r))
         }
@@ -140,6 +148,37 @@ async fn wait_for(client: &mut Client, job_id: u32) -> i32 {
         // Start fast (short jobs), back off to a gentle poll for long ones.
         delay = (delay * 2).min(std::time::Duration::from_millis(500));
     }
+}
+
+/// Root's `--uid`/`--gid` (the parser has refused them to anyone else):
+/// the job runs as that user, with that group or, without `--gid`, the
+/// user's primary group, as Slurm's sbatch does. Names or numbers.
+fn run_as(
+    submit: &mut crate::model::job::JobSubmit,
+    (uid, gid): &(Option<String>, Option<String>),
+) -> Result<(), String> {
+    use nix::unistd::{Gid, Group, Uid, User};
+    if let Some(spec) = uid {
+        let user = match spec.parse::<u32>() {
+            Ok(n) => User::from_uid(Uid::from_raw(n)).ok().flatten(),
+            Err(_) => User::from_name(spec).ok().flatten(),
+        };
+        let user = user.ok_or("Invalid --uid specification")?;
+        submit.uid = user.uid.as_raw();
+        submit.gid = user.gid.as_raw();
+        submit.user = user.name;
+    }
+    if let Some(spec) = gid {
+        let group = match spec.parse::<u32>() {
+            Ok(n) => Group::from_gid(Gid::from_raw(n))
+                .ok()
+                .flatten()
+                .map(|g| g.gid),
+            Err(_) => Group::from_name(spec).ok().flatten().map(|g| g.gid),
+        };
+        submit.gid = group.ok_or("Invalid --gid specification")?.as_raw();
+    }
+    Ok(())
 }
 
 fn context() -> Result<SubmitContext, std::io::Error> {

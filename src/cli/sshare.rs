@@ -154,11 +154,22 @@ pub fn run(args: &[String]) -> i32 {
             };
             let r = async {
                 let mut c = Client::connect(None).await?;
-                c.call(Body::QueryJobs(q)).await
+                let pd = c.conf.private_data;
+                let private = (pd.usage || pd.users)
+                    .then(|| own_name_unless_operator(c.conf.slurm_user.as_deref()))
+                    .flatten();
+                Ok::<_, super::client::CliError>((c.call(Body::QueryJobs(q)).await?, private))
             };
             match r.await {
-                Ok(Body::Jobs(jobs)) => {
+                Ok((Body::Jobs(jobs), private)) => {
                     list = jobs.into_rows().into_iter().map(|j| j.user).collect();
+                    // `PrivateData=usage` or `users`: a user's sshare shows
+                    // only their own row, as Slurm's does. (Which users have
+                    // jobs is what squeue shows; `PrivateData=jobs` has the
+                    // controller hide other users' jobs from this listing.)
+                    if let Some(me) = private {
+                        list.retain(|u| *u == me);
+                    }
                     list.sort();
                     list.dedup();
                     0
@@ -223,4 +234,18 @@ pub fn run(args: &[String]) -> i32 {
     }
     print!("{out}");
     0
+}
+
+/// The caller's user name, unless they are an operator (root or SlurmUser),
+/// who sees every row.
+fn own_name_unless_operator(slurm_user: Option<&str>) -> Option<String> {
+    let uid = nix::unistd::getuid();
+    if uid.is_root() {
+        return None;
+    }
+    let name = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |u| u.name);
+    (slurm_user != Some(name.as_str())).then_some(name)
 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use super::keys::*;
 use super::parse::{self, Item, Line, Loc, Op};
 use super::types::{
-    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, DEFAULT_MAX_CONNECTIONS,
-    MAX_JOB_ID,
+    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID, MAX_SCRIPT_SIZE_LIMIT,
 };
 use super::{hostlist, units};
 use crate::wire::types::PartitionState;
@@ -474,6 +474,10 @@ impl Builder {
                 gres_types: Vec::new(),
                 licenses: Vec::new(),
                 enable_user_top: false,
+                max_script_size: DEFAULT_MAX_SCRIPT_SIZE,
+                max_submit_jobs_per_user: None,
+                private_data: PrivateData::default(),
+                slurm_user: None,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
                 auth_key_path: dir.join("slurm.key"),
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
@@ -515,9 +519,6 @@ impl Builder {
         }
     }
 
-    /// `SchedulerParameters`: a comma list, of which canopy reads the
-    /// `scontrol top` switches; the rest earn one warning naming them. (A
-    /// repeated line warns and replaces the earlier one, as for any scalar.)
     /// `AuthInfo=socket=PATH[,...]`: where the local signer listens.
     /// Other options (MUNGE's `cred_expire`, ...) do not apply to canopy's
     /// signer and are named in one warning.
@@ -551,19 +552,50 @@ impl Builder {
         Ok(())
     }
 
-    pub(super) fn scheduler_parameters(&mut self, loc: &Loc, item: &Item) {
+    /// `SchedulerParameters`: a comma list, of which canopy reads the
+    /// `scontrol top` switches, `max_script_size=N` and
+    /// `max_submit_jobs_per_user=N`; the rest earn one warning naming them.
+    /// (A repeated line warns and replaces the earlier one, as for any
+    /// scalar.)
+    pub(super) fn scheduler_parameters(
+        &mut self,
+        loc: &Loc,
+        item: &Item,
+    ) -> Result<(), ConfigError> {
         let mut ignored = Vec::new();
         self.cfg.enable_user_top = false;
+        self.cfg.max_script_size = DEFAULT_MAX_SCRIPT_SIZE;
+        self.cfg.max_submit_jobs_per_user = None;
         for p in item
             .value
             .split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
         {
-            match p.to_ascii_lowercase().as_str() {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            let number = |min: u64, max: u64| {
+                digits(value.trim())
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| {
+                        loc.error(
+                            &item.key,
+                            format!(
+                                "SchedulerParameters {p}: expected an integer between {min} and {max}"
+                            ),
+                        )
+                    })
+            };
+            match name.to_ascii_lowercase().as_str() {
                 "enable_user_top" => self.cfg.enable_user_top = true,
                 "disable_user_top" => self.cfg.enable_user_top = false,
-                _ => ignored.push(p.split('=').next().unwrap_or(p).to_string()),
+                "max_script_size" => {
+                    self.cfg.max_script_size = number(1, MAX_SCRIPT_SIZE_LIMIT)?;
+                }
+                "max_submit_jobs_per_user" => {
+                    let n = number(1, u32::MAX.into())?;
+                    self.cfg.max_submit_jobs_per_user = u32::try_from(n).ok();
+                }
+                _ => ignored.push(name.to_string()),
             }
         }
         if !ignored.is_empty() {
@@ -576,6 +608,52 @@ impl Builder {
                     } else {
                         format!("{} are", ignored.join(", "))
                     }
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `PrivateData`: a comma list of what users may not see of others.
+    /// `accounts`, `cloud` and `events` concern what canopy does not have
+    /// yet (sacctmgr, power saving, an event log) and earn a warning; an
+    /// unknown word earns one too (Slurm skips it silently).
+    pub(super) fn private_data(&mut self, loc: &Loc, item: &Item) {
+        let mut pd = PrivateData::default();
+        let mut ignored = Vec::new();
+        for word in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+        {
+            match word.to_ascii_lowercase().as_str() {
+                "jobs" => pd.jobs = true,
+                "nodes" => pd.nodes = true,
+                "partitions" => pd.partitions = true,
+                "reservations" => pd.reservations = true,
+                "usage" => pd.usage = true,
+                "users" => pd.users = true,
+                "all" => {
+                    pd = PrivateData {
+                        jobs: true,
+                        nodes: true,
+                        partitions: true,
+                        reservations: true,
+                        usage: true,
+                        users: true,
+                    }
+                }
+                _ => ignored.push(word.to_string()),
+            }
+        }
+        self.cfg.private_data = pd;
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "PrivateData {} not used by canopy; ignored",
+                    ignored.join(", ")
                 ),
             );
         }
@@ -718,7 +796,11 @@ impl Builder {
                     ))
                 }
             },
-            GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item),
+            GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item)?,
+            GlobalKey::PrivateData => self.private_data(loc, item),
+            GlobalKey::SlurmUser => {
+                self.cfg.slurm_user = Some(non_empty(loc, item, "a user name")?)
+            }
             GlobalKey::AuthType => match item.value.as_str() {
                 "auth/canopy" | "auth/slurm" | "auth/munge" => {
                     if item.value != "auth/canopy" {

@@ -34,6 +34,8 @@ pub(super) enum GlobalKey {
     Licenses,
     AuthType,
     AuthInfo,
+    PrivateData,
+    SlurmUser,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -64,6 +66,8 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("Licenses", GlobalKey::Licenses),
     ("AuthType", GlobalKey::AuthType),
     ("AuthInfo", GlobalKey::AuthInfo),
+    ("PrivateData", GlobalKey::PrivateData),
+    ("SlurmUser", GlobalKey::SlurmUser),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -211,7 +215,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "PriorityWeightPartition",
     "PriorityWeightQOS",
     "PriorityWeightTRES",
-    "PrivateData",
     "ProctrackType",
     "Prolog",
     "PrologEpilogTimeout",
@@ -245,7 +248,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "SelectTypeParameters",
     "SlurmSchedLogFile",
     "SlurmSchedLogLevel",
-    "SlurmUser",
     "SlurmctldAddr",
     "SlurmctldDebug",
     "SlurmctldLogFile",

@@ -1042,9 +1042,10 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (47: PriorityType and GresTypes are
-    // read) plus the backup controller, each naming its line.
-    assert_eq!(cfg.warnings.len(), 47, "{:#?}", cfg.warnings);
+    // One warning per ignored key (46: PriorityType, GresTypes and
+    // SlurmUser are read) plus the backup controller, each naming its line.
+    assert_eq!(cfg.warnings.len(), 46, "{:#?}", cfg.warnings);
+    assert_eq!(cfg.slurm_user.as_deref(), Some("slurm"));
     assert_eq!(cfg.gres_types, ["gpu"]);
     assert_eq!(cfg.priority_type, "priority/multifactor");
     // AuthType=auth/munge says what canopy does instead.
@@ -1060,6 +1061,49 @@ fn realistic_site_file_parses_with_warnings() {
         &"slurm.conf:61: NodeName attribute CoreSpecCount is not used by canopy yet; ignored"
             .to_string()
     ));
+}
+
+#[test]
+fn scheduler_parameters_bound_scripts_and_submissions_per_user() {
+    let cfg = ok("");
+    assert_eq!(cfg.max_script_size, 4 * 1024 * 1024);
+    assert_eq!(cfg.max_submit_jobs_per_user, None);
+    let cfg = ok(
+        "SchedulerParameters=max_script_size=1000,max_submit_jobs_per_user=50,enable_user_top\n",
+    );
+    assert_eq!(cfg.max_script_size, 1000);
+    assert_eq!(cfg.max_submit_jobs_per_user, Some(50));
+    assert!(cfg.enable_user_top);
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    for bad in [
+        "max_script_size=0",
+        "max_script_size=536870913",
+        "max_script_size=4M",
+        "max_submit_jobs_per_user=0",
+        "max_submit_jobs_per_user=",
+    ] {
+        let e = err(&format!("SchedulerParameters={bad}\n"));
+        assert!(e.to_string().contains(bad), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn private_data_is_read_word_by_word() {
+    let cfg = ok("");
+    assert_eq!(cfg.private_data, PrivateData::default());
+    let cfg = ok("PrivateData=jobs,Nodes,usage\n");
+    assert!(cfg.private_data.jobs && cfg.private_data.nodes && cfg.private_data.usage);
+    assert!(!cfg.private_data.partitions && !cfg.private_data.users);
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    let all = ok("PrivateData=all\n").private_data;
+    assert!(all.jobs && all.nodes && all.partitions && all.reservations && all.usage && all.users);
+    let cfg = ok("PrivateData=jobs,accounts,events\n");
+    assert!(cfg.private_data.jobs);
+    assert_eq!(
+        cfg.warnings,
+        ["slurm.conf:2: PrivateData accounts, events not used by canopy; ignored"]
+    );
+    assert_eq!(ok("SlurmUser=slurm\n").slurm_user.as_deref(), Some("slurm"));
 }
 
 #[test]

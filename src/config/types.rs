@@ -83,6 +83,18 @@ pub struct Config {
     /// `SchedulerParameters=enable_user_top`: users may `scontrol top`
     /// their own jobs (otherwise only operators may).
     pub enable_user_top: bool,
+    /// `SchedulerParameters=max_script_size=N`: the largest batch script
+    /// accepted, in bytes (Slurm's default 4 MiB).
+    pub max_script_size: u64,
+    /// `SchedulerParameters=max_submit_jobs_per_user=N`: how many jobs
+    /// (each array task counted) one user may have pending or running at
+    /// once; `None` (the default, as in Slurm without accounting): no cap.
+    pub max_submit_jobs_per_user: Option<u32>,
+    /// `PrivateData`: what non-operators may see of others.
+    pub private_data: PrivateData,
+    /// `SlurmUser`: the account the controller's helpers (MailProg) run
+    /// as when the controller runs as root; `None`: not set.
+    pub slurm_user: Option<String>,
     /// `SlurmctldParameters=conmgr_max_connections=N`: connections each
     /// daemon listener serves at once (node links count too); more are
     /// refused with an error frame. canopy applies it to node daemons' listeners too.
@@ -102,6 +114,28 @@ pub struct Config {
     /// Node name → index into `nodes`, built at load.
     pub(super) node_by_name: HashMap<String, usize>,
 }
+
+/// `PrivateData`'s flags: what a non-operator is kept from seeing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrivateData {
+    /// Other users' jobs (squeue, scontrol show job, sacct, sshare).
+    pub jobs: bool,
+    /// Node state (sinfo, scontrol show node).
+    pub nodes: bool,
+    /// Partition state (sinfo, scontrol show partition).
+    pub partitions: bool,
+    /// Reservations (canopy has none to show).
+    pub reservations: bool,
+    /// Other users' usage (sshare).
+    pub usage: bool,
+    /// Other users' records (sshare's user rows).
+    pub users: bool,
+}
+
+/// Slurm's default `max_script_size`: 4 MiB.
+pub const DEFAULT_MAX_SCRIPT_SIZE: u64 = 4 * 1024 * 1024;
+/// The largest `max_script_size` Slurm accepts (512 MiB).
+pub const MAX_SCRIPT_SIZE_LIMIT: u64 = 512 * 1024 * 1024;
 
 /// One node as configured.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,6 +29,11 @@ fn queue_full() -> ErrorReply {
     )
 }
 
+/// Slurm's refusal when a user is at their submit limit
+/// (`ESLURM_ACCOUNTING_POLICY`, as for an association's MaxSubmitJobs).
+pub const SUBMIT_LIMIT: &str =
+    "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)";
+
 /// Slurm's refusal for a request that names nodes or features it lacks.
 fn request_refusal(e: RequestError) -> ErrorReply {
     match e {
@@ -90,6 +95,7 @@ impl Core {
         if self.jobs.active() + tasks.len() > self.conf.max_job_count as usize {
             return Err(queue_full());
         }
+        self.check_user_cap(submit.uid, tasks.len())?;
         let (id, ids) = self.alloc_ids(tasks.len());
         // One priority for the whole submission: an array's tasks queue
         // together. An operator's `--priority` is fixed; `--nice` lowers
@@ -124,6 +130,29 @@ impl Core {
             job_id: id,
             will_run: None,
         })
+    }
+
+    /// `SchedulerParameters=max_submit_jobs_per_user`: the job's user may
+    /// not hold more than that many unfinished jobs (array tasks counted
+    /// one by one), so one user cannot fill MaxJobCount for everyone.
+    /// Root's own jobs are not capped (nor are they by Slurm's limits
+    /// without accounting).
+    fn check_user_cap(&self, uid: u32, adding: usize) -> Result<(), ErrorReply> {
+        let Some(cap) = self.conf.max_submit_jobs_per_user else {
+            return Ok(());
+        };
+        let held = self.jobs.active_of(uid);
+        if uid != 0 && held + adding > cap as usize {
+            tracing::info!(
+                uid,
+                held,
+                adding,
+                cap,
+                "submission refused: user's submit limit"
+            );
+            return Err(refused(ErrorCode::InvalidRequest, SUBMIT_LIMIT));
+        }
+        Ok(())
     }
 
     /// `--test-only`: use up a job id (as Slurm does, whatever the answer)
@@ -286,5 +315,119 @@ fn new_record(
         requeue: None,
         priority_set: false,
         mail_sent: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::SUBMIT_LIMIT;
+    use crate::config::Config;
+    use crate::ctld::{Command, Core, Reply};
+    use crate::model::job::{ArraySpec, JobSubmit};
+    use crate::policy::authz::Caller;
+    use crate::wire::messages::{CancelRequest, ErrorReply};
+
+    fn core(extra: &str) -> Core {
+        let text = format!(
+            "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n1 CPUs=2\n\
+             PartitionName=p Nodes=n1 Default=YES\n{extra}"
+        );
+        let conf = Config::parse_str(&text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        Core::recover(Arc::new(conf), vec![], None, &HashMap::new(), 1000).0
+    }
+
+    fn user(uid: u32) -> Caller {
+        Caller {
+            uid,
+            operator: false,
+        }
+    }
+
+    fn submit(
+        c: &mut Core,
+        uid: u32,
+        tasks: u32,
+        f: impl FnOnce(&mut JobSubmit),
+    ) -> Result<u32, ErrorReply> {
+        let mut s = JobSubmit {
+            name: "j".into(),
+            uid,
+            hold: true,
+            script: "#!/bin/sh\ntrue\n".into(),
+            array: (tasks > 1).then(|| ArraySpec {
+                indices: (0..tasks).collect(),
+                step: 1,
+                throttle: None,
+            }),
+            ..Default::default()
+        };
+        f(&mut s);
+        match c
+            .apply(
+                1000,
+                Command::Submit {
+                    submit: Box::new(s),
+                    caller: user(uid),
+                },
+            )
+            .reply
+        {
+            Some(Reply::Submit(r)) => r.map(|r| r.job_id),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_user_may_hold_at_most_max_submit_jobs_per_user_jobs() {
+        let mut c = core("SchedulerParameters=max_submit_jobs_per_user=5\n");
+        let first = submit(&mut c, 1000, 1, |_| {}).unwrap();
+        // An array's tasks count one by one: 1 + 5 is over 5.
+        let e = submit(&mut c, 1000, 5, |_| {}).unwrap_err();
+        assert_eq!(e.message, SUBMIT_LIMIT);
+        submit(&mut c, 1000, 4, |_| {}).unwrap();
+        assert!(submit(&mut c, 1000, 1, |_| {}).is_err());
+        // Another user is not held back by alice's jobs.
+        submit(&mut c, 1001, 5, |_| {}).unwrap();
+        // A finished job frees its place.
+        let cancel = CancelRequest {
+            job_ids: vec![first],
+            signal: None,
+            batch_only: false,
+            exact: false,
+        };
+        c.apply(
+            1001,
+            Command::Cancel {
+                req: cancel,
+                caller: user(1000),
+            },
+        );
+        submit(&mut c, 1000, 1, |_| {}).unwrap();
+        assert!(submit(&mut c, 1000, 1, |_| {}).is_err());
+        // Unset, there is no cap (as in Slurm without accounting).
+        let mut open = core("");
+        submit(&mut open, 1000, 50, |_| {}).unwrap();
+    }
+
+    #[test]
+    fn oversized_fields_and_scripts_are_refused_by_the_core() {
+        let mut c = core("SchedulerParameters=max_script_size=64\n");
+        let e = submit(&mut c, 1000, 1, |s| s.name = "n".repeat(1 << 20)).unwrap_err();
+        assert!(
+            e.message.contains("--job-name is 1048576 bytes"),
+            "{}",
+            e.message
+        );
+        let e = submit(&mut c, 1000, 1, |s| {
+            s.script = format!("#!/bin/sh\n{}", "#".repeat(64))
+        })
+        .unwrap_err();
+        assert!(e.message.contains("batch script"), "{}", e.message);
+        let e = submit(&mut c, 1000, 1, |s| s.mail_user = Some("-oX".into())).unwrap_err();
+        assert!(e.message.starts_with(crate::policy::limits::BAD_MAIL_USER));
+        assert!(c.jobs().is_empty());
     }
 }

@@ -230,17 +230,36 @@ impl Core {
             ranks: RankSet::from_ranks(alloc.ranks.iter().copied()),
             launch: launch.then(|| Box::new(self.launch_message(job))),
         })));
+        self.arm_deadlines(id, out);
+    }
+
+    /// When job `id`'s time limit and `--signal` warning fall due for its
+    /// current run and limit (none for an unlimited or unstarted job).
+    pub(super) fn due_times(&self, id: u32) -> Vec<(UnixTime, Deadline)> {
+        let Some(job) = self.jobs.get(id) else {
+            return Vec::new();
+        };
         let (Some(limit), Some(start)) = (job.time_limit_min, job.start_time) else {
-            return;
+            return Vec::new();
         };
         let kill_at = start + i64::from(limit) * 60;
-        let mut due = vec![(kill_at, id, start, Deadline::TimeLimit)];
+        let mut due = vec![(kill_at, Deadline::TimeLimit)];
         if let Some(w) = job.submit.signal {
-            due.push((kill_at - i64::from(w.secs), id, start, Deadline::Warn));
+            due.push((kill_at - i64::from(w.secs), Deadline::Warn));
         }
-        for d in due {
-            out.effect(Effect::WakeAt(d.0));
-            self.deadlines.insert(d);
+        due
+    }
+
+    /// Job `id`'s time limit and warning become deadlines, each with a
+    /// wake-up (again after `scontrol update TimeLimit=`: the entries for
+    /// the old limit are then stale and ignored).
+    pub(super) fn arm_deadlines(&mut self, id: u32, out: &mut Output) {
+        let Some(start) = self.jobs.get(id).and_then(|j| j.start_time) else {
+            return;
+        };
+        for (at, what) in self.due_times(id) {
+            out.effect(Effect::WakeAt(at));
+            self.deadlines.insert((at, id, start, what));
         }
     }
 

@@ -196,6 +196,10 @@ impl Core {
                 };
                 if r.is_ok() {
                     changed.push(id);
+                    if u.time_limit_min.is_some() {
+                        // A running job's new limit is a new deadline.
+                        self.arm_deadlines(id, out);
+                    }
                 }
                 results.push((id, r.err()));
             }
@@ -318,17 +322,43 @@ impl Core {
     fn update_one(&mut self, id: u32, u: &JobUpdate, caller: Caller) -> Result<(), String> {
         let job = self.job_for(id, caller, Action::Update)?;
         let pending = job.state == JobState::Pending;
+        // A running (or suspended) job's name and time limit may change;
+        // everything else only while it is pending, as in Slurm.
+        let running =
+            matches!(job.state, JobState::Running | JobState::Suspended) && job.ending_as.is_none();
         let only_name = u.hold.is_none()
-            && u.time_limit_min.is_none()
             && u.partition.is_none()
             && u.num_nodes.is_none()
-            && u.priority.is_none();
+            && u.priority.is_none()
+            && (u.time_limit_min.is_none() || running);
         if !pending && !only_name {
-            return Err(if job.state.is_finished() {
+            return Err(if job.state.is_finished() || job.ending_as.is_some() {
                 "Job/step already completing or completed".into()
             } else {
                 "Job is no longer pending execution".into()
             });
+        }
+        if let Some(name) = &u.name {
+            crate::policy::limits::check_len("Name", name, crate::policy::limits::MAX_STR_LEN)
+                .map_err(|e| e.message)?;
+        }
+        if let Some(p) = &u.partition {
+            crate::policy::limits::check_len("Partition", p, crate::policy::limits::MAX_STR_LEN)
+                .map_err(|e| e.message)?;
+        }
+        // Only an operator may raise a time limit (UNLIMITED is the
+        // highest); a user may lower their own, as in Slurm.
+        let asked = u.time_limit_min.map(|m| (m > 0).then_some(m));
+        if let Some(new) = asked {
+            let raising = match (job.time_limit_min, new) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(cur), Some(new)) => new > cur,
+            };
+            if raising && !caller.operator {
+                tracing::info!(job_id = id, uid = caller.uid, current = ?job.time_limit_min, asked = ?new, "time limit raise refused");
+                return Err(authz::Denied::ACCESS.0.to_string());
+            }
         }
         let owner = Some(job.submit.uid);
         if u.priority.is_some() {
@@ -351,7 +381,10 @@ impl Core {
             let moving = part_name != job.partition;
             check_partition(part, shape, moving, caller.operator).map_err(|e| e.message)?
         } else {
-            job.time_limit_min
+            // Running: lowered by its owner or set by an operator, with no
+            // partition check (lowering cannot break MaxTime, and an
+            // operator may exceed it).
+            asked.unwrap_or(job.time_limit_min)
         };
         let held_reason = if caller.operator && !u.user_hold {
             JobReason::JobHeldAdmin
@@ -372,11 +405,11 @@ impl Core {
             if let Some(n) = &u.name {
                 j.submit.name = n.clone();
             }
+            j.time_limit_min = limit;
             if !pending {
                 return;
             }
             j.partition = part_name;
-            j.time_limit_min = limit;
             if u.num_nodes.is_some() {
                 j.submit.min_nodes = u.num_nodes;
             }
@@ -487,9 +520,15 @@ mod tests {
             time_limit_min: Some(m),
             ..Default::default()
         };
+        // Raising her own limit is an operator's business, as in Slurm.
         assert_eq!(
             update(&mut c, limit(90), ALICE).as_deref(),
-            Some("Requested time limit is invalid (missing or exceeds some limit)")
+            Some("Access/permission denied")
+        );
+        assert_eq!(update(&mut c, limit(30), ALICE), None);
+        assert_eq!(
+            update(&mut c, limit(31), ALICE).as_deref(),
+            Some("Access/permission denied")
         );
         // An operator may exceed MaxTime, as in Slurm.
         assert_eq!(update(&mut c, limit(90), Caller::ROOT), None);
@@ -511,5 +550,71 @@ mod tests {
             update(&mut c, nodes(1), bob).as_deref(),
             Some("Access/permission denied")
         );
+    }
+
+    #[test]
+    fn names_and_partitions_in_updates_are_bounded() {
+        let mut c = core();
+        let id = submit(&mut c);
+        let rename = |n: usize| JobUpdate {
+            job_ids: vec![id],
+            name: Some("x".repeat(n)),
+            ..Default::default()
+        };
+        assert_eq!(update(&mut c, rename(1024), ALICE), None);
+        let e = update(&mut c, rename(1025), ALICE).unwrap();
+        assert!(
+            e.starts_with(crate::policy::limits::TOO_LONG) && e.contains("Name is 1025 bytes"),
+            "{e}"
+        );
+        assert_eq!(c.jobs().get(id).unwrap().submit.name.len(), 1024);
+    }
+
+    /// A running job's limit: its owner may lower it, only an operator may
+    /// raise it (or make it UNLIMITED), and the deadline follows the change.
+    #[test]
+    fn running_time_limits_go_down_for_users_and_anywhere_for_operators() {
+        use crate::ctld::Effect;
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nSlurmdTimeout=0\nNodeName=n1 CPUs=2\nPartitionName=p Nodes=n1 MaxTime=60\n";
+        let conf = Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let mut job = crate::ctld::fixtures::running(5, 0);
+        job.submit.uid = 1000;
+        job.time_limit_min = Some(10);
+        let (mut c, _) = Core::recover(Arc::new(conf), vec![job], None, &HashMap::new(), 20);
+        let limit = |m| JobUpdate {
+            job_ids: vec![5],
+            time_limit_min: Some(m),
+            ..Default::default()
+        };
+        for raise in [11, 0] {
+            assert_eq!(
+                update(&mut c, limit(raise), ALICE).as_deref(),
+                Some("Access/permission denied")
+            );
+        }
+        assert_eq!(c.jobs().get(5).unwrap().time_limit_min, Some(10));
+        // Lowered to 2 minutes: the job (started at t=10) ends at t=130,
+        // not at t=610.
+        let out = c.apply(
+            20,
+            Command::UpdateJobs {
+                update: limit(2),
+                caller: ALICE,
+            },
+        );
+        assert!(out.effects.iter().any(|e| matches!(e, Effect::WakeAt(130))));
+        let ended = |c: &mut Core, now| {
+            c.apply(now, Command::Schedule)
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::EndJob { job_id: 5, .. }))
+        };
+        assert!(!ended(&mut c, 129));
+        // An operator raises it past MaxTime: the old deadline is stale.
+        assert_eq!(update(&mut c, limit(120), Caller::ROOT), None);
+        assert_eq!(c.jobs().get(5).unwrap().time_limit_min, Some(120));
+        assert!(!ended(&mut c, 130));
+        assert!(!ended(&mut c, 609));
+        assert!(ended(&mut c, 10 + 120 * 60));
     }
 }

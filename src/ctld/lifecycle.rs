@@ -72,7 +72,9 @@ impl Core {
             let live = matches!(job.state, JobState::Running | JobState::Suspended)
                 && job.ending_as.is_none()
                 && job.start_time == Some(start);
-            if !live {
+            // A limit changed since this entry was made (`scontrol update
+            // TimeLimit=`) left it stale: the current one has its own.
+            if !live || !self.due_times(id).contains(&(at, what)) {
                 continue;
             }
             match what {

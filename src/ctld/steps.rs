@@ -81,6 +81,7 @@ impl Core {
             .ok_or_else(|| refused(ErrorCode::InvalidJobId, "Invalid job id specified"))?;
         authz::check(caller, Action::Step, Some(job.submit.uid))
             .map_err(|d| refused(ErrorCode::PermissionDenied, d.0))?;
+        crate::policy::limits::check_step(r)?;
         let alloc = match (&job.alloc, job.state, job.ending_as) {
             (Some(a), JobState::Running, None) => a.clone(),
             (_, JobState::Pending, _) => {

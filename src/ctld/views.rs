@@ -9,6 +9,7 @@ use crate::model::acct::{AcctJob, Usage};
 use crate::model::job::{JobRecord, JobState};
 use crate::model::node::NodeBaseState;
 use crate::model::time::UnixTime;
+use crate::policy::authz::Caller;
 use crate::sched::Request;
 use crate::wire::messages::NodeCounts;
 use crate::wire::types::{JobInfo, NodeInfo, PartitionInfo};
@@ -191,8 +192,18 @@ impl Core {
         j.to_acct(nodes, batch_host, &self.conf.cluster_name, usage)
     }
 
-    /// Every partition as scontrol and sinfo show it.
-    pub fn partition_infos(&self) -> Vec<PartitionInfo> {
+    /// Whether `viewer` may see job `j`: with `PrivateData=jobs`, a user
+    /// sees only their own jobs (operators see every job), as in Slurm.
+    pub fn may_see_job(&self, viewer: Caller, j: &JobRecord) -> bool {
+        !self.conf.private_data.jobs || viewer.operator || j.submit.uid == viewer.uid
+    }
+
+    /// Every partition as scontrol and sinfo show it to `viewer`: none to
+    /// a user under `PrivateData=partitions`.
+    pub fn partition_infos(&self, viewer: Caller) -> Vec<PartitionInfo> {
+        if self.conf.private_data.partitions && !viewer.operator {
+            return Vec::new();
+        }
         self.conf
             .partitions
             .iter()
@@ -223,24 +234,38 @@ impl Core {
             .collect()
     }
 
-    /// Jobs by id (array ids standing for their tasks), or every job.
-    pub fn job_infos(&self, ids: &[u32], brief: bool, now: UnixTime) -> Vec<JobInfo> {
+    /// Jobs by id (array ids standing for their tasks), or every job, that
+    /// `viewer` may see. A job hidden by `PrivateData=jobs` is left out as
+    /// if it did not exist (Slurm answers `Invalid job id specified`).
+    pub fn job_infos(
+        &self,
+        ids: &[u32],
+        brief: bool,
+        now: UnixTime,
+        viewer: Caller,
+    ) -> Vec<JobInfo> {
         if ids.is_empty() {
             self.jobs
                 .values()
+                .filter(|j| self.may_see_job(viewer, j))
                 .map(|j| self.job_info(j, brief, now))
                 .collect()
         } else {
             self.resolve_ids(ids)
                 .into_iter()
                 .filter_map(|id| self.jobs.get(id))
+                .filter(|j| self.may_see_job(viewer, j))
                 .map(|j| self.job_info(j, brief, now))
                 .collect()
         }
     }
 
-    /// Nodes by name, or every node.
-    pub fn node_infos(&self, names: &[String]) -> Vec<NodeInfo> {
+    /// Nodes by name, or every node, as `viewer` may see them: none to a
+    /// user under `PrivateData=nodes`.
+    pub fn node_infos(&self, names: &[String], viewer: Caller) -> Vec<NodeInfo> {
+        if self.conf.private_data.nodes && !viewer.operator {
+            return Vec::new();
+        }
         if names.is_empty() {
             (0..self.conf.nodes.len())
                 .filter_map(|r| self.node_info(r))
@@ -286,5 +311,64 @@ impl Core {
             .map(|p| self.jobs.counts(&p.name))
             .fold((0, 0), |(pd, r), c| (pd + c.pending, r + c.running));
         (n, pending, running)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use crate::config::Config;
+    use crate::ctld::Core;
+    use crate::policy::authz::Caller;
+
+    fn core(private: &str) -> Core {
+        let text = format!(
+            "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n[1-2] CPUs=2\n\
+             PartitionName=p Nodes=n[1-2] Default=YES\n{private}"
+        );
+        let conf = Config::parse_str(&text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let mut alice = crate::ctld::fixtures::running(5, 0);
+        alice.submit.uid = 1000;
+        let mut bob = crate::ctld::fixtures::running(6, 1);
+        bob.submit.uid = 1001;
+        Core::recover(Arc::new(conf), vec![alice, bob], None, &HashMap::new(), 20).0
+    }
+
+    const ALICE: Caller = Caller {
+        uid: 1000,
+        operator: false,
+    };
+
+    fn ids(c: &Core, asked: &[u32], viewer: Caller) -> Vec<u32> {
+        c.job_infos(asked, true, 30, viewer)
+            .iter()
+            .map(|j| j.job_id)
+            .collect()
+    }
+
+    #[test]
+    fn private_data_hides_others_jobs_nodes_and_partitions_from_users() {
+        let open = core("");
+        assert_eq!(ids(&open, &[], ALICE), [5, 6]);
+        assert_eq!(open.node_infos(&[], ALICE).len(), 2);
+        assert_eq!(open.partition_infos(ALICE).len(), 1);
+
+        let private = core("PrivateData=jobs,nodes,partitions\n");
+        assert_eq!(ids(&private, &[], ALICE), [5]);
+        // Asked for by id, bob's job is as if it did not exist.
+        assert_eq!(ids(&private, &[6], ALICE), Vec::<u32>::new());
+        assert_eq!(ids(&private, &[5, 6], ALICE), [5]);
+        assert!(private.node_infos(&[], ALICE).is_empty());
+        assert!(private.node_infos(&["n1".into()], ALICE).is_empty());
+        assert!(private.partition_infos(ALICE).is_empty());
+        // Operators see everything.
+        assert_eq!(ids(&private, &[], Caller::ROOT), [5, 6]);
+        assert_eq!(private.node_infos(&[], Caller::ROOT).len(), 2);
+        assert_eq!(private.partition_infos(Caller::ROOT).len(), 1);
+
+        let jobs_only = core("PrivateData=jobs\n");
+        assert_eq!(jobs_only.node_infos(&[], ALICE).len(), 2);
     }
 }

@@ -100,7 +100,7 @@ where
         host: conf.control_host.clone(),
         boot_id,
         started: chrono::Utc::now().timestamp(),
-        slurm_uid: nix::unistd::getuid().as_raw(),
+        slurm_uid: operator_uid(conf.slurm_user.as_deref()),
         traffic: Arc::default(),
         users: Arc::default(),
         groups: Arc::default(),
@@ -231,4 +231,50 @@ async fn reject(conn: &mut Connection, peer: SocketAddr, e: &crate::wire::error:
         message: format!("request rejected: {e}"),
     });
     let _ = conn.send(0, &reply).await;
+}
+
+/// The uid that is an operator besides root: SlurmUser's when the
+/// controller runs as root and SlurmUser names a known account (as in
+/// Slurm, where SlurmUser and root are operators), else the uid the
+/// controller runs as.
+fn operator_uid(slurm_user: Option<&str>) -> u32 {
+    let me = nix::unistd::getuid();
+    let Some(name) = slurm_user.filter(|_| me.is_root()) else {
+        return me.as_raw();
+    };
+    let found = match name.parse::<u32>() {
+        Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)),
+        Err(_) => nix::unistd::User::from_name(name),
+    };
+    match found {
+        Ok(Some(u)) => u.uid.as_raw(),
+        _ => {
+            tracing::warn!(
+                slurm_user = name,
+                "SlurmUser is not a known user; only root is an operator"
+            );
+            me.as_raw()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::operator_uid;
+
+    #[test]
+    fn slurm_user_is_the_operator_only_for_a_root_controller() {
+        let me = nix::unistd::getuid();
+        assert_eq!(operator_uid(None), me.as_raw());
+        assert_eq!(operator_uid(Some("no-such-user-here")), me.as_raw());
+        let nobody = nix::unistd::User::from_name("nobody").ok().flatten();
+        if let Some(n) = nobody {
+            let expected = if me.is_root() {
+                n.uid.as_raw()
+            } else {
+                me.as_raw()
+            };
+            assert_eq!(operator_uid(Some("nobody")), expected);
+        }
+    }
 }

@@ -112,11 +112,12 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             started: info.started,
             version: env!("CARGO_PKG_VERSION").to_string(),
         }),
-        Body::SubmitJob(s) => submit(*s, caller, h, info).await,
+        Body::SubmitJob(s) => submit(*s, caller, env.gid, h, info).await,
         Body::QueryJobs(JobQuery { job_ids, brief, .. }) => {
             let msg = GetJobs {
                 ids: job_ids,
                 brief,
+                caller,
             };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(jobs) => Body::Jobs(jobs),
@@ -124,13 +125,20 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryNodes(NodeQuery { names }) => {
-            match send_counted(&h.controller, &h.controller_stats, GetNodes { names }).await {
+            match send_counted(
+                &h.controller,
+                &h.controller_stats,
+                GetNodes { names, caller },
+            )
+            .await
+            {
                 Ok(n) => Body::Nodes(n),
                 Err(_) => gone(),
             }
         }
         Body::QueryPartitions => {
-            match send_counted(&h.controller, &h.controller_stats, GetPartitions).await {
+            let msg = GetPartitions { caller };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(p) => Body::Partitions(p),
                 Err(_) => gone(),
             }
@@ -151,7 +159,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::UpdateNodes(update) => update_nodes(update, caller, h, info).await,
         Body::QueryStatus => {
-            match send_counted(&h.controller, &h.controller_stats, GetStatus).await {
+            match send_counted(&h.controller, &h.controller_stats, GetStatus { caller }).await {
                 Ok(s) => Body::Status(Box::new(s)),
                 Err(_) => gone(),
             }
@@ -208,10 +216,24 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
     }
 }
 
-async fn submit(mut s: JobSubmit, caller: Caller, h: &ControllerHandles, info: &CtldInfo) -> Body {
+async fn submit(
+    mut s: JobSubmit,
+    caller: Caller,
+    cred_gid: u32,
+    h: &ControllerHandles,
+    info: &CtldInfo,
+) -> Body {
     // Refused before any lookup: nobody makes the controller look up ids
-    // it will not run a job as (the core checks it again).
-    if let Err(d) = authz::check(caller, Action::SubmitAs { uid: s.uid }, None) {
+    // it will not run a job as (the core checks the uid again). The job
+    // runs as the body's uid and gid, so a user's must be the credential's.
+    if let Err(d) = authz::check_submit_identity(caller, cred_gid, s.uid, s.gid) {
+        tracing::warn!(
+            uid = caller.uid,
+            gid = cred_gid,
+            body_uid = s.uid,
+            body_gid = s.gid,
+            "submission refused: identity is not the credential's"
+        );
         return error(ErrorCode::PermissionDenied, d.0);
     }
     // Names are looked up here, not in the controller core: a passwd or

@@ -38,12 +38,26 @@ pub struct JobUser {
 
 impl JobUser {
     /// The job's user `name` (`uid`, primary group `gid`), with the
-    /// supplementary groups the system's group database gives that name. A
-    /// name the database does not know gets just its primary group.
+    /// supplementary groups this node's group database gives the account
+    /// that owns `uid` here (as slurmstepd's `initgroups`). The groups are
+    /// looked up by this node's name for the uid, never the name alone: a
+    /// name that means another uid here must not lend its groups. A uid
+    /// this node does not know gets just its primary group.
     pub fn new(name: &str, uid: u32, gid: u32) -> JobUser {
         let switch = Uid::effective().is_root();
         let groups = if switch {
-            supplementary_groups(name, gid)
+            match nix::unistd::User::from_uid(Uid::from_raw(uid))
+                .ok()
+                .flatten()
+            {
+                Some(local) => {
+                    if local.name != name {
+                        tracing::warn!(uid, job_user = name, local_user = %local.name, "job's user name differs on this node; using this node's");
+                    }
+                    supplementary_groups(&local.name, gid)
+                }
+                None => vec![gid],
+            }
         } else {
             Vec::new()
         };

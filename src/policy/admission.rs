@@ -124,6 +124,9 @@ pub fn admit(s: &mut JobSubmit, caller: Caller, conf: &Config) -> Result<Admitte
     // operator may submit on behalf of another uid).
     authz::check(caller, Action::SubmitAs { uid: s.uid }, None)
         .map_err(|d| refused(ErrorCode::PermissionDenied, d.0))?;
+    // Bounded before anything else looks at them: every string is kept
+    // for the job's life and shown to every user's squeue.
+    super::limits::check_submit(s, conf.max_script_size)?;
     // Only operators may raise a job's priority; a user's `--priority` is
     // ignored and a negative `--nice` refused, as in Slurm.
     if !caller.operator {

@@ -1,9 +1,10 @@
 //! Authorization: one table of who may act on which job or node.
 //!
 //! The caller's identity is the verified uid of the request's credential,
-//! never a field of the request body. Operators are root and the user the
-//! controller runs as (Slurm's SlurmUser); Slurm's finer admin levels come
-//! with the accounting store.
+//! never a field of the request body. Operators are root and Slurm's
+//! SlurmUser (the configured one when the controller runs as root, else the
+//! user it runs as); Slurm's finer admin levels come with the accounting
+//! store.
 
 use serde::{Deserialize, Serialize};
 
@@ -86,6 +87,23 @@ pub fn check(caller: Caller, action: Action, owner: Option<u32>) -> Result<(), D
     }
 }
 
+/// The identity a submission's body claims (`uid`, `gid`) against its
+/// credential's (`caller.uid`, `cred_gid`). A user's job runs as exactly
+/// the uid and gid that signed it; an operator (root, SlurmUser) may name
+/// anyone (`sbatch --uid/--gid`), whose job then runs as that user.
+pub fn check_submit_identity(
+    caller: Caller,
+    cred_gid: u32,
+    uid: u32,
+    gid: u32,
+) -> Result<(), Denied> {
+    if caller.operator || (uid == caller.uid && gid == cred_gid) {
+        Ok(())
+    } else {
+        Err(Denied::ACCESS)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +158,21 @@ mod tests {
         assert!(check(ALICE, Action::SubmitAs { uid: 1000 }, None).is_ok());
         assert!(check(ALICE, Action::SubmitAs { uid: 0 }, None).is_err());
         assert!(check(Caller::ROOT, Action::SubmitAs { uid: 1000 }, None).is_ok());
+    }
+
+    #[test]
+    fn a_users_job_carries_the_credentials_uid_and_gid() {
+        assert!(check_submit_identity(ALICE, 100, 1000, 100).is_ok());
+        // A body naming another group (or user) than the credential's.
+        assert_eq!(
+            check_submit_identity(ALICE, 100, 1000, 0),
+            Err(Denied::ACCESS)
+        );
+        assert_eq!(
+            check_submit_identity(ALICE, 100, 0, 100),
+            Err(Denied::ACCESS)
+        );
+        // Root submits for alice with her group (`sbatch --uid --gid`).
+        assert!(check_submit_identity(Caller::ROOT, 0, 1000, 100).is_ok());
     }
 }

@@ -87,6 +87,9 @@ pub struct JobTable {
     counts: HashMap<String, Counts>,
     blocked: HashMap<String, Block>,
     finished: usize,
+    /// uid → that user's jobs not finished (each array task counted), for
+    /// the per-user submission cap.
+    active_by_uid: HashMap<u32, usize>,
 }
 
 fn schedulable(j: &JobRecord) -> bool {
@@ -144,6 +147,9 @@ impl JobTable {
             }
             _ => self.finished -= 1,
         }
+        if !r.state.is_finished() {
+            self.user_job_ended(r.submit.uid);
+        }
         self.leave_array(&r);
         f(&mut r);
         self.add(r);
@@ -151,6 +157,9 @@ impl JobTable {
     }
 
     fn add(&mut self, r: JobRecord) {
+        if !r.state.is_finished() {
+            *self.active_by_uid.entry(r.submit.uid).or_default() += 1;
+        }
         let c = self.counts.entry(r.partition.clone()).or_default();
         match r.state {
             JobState::Pending => c.pending += 1,
@@ -561,10 +570,27 @@ impl JobTable {
         j.state = JobState::Cancelled;
         j.reason = JobReason::None;
         j.end_time = Some(now);
-        let array = j.array;
+        let (array, uid) = (j.array, j.submit.uid);
         self.finished += 1;
+        self.user_job_ended(uid);
         self.touch(id, array);
         true
+    }
+
+    /// One of `uid`'s jobs is finished (or leaves the table).
+    fn user_job_ended(&mut self, uid: u32) {
+        if let Some(n) = self.active_by_uid.get_mut(&uid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.active_by_uid.remove(&uid);
+            }
+        }
+    }
+
+    /// How many of `uid`'s jobs are pending, running or suspended (each
+    /// array task counted, as Slurm counts them against MaxSubmitJobs).
+    pub fn active_of(&self, uid: u32) -> usize {
+        self.active_by_uid.get(&uid).copied().unwrap_or(0)
     }
 
     /// Record how a running job will end while its teardown is in flight.
@@ -602,7 +628,8 @@ impl JobTable {
         j.reason = reason;
         j.end_time = Some(now);
         self.finished += 1;
-        let alloc = j.alloc.clone();
+        let (alloc, uid) = (j.alloc.clone(), j.submit.uid);
+        self.user_job_ended(uid);
         self.touch(id, array);
         alloc
     }

@@ -164,7 +164,12 @@ impl ControllerActor {
                     });
                 }
                 Effect::Mail(m) => {
-                    deferred.push(Deferred::Mail(self.core.conf().mail_prog.clone(), *m))
+                    let conf = self.core.conf();
+                    let sender = crate::mail::Sender {
+                        prog: conf.mail_prog.clone(),
+                        slurm_user: conf.slurm_user.clone(),
+                    };
+                    deferred.push(Deferred::Mail(sender, *m))
                 }
             }
         }
@@ -319,7 +324,7 @@ enum Deferred {
         msg: Fanout,
         me: Addr<ControllerActor>,
     },
-    Mail(std::path::PathBuf, crate::mail::Mail),
+    Mail(crate::mail::Sender, crate::mail::Mail),
 }
 
 impl Deferred {
@@ -389,9 +394,9 @@ impl Deferred {
                     return Err(format!("step launch failed: {e}"));
                 }
             }
-            Deferred::Mail(prog, m) => {
+            Deferred::Mail(sender, m) => {
                 tracing::info!(to = %m.to, subject = %m.subject, "mailing");
-                crate::mail::send(&prog, m);
+                crate::mail::send(sender, m);
             }
         }
         Ok(())

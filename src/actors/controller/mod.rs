@@ -72,17 +72,22 @@ pub struct GetJobs {
     pub ids: Vec<u32>,
     /// See [`JobQuery::brief`](crate::wire::messages::JobQuery::brief).
     pub brief: bool,
+    /// Who asks: `PrivateData` decides what they see.
+    pub caller: Caller,
 }
 
 #[derive(Message)]
 #[rtype(result = "Vec<NodeInfo>")]
 pub struct GetNodes {
     pub names: Vec<String>,
+    pub caller: Caller,
 }
 
 #[derive(Message)]
 #[rtype(result = "Vec<PartitionInfo>")]
-pub struct GetPartitions;
+pub struct GetPartitions {
+    pub caller: Caller,
+}
 
 #[derive(Message)]
 #[rtype(result = "Option<CancelReply>")]
@@ -110,7 +115,11 @@ pub struct UpdateNodes {
 
 #[derive(Message)]
 #[rtype(result = "StatusReport")]
-pub struct GetStatus;
+pub struct GetStatus {
+    /// Who asks: `PrivateData` hides others' jobs, the nodes and the
+    /// partitions from `canopy status` as from squeue and sinfo.
+    pub caller: Caller,
+}
 
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -86,7 +86,7 @@ impl Handler<GetJobs> for ControllerActor {
         let now = chrono::Utc::now().timestamp();
         MessageResult(
             self.core
-                .job_infos(&msg.ids, msg.brief, now)
+                .job_infos(&msg.ids, msg.brief, now, msg.caller)
                 .into_iter()
                 .collect(),
         )
@@ -97,23 +97,25 @@ impl Handler<GetNodes> for ControllerActor {
     type Result = MessageResult<GetNodes>;
     fn handle(&mut self, msg: GetNodes, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        MessageResult(self.core.node_infos(&msg.names))
+        MessageResult(self.core.node_infos(&msg.names, msg.caller))
     }
 }
 
 impl Handler<GetPartitions> for ControllerActor {
     type Result = MessageResult<GetPartitions>;
-    fn handle(&mut self, _msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        MessageResult(self.core.partition_infos())
+        MessageResult(self.core.partition_infos(msg.caller))
     }
 }
 
 impl Handler<GetStatus> for ControllerActor {
     type Result = ResponseFuture<StatusReport>;
-    fn handle(&mut self, _msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
         let conf = self.core.conf().clone();
+        let viewer = msg.caller;
+        let hide = |private: bool| private && !viewer.operator;
         let jobs = self.core.jobs();
         let (pending, running) = conf
             .partitions
@@ -133,7 +135,11 @@ impl Handler<GetStatus> for ControllerActor {
             mailbox_depth: self.stats.depth(),
             handled: self.stats.total(),
         }];
-        for p in &conf.partitions {
+        for p in conf
+            .partitions
+            .iter()
+            .filter(|_| !hide(conf.private_data.partitions))
+        {
             if let Some((_, st)) = self.partitions.get(&p.name) {
                 let c = jobs.counts(&p.name);
                 actors.push(ActorStatus {
@@ -152,7 +158,12 @@ impl Handler<GetStatus> for ControllerActor {
             }
         }
         let mut tree = Vec::new();
-        for rank in 0..conf.nodes.len() {
+        let shown_nodes = if hide(conf.private_data.nodes) {
+            0
+        } else {
+            conf.nodes.len()
+        };
+        for rank in 0..shown_nodes {
             let Some(info) = self.core.node_info(rank) else {
                 continue;
             };
@@ -168,7 +179,11 @@ impl Handler<GetStatus> for ControllerActor {
                 live: !info.not_responding,
             });
         }
-        for (id, h) in &self.steps {
+        let visible = |id: u32| {
+            jobs.get(id)
+                .is_none_or(|j| self.core.may_see_job(viewer, j))
+        };
+        for (id, h) in self.steps.iter().filter(|(id, _)| visible(**id)) {
             actors.push(ActorStatus {
                 kind: "step".into(),
                 name: format!("{id}.batch"),

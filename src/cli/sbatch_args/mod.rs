@@ -83,6 +83,9 @@ pub struct Submission {
     pub clusters: Option<String>,
     /// Complete `sbatch: ...` lines for stderr.
     pub warnings: Vec<String>,
+    /// `--uid` and `--gid` as given (root only; the caller resolves the
+    /// names, since a passwd lookup is I/O).
+    pub run_as: (Option<String>, Option<String>),
 }
 
 /// Why no submission was produced. `Display` gives the complete text to
@@ -166,6 +169,8 @@ pub enum SbatchError {
     NegativePriority,
     #[error("sbatch: error: Priority must be < 4294967294")]
     PriorityTooLarge,
+    #[error("sbatch: error: --{option} only permitted by root user")]
+    RootOnly { option: &'static str },
     #[error("sbatch: error: heterogeneous jobs ({marker}) are not supported by canopy yet")]
     HetJobUnsupported { marker: String },
     /// `-h/--help`: not a failure; print to stdout and exit 0.
@@ -294,6 +299,8 @@ struct Layer {
     licenses: Option<String>,
     gres: Option<Vec<String>>,
     clusters: Option<String>,
+    uid: Option<String>,
+    gid: Option<String>,
 }
 
 impl Layer {
@@ -341,6 +348,8 @@ impl Layer {
             licenses: self.licenses.or(lower.licenses),
             gres: self.gres.or(lower.gres),
             clusters: self.clusters.or(lower.clusters),
+            uid: self.uid.or(lower.uid),
+            gid: self.gid.or(lower.gid),
         }
     }
 }
@@ -378,6 +387,14 @@ pub fn parse_submission(
     let (parsable, quiet, wait) = (opts.parsable, opts.quiet, opts.wait);
     let gres = opts.gres.clone().unwrap_or_default();
     let clusters = opts.clusters.clone();
+    // Only root may submit as someone else, as in Slurm (which checks the
+    // real uid the same way; the controller checks the credential again).
+    for (option, given) in [("uid", &opts.uid), ("gid", &opts.gid)] {
+        if given.is_some() && ctx.uid != 0 {
+            return Err(SbatchError::RootOnly { option });
+        }
+    }
+    let run_as = (opts.uid.clone(), opts.gid.clone());
     Ok(Submission {
         submit: build_submit(opts, (mem, mem_per_cpu), script, args, ctx),
         parsable,
@@ -386,6 +403,7 @@ pub fn parse_submission(
         gres,
         clusters,
         warnings,
+        run_as,
     })
 }
 

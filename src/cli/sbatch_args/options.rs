@@ -50,6 +50,9 @@ pub(super) enum Action {
     MailUser,
     Reservation,
     Licenses,
+    /// `--uid`/`--gid`: root's submission on behalf of a user.
+    Uid,
+    Gid,
     /// `--gres`, `--gpus*`: the names are checked, the request not acted on.
     Gres,
     /// `-M`: must name this cluster; the job id is then printed with it.
@@ -122,7 +125,7 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("extra", None, Required, A::Unsupported),
     spec("extra-node-info", Some('B'), Required, A::Unsupported),
     spec("get-user-env", None, Optional, A::Unsupported),
-    spec("gid", None, Required, A::Unsupported),
+    spec("gid", None, Required, A::Gid),
     spec("gpu-bind", None, Required, A::Unsupported),
     spec("gpu-freq", None, Required, A::Unsupported),
     spec("gpus", Some('G'), Required, A::Gres),
@@ -174,7 +177,7 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("tmp", None, Required, A::Unsupported),
     spec("tres-bind", None, Required, A::Unsupported),
     spec("tres-per-task", None, Required, A::Unsupported),
-    spec("uid", None, Required, A::Unsupported),
+    spec("uid", None, Required, A::Uid),
     spec("use-min-nodes", None, Flag, A::Unsupported),
     spec("verbose", Some('v'), Flag, A::Verbose),
     spec("wait", Some('W'), Flag, A::Wait),
@@ -265,6 +268,8 @@ pub(super) fn apply(
                 Some(crate::mail::parse_mail_type(v).ok_or(SbatchError::InvalidMailType)?)
         }
         A::MailUser => layer.mail_user = Some(v.to_string()),
+        A::Uid => layer.uid = Some(v.to_string()),
+        A::Gid => layer.gid = Some(v.to_string()),
         A::Reservation => layer.reservation = Some(v.to_string()),
         A::Clusters => layer.clusters = Some(v.to_string()),
         A::Verbose => {}

@@ -1021,3 +1021,27 @@ fn export_from_option_and_env() {
         vars(&[("SLURM_CONF", "/etc/slurm.conf"), ("HOME", "/home/alice")])
     );
 }
+
+#[test]
+fn uid_and_gid_are_roots_alone() {
+    let f = fixture();
+    for (opt, name) in [("--uid=bob", "uid"), ("--gid=staff", "gid")] {
+        let e = f.run(&[opt, "--wrap", "true"]).unwrap_err();
+        assert_eq!(e, SbatchError::RootOnly { option: name });
+        assert_eq!(
+            e.to_string(),
+            format!("sbatch: error: --{name} only permitted by root user")
+        );
+    }
+    // In a directive too: Slurm checks the real uid wherever it is given.
+    f.write("j.sh", "#!/bin/sh\n#SBATCH --uid=bob\ntrue\n");
+    assert!(f.run(&["j.sh"]).is_err());
+    let mut root = fixture();
+    root.ctx.uid = 0;
+    let s = root
+        .run(&["--uid=bob", "--gid=7", "--wrap", "true"])
+        .unwrap();
+    assert_eq!(s.run_as, (Some("bob".into()), Some("7".into())));
+    // Left for sbatch to resolve: the request still names the submitter.
+    assert_eq!(s.submit.uid, 0);
+}
