@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use super::keys::*;
 use super::parse::{self, Item, Line, Loc, Op};
 use super::types::{
-    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, DEFAULT_MAX_CONNECTIONS,
-    MAX_JOB_ID,
+    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, RateLimitConf,
+    DEFAULT_MAX_CONNECTIONS, MAX_JOB_ID,
 };
 use super::{hostlist, units};
 use crate::wire::types::PartitionState;
@@ -475,6 +475,9 @@ impl Builder {
                 licenses: Vec::new(),
                 enable_user_top: false,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
+                read_timeout_s: None,
+                rate_limit: RateLimitConf::default(),
+                slurm_user: None,
                 auth_key_path: dir.join("slurm.key"),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
@@ -554,7 +557,11 @@ impl Builder {
     /// `=` replaces earlier lines, `+=` adds to them.
     fn slurmctld_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         match item.op {
-            Op::Set => self.cfg.max_connections = DEFAULT_MAX_CONNECTIONS,
+            Op::Set => {
+                self.cfg.max_connections = DEFAULT_MAX_CONNECTIONS;
+                self.cfg.read_timeout_s = None;
+                self.cfg.rate_limit = RateLimitConf::default();
+            }
             Op::Add => {}
             _ => return require_set(loc, item),
         }
@@ -578,7 +585,7 @@ impl Builder {
                             ),
                         )
                     })?;
-            } else {
+            } else if !self.rate_limit_parameter(loc, item, p, name, value)? {
                 ignored.push(name.to_string());
             }
         }
@@ -596,6 +603,58 @@ impl Builder {
             );
         }
         Ok(())
+    }
+
+    /// One of `conmgr_read_timeout=N`, `rl_enable` and the `rl_*` knobs, or
+    /// false when `name` is none of them. Values are checked here (Slurm
+    /// falls back to the default on a bad one; an error names it instead).
+    fn rate_limit_parameter(
+        &mut self,
+        loc: &Loc,
+        item: &Item,
+        p: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<bool, ConfigError> {
+        let name = name.to_ascii_lowercase();
+        let bad = |what: &str| {
+            loc.error(
+                &item.key,
+                format!("SlurmctldParameters {p}: expected {what}"),
+            )
+        };
+        let int = |min: u64, max: u64| {
+            digits(value.trim())
+                .filter(|n| (min..=max).contains(n))
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| bad(&format!("an integer between {min} and {max}")))
+        };
+        let rl = &mut self.cfg.rate_limit;
+        match name.as_str() {
+            "conmgr_read_timeout" => {
+                self.cfg.read_timeout_s = Some(int(1, MAX_TIMEOUT_S)?);
+            }
+            "rl_enable" => {
+                if !value.is_empty() {
+                    return Err(bad("no value (rl_enable)"));
+                }
+                rl.enabled = true;
+            }
+            "rl_bucket_size" => rl.bucket_size = int(1, 1_000_000_000)?,
+            "rl_refill_rate" => rl.refill_rate = int(1, 1_000_000_000)?,
+            "rl_refill_period" => rl.refill_period_s = int(1, MAX_TIMEOUT_S)?,
+            "rl_table_size" => rl.table_size = int(1, 10_000_000)?,
+            "rl_log_freq" => {
+                rl.log_freq_s = match value.trim() {
+                    "-1" => -1,
+                    v => digits(v)
+                        .and_then(|n| i32::try_from(n).ok())
+                        .ok_or_else(|| bad("-1 or a number of seconds"))?,
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     pub(super) fn line(&mut self, line: &Line) -> Result<(), ConfigError> {
@@ -649,6 +708,7 @@ impl Builder {
             }
             GlobalKey::TreeWidth => cfg.tree_width = int_in(loc, item, 2, 65_533)?,
             GlobalKey::MailProg => cfg.mail_prog = non_empty(loc, item, "a program")?.into(),
+            GlobalKey::SlurmUser => cfg.slurm_user = Some(non_empty(loc, item, "a user name")?),
             GlobalKey::MailDomain => cfg.mail_domain = Some(non_empty(loc, item, "a domain")?),
             GlobalKey::GresTypes => cfg.gres_types = name_list(&item.value),
             // `name[:count]` or `name[*count]` entries; the names are kept.

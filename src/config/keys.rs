@@ -30,6 +30,7 @@ pub(super) enum GlobalKey {
     SlurmctldParameters,
     MailProg,
     MailDomain,
+    SlurmUser,
     GresTypes,
     Licenses,
 }
@@ -58,6 +59,7 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("SlurmctldParameters", GlobalKey::SlurmctldParameters),
     ("MailProg", GlobalKey::MailProg),
     ("MailDomain", GlobalKey::MailDomain),
+    ("SlurmUser", GlobalKey::SlurmUser),
     ("GresTypes", GlobalKey::GresTypes),
     ("Licenses", GlobalKey::Licenses),
 ];
@@ -243,7 +245,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "SelectTypeParameters",
     "SlurmSchedLogFile",
     "SlurmSchedLogLevel",
-    "SlurmUser",
     "SlurmctldAddr",
     "SlurmctldDebug",
     "SlurmctldLogFile",

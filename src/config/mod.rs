@@ -25,6 +25,6 @@ pub mod units;
 mod tests;
 
 pub use types::{
-    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, DEFAULT_CONF_PATH,
+    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, RateLimitConf, DEFAULT_CONF_PATH,
     DEFAULT_MAX_CONNECTIONS, MAX_JOB_ID,
 };

@@ -13,7 +13,9 @@
 use std::ops::Range;
 use std::time::SystemTime;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
@@ -22,8 +24,8 @@ use super::error::{FramePart, WireError};
 use super::messages::{Body, Envelope, Header, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 
 /// Largest payload accepted or sent unless a connection is configured
-/// otherwise. N.B. a peer can make a receiver reserve this much per
-/// connection just by sending a length prefix, before authenticating.
+/// otherwise. What an unauthenticated peer can make a receiver hold is
+/// bounded separately (see [`FrameCodec`]).
 pub const MAX_FRAME_LEN: usize = 64 << 20;
 
 const LEN_PREFIX: usize = 4;
@@ -282,15 +284,73 @@ fn malformed(part: FramePart, detail: impl ToString) -> WireError {
     }
 }
 
-/// The stream codec: tokio-util's length-delimited codec with the size limit
-/// reported as [`WireError::FrameTooLarge`] and EOF inside a frame (even
-/// right after a complete length prefix) reported as [`WireError::Truncated`].
+/// Payload bytes an unauthenticated connection may have buffered without
+/// drawing on [`PREAUTH_BUDGET`]: room for any ordinary first frame (a query,
+/// a `Hello`, a submission with a usual script and environment).
+pub const PREAUTH_FREE: usize = 64 << 10;
+/// Bytes all unauthenticated connections of a process may hold together
+/// beyond [`PREAUTH_FREE`] each, for first frames that are legitimately
+/// large (an sbatch with a big script as the first frame of its connection).
+pub const PREAUTH_BUDGET: usize = 24 << 20;
+
+/// What the budget has lent out, process-wide.
+static PREAUTH_HELD: AtomicUsize = AtomicUsize::new(0);
+/// First frames refused because the budget was in use.
+static PREAUTH_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// The pre-authentication budget's state: (bytes held now, frames refused so far).
+pub fn preauth_budget() -> (usize, u64) {
+    (
+        PREAUTH_HELD.load(Ordering::Relaxed),
+        PREAUTH_REFUSED.load(Ordering::Relaxed),
+    )
+}
+
+/// Takes `n` bytes from the budget if that many are free.
+fn preauth_take(n: usize) -> bool {
+    PREAUTH_HELD
+        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |held| {
+            held.checked_add(n).filter(|&t| t <= PREAUTH_BUDGET)
+        })
+        .is_ok()
+}
+
+fn preauth_give(n: usize) {
+    if n > 0 {
+        PREAUTH_HELD.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// The stream codec: a 4-byte big-endian length and the payload, with the
+/// size limit reported as [`WireError::FrameTooLarge`] and EOF inside a
+/// frame (even right after a complete length prefix) reported as
+/// [`WireError::Truncated`].
+///
+/// Memory follows the bytes that arrive, never the length a peer announces:
+/// the payload buffer grows as data is read (tokio's `Framed` reserves a
+/// little at a time and `BytesMut` doubles), so a peer that sends a 64 MiB
+/// prefix and nothing else costs a few bytes.
+///
+/// A codec in pre-authentication mode ([`FrameCodec::set_unauthenticated`],
+/// for accepted connections until their first frame verifies) also bounds
+/// what an unauthenticated peer can make it hold. The HMAC covers the body,
+/// so the credential cannot be checked before the body is buffered; instead
+/// the first [`PREAUTH_FREE`] bytes of a frame are free and every byte
+/// beyond is charged, as it arrives, to a budget shared by the process
+/// ([`PREAUTH_BUDGET`]). A frame the budget cannot cover is refused
+/// ([`WireError::PreAuthBudget`]), and the charge is given back when the
+/// frame is complete or the codec dropped. So N unauthenticated peers hold
+/// at most N × 64 KiB plus 24 MiB, a legitimate large first frame (a big
+/// sbatch) still passes when nobody is abusing the budget, and the short
+/// authentication deadline of the daemons bounds how long anyone can.
 #[derive(Debug)]
 pub struct FrameCodec {
     inner: LengthDelimitedCodec,
     max_frame_len: usize,
-    /// The inner codec has consumed a length prefix and awaits the payload.
-    mid_frame: bool,
+    /// The length of the frame being read, once its prefix is consumed.
+    pending: Option<usize>,
+    /// `Some(bytes charged to the budget)` until the connection authenticates.
+    preauth: Option<usize>,
 }
 
 impl FrameCodec {
@@ -302,7 +362,8 @@ impl FrameCodec {
         FrameCodec {
             inner,
             max_frame_len,
-            mid_frame: false,
+            pending: None,
+            preauth: None,
         }
     }
 
@@ -315,15 +376,52 @@ impl FrameCodec {
         self.max_frame_len = max_frame_len;
     }
 
-    /// The inner codec refuses an oversized length before consuming it, so
-    /// the prefix is still at the front of `src` to report.
-    fn oversized(&self, src: &[u8]) -> Option<WireError> {
-        let prefix: [u8; LEN_PREFIX] = src.get(..LEN_PREFIX)?.try_into().ok()?;
-        let len = u32::from_be_bytes(prefix) as usize;
-        (len > self.max_frame_len).then_some(WireError::FrameTooLarge {
-            len,
-            max: self.max_frame_len,
-        })
+    /// Bound what the peer may make this codec hold until
+    /// [`FrameCodec::set_authenticated`] (see the type's documentation).
+    pub fn set_unauthenticated(&mut self) {
+        if self.preauth.is_none() {
+            self.preauth = Some(0);
+        }
+    }
+
+    /// The peer has authenticated: lift the pre-authentication bound.
+    pub fn set_authenticated(&mut self) {
+        if let Some(charged) = self.preauth.take() {
+            preauth_give(charged);
+        }
+    }
+
+    pub fn is_authenticated(&self) -> bool {
+        self.preauth.is_none()
+    }
+
+    /// Charge the budget for what an unauthenticated frame of `len` bytes
+    /// holds now (`buffered` of it in memory).
+    fn charge(&mut self, len: usize, buffered: usize) -> Result<(), WireError> {
+        let Some(charged) = self.preauth else {
+            return Ok(());
+        };
+        let want = buffered.min(len).saturating_sub(PREAUTH_FREE);
+        if want > charged {
+            if !preauth_take(want - charged) {
+                PREAUTH_REFUSED.fetch_add(1, Ordering::Relaxed);
+                return Err(WireError::PreAuthBudget { len });
+            }
+            self.preauth = Some(want);
+        }
+        Ok(())
+    }
+
+    fn uncharge(&mut self) {
+        if let Some(charged) = self.preauth.as_mut() {
+            preauth_give(std::mem::take(charged));
+        }
+    }
+}
+
+impl Drop for FrameCodec {
+    fn drop(&mut self) {
+        self.uncharge();
     }
 }
 
@@ -338,26 +436,41 @@ impl Decoder for FrameCodec {
     type Error = WireError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, WireError> {
-        let buffered = src.len();
-        match self.inner.decode(src) {
-            Ok(Some(frame)) => {
-                self.mid_frame = false;
-                Ok(Some(frame))
+        let len = match self.pending {
+            Some(len) => len,
+            None => {
+                let Some(prefix) = src.get(..LEN_PREFIX) else {
+                    return Ok(None);
+                };
+                let mut be = [0u8; LEN_PREFIX];
+                be.copy_from_slice(prefix);
+                let len = u32::from_be_bytes(be) as usize;
+                if len > self.max_frame_len {
+                    // The prefix stays in `src`: nothing was consumed.
+                    return Err(WireError::FrameTooLarge {
+                        len,
+                        max: self.max_frame_len,
+                    });
+                }
+                src.advance(LEN_PREFIX);
+                self.pending = Some(len);
+                len
             }
-            Ok(None) => {
-                // With a whole prefix buffered, the inner codec has taken it.
-                self.mid_frame |= buffered >= LEN_PREFIX;
-                Ok(None)
-            }
-            Err(err) => Err(self.oversized(src).unwrap_or(WireError::Io(err))),
+        };
+        self.charge(len, src.len())?;
+        if src.len() < len {
+            return Ok(None);
         }
+        self.pending = None;
+        self.uncharge();
+        Ok(Some(src.split_to(len)))
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, WireError> {
         if let Some(frame) = self.decode(src)? {
             return Ok(Some(frame));
         }
-        if src.is_empty() && !self.mid_frame {
+        if src.is_empty() && self.pending.is_none() {
             Ok(None)
         } else {
             Err(WireError::Truncated {
@@ -1024,5 +1137,75 @@ mod tests {
                 "cut {cut}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn an_announced_length_reserves_nothing() {
+        let mut codec = FrameCodec::default();
+        codec.set_unauthenticated();
+        let mut src = BytesMut::with_capacity(16);
+        src.put_u32((60 << 20) as u32);
+        src.put_slice(&[0; 8]);
+        assert!(codec.decode(&mut src).unwrap().is_none());
+        assert!(src.capacity() < 1 << 10, "{}", src.capacity());
+    }
+
+    /// The only test that spends the process-wide budget (others would see
+    /// its charges).
+    #[test]
+    fn unauthenticated_frames_draw_on_a_shared_budget() {
+        assert_eq!(preauth_budget().0, 0);
+        let mut a = FrameCodec::default();
+        a.set_unauthenticated();
+        assert!(!a.is_authenticated());
+        // An ordinary frame is free.
+        let mut src = stream_of(&[frame(&Body::Ping)]);
+        assert!(a.decode(&mut src).unwrap().is_some());
+        assert_eq!(preauth_budget().0, 0);
+
+        // A large one is charged what has arrived beyond the free part,
+        // and the charge is given back when it is complete.
+        let len = PREAUTH_FREE + (1 << 20);
+        let mut src = BytesMut::new();
+        src.put_u32(len as u32);
+        src.put_slice(&vec![7; PREAUTH_FREE + 1000]);
+        assert!(a.decode(&mut src).unwrap().is_none());
+        assert_eq!(preauth_budget().0, 1000);
+        src.put_slice(&vec![7; len - PREAUTH_FREE - 1000]);
+        assert_eq!(a.decode(&mut src).unwrap().unwrap().len(), len);
+        assert_eq!(preauth_budget().0, 0);
+
+        // Two peers together cannot hold more than the budget: the second
+        // is refused once the first holds most of it.
+        let mut b = FrameCodec::default();
+        b.set_unauthenticated();
+        let mut src_b = BytesMut::new();
+        src_b.put_u32((PREAUTH_FREE + PREAUTH_BUDGET - 10) as u32);
+        src_b.put_slice(&vec![0; PREAUTH_FREE + PREAUTH_BUDGET - 20]);
+        assert!(b.decode(&mut src_b).unwrap().is_none());
+        let mut c = FrameCodec::default();
+        c.set_unauthenticated();
+        let mut src_c = BytesMut::new();
+        src_c.put_u32((PREAUTH_FREE + 1000) as u32);
+        src_c.put_slice(&vec![0; PREAUTH_FREE + 100]);
+        let refused_before = preauth_budget().1;
+        let err = c.decode(&mut src_c).unwrap_err();
+        assert!(matches!(err, WireError::PreAuthBudget { .. }), "{err}");
+        assert!(err.ends_connection());
+        assert_eq!(preauth_budget().1, refused_before + 1);
+        // A peer that goes away mid-frame gives its charge back.
+        drop(b);
+        assert_eq!(preauth_budget().0, 0);
+
+        // Once authenticated, the bound is gone: only the frame limit holds.
+        let mut d = FrameCodec::default();
+        d.set_unauthenticated();
+        d.set_authenticated();
+        let mut src_d = BytesMut::new();
+        let big = PREAUTH_FREE + PREAUTH_BUDGET + 1;
+        src_d.put_u32(big as u32);
+        src_d.put_slice(&vec![0; big]);
+        assert_eq!(d.decode(&mut src_d).unwrap().unwrap().len(), big);
+        assert_eq!(preauth_budget().0, 0);
     }
 }
