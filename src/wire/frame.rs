@@ -284,13 +284,13 @@ fn malformed(part: FramePart, detail: impl ToString) -> WireError {
     }
 }
 
-/// Payload bytes an unauthenticated connection may have buffered without
-/// drawing on [`PREAUTH_BUDGET`]: room for any ordinary first frame (a query,
-/// a `Hello`, a submission with a usual script and environment).
+/// Largest frame an unauthenticated connection may send without drawing on
+/// [`PREAUTH_BUDGET`]: room for any ordinary first frame (a query, a
+/// `Hello`, a submission with a usual script and environment).
 pub const PREAUTH_FREE: usize = 64 << 10;
-/// Bytes all unauthenticated connections of a process may hold together
-/// beyond [`PREAUTH_FREE`] each, for first frames that are legitimately
-/// large (an sbatch with a big script as the first frame of its connection).
+/// Bytes all unauthenticated connections of a process may hold together in
+/// first frames larger than [`PREAUTH_FREE`] (an sbatch with a big script
+/// as the first frame of its connection).
 pub const PREAUTH_BUDGET: usize = 24 << 20;
 
 /// What the budget has lent out, process-wide.
@@ -324,25 +324,23 @@ fn preauth_give(n: usize) {
 /// The stream codec: a 4-byte big-endian length and the payload, with the
 /// size limit reported as [`WireError::FrameTooLarge`] and EOF inside a
 /// frame (even right after a complete length prefix) reported as
-/// [`WireError::Truncated`].
-///
-/// Memory follows the bytes that arrive, never the length a peer announces:
-/// the payload buffer grows as data is read (tokio's `Framed` reserves a
-/// little at a time and `BytesMut` doubles), so a peer that sends a 64 MiB
-/// prefix and nothing else costs a few bytes.
+/// [`WireError::Truncated`]. The buffer is sized for the whole frame once its
+/// prefix is accepted (one allocation, no regrowth copies).
 ///
 /// A codec in pre-authentication mode ([`FrameCodec::set_unauthenticated`],
-/// for accepted connections until their first frame verifies) also bounds
-/// what an unauthenticated peer can make it hold. The HMAC covers the body,
-/// so the credential cannot be checked before the body is buffered; instead
-/// the first [`PREAUTH_FREE`] bytes of a frame are free and every byte
-/// beyond is charged, as it arrives, to a budget shared by the process
-/// ([`PREAUTH_BUDGET`]). A frame the budget cannot cover is refused
-/// ([`WireError::PreAuthBudget`]), and the charge is given back when the
-/// frame is complete or the codec dropped. So N unauthenticated peers hold
-/// at most N × 64 KiB plus 24 MiB, a legitimate large first frame (a big
-/// sbatch) still passes when nobody is abusing the budget, and the short
-/// authentication deadline of the daemons bounds how long anyone can.
+/// for accepted connections until their first frame verifies) bounds what
+/// an unauthenticated peer can make it hold. The HMAC covers the body, so
+/// the credential cannot be checked before the body is buffered; instead
+/// the length prefix is judged: a frame up to [`PREAUTH_FREE`] (64 KiB) is
+/// accepted, and a larger one only if its whole length can be taken from a
+/// budget shared by every unauthenticated connection of the process
+/// ([`PREAUTH_BUDGET`], 24 MiB), given back when the frame is complete or
+/// the codec dropped; otherwise it is refused at once
+/// ([`WireError::PreAuthBudget`]) and nothing is reserved. So N
+/// unauthenticated peers hold at most N × 64 KiB plus 24 MiB, a legitimate
+/// large first frame (a big sbatch) passes whenever nobody is abusing the
+/// budget, and the daemons' short authentication deadline bounds how long
+/// anyone can. Once a frame verifies, only the frame limit applies.
 #[derive(Debug)]
 pub struct FrameCodec {
     inner: LengthDelimitedCodec,
@@ -395,20 +393,20 @@ impl FrameCodec {
         self.preauth.is_none()
     }
 
-    /// Charge the budget for what an unauthenticated frame of `len` bytes
-    /// holds now (`buffered` of it in memory).
-    fn charge(&mut self, len: usize, buffered: usize) -> Result<(), WireError> {
+    /// Take a large unauthenticated frame's length from the budget (a
+    /// small one, or any frame once authenticated, needs nothing).
+    fn charge(&mut self, len: usize) -> Result<(), WireError> {
         let Some(charged) = self.preauth else {
             return Ok(());
         };
-        let want = buffered.min(len).saturating_sub(PREAUTH_FREE);
-        if want > charged {
-            if !preauth_take(want - charged) {
-                PREAUTH_REFUSED.fetch_add(1, Ordering::Relaxed);
-                return Err(WireError::PreAuthBudget { len });
-            }
-            self.preauth = Some(want);
+        if len <= PREAUTH_FREE {
+            return Ok(());
         }
+        if !preauth_take(len) {
+            PREAUTH_REFUSED.fetch_add(1, Ordering::Relaxed);
+            return Err(WireError::PreAuthBudget { len });
+        }
+        self.preauth = Some(charged + len);
         Ok(())
     }
 
@@ -452,12 +450,15 @@ impl Decoder for FrameCodec {
                         max: self.max_frame_len,
                     });
                 }
+                self.charge(len)?;
                 src.advance(LEN_PREFIX);
+                // Room for the whole frame at once: what an unauthenticated
+                // peer can make us reserve is bounded by `charge`.
+                src.reserve(len.saturating_sub(src.len()));
                 self.pending = Some(len);
                 len
             }
         };
-        self.charge(len, src.len())?;
         if src.len() < len {
             return Ok(None);
         }
@@ -1139,17 +1140,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_announced_length_reserves_nothing() {
-        let mut codec = FrameCodec::default();
-        codec.set_unauthenticated();
-        let mut src = BytesMut::with_capacity(16);
-        src.put_u32((60 << 20) as u32);
-        src.put_slice(&[0; 8]);
-        assert!(codec.decode(&mut src).unwrap().is_none());
-        assert!(src.capacity() < 1 << 10, "{}", src.capacity());
-    }
-
     /// The only test that spends the process-wide budget (others would see
     /// its charges).
     #[test]
@@ -1163,49 +1153,61 @@ mod tests {
         assert!(a.decode(&mut src).unwrap().is_some());
         assert_eq!(preauth_budget().0, 0);
 
-        // A large one is charged what has arrived beyond the free part,
-        // and the charge is given back when it is complete.
+        // A large one takes its length from the budget as its prefix is
+        // read, and gives it back when it is complete.
         let len = PREAUTH_FREE + (1 << 20);
         let mut src = BytesMut::new();
         src.put_u32(len as u32);
-        src.put_slice(&vec![7; PREAUTH_FREE + 1000]);
+        src.put_slice(&vec![7; 1000]);
         assert!(a.decode(&mut src).unwrap().is_none());
-        assert_eq!(preauth_budget().0, 1000);
-        src.put_slice(&vec![7; len - PREAUTH_FREE - 1000]);
+        assert_eq!(preauth_budget().0, len);
+        src.put_slice(&vec![7; len - 1000]);
         assert_eq!(a.decode(&mut src).unwrap().unwrap().len(), len);
         assert_eq!(preauth_budget().0, 0);
 
-        // Two peers together cannot hold more than the budget: the second
-        // is refused once the first holds most of it.
+        // Announcing more than the budget holds is refused at the prefix,
+        // with nothing reserved.
         let mut b = FrameCodec::default();
         b.set_unauthenticated();
-        let mut src_b = BytesMut::new();
-        src_b.put_u32((PREAUTH_FREE + PREAUTH_BUDGET - 10) as u32);
-        src_b.put_slice(&vec![0; PREAUTH_FREE + PREAUTH_BUDGET - 20]);
-        assert!(b.decode(&mut src_b).unwrap().is_none());
+        let mut src_b = BytesMut::with_capacity(16);
+        src_b.put_u32((60 << 20) as u32);
+        let refused_before = preauth_budget().1;
+        let err = b.decode(&mut src_b).unwrap_err();
+        assert!(matches!(err, WireError::PreAuthBudget { .. }), "{err}");
+        assert!(err.ends_connection());
+        assert!(src_b.capacity() < 1 << 10, "{}", src_b.capacity());
+        assert_eq!(preauth_budget().1, refused_before + 1);
+
+        // Two peers together cannot hold more than the budget.
         let mut c = FrameCodec::default();
         c.set_unauthenticated();
         let mut src_c = BytesMut::new();
-        src_c.put_u32((PREAUTH_FREE + 1000) as u32);
-        src_c.put_slice(&vec![0; PREAUTH_FREE + 100]);
-        let refused_before = preauth_budget().1;
-        let err = c.decode(&mut src_c).unwrap_err();
-        assert!(matches!(err, WireError::PreAuthBudget { .. }), "{err}");
-        assert!(err.ends_connection());
-        assert_eq!(preauth_budget().1, refused_before + 1);
-        // A peer that goes away mid-frame gives its charge back.
-        drop(b);
-        assert_eq!(preauth_budget().0, 0);
-
-        // Once authenticated, the bound is gone: only the frame limit holds.
+        src_c.put_u32((PREAUTH_BUDGET - 10) as u32);
+        assert!(c.decode(&mut src_c).unwrap().is_none());
         let mut d = FrameCodec::default();
         d.set_unauthenticated();
-        d.set_authenticated();
         let mut src_d = BytesMut::new();
-        let big = PREAUTH_FREE + PREAUTH_BUDGET + 1;
-        src_d.put_u32(big as u32);
-        src_d.put_slice(&vec![0; big]);
-        assert_eq!(d.decode(&mut src_d).unwrap().unwrap().len(), big);
+        src_d.put_u32((PREAUTH_FREE + 1) as u32);
+        assert!(matches!(
+            d.decode(&mut src_d),
+            Err(WireError::PreAuthBudget { .. })
+        ));
+        // Small frames still pass meanwhile.
+        let mut src = stream_of(&[frame(&Body::Ping)]);
+        assert!(d.decode(&mut src).unwrap().is_some());
+        // A peer that goes away mid-frame gives its charge back.
+        drop(c);
+        assert_eq!(preauth_budget().0, 0);
+
+        // Once authenticated, only the frame limit holds.
+        let mut e = FrameCodec::default();
+        e.set_unauthenticated();
+        e.set_authenticated();
+        let mut src_e = BytesMut::new();
+        let big = PREAUTH_BUDGET + 1;
+        src_e.put_u32(big as u32);
+        src_e.put_slice(&vec![0; big]);
+        assert_eq!(e.decode(&mut src_e).unwrap().unwrap().len(), big);
         assert_eq!(preauth_budget().0, 0);
     }
 }
