@@ -323,19 +323,27 @@ fn rate_limited_users_are_told_to_back_off_and_counted() {
     let addr = ctld_addr(&c);
     let me = nix::unistd::getuid().as_raw();
     let verify = signer(&c, me);
-    // Replies per uid for 20 requests over one connection.
-    let run = |uid: u32| -> (u32, u32) {
+    // Replies per uid for `n` requests over one connection.
+    let run = |uid: u32, n: u64| -> (u32, u32) {
         let auth = signer(&c, uid);
         let mut s = TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let (mut ok, mut backoff) = (0, 0);
-        for corr in 1..=20 {
+        for corr in 1..=n {
             let q = Body::QueryJobs(JobQuery::default());
+            let t0 = Instant::now();
             s.write_all(&wire(&auth, corr, &q)).unwrap();
             match read_body(&mut s, &verify) {
                 Some(Body::Jobs(_)) => ok += 1,
                 Some(Body::Error(e)) if e.code == ErrorCode::Backoff => {
                     assert_eq!(e.message, "Rate limit exceeded, please retry momentarily");
+                    // Held back until the next refill (a second at most):
+                    // a client that does not back off is paced anyway.
+                    assert!(
+                        t0.elapsed() >= Duration::from_millis(900),
+                        "{:?}",
+                        t0.elapsed()
+                    );
                     backoff += 1
                 }
                 other => panic!("unexpected {other:?}"),
@@ -343,16 +351,20 @@ fn rate_limited_users_are_told_to_back_off_and_counted() {
         }
         (ok, backoff)
     };
-    assert_eq!(run(4242), (5, 15));
-    // Another user has a bucket of their own; root is exempt.
-    assert_eq!(run(4343), (5, 15));
-    assert_eq!(run(0), (20, 0));
+    // Two users at once, each with a bucket of their own; root is exempt.
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| run(4242, 8));
+        let b = s.spawn(|| run(4343, 8));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!((a, b), ((5, 3), (5, 3)));
+    assert_eq!(run(0, 20), (20, 0));
     let st = stats(&c);
-    assert_eq!((st.rl_limited, st.rl_users), (30, 2), "{st:?}");
-    assert_eq!(st.rl_top, vec![(4242, 15), (4343, 15)]);
+    assert_eq!((st.rl_limited, st.rl_users), (6, 2), "{st:?}");
+    assert_eq!(st.rl_top, vec![(4242, 3), (4343, 3)]);
     let out = c.cli(c.dir.path(), "sdiag", &[]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("RPCs limited: 30\n"), "{text}");
+    assert!(text.contains("RPCs limited: 6\n"), "{text}");
     assert!(text.contains("uid=4242"), "{text}");
     assert!(c.log_text("ctld").contains("RPC rate limit exceeded"));
 }
@@ -428,12 +440,24 @@ fn write_conf(dir: &Path, port: u16) {
 #[test]
 #[ignore]
 fn rate_limited_flood_leaves_other_users_latency_near_unloaded() {
-    let c = Cluster::start_with(
-        4,
-        2,
-        30,
+    flood_latency(
         "SlurmctldParameters=rl_enable,rl_bucket_size=10,rl_refill_rate=2,rl_refill_period=1\n",
+        true,
     );
+    // The same floods without rate limiting, for comparison (not asserted).
+    flood_latency("", false);
+}
+
+fn flood_latency(extra: &str, limited: bool) {
+    eprintln!(
+        "--- {}",
+        if limited {
+            extra.trim()
+        } else {
+            "no rate limiting"
+        }
+    );
+    let c = Cluster::start_with(4, 2, 30, extra);
     let addr = ctld_addr(&c);
     let me = nix::unistd::getuid().as_raw();
     let verify = signer(&c, me);
@@ -469,49 +493,84 @@ fn rate_limited_flood_leaves_other_users_latency_near_unloaded() {
         v.sort();
         v[((v.len() as f64 - 1.0) * q).round() as usize]
     };
-    let mut unloaded = sample(40);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let flooders: Vec<_> = (0..64)
-        .map(|_| {
-            let (addr, stop, sent) = (addr.clone(), stop.clone(), sent.clone());
-            let auth = signer(&c, 6001);
-            let verify = signer(&c, me);
-            std::thread::spawn(move || {
-                let mut s = TcpStream::connect(&addr).unwrap();
-                let mut corr = 0;
-                // A hostile client: ignores "back off" and asks again at once.
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    corr += 1;
-                    let q = Body::QueryJobs(JobQuery::default());
-                    if s.write_all(&wire(&auth, corr, &q)).is_err()
-                        || read_body(&mut s, &verify).is_none()
-                    {
-                        break;
+    // 64 flooding clients of one user: `polite` ones sleep as Slurm's
+    // clients do when told to back off (1 s, 2 s, ...); hostile ones ask
+    // again at once.
+    let flood = |polite: bool| {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let flooders: Vec<_> = (0..64)
+            .map(|_| {
+                let (addr, stop, sent) = (addr.clone(), stop.clone(), sent.clone());
+                let auth = signer(&c, 6001);
+                let verify = signer(&c, me);
+                std::thread::spawn(move || {
+                    let mut s = TcpStream::connect(&addr).unwrap();
+                    let (mut corr, mut limited) = (0, 0u64);
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        corr += 1;
+                        let q = Body::QueryJobs(JobQuery::default());
+                        if s.write_all(&wire(&auth, corr, &q)).is_err() {
+                            break;
+                        }
+                        let reply = read_body(&mut s, &verify);
+                        sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        match reply {
+                            None => break,
+                            Some(Body::Error(e)) if polite && e.code == ErrorCode::Backoff => {
+                                limited += 1;
+                                let until = Instant::now() + Duration::from_secs(limited.min(10));
+                                while Instant::now() < until
+                                    && !stop.load(std::sync::atomic::Ordering::Relaxed)
+                                {
+                                    std::thread::sleep(Duration::from_millis(50));
+                                }
+                            }
+                            _ => limited = 0,
+                        }
                     }
-                    sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+                })
             })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(1));
-    let mut loaded = sample(40);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for f in flooders {
-        let _ = f.join();
+            .collect();
+        (stop, sent, flooders)
+    };
+    let mut unloaded = sample(40);
+    let mut results = Vec::new();
+    for polite in [true, false] {
+        let before = stats(&c).rl_limited;
+        let (stop, sent, flooders) = flood(polite);
+        std::thread::sleep(Duration::from_secs(1));
+        let mut loaded = sample(40);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for f in flooders {
+            let _ = f.join();
+        }
+        let limited = stats(&c).rl_limited - before;
+        let (l50, l99) = (p(&mut loaded, 0.5), p(&mut loaded, 0.99));
+        results.push((
+            polite,
+            l50,
+            l99,
+            sent.load(std::sync::atomic::Ordering::Relaxed),
+            limited,
+        ));
     }
-    let st = stats(&c);
     let (u50, u99) = (p(&mut unloaded, 0.5), p(&mut unloaded, 0.99));
-    let (l50, l99) = (p(&mut loaded, 0.5), p(&mut loaded, 0.99));
-    eprintln!(
-        "victim squeue unloaded p50 {u50:?} p99 {u99:?}; under a 64-connection flood p50 {l50:?} p99 {l99:?}; \
-         flood requests answered {}; limited {}",
-        sent.load(std::sync::atomic::Ordering::Relaxed),
-        st.rl_limited
-    );
-    assert!(st.rl_limited > 0);
-    assert!(
-        l99 <= u99 * 2 + Duration::from_millis(2),
-        "p99 {l99:?} loaded vs {u99:?} unloaded"
-    );
+    eprintln!("victim squeue unloaded: p50 {u50:?} p99 {u99:?}");
+    for (polite, l50, l99, sent, limited) in &results {
+        eprintln!(
+            "with 64 {} clients of another user: p50 {l50:?} p99 {l99:?}; flood requests answered {sent}, limited {limited}",
+            if *polite { "backing-off" } else { "hostile (never backing off)" }
+        );
+    }
+    for (_, _, l99, _, n) in &results {
+        if !limited {
+            continue;
+        }
+        assert!(*n > 0);
+        assert!(
+            *l99 <= u99 * 2 + Duration::from_millis(2),
+            "p99 {l99:?} loaded vs {u99:?} unloaded"
+        );
+    }
 }

@@ -251,9 +251,18 @@ async fn serve_conn(
             let why = format!("{kind} signed by uid {}", env.uid);
             info.peers.record(Bad::NotDaemon, Some(peer), &why);
             not_daemon_reply(env.uid, &info.daemons)
-        } else if let Verdict::Limited { log } = info.rate.check(env.uid, t0) {
+        } else if let Verdict::Limited { log, retry_in } = info.rate.check(env.uid, t0) {
             if log {
                 tracing::info!(uid = env.uid, msg_kind = kind, %peer, "RPC rate limit exceeded; client told to back off");
+            }
+            // The reply waits until the user's next tokens are due (a
+            // second at most): a client that ignores "back off" and asks
+            // again at once is paced to the refill rate per connection
+            // instead of spinning the controller. The wait is a timer, not
+            // work, and shutdown cuts it short.
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = tokio::time::sleep(retry_in.min(MAX_BACKOFF_DELAY)) => {}
             }
             Body::Error(ErrorReply {
                 code: ErrorCode::Backoff,
@@ -269,6 +278,9 @@ async fn serve_conn(
         }
     }
 }
+
+/// Longest a rate-limited reply is held back.
+const MAX_BACKOFF_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Slurm's text for SLURMCTLD_COMMUNICATIONS_BACKOFF.
 pub const BACKOFF_MESSAGE: &str = "Rate limit exceeded, please retry momentarily";

@@ -207,10 +207,12 @@ impl Daemons {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Allowed,
-    /// Over the limit: answer "try again"; `log` says whether this one
-    /// should be logged (`rl_log_freq`).
+    /// Over the limit: answer "try again", not before `retry_in` (when the
+    /// user's next tokens are due); `log` says whether this one should be
+    /// logged (`rl_log_freq`).
     Limited {
         log: bool,
+        retry_in: Duration,
     },
 }
 
@@ -323,7 +325,10 @@ impl RateLimiter {
         if log {
             b.last_log = Some(now);
         }
-        Verdict::Limited { log }
+        let period = Duration::from_secs(u64::from(self.conf.refill_period_s.max(1)));
+        let into = now.saturating_duration_since(self.epoch).as_nanos() % period.as_nanos();
+        let retry_in = period.saturating_sub(Duration::from_nanos(into as u64));
+        Verdict::Limited { log, retry_in }
     }
 
     pub fn counts(&self) -> RateCounts {
@@ -375,7 +380,13 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(rl.check(1000, t0), Verdict::Allowed);
         }
-        assert_eq!(rl.check(1000, t0), Verdict::Limited { log: true });
+        assert_eq!(
+            rl.check(1000, t0),
+            Verdict::Limited {
+                log: true,
+                retry_in: Duration::from_secs(1)
+            }
+        );
         // Another user has a bucket of their own.
         assert_eq!(rl.check(1001, t0), Verdict::Allowed);
         // One period later: two tokens.
@@ -439,18 +450,19 @@ mod tests {
         let rl = RateLimiter::new(c, Daemons::new(500, None));
         let t0 = rl.epoch;
         rl.check(1000, t0);
-        assert_eq!(rl.check(1000, t0), Verdict::Limited { log: true });
-        assert_eq!(rl.check(1000, t0), Verdict::Limited { log: false });
+        let log = |v| matches!(v, Verdict::Limited { log: true, .. });
+        assert!(log(rl.check(1000, t0)));
+        assert!(!log(rl.check(1000, t0)));
         let t11 = t0 + Duration::from_secs(11);
-        assert_eq!(rl.check(1000, t11), Verdict::Limited { log: true });
+        assert!(log(rl.check(1000, t11)));
         let mut c = conf(1, 1, 3600, 8);
         c.log_freq_s = -1;
         let quiet = RateLimiter::new(c, Daemons::new(500, None));
         quiet.check(1000, quiet.epoch);
-        assert_eq!(
+        assert!(matches!(
             quiet.check(1000, quiet.epoch),
-            Verdict::Limited { log: false }
-        );
+            Verdict::Limited { log: false, .. }
+        ));
     }
 
     #[test]
