@@ -286,6 +286,16 @@ impl Config {
             "SlurmctldParameters conmgr_max_connections",
             self.max_connections != new.max_connections,
         );
+        // Connection tasks and the rate limiter take these at start.
+        differs(
+            "SlurmctldParameters conmgr_read_timeout",
+            self.read_timeout_s != new.read_timeout_s,
+        );
+        differs(
+            "SlurmctldParameters rl_enable/rl_*",
+            self.rate_limit != new.rate_limit,
+        );
+        differs("SlurmUser", self.slurm_user != new.slurm_user);
         let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         if names(self) != names(new) {
             differs("the node list (nodes added, removed or reordered)", true);
