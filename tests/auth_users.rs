@@ -125,6 +125,40 @@ fn users_act_only_as_themselves_and_never_hold_the_key() {
     let o = as_user(&c, alice, ha, "squeue", &["-h", "-o", "%u"]);
     assert!(o.status.success(), "{}", text(&o));
 
+    // Root inside a user namespace is still alice to the signer: the
+    // kernel reports her real uid, so a body claiming uid 0 is refused (as
+    // slurmctld refuses a job description naming another user), and
+    // nothing runs as root. (Where the kernel refuses alice a user
+    // namespace, the attack cannot be made at all.)
+    let o = Command::new("unshare")
+        .args(["-Ur"])
+        .arg(bin("canopy"))
+        .args(["sbatch", "--parsable", "-o", "ns-%j", "--wrap", "id -u"])
+        .current_dir(ha)
+        .env("CANOPY_CONF", &c.conf)
+        .env("PATH", c.path_env())
+        .uid(alice)
+        .gid(gid_of(alice))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if o.status.success() {
+        let ns: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+        c.wait_done(ns, Duration::from_secs(30));
+        let j = c.job(ns).unwrap();
+        assert_eq!(j.uid, alice, "a namespace's root submitted as {}", j.uid);
+        let out = std::fs::read_to_string(ha.join(format!("ns-{ns}"))).unwrap();
+        assert_eq!(out.trim(), alice.to_string());
+    } else {
+        let t = text(&o);
+        assert!(
+            t.contains("Access/permission denied")
+                || t.contains("unshare")
+                || t.contains("Operation not permitted"),
+            "the namespace's submission failed for another reason: {t}"
+        );
+    }
+
     // Bob's held job: alice may do nothing to it.
     let o = as_user(
         &c,
@@ -242,7 +276,7 @@ fn every_bad_credential_is_refused_with_its_own_error() {
         panic!("no stats");
     };
     let count = |k: &str| {
-        s.auth_rejected
+        s.auth_refused_by
             .iter()
             .find(|(n, _)| n == k)
             .map_or(0, |(_, v)| *v)
@@ -254,8 +288,53 @@ fn every_bad_credential_is_refused_with_its_own_error() {
         "wrong_message",
         "unknown_key",
     ] {
-        assert_eq!(count(k), 1, "{k}: {:?}", s.auth_rejected);
+        assert_eq!(count(k), 1, "{k}: {:?}", s.auth_refused_by);
     }
     let o = c.cli(c.dir.path(), "sdiag", &[]);
     assert!(text(&o).contains("Credentials refused:"), "{}", text(&o));
+}
+
+/// A frame captured before the controller restarted is refused after it
+/// (the replay cache did not survive the restart; the start time does).
+#[test]
+fn a_frame_from_before_a_restart_is_refused() {
+    let mut c = Cluster::start(1, 2, 30);
+    let conf = Config::load(&c.conf).unwrap();
+    let auth = canopy::daemon::authenticator(&conf).unwrap();
+    let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
+    let header = Header {
+        version: PROTOCOL_VERSION,
+        kind: "Ping".into(),
+        corr: 1,
+        boot_id: 5,
+    };
+    let captured = frame::encode(&auth, &header, &Body::Ping).unwrap();
+    // Sent once before the restart: answered.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let send = |payload: &bytes::Bytes| -> String {
+        rt.block_on(async {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            s.write_all(&(payload.len() as u32).to_be_bytes())
+                .await
+                .unwrap();
+            s.write_all(payload).await.unwrap();
+            let mut conn = Connection::new(s, auth.clone(), 9);
+            match conn.recv().await {
+                Ok(Some(env)) => format!("{:?}", env.body),
+                other => format!("{other:?}"),
+            }
+        })
+    };
+    assert!(send(&captured).contains("Pong"));
+    c.kill_ctld();
+    std::thread::sleep(Duration::from_millis(20));
+    c.start_ctld();
+    c.wait_for(Duration::from_secs(30), "controller back", |c| {
+        c.try_call(Body::Ping).is_some()
+    });
+    let t = send(&captured);
+    assert!(t.contains("before this daemon started"), "{t}");
 }

@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use crate::config::{Config, ConfigError};
 use crate::wire::connection::Connection;
 use crate::wire::error::WireError;
-use crate::wire::messages::{Body, ErrorReply};
+use crate::wire::messages::{Body, ErrorCode, ErrorReply};
 use crate::wire::signer::{Signer, SignerClient};
 
 /// How long the CLI waits for the controller to accept a connection.
@@ -43,6 +43,8 @@ pub struct Client {
     pub conf_path: PathBuf,
     conn: Connection,
     signer: Arc<SignerClient>,
+    /// When the connection last carried a request (see [`Client::call`]).
+    last_used: Instant,
 }
 
 impl Client {
@@ -53,18 +55,13 @@ impl Client {
         let signer = Arc::new(SignerClient::new(&conf.auth_socket));
         // Fail early, naming the socket, when no signer runs here.
         signer.connect().await.map_err(WireError::from)?;
-        let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
-        let fut = Connection::connect(addr.as_str(), signer.clone(), crate::daemon::new_boot_id());
-        let conn = match tokio::time::timeout(CONNECT_TIMEOUT, fut).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(CliError::Connect(e.to_string())),
-            Err(_) => return Err(CliError::Connect(format!("timed out connecting to {addr}"))),
-        };
+        let conn = open(&conf, &signer).await?;
         Ok(Client {
             conf,
             conf_path,
             conn,
             signer,
+            last_used: Instant::now(),
         })
     }
 
@@ -86,11 +83,43 @@ impl Client {
     }
 
     /// Send one request and return the reply body; an `Error` reply is a `CliError::Refused`.
+    ///
+    /// Told to back off (the user's RPC rate limit), it waits and sends the
+    /// request again, as Slurm's clients do: one second more each time
+    /// (capped at ten). The controller closes connections idle past its
+    /// read timeout (`conmgr_read_timeout`, default MessageTimeout), so a
+    /// connection idle for most of that (srun and salloc keep theirs for a
+    /// whole step) is replaced before the request rather than lose it.
     pub async fn call(&mut self, body: Body) -> Result<Body, CliError> {
-        let env = self.conn.request(&body).await?;
-        match env.body {
-            Body::Error(e) => Err(CliError::Refused(e)),
-            other => Ok(other),
+        let mut limited: u64 = 0;
+        loop {
+            if self.last_used.elapsed() >= self.conf.read_timeout() * 3 / 4 {
+                self.conn = open(&self.conf, &self.signer).await?;
+            }
+            let env = self.conn.request(&body).await;
+            self.last_used = Instant::now();
+            match env?.body {
+                Body::Error(e) if e.code == ErrorCode::Backoff => {
+                    limited += 1;
+                    tokio::time::sleep(Duration::from_secs(limited.min(MAX_BACKOFF_S))).await;
+                }
+                Body::Error(e) => return Err(CliError::Refused(e)),
+                other => return Ok(other),
+            }
         }
+    }
+}
+
+/// Longest wait between tries of a rate-limited request, in seconds.
+const MAX_BACKOFF_S: u64 = 10;
+
+/// A connection to the controller `conf` names.
+async fn open(conf: &Config, signer: &Arc<SignerClient>) -> Result<Connection, CliError> {
+    let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
+    let fut = Connection::connect(addr.as_str(), signer.clone(), crate::daemon::new_boot_id());
+    match tokio::time::timeout(CONNECT_TIMEOUT, fut).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(CliError::Connect(e.to_string())),
+        Err(_) => Err(CliError::Connect(format!("timed out connecting to {addr}"))),
     }
 }

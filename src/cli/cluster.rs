@@ -400,3 +400,50 @@ pub fn down(dir: &Path) -> Result<(), String> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// `up` works only in a directory that is ours and nobody else's to
+    /// write: another user could plant a key or a symlink in `log/`.
+    #[test]
+    fn a_directory_others_can_write_or_a_symlink_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let fresh = t.path().join("fresh");
+        secure_dir(&fresh).unwrap();
+        let mode = fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o022, 0, "created {mode:o}");
+        let open = t.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = secure_dir(&open).unwrap_err();
+        assert!(e.contains("others may write"), "{e}");
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&fresh, &link).unwrap();
+        let e = secure_dir(&link).unwrap_err();
+        assert!(e.contains("not a plain directory"), "{e}");
+        // Someone else's directory (needs root to make one).
+        if nix::unistd::geteuid().is_root() {
+            let theirs = t.path().join("theirs");
+            fs::create_dir(&theirs).unwrap();
+            fs::set_permissions(&theirs, fs::Permissions::from_mode(0o755)).unwrap();
+            nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+            let e = secure_dir(&theirs).unwrap_err();
+            assert!(e.contains("belongs to uid 65534"), "{e}");
+        }
+    }
+
+    /// A symlink planted where a log or pid file goes is not followed.
+    #[test]
+    fn files_are_created_without_following_symlinks() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let planted = t.path().join("ctld.log");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        assert!(create_nofollow(&planted, 0o644).is_err());
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+    }
+}

@@ -40,6 +40,14 @@ pub fn render(s: &CtldStats) -> String {
             ("Connections peak:", s.connections_peak),
             ("Connections limit:", s.connections_max),
             ("Connections refused:", s.connections_refused),
+            // Bad peers (issue 14): counted here, logged at most once per
+            // interval per kind.
+            ("Bad frames:", s.bad_frames),
+            ("Auth rejected:", s.auth_rejected),
+            ("Auth timeouts:", s.auth_timeouts),
+            ("Idle closed:", s.idle_closed),
+            ("Not daemon refused:", s.not_daemon),
+            ("Pre-auth refused:", s.preauth_refused),
         ];
         for (key, value) in c {
             o.push_str(&format!("{key:<21} {value}\n"));
@@ -47,9 +55,9 @@ pub fn render(s: &CtldStats) -> String {
     }
     // Credential refusals by reason (canopy's own lines; Slurm's sdiag has
     // no equivalent, MUNGE logs them instead).
-    if !s.auth_rejected.is_empty() {
+    if !s.auth_refused_by.is_empty() {
         o.push_str("Credentials refused:\n");
-        for (why, n) in &s.auth_rejected {
+        for (why, n) in &s.auth_refused_by {
             o.push_str(&format!("\t{why:<18} {n}\n"));
         }
     }
@@ -93,6 +101,25 @@ pub fn render(s: &CtldStats) -> String {
             "\t{:<24} count:{:<8} ave_time:{:<8} total_time:{}\n",
             k.kind, k.count, ave, k.total_us
         ));
+    }
+    if s.rl_enabled {
+        o.push_str("\nRemote Procedure Call rate limiting (rl_enable)\n");
+        o.push_str(&format!(
+            "\tBucket size: {}  Refill rate: {}  Refill period: {}\n",
+            s.rl_bucket_size, s.rl_refill_rate, s.rl_refill_period
+        ));
+        o.push_str(&format!(
+            "\tUsers tracked: {} (table size {})\n",
+            s.rl_users, s.rl_table_size
+        ));
+        o.push_str(&format!("\tRPCs limited: {}\n", s.rl_limited));
+        o.push_str(&format!(
+            "\tRPCs not limited, table full: {}\n",
+            s.rl_table_full
+        ));
+        for (uid, count) in &s.rl_top {
+            o.push_str(&format!("\tuid={uid:<10} limited:{count}\n"));
+        }
     }
     o
 }
@@ -141,6 +168,15 @@ mod tests {
             connections_peak: 9,
             connections_max: 64,
             connections_refused: 3,
+            not_daemon: 4,
+            rl_enabled: true,
+            rl_bucket_size: 30,
+            rl_refill_rate: 2,
+            rl_refill_period: 1,
+            rl_table_size: 8192,
+            rl_users: 2,
+            rl_limited: 7,
+            rl_top: vec![(1000, 7)],
             sched_cycles: 10,
             sched_last_us: 40,
             sched_max_us: 900,
@@ -168,7 +204,11 @@ mod tests {
             "Connections:          2\n",
             "Connections peak:     9\n",
             "Connections limit:    64\n",
-            "Connections refused:  3\n\n",
+            "Connections refused:  3\n",
+            "Not daemon refused:   4\n",
+            "Pre-auth refused:     0\n\n",
+            "\tRPCs limited: 7\n",
+            "\tuid=1000       limited:7\n",
         ] {
             assert!(out.contains(key), "missing {key:?} in\n{out}");
         }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::keys::*;
 use super::parse::{self, Item, Line, Loc, Op};
 use super::types::{
-    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData,
+    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData, RateLimitConf,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID, MAX_SCRIPT_SIZE_LIMIT,
 };
 use super::{hostlist, units};
@@ -479,6 +479,8 @@ impl Builder {
                 private_data: PrivateData::default(),
                 slurm_user: None,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
+                read_timeout_s: None,
+                rate_limit: RateLimitConf::default(),
                 auth_key_path: dir.join("slurm.key"),
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
@@ -666,7 +668,11 @@ impl Builder {
     /// `=` replaces earlier lines, `+=` adds to them.
     fn slurmctld_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         match item.op {
-            Op::Set => self.cfg.max_connections = DEFAULT_MAX_CONNECTIONS,
+            Op::Set => {
+                self.cfg.max_connections = DEFAULT_MAX_CONNECTIONS;
+                self.cfg.read_timeout_s = None;
+                self.cfg.rate_limit = RateLimitConf::default();
+            }
             Op::Add => {}
             _ => return require_set(loc, item),
         }
@@ -690,7 +696,7 @@ impl Builder {
                             ),
                         )
                     })?;
-            } else {
+            } else if !self.rate_limit_parameter(loc, item, p, name, value)? {
                 ignored.push(name.to_string());
             }
         }
@@ -708,6 +714,58 @@ impl Builder {
             );
         }
         Ok(())
+    }
+
+    /// One of `conmgr_read_timeout=N`, `rl_enable` and the `rl_*` knobs, or
+    /// false when `name` is none of them. Values are checked here (Slurm
+    /// falls back to the default on a bad one; an error names it instead).
+    fn rate_limit_parameter(
+        &mut self,
+        loc: &Loc,
+        item: &Item,
+        p: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<bool, ConfigError> {
+        let name = name.to_ascii_lowercase();
+        let bad = |what: &str| {
+            loc.error(
+                &item.key,
+                format!("SlurmctldParameters {p}: expected {what}"),
+            )
+        };
+        let int = |min: u64, max: u64| {
+            digits(value.trim())
+                .filter(|n| (min..=max).contains(n))
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| bad(&format!("an integer between {min} and {max}")))
+        };
+        let rl = &mut self.cfg.rate_limit;
+        match name.as_str() {
+            "conmgr_read_timeout" => {
+                self.cfg.read_timeout_s = Some(int(1, MAX_TIMEOUT_S)?);
+            }
+            "rl_enable" => {
+                if !value.is_empty() {
+                    return Err(bad("no value (rl_enable)"));
+                }
+                rl.enabled = true;
+            }
+            "rl_bucket_size" => rl.bucket_size = int(1, 1_000_000_000)?,
+            "rl_refill_rate" => rl.refill_rate = int(1, 1_000_000_000)?,
+            "rl_refill_period" => rl.refill_period_s = int(1, MAX_TIMEOUT_S)?,
+            "rl_table_size" => rl.table_size = int(1, 10_000_000)?,
+            "rl_log_freq" => {
+                rl.log_freq_s = match value.trim() {
+                    "-1" => -1,
+                    v => digits(v)
+                        .and_then(|n| i32::try_from(n).ok())
+                        .ok_or_else(|| bad("-1 or a number of seconds"))?,
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     pub(super) fn line(&mut self, line: &Line) -> Result<(), ConfigError> {
@@ -761,6 +819,7 @@ impl Builder {
             }
             GlobalKey::TreeWidth => cfg.tree_width = int_in(loc, item, 2, 65_533)?,
             GlobalKey::MailProg => cfg.mail_prog = non_empty(loc, item, "a program")?.into(),
+            GlobalKey::SlurmUser => cfg.slurm_user = Some(non_empty(loc, item, "a user name")?),
             GlobalKey::MailDomain => cfg.mail_domain = Some(non_empty(loc, item, "a domain")?),
             GlobalKey::GresTypes => cfg.gres_types = name_list(&item.value),
             // `name[:count]` or `name[*count]` entries; the names are kept.
@@ -798,9 +857,6 @@ impl Builder {
             },
             GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item)?,
             GlobalKey::PrivateData => self.private_data(loc, item),
-            GlobalKey::SlurmUser => {
-                self.cfg.slurm_user = Some(non_empty(loc, item, "a user name")?)
-            }
             GlobalKey::AuthType => match item.value.as_str() {
                 "auth/canopy" | "auth/slurm" | "auth/munge" => {
                     if item.value != "auth/canopy" {

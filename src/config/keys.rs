@@ -30,12 +30,12 @@ pub(super) enum GlobalKey {
     SlurmctldParameters,
     MailProg,
     MailDomain,
+    SlurmUser,
     GresTypes,
     Licenses,
     AuthType,
     AuthInfo,
     PrivateData,
-    SlurmUser,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -62,12 +62,12 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("SlurmctldParameters", GlobalKey::SlurmctldParameters),
     ("MailProg", GlobalKey::MailProg),
     ("MailDomain", GlobalKey::MailDomain),
+    ("SlurmUser", GlobalKey::SlurmUser),
     ("GresTypes", GlobalKey::GresTypes),
     ("Licenses", GlobalKey::Licenses),
     ("AuthType", GlobalKey::AuthType),
     ("AuthInfo", GlobalKey::AuthInfo),
     ("PrivateData", GlobalKey::PrivateData),
-    ("SlurmUser", GlobalKey::SlurmUser),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and

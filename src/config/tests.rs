@@ -1144,3 +1144,34 @@ fn locate_precedence() {
     assert_eq!(locate_with(None, env(&[])), Path::new(DEFAULT_CONF_PATH));
     assert_eq!(Config::locate(Some(Path::new("/x"))), Path::new("/x"));
 }
+
+#[test]
+fn slurmctld_parameters_read_rate_limits_and_the_read_timeout() {
+    let cfg = ok("MessageTimeout=20\n");
+    assert_eq!(cfg.rate_limit, RateLimitConf::default());
+    assert!(!cfg.rate_limit.enabled);
+    // conmgr_read_timeout defaults to MessageTimeout, as in Slurm.
+    assert_eq!(cfg.read_timeout(), std::time::Duration::from_secs(20));
+    let cfg = ok("SlurmctldParameters=rl_enable,rl_bucket_size=5,rl_refill_rate=3,rl_refill_period=2,rl_table_size=16,rl_log_freq=-1,conmgr_read_timeout=7\nSlurmUser=slurm\n");
+    assert_eq!(
+        cfg.rate_limit,
+        RateLimitConf {
+            enabled: true,
+            bucket_size: 5,
+            refill_rate: 3,
+            refill_period_s: 2,
+            table_size: 16,
+            log_freq_s: -1,
+        }
+    );
+    assert_eq!(cfg.read_timeout(), std::time::Duration::from_secs(7));
+    assert_eq!(cfg.slurm_user.as_deref(), Some("slurm"));
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    // A later `=` replaces the list: back to the defaults.
+    let cfg = ok("SlurmctldParameters=rl_enable\nSlurmctldParameters=enable_configless\n");
+    assert!(!cfg.rate_limit.enabled);
+    let e = err("SlurmctldParameters=rl_enable,rl_bucket_size=0\n");
+    assert_err(&e, 2, "SlurmctldParameters", "rl_bucket_size=0");
+    let e = err("SlurmctldParameters=rl_log_freq=often\n");
+    assert_err(&e, 2, "SlurmctldParameters", "rl_log_freq=often");
+}

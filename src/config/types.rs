@@ -99,6 +99,14 @@ pub struct Config {
     /// daemon listener serves at once (node links count too); more are
     /// refused with an error frame. canopy applies it to node daemons' listeners too.
     pub max_connections: u32,
+    /// `SlurmctldParameters=conmgr_read_timeout=N` (seconds; default
+    /// MessageTimeout, as in Slurm): how long an authenticated client
+    /// connection may sit idle between requests before the daemon closes it.
+    #[serde(default)]
+    pub read_timeout_s: Option<u32>,
+    /// `SlurmctldParameters=rl_enable` and its `rl_*` knobs.
+    #[serde(default)]
+    pub rate_limit: RateLimitConf,
     /// `<dir of main file>/slurm.key`: the shared HMAC key (the signing
     /// one; `slurm.key.alt` beside it, if present, is also accepted).
     pub auth_key_path: PathBuf,
@@ -136,6 +144,49 @@ pub struct PrivateData {
 pub const DEFAULT_MAX_SCRIPT_SIZE: u64 = 4 * 1024 * 1024;
 /// The largest `max_script_size` Slurm accepts (512 MiB).
 pub const MAX_SCRIPT_SIZE_LIMIT: u64 = 512 * 1024 * 1024;
+
+/// Per-user RPC rate limiting, as Slurm's `SlurmctldParameters=rl_*`: a
+/// token bucket per uid, holding `bucket_size` tokens, refilled with
+/// `refill_rate` tokens every `refill_period_s` seconds; each client RPC
+/// takes one. Defaults are Slurm's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimitConf {
+    /// `rl_enable`.
+    pub enabled: bool,
+    /// `rl_bucket_size` (default 30).
+    pub bucket_size: u32,
+    /// `rl_refill_rate` (default 2).
+    pub refill_rate: u32,
+    /// `rl_refill_period` (default 1 s).
+    pub refill_period_s: u32,
+    /// `rl_table_size` (default 8192): users tracked at once.
+    pub table_size: u32,
+    /// `rl_log_freq` (default 0 = every limited RPC is logged; -1 = none;
+    /// N = at most one line per user every N seconds).
+    pub log_freq_s: i32,
+}
+
+impl Default for RateLimitConf {
+    fn default() -> Self {
+        RateLimitConf {
+            enabled: false,
+            bucket_size: 30,
+            refill_rate: 2,
+            refill_period_s: 1,
+            table_size: 8192,
+            log_freq_s: 0,
+        }
+    }
+}
+
+impl Config {
+    /// How long an idle authenticated client connection is kept open.
+    pub fn read_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(
+            self.read_timeout_s.unwrap_or(self.message_timeout_s).max(1),
+        ))
+    }
+}
 
 /// One node as configured.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,6 +322,16 @@ impl Config {
             "SlurmctldParameters conmgr_max_connections",
             self.max_connections != new.max_connections,
         );
+        // Connection tasks and the rate limiter take these at start.
+        differs(
+            "SlurmctldParameters conmgr_read_timeout",
+            self.read_timeout_s != new.read_timeout_s,
+        );
+        differs(
+            "SlurmctldParameters rl_enable/rl_*",
+            self.rate_limit != new.rate_limit,
+        );
+        differs("SlurmUser", self.slurm_user != new.slurm_user);
         let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         if names(self) != names(new) {
             differs("the node list (nodes added, removed or reordered)", true);

@@ -6,12 +6,13 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::guard::{Bad, Daemons, PeerLog, RateLimiter, Verdict, AUTH_DEADLINE};
 use super::limit::ConnLimiter;
 use super::link::{serve_child, RelayCtx};
 use super::listen::{accept_loop, Listen};
@@ -24,10 +25,8 @@ use crate::state::store::{Store, StoreError};
 use crate::tree::topology::Topology;
 use crate::wire::auth::AuthError;
 use crate::wire::connection::Connection;
-use crate::wire::messages::Body;
-
-/// How long a new connection may take to send its first frame.
-const FIRST_FRAME: Duration = Duration::from_secs(10);
+use crate::wire::error::WireError;
+use crate::wire::messages::{Body, ErrorCode, ErrorReply};
 
 #[derive(Debug, Error)]
 pub enum CtldError {
@@ -93,6 +92,20 @@ where
     let handles = ControllerActor::start(conf.clone(), store.clone(), recovered, fatal);
     let boot_id = super::new_boot_id();
     let limiter = ConnLimiter::new(conf.max_connections as usize);
+    let daemons = Daemons::resolve(conf.slurm_user.clone()).await;
+    let peers = Arc::new(PeerLog::default());
+    let rate = Arc::new(RateLimiter::new(conf.rate_limit.clone(), daemons.clone()));
+    if conf.rate_limit.enabled {
+        let rl = &conf.rate_limit;
+        tracing::info!(
+            bucket_size = rl.bucket_size,
+            refill_rate = rl.refill_rate,
+            refill_period_s = rl.refill_period_s,
+            table_size = rl.table_size,
+            log_freq_s = rl.log_freq_s,
+            "RPC rate limiting enabled"
+        );
+    }
     let mut tree = Tree::default();
     let listener_part = tree.part("listener");
     let conns = tree.part("connections");
@@ -107,6 +120,10 @@ where
         conns: limiter.clone(),
         auth: auth.clone(),
         key_path: conf.auth_key_path.clone(),
+        daemons: daemons.clone(),
+        peers: peers.clone(),
+        rate,
+        read_timeout: conf.read_timeout(),
     };
     let relay_ctx = RelayCtx {
         conf: conf.clone(),
@@ -118,6 +135,8 @@ where
         heartbeat: conf.heartbeat_interval(),
         traffic: Some(info.traffic.clone()),
         shutdown: conns.token.clone(),
+        daemons,
+        peers,
     };
     tracing::info!(%addr, nodes = conf.nodes.len(), tree_width = conf.tree_width, max_connections = conf.max_connections, "canopy-ctld listening");
     let listen = Listen {
@@ -181,40 +200,82 @@ async fn serve_conn(
     relay_ctx: RelayCtx,
 ) {
     let stop = relay_ctx.shutdown.clone();
-    let first = match tokio::time::timeout(FIRST_FRAME, next_frame(&mut conn, &stop)).await {
+    // Until its first frame verifies, a peer is anyone who can reach the
+    // port: it gets a short deadline (and the codec bounds its buffer).
+    let first = match tokio::time::timeout(AUTH_DEADLINE, next_frame(&mut conn, &stop)).await {
         Ok(Some(Ok(env))) => env,
         Ok(Some(Err(e))) => {
-            reject(&mut conn, peer, &e).await;
+            reject(&mut conn, peer, &e, &info.peers).await;
             return;
         }
-        Ok(None) | Err(_) => return,
+        Ok(None) => return,
+        Err(_) => {
+            let why = format!("no authenticated frame within {AUTH_DEADLINE:?}");
+            info.peers.record(Bad::AuthTimeout, Some(peer), &why);
+            return;
+        }
     };
     let (first, first_len) = first;
     if let Body::Hello(hello) = first.body {
-        serve_child(conn, hello, relay_ctx).await;
+        serve_child(conn, hello, first.uid, relay_ctx).await;
         return;
     }
-    // A CLI client: request/response until it hangs up.
+    // A CLI client: request/response until it hangs up or idles past the
+    // read timeout (Slurm's conmgr_read_timeout; a client that keeps its
+    // connection reconnects after such a pause).
     let mut next = Some((first, first_len));
     loop {
         let (env, bytes) = match next.take() {
             Some(e) => e,
-            None => match next_frame(&mut conn, &stop).await {
-                Some(Ok(e)) => e,
-                None => return,
-                Some(Err(e)) => {
-                    reject(&mut conn, peer, &e).await;
-                    if e.ends_connection() {
+            None => {
+                match tokio::time::timeout(info.read_timeout, next_frame(&mut conn, &stop)).await {
+                    Ok(Some(Ok(e))) => e,
+                    Ok(None) => return,
+                    Ok(Some(Err(e))) => {
+                        reject(&mut conn, peer, &e, &info.peers).await;
+                        if e.ends_connection() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(_) => {
+                        let why = format!("idle for {:?}", info.read_timeout);
+                        info.peers.record(Bad::Idle, Some(peer), &why);
                         return;
                     }
-                    continue;
                 }
-            },
+            }
         };
         let corr = env.header.corr;
         let kind = env.body.kind();
         let t0 = std::time::Instant::now();
-        let reply = rpc::handle(env, &h, &info).await;
+        let reply = if is_node_message(&env.body) && !info.daemons.allows(env.uid) {
+            // Node-daemon traffic outside a link is refused anyway
+            // (`rpc::handle` answers "unexpected request"); from a user it
+            // is also worth counting.
+            let why = format!("{kind} signed by uid {}", env.uid);
+            info.peers.record(Bad::NotDaemon, Some(peer), &why);
+            not_daemon_reply(env.uid, &info.daemons)
+        } else if let Verdict::Limited { log, retry_in } = info.rate.check(env.uid, t0) {
+            if log {
+                tracing::info!(uid = env.uid, msg_kind = kind, %peer, "RPC rate limit exceeded; client told to back off");
+            }
+            // The reply waits until the user's next tokens are due (a
+            // second at most): a client that ignores "back off" and asks
+            // again at once is paced to the refill rate per connection
+            // instead of spinning the controller. The wait is a timer, not
+            // work, and shutdown cuts it short.
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = tokio::time::sleep(retry_in.min(MAX_BACKOFF_DELAY)) => {}
+            }
+            Body::Error(ErrorReply {
+                code: ErrorCode::Backoff,
+                message: BACKOFF_MESSAGE.into(),
+            })
+        } else {
+            rpc::handle(env, &h, &info).await
+        };
         info.traffic
             .record(Source::Client, kind, bytes, t0.elapsed());
         if conn.send(corr, &reply).await.is_err() {
@@ -223,9 +284,48 @@ async fn serve_conn(
     }
 }
 
-/// Log a rejected frame and tell the peer why (best effort; the stream may be gone).
-async fn reject(conn: &mut Connection, peer: SocketAddr, e: &crate::wire::error::WireError) {
-    tracing::warn!(%peer, error = %e, "rejected frame");
+/// Longest a rate-limited reply is held back.
+const MAX_BACKOFF_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Slurm's text for SLURMCTLD_COMMUNICATIONS_BACKOFF.
+pub const BACKOFF_MESSAGE: &str = "Rate limit exceeded, please retry momentarily";
+
+/// Messages only node daemons send (upward on their links).
+fn is_node_message(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::Hello(_)
+            | Body::Register(_)
+            | Body::Health(_)
+            | Body::BatchFinished(_)
+            | Body::ForwardReply(_)
+    )
+}
+
+/// The refusal of node-daemon traffic from a uid that is not a daemon's.
+pub fn not_daemon_reply(uid: u32, daemons: &Daemons) -> Body {
+    Body::Error(ErrorReply {
+        code: ErrorCode::PermissionDenied,
+        message: format!(
+            "only root and the daemons' user (uids {:?}) may speak as a node daemon; uid {uid} refused",
+            daemons.uids()
+        ),
+    })
+}
+
+/// Log a rejected frame (at a bounded rate) and tell the peer why (best
+/// effort; the stream may be gone).
+async fn reject(
+    conn: &mut Connection,
+    peer: SocketAddr,
+    e: &crate::wire::error::WireError,
+    peers: &PeerLog,
+) {
+    let kind = match e {
+        WireError::Auth(_) | WireError::UnsupportedVersion { .. } => Bad::Auth,
+        _ => Bad::Frame,
+    };
+    peers.record(kind, Some(peer), e);
     let reply = Body::Error(crate::wire::messages::ErrorReply {
         code: crate::wire::messages::ErrorCode::PermissionDenied,
         message: format!("request rejected: {e}"),

@@ -14,6 +14,7 @@ use actix::Addr;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::guard::{Bad, Daemons, PeerLog};
 use super::stats::{Source, Traffic};
 use crate::actors::relay::{ChildAttached, ChildDetached, FromChild, RelayActor};
 use crate::actors::stats::ActorStats;
@@ -44,6 +45,10 @@ pub struct RelayCtx {
     pub traffic: Option<Arc<Traffic>>,
     /// Cancelled when the daemon stops: every link task ends with it.
     pub shutdown: CancellationToken,
+    /// The uids whose frames a link accepts (root, this uid, SlurmUser).
+    pub daemons: Daemons,
+    /// Bad peers, logged at a bounded rate and counted.
+    pub peers: Arc<PeerLog>,
 }
 
 /// Write frames from `rx` to the socket; keepalive when idle. Ends when the
@@ -128,8 +133,20 @@ fn admissible(ctx: &RelayCtx, hello: &Hello) -> Result<(), String> {
     }
 }
 
-/// Serve one attached descendant until its link ends.
-pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
+/// Serve one attached descendant until its link ends. `uid` signed the
+/// `Hello`: only the daemons' identity may attach (anyone else could
+/// otherwise register a node as freshly restarted and end its jobs), and
+/// every later frame on the link must be signed by it too.
+pub async fn serve_child(mut conn: Connection, hello: Hello, uid: u32, ctx: RelayCtx) {
+    let peer = conn.peer_addr();
+    if !ctx.daemons.allows(uid) {
+        let why = format!("Hello for {} signed by uid {uid}", hello.node);
+        ctx.peers.record(Bad::NotDaemon, peer, &why);
+        let _ = conn
+            .send(0, &super::ctld::not_daemon_reply(uid, &ctx.daemons))
+            .await;
+        return;
+    }
     if let Err(why) = admissible(&ctx, &hello) {
         tracing::warn!(node = %hello.node, rank = hello.rank, %why, "refusing link");
         let _ = conn.send(0, &refuse(&why)).await;
@@ -181,6 +198,15 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
             }
         };
         match frame {
+            Ok(Some((env, _))) if !ctx.daemons.allows(env.uid) => {
+                let why = format!(
+                    "{} from rank {rank} signed by uid {}",
+                    env.body.kind(),
+                    env.uid
+                );
+                ctx.peers.record(Bad::NotDaemon, peer, &why);
+                break;
+            }
             Ok(Some((env, bytes))) => {
                 last_heard = Instant::now();
                 if let Some(t) = &ctx.traffic {
@@ -198,7 +224,8 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, ctx: RelayCtx) {
             }
             Ok(None) => break,
             Err(e) => {
-                tracing::warn!(rank, error = %e, "bad frame from child; dropping link");
+                let why = format!("from rank {rank}: {e}; link dropped");
+                ctx.peers.record(Bad::Frame, peer, &why);
                 break;
             }
         }

@@ -62,7 +62,7 @@ where
         };
         match l.limiter.try_acquire() {
             Some(permit) => {
-                let conn = Connection::new(stream, l.auth.clone(), l.boot_id);
+                let conn = Connection::new(stream, l.auth.clone(), l.boot_id).untrusted();
                 let fut = serve(conn, peer);
                 conns.spawn(async move {
                     // Held for the connection's whole life.
@@ -114,7 +114,7 @@ fn refusal(why: String) -> Body {
 /// with its request unread would reset the connection, and a reset can
 /// discard the refusal before the peer reads it.
 async fn refuse(stream: TcpStream, auth: Arc<Authenticator>, boot_id: u64, why: String) {
-    let mut conn = Connection::new(stream, auth, boot_id);
+    let mut conn = Connection::new(stream, auth, boot_id).untrusted();
     let linger = async {
         if conn.send(0, &refusal(why)).await.is_err() {
             return;

@@ -6,6 +6,7 @@
 //! call in here.
 
 pub mod ctld;
+pub mod guard;
 pub mod limit;
 pub mod link;
 pub mod listen;

@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::guard::{Bad, Daemons, PeerLog, AUTH_DEADLINE};
 use super::limit::ConnLimiter;
 use super::link::{serve_child, to_relay, write_loop, RelayCtx, LINK_QUEUE};
 use super::listen::{accept_loop, Listen};
@@ -26,6 +27,7 @@ use crate::tree::plan::reattach_candidates;
 use crate::tree::topology::Topology;
 use crate::wire::auth::{AuthError, Authenticator};
 use crate::wire::connection::Connection;
+use crate::wire::error::WireError;
 use crate::wire::messages::{Body, NodeResources};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -33,8 +35,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// How often an adopted node tries to move back to a closer parent. A refused
 /// connect is cheap, and the tree's shape (and message locality) recovers fast.
 const PROBE_CLOSER: Duration = Duration::from_secs(1);
-/// How long a new connection may take to send its `Hello`.
-const FIRST_FRAME: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Error)]
 pub enum NodedError {
@@ -158,6 +158,8 @@ pub async fn start(
     let links = tree.part("links");
     let uplink = tree.part("uplink");
     let actors = tree.part("actors");
+    let daemons = Daemons::resolve(conf.slurm_user.clone()).await;
+    let peers = Arc::new(PeerLog::default());
     let ctx = RelayCtx {
         conf: conf.clone(),
         topo: topo.clone(),
@@ -168,6 +170,8 @@ pub async fn start(
         heartbeat: conf.heartbeat_interval(),
         traffic: None,
         shutdown: links.token.clone(),
+        daemons: daemons.clone(),
+        peers: peers.clone(),
     };
     tracing::info!(node = %nc.name, rank, %addr, parent = ?topo.parent(rank), max_connections = conf.max_connections, "canopy-noded listening");
     let listen = Listen {
@@ -188,6 +192,8 @@ pub async fn start(
         agent: agent.clone(),
         relay: relay.clone(),
         shutdown: uplink.token.clone(),
+        daemons,
+        peers,
     };
     uplink.spawn(async move { up.run().await });
     let (a, r, token) = (agent.clone(), relay.clone(), actors.token.clone());
@@ -223,22 +229,34 @@ impl NodeHandles {
 }
 
 /// One connection to this node's listener: only descendants attaching
-/// (`Hello`) are served.
+/// (`Hello`, from the daemons' uids) are served. Until its first frame
+/// verifies, the peer gets a short deadline.
 async fn serve_conn(mut conn: Connection, peer: SocketAddr, ctx: RelayCtx) {
     let stop = ctx.shutdown.clone();
     let first = tokio::select! {
         _ = stop.cancelled() => return,
-        f = tokio::time::timeout(FIRST_FRAME, conn.recv()) => f,
+        f = tokio::time::timeout(AUTH_DEADLINE, conn.recv()) => f,
     };
     match first {
         Ok(Ok(Some(env))) => match env.body {
-            Body::Hello(h) => serve_child(conn, h, ctx).await,
+            Body::Hello(h) => serve_child(conn, h, env.uid, ctx).await,
             other => {
-                tracing::warn!(%peer, msg_kind = other.kind(), "node daemons only accept Hello");
+                let why = format!("{} (node daemons only accept Hello)", other.kind());
+                ctx.peers.record(Bad::Frame, Some(peer), &why);
             }
         },
-        Ok(Err(e)) => tracing::warn!(%peer, error = %e, "rejected frame"),
-        _ => {}
+        Ok(Err(e)) => {
+            let kind = match e {
+                WireError::Auth(_) | WireError::UnsupportedVersion { .. } => Bad::Auth,
+                _ => Bad::Frame,
+            };
+            ctx.peers.record(kind, Some(peer), &e);
+        }
+        Ok(Ok(None)) => {}
+        Err(_) => {
+            let why = format!("no authenticated frame within {AUTH_DEADLINE:?}");
+            ctx.peers.record(Bad::AuthTimeout, Some(peer), &why);
+        }
     }
 }
 
@@ -252,6 +270,10 @@ struct Uplink {
     agent: Addr<NodeAgent>,
     relay: Addr<RelayActor>,
     shutdown: CancellationToken,
+    /// Whose frames the parent link accepts: a parent impostor (a user
+    /// process on a dead relay's port) must not launch jobs here.
+    daemons: Daemons,
+    peers: Arc<PeerLog>,
 }
 
 impl Uplink {
@@ -298,6 +320,16 @@ impl Uplink {
         let hello = self.agent.send(GetHello).await.ok()?;
         conn.send(0, &Body::Hello(hello)).await.ok()?;
         match tokio::time::timeout(CONNECT_TIMEOUT, conn.recv()).await {
+            Ok(Ok(Some(env))) if !self.daemons.allows(env.uid) => {
+                let why = format!(
+                    "{} from {} signed by uid {}",
+                    env.body.kind(),
+                    self.name_of(who),
+                    env.uid
+                );
+                self.peers.record(Bad::NotDaemon, conn.peer_addr(), &why);
+                None
+            }
             Ok(Ok(Some(env))) => match env.body {
                 Body::Welcome(_) => Some(conn),
                 Body::Error(e) => {
@@ -373,6 +405,11 @@ impl Uplink {
         loop {
             tokio::select! {
                 r = reader.recv() => match r {
+                    Ok(Some(env)) if !self.daemons.allows(env.uid) => {
+                        let why = format!("{} from {} signed by uid {}", env.body.kind(), self.name_of(who), env.uid);
+                        self.peers.record(Bad::NotDaemon, reader.peer_addr(), &why);
+                        break;
+                    }
                     Ok(Some(env)) => {
                         last_heard = std::time::Instant::now();
                         match env.body {

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::guard::{Daemons, PeerLog, RateLimiter};
 use super::limit::ConnLimiter;
 use super::stats::Traffic;
 use crate::actors::controller::GetCounts;
@@ -45,6 +46,15 @@ pub struct CtldInfo {
     pub key_path: std::path::PathBuf,
     /// The client/node port's connection limit and its counters.
     pub conns: Arc<ConnLimiter>,
+    /// Who may speak as a node daemon (root, this uid, SlurmUser); they
+    /// are operators too.
+    pub daemons: Daemons,
+    /// Bad peers, logged at a bounded rate and counted for sdiag.
+    pub peers: Arc<PeerLog>,
+    /// Per-user RPC rate limiting (`rl_enable`).
+    pub rate: Arc<RateLimiter>,
+    /// How long an authenticated client connection may sit idle.
+    pub read_timeout: std::time::Duration,
 }
 
 impl CtldInfo {
@@ -100,7 +110,7 @@ fn gone() -> Body {
 
 /// Answer one client request.
 pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Body {
-    let operator = env.uid == 0 || env.uid == info.slurm_uid;
+    let operator = env.uid == 0 || env.uid == info.slurm_uid || info.daemons.allows(env.uid);
     let caller = Caller {
         uid: env.uid,
         operator,
@@ -296,12 +306,30 @@ async fn stats(h: &ControllerHandles, info: &CtldInfo) -> Body {
     };
     let t = info.traffic.snapshot();
     let conns = info.conns.counts();
+    let bad = info.peers.counts();
+    let rl = info.rate.counts();
+    let (_, preauth_refused) = crate::wire::frame::preauth_budget();
     Body::Stats(Box::new(CtldStats {
+        bad_frames: bad.bad_frames,
+        auth_rejected: bad.auth_rejected,
+        auth_timeouts: bad.auth_timeouts,
+        idle_closed: bad.idle_closed,
+        not_daemon: bad.not_daemon,
+        preauth_refused,
+        rl_enabled: rl.enabled,
+        rl_bucket_size: rl.bucket_size,
+        rl_refill_rate: rl.refill_rate,
+        rl_refill_period: rl.refill_period_s,
+        rl_table_size: rl.table_size,
+        rl_users: rl.users,
+        rl_limited: rl.limited,
+        rl_table_full: rl.table_full,
+        rl_top: rl.top,
         connections_max: conns.max,
         connections_current: conns.current,
         connections_peak: conns.peak,
         connections_refused: conns.refused,
-        auth_rejected: info
+        auth_refused_by: info
             .auth
             .rejections()
             .snapshot()

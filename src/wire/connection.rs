@@ -13,7 +13,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
-use futures::{SinkExt, Stream, StreamExt};
+use futures::{SinkExt, StreamExt};
+use tokio::io::AsyncRead;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio_util::codec::{Framed, FramedParts, FramedWrite};
@@ -63,6 +64,15 @@ impl Connection {
     /// [`frame::MAX_FRAME_LEN`]).
     pub fn with_max_frame_len(mut self, max_frame_len: usize) -> Self {
         self.framed.codec_mut().set_max_frame_len(max_frame_len);
+        self
+    }
+
+    /// Treat the peer as unauthenticated until a frame from it verifies:
+    /// until then, what it can make this end buffer is bounded (see
+    /// [`FrameCodec`]). For accepted connections; a connection we opened
+    /// trusts the peer it chose.
+    pub fn untrusted(mut self) -> Self {
+        self.framed.codec_mut().set_unauthenticated();
         self
     }
 
@@ -268,25 +278,29 @@ async fn encode_frame(
     }
 }
 
-async fn read_envelope<S>(frames: &mut S, auth: &Signer) -> Result<Option<Envelope>, WireError>
+async fn read_envelope<T>(
+    frames: &mut Framed<T, FrameCodec>,
+    auth: &Signer,
+) -> Result<Option<Envelope>, WireError>
 where
-    S: Stream<Item = Result<BytesMut, WireError>> + Unpin,
+    T: AsyncRead + Unpin,
 {
     Ok(read_sized(frames, auth).await?.map(|(env, _)| env))
 }
 
-/// As `read_envelope`, also returning the frame's size on the wire.
-async fn read_sized<S>(
-    frames: &mut S,
+/// As `read_envelope`, also returning the frame's size on the wire. The
+/// first frame that verifies lifts the codec's pre-authentication bound.
+async fn read_sized<T>(
+    frames: &mut Framed<T, FrameCodec>,
     auth: &Signer,
 ) -> Result<Option<(Envelope, usize)>, WireError>
 where
-    S: Stream<Item = Result<BytesMut, WireError>> + Unpin,
+    T: AsyncRead + Unpin,
 {
     match frames.next().await {
         None => Ok(None),
         Some(payload) => {
-            let payload = payload?;
+            let payload: BytesMut = payload?;
             // 4 bytes of length prefix plus the payload.
             let len = payload.len() + 4;
             let env = match auth {
@@ -297,6 +311,7 @@ where
                     opened.trust(uid, gid)?
                 }
             };
+            frames.codec_mut().set_authenticated();
             Ok(Some((env, len)))
         }
     }

@@ -41,6 +41,11 @@ pub enum WireError {
     #[error("frame of {len} bytes exceeds the maximum frame size of {max} bytes")]
     FrameTooLarge { len: usize, max: usize },
 
+    /// An unauthenticated peer's frame needs more of the shared
+    /// pre-authentication budget than is free (see `FrameCodec`).
+    #[error("frame of {len} bytes sent before authenticating: the budget for unauthenticated data is in use; try again later")]
+    PreAuthBudget { len: usize },
+
     #[error(
         "peer closed the connection in the middle of a frame ({buffered} bytes of it buffered)"
     )]
@@ -91,6 +96,7 @@ impl WireError {
         match self {
             WireError::Io(_)
             | WireError::FrameTooLarge { .. }
+            | WireError::PreAuthBudget { .. }
             | WireError::Truncated { .. }
             | WireError::PeerClosed { .. }
             | WireError::Signer(_) => true,

@@ -13,7 +13,9 @@
 use std::ops::Range;
 use std::time::SystemTime;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
@@ -22,8 +24,8 @@ use super::error::{FramePart, WireError};
 use super::messages::{Body, Envelope, Header, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 
 /// Largest payload accepted or sent unless a connection is configured
-/// otherwise. N.B. a peer can make a receiver reserve this much per
-/// connection just by sending a length prefix, before authenticating.
+/// otherwise. What an unauthenticated peer can make a receiver hold is
+/// bounded separately (see [`FrameCodec`]).
 pub const MAX_FRAME_LEN: usize = 64 << 20;
 
 const LEN_PREFIX: usize = 4;
@@ -339,15 +341,71 @@ fn malformed(part: FramePart, detail: impl ToString) -> WireError {
     }
 }
 
-/// The stream codec: tokio-util's length-delimited codec with the size limit
-/// reported as [`WireError::FrameTooLarge`] and EOF inside a frame (even
-/// right after a complete length prefix) reported as [`WireError::Truncated`].
+/// Largest frame an unauthenticated connection may send without drawing on
+/// [`PREAUTH_BUDGET`]: room for any ordinary first frame (a query, a
+/// `Hello`, a submission with a usual script and environment).
+pub const PREAUTH_FREE: usize = 64 << 10;
+/// Bytes all unauthenticated connections of a process may hold together in
+/// first frames larger than [`PREAUTH_FREE`] (an sbatch with a big script
+/// as the first frame of its connection).
+pub const PREAUTH_BUDGET: usize = 24 << 20;
+
+/// What the budget has lent out, process-wide.
+static PREAUTH_HELD: AtomicUsize = AtomicUsize::new(0);
+/// First frames refused because the budget was in use.
+static PREAUTH_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// The pre-authentication budget's state: (bytes held now, frames refused so far).
+pub fn preauth_budget() -> (usize, u64) {
+    (
+        PREAUTH_HELD.load(Ordering::Relaxed),
+        PREAUTH_REFUSED.load(Ordering::Relaxed),
+    )
+}
+
+/// Takes `n` bytes from the budget if that many are free.
+fn preauth_take(n: usize) -> bool {
+    PREAUTH_HELD
+        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |held| {
+            held.checked_add(n).filter(|&t| t <= PREAUTH_BUDGET)
+        })
+        .is_ok()
+}
+
+fn preauth_give(n: usize) {
+    if n > 0 {
+        PREAUTH_HELD.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// The stream codec: a 4-byte big-endian length and the payload, with the
+/// size limit reported as [`WireError::FrameTooLarge`] and EOF inside a
+/// frame (even right after a complete length prefix) reported as
+/// [`WireError::Truncated`]. The buffer is sized for the whole frame once its
+/// prefix is accepted (one allocation, no regrowth copies).
+///
+/// A codec in pre-authentication mode ([`FrameCodec::set_unauthenticated`],
+/// for accepted connections until their first frame verifies) bounds what
+/// an unauthenticated peer can make it hold. The HMAC covers the body, so
+/// the credential cannot be checked before the body is buffered; instead
+/// the length prefix is judged: a frame up to [`PREAUTH_FREE`] (64 KiB) is
+/// accepted, and a larger one only if its whole length can be taken from a
+/// budget shared by every unauthenticated connection of the process
+/// ([`PREAUTH_BUDGET`], 24 MiB), given back when the frame is complete or
+/// the codec dropped; otherwise it is refused at once
+/// ([`WireError::PreAuthBudget`]) and nothing is reserved. So N
+/// unauthenticated peers hold at most N × 64 KiB plus 24 MiB, a legitimate
+/// large first frame (a big sbatch) passes whenever nobody is abusing the
+/// budget, and the daemons' short authentication deadline bounds how long
+/// anyone can. Once a frame verifies, only the frame limit applies.
 #[derive(Debug)]
 pub struct FrameCodec {
     inner: LengthDelimitedCodec,
     max_frame_len: usize,
-    /// The inner codec has consumed a length prefix and awaits the payload.
-    mid_frame: bool,
+    /// The length of the frame being read, once its prefix is consumed.
+    pending: Option<usize>,
+    /// `Some(bytes charged to the budget)` until the connection authenticates.
+    preauth: Option<usize>,
 }
 
 impl FrameCodec {
@@ -359,7 +417,8 @@ impl FrameCodec {
         FrameCodec {
             inner,
             max_frame_len,
-            mid_frame: false,
+            pending: None,
+            preauth: None,
         }
     }
 
@@ -372,15 +431,52 @@ impl FrameCodec {
         self.max_frame_len = max_frame_len;
     }
 
-    /// The inner codec refuses an oversized length before consuming it, so
-    /// the prefix is still at the front of `src` to report.
-    fn oversized(&self, src: &[u8]) -> Option<WireError> {
-        let prefix: [u8; LEN_PREFIX] = src.get(..LEN_PREFIX)?.try_into().ok()?;
-        let len = u32::from_be_bytes(prefix) as usize;
-        (len > self.max_frame_len).then_some(WireError::FrameTooLarge {
-            len,
-            max: self.max_frame_len,
-        })
+    /// Bound what the peer may make this codec hold until
+    /// [`FrameCodec::set_authenticated`] (see the type's documentation).
+    pub fn set_unauthenticated(&mut self) {
+        if self.preauth.is_none() {
+            self.preauth = Some(0);
+        }
+    }
+
+    /// The peer has authenticated: lift the pre-authentication bound.
+    pub fn set_authenticated(&mut self) {
+        if let Some(charged) = self.preauth.take() {
+            preauth_give(charged);
+        }
+    }
+
+    pub fn is_authenticated(&self) -> bool {
+        self.preauth.is_none()
+    }
+
+    /// Take a large unauthenticated frame's length from the budget (a
+    /// small one, or any frame once authenticated, needs nothing).
+    fn charge(&mut self, len: usize) -> Result<(), WireError> {
+        let Some(charged) = self.preauth else {
+            return Ok(());
+        };
+        if len <= PREAUTH_FREE {
+            return Ok(());
+        }
+        if !preauth_take(len) {
+            PREAUTH_REFUSED.fetch_add(1, Ordering::Relaxed);
+            return Err(WireError::PreAuthBudget { len });
+        }
+        self.preauth = Some(charged + len);
+        Ok(())
+    }
+
+    fn uncharge(&mut self) {
+        if let Some(charged) = self.preauth.as_mut() {
+            preauth_give(std::mem::take(charged));
+        }
+    }
+}
+
+impl Drop for FrameCodec {
+    fn drop(&mut self) {
+        self.uncharge();
     }
 }
 
@@ -395,26 +491,44 @@ impl Decoder for FrameCodec {
     type Error = WireError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, WireError> {
-        let buffered = src.len();
-        match self.inner.decode(src) {
-            Ok(Some(frame)) => {
-                self.mid_frame = false;
-                Ok(Some(frame))
+        let len = match self.pending {
+            Some(len) => len,
+            None => {
+                let Some(prefix) = src.get(..LEN_PREFIX) else {
+                    return Ok(None);
+                };
+                let mut be = [0u8; LEN_PREFIX];
+                be.copy_from_slice(prefix);
+                let len = u32::from_be_bytes(be) as usize;
+                if len > self.max_frame_len {
+                    // The prefix stays in `src`: nothing was consumed.
+                    return Err(WireError::FrameTooLarge {
+                        len,
+                        max: self.max_frame_len,
+                    });
+                }
+                self.charge(len)?;
+                src.advance(LEN_PREFIX);
+                // Room for the whole frame at once: what an unauthenticated
+                // peer can make us reserve is bounded by `charge`.
+                src.reserve(len.saturating_sub(src.len()));
+                self.pending = Some(len);
+                len
             }
-            Ok(None) => {
-                // With a whole prefix buffered, the inner codec has taken it.
-                self.mid_frame |= buffered >= LEN_PREFIX;
-                Ok(None)
-            }
-            Err(err) => Err(self.oversized(src).unwrap_or(WireError::Io(err))),
+        };
+        if src.len() < len {
+            return Ok(None);
         }
+        self.pending = None;
+        self.uncharge();
+        Ok(Some(src.split_to(len)))
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, WireError> {
         if let Some(frame) = self.decode(src)? {
             return Ok(Some(frame));
         }
-        if src.is_empty() && !self.mid_frame {
+        if src.is_empty() && self.pending.is_none() {
             Ok(None)
         } else {
             Err(WireError::Truncated {
@@ -1100,5 +1214,76 @@ mod tests {
                 "cut {cut}: {err}"
             );
         }
+    }
+
+    /// The only test that spends the process-wide budget (others would see
+    /// its charges).
+    #[test]
+    fn unauthenticated_frames_draw_on_a_shared_budget() {
+        assert_eq!(preauth_budget().0, 0);
+        let mut a = FrameCodec::default();
+        a.set_unauthenticated();
+        assert!(!a.is_authenticated());
+        // An ordinary frame is free.
+        let mut src = stream_of(&[frame(&Body::Ping)]);
+        assert!(a.decode(&mut src).unwrap().is_some());
+        assert_eq!(preauth_budget().0, 0);
+
+        // A large one takes its length from the budget as its prefix is
+        // read, and gives it back when it is complete.
+        let len = PREAUTH_FREE + (1 << 20);
+        let mut src = BytesMut::new();
+        src.put_u32(len as u32);
+        src.put_slice(&vec![7; 1000]);
+        assert!(a.decode(&mut src).unwrap().is_none());
+        assert_eq!(preauth_budget().0, len);
+        src.put_slice(&vec![7; len - 1000]);
+        assert_eq!(a.decode(&mut src).unwrap().unwrap().len(), len);
+        assert_eq!(preauth_budget().0, 0);
+
+        // Announcing more than the budget holds is refused at the prefix,
+        // with nothing reserved.
+        let mut b = FrameCodec::default();
+        b.set_unauthenticated();
+        let mut src_b = BytesMut::with_capacity(16);
+        src_b.put_u32((60 << 20) as u32);
+        let refused_before = preauth_budget().1;
+        let err = b.decode(&mut src_b).unwrap_err();
+        assert!(matches!(err, WireError::PreAuthBudget { .. }), "{err}");
+        assert!(err.ends_connection());
+        assert!(src_b.capacity() < 1 << 10, "{}", src_b.capacity());
+        assert_eq!(preauth_budget().1, refused_before + 1);
+
+        // Two peers together cannot hold more than the budget.
+        let mut c = FrameCodec::default();
+        c.set_unauthenticated();
+        let mut src_c = BytesMut::new();
+        src_c.put_u32((PREAUTH_BUDGET - 10) as u32);
+        assert!(c.decode(&mut src_c).unwrap().is_none());
+        let mut d = FrameCodec::default();
+        d.set_unauthenticated();
+        let mut src_d = BytesMut::new();
+        src_d.put_u32((PREAUTH_FREE + 1) as u32);
+        assert!(matches!(
+            d.decode(&mut src_d),
+            Err(WireError::PreAuthBudget { .. })
+        ));
+        // Small frames still pass meanwhile.
+        let mut src = stream_of(&[frame(&Body::Ping)]);
+        assert!(d.decode(&mut src).unwrap().is_some());
+        // A peer that goes away mid-frame gives its charge back.
+        drop(c);
+        assert_eq!(preauth_budget().0, 0);
+
+        // Once authenticated, only the frame limit holds.
+        let mut e = FrameCodec::default();
+        e.set_unauthenticated();
+        e.set_authenticated();
+        let mut src_e = BytesMut::new();
+        let big = PREAUTH_BUDGET + 1;
+        src_e.put_u32(big as u32);
+        src_e.put_slice(&vec![0; big]);
+        assert_eq!(e.decode(&mut src_e).unwrap().unwrap().len(), big);
+        assert_eq!(preauth_budget().0, 0);
     }
 }

@@ -53,6 +53,9 @@ pub enum ErrorCode {
     DependencyProblem,
     /// slurm.conf could not be read, or needs a restart to apply.
     InvalidConfig,
+    /// The user's RPC rate limit is exceeded (Slurm's
+    /// SLURMCTLD_COMMUNICATIONS_BACKOFF): wait, then send it again.
+    Backoff,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,7 +296,44 @@ pub struct CtldStats {
     /// unknown_key, expired, future_dated, before_start, replayed,
     /// replay_cache_full).
     #[serde(default)]
-    pub auth_rejected: Vec<(String, u64)>,
+    pub auth_refused_by: Vec<(String, u64)>,
+    /// Bad peers since start: unreadable frames, rejected credentials,
+    /// connections that did not authenticate in time, idle connections
+    /// closed, node-daemon messages from other uids, and large
+    /// unauthenticated frames refused for want of budget.
+    #[serde(default)]
+    pub bad_frames: u64,
+    #[serde(default)]
+    pub auth_rejected: u64,
+    #[serde(default)]
+    pub auth_timeouts: u64,
+    #[serde(default)]
+    pub idle_closed: u64,
+    #[serde(default)]
+    pub not_daemon: u64,
+    #[serde(default)]
+    pub preauth_refused: u64,
+    /// Per-user RPC rate limiting (`rl_enable`): its settings, users
+    /// tracked, RPCs told to back off, RPCs let through because the table
+    /// was full, and the users limited most `(uid, count)`.
+    #[serde(default)]
+    pub rl_enabled: bool,
+    #[serde(default)]
+    pub rl_bucket_size: u32,
+    #[serde(default)]
+    pub rl_refill_rate: u32,
+    #[serde(default)]
+    pub rl_refill_period: u32,
+    #[serde(default)]
+    pub rl_table_size: u32,
+    #[serde(default)]
+    pub rl_users: u64,
+    #[serde(default)]
+    pub rl_limited: u64,
+    #[serde(default)]
+    pub rl_table_full: u64,
+    #[serde(default)]
+    pub rl_top: Vec<(u32, u64)>,
 }
 
 /// Fan a no-op out to nodes through the relay tree (operators only).
