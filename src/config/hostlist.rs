@@ -17,6 +17,11 @@ use thiserror::Error;
 /// allocating gigabytes before anyone can notice.
 pub const MAX_HOSTS_PER_EXPR: usize = 1_000_000;
 
+/// Most bytes of name text one expression may expand to. The name count alone does not
+/// bound memory: a long literal times a large range (`<20,000 x's>[1-65536]`, 20 KB of
+/// input) asked for over a gigabyte. 64 MiB is a million names of 64 characters.
+pub const MAX_EXPANDED_BYTES: u64 = 64 << 20;
+
 /// Most names one `LO-HI` range may hold (Slurm's own limit is 64K per range).
 pub const MAX_HOSTS_PER_RANGE: u64 = 65_536;
 
@@ -59,6 +64,10 @@ pub enum HostlistError {
     },
     #[error("hostlist term '{term}' takes the expression past {MAX_HOSTS_PER_EXPR} names")]
     TooManyHosts { term: String },
+    #[error(
+        "hostlist term '{term}' takes the expression past {MAX_EXPANDED_BYTES} bytes of names"
+    )]
+    TooLarge { term: String },
 }
 
 /// One `LO-HI` (or single `N`) range; `width` is the zero-pad width taken from the LO text.
@@ -85,15 +94,21 @@ enum Segment<'a> {
 /// Expand a hostlist expression into names, in order, duplicates kept.
 pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     let mut names = Vec::new();
+    let mut bytes: u64 = 0;
     for term in split_terms(expr) {
         let segments = parse_term(term)?;
         let count = term_count(term, &segments)?;
         if count > (MAX_HOSTS_PER_EXPR - names.len()) as u64 {
             return Err(HostlistError::TooManyHosts { term: term.into() });
         }
+        // `count` is at most a million and a name's length at most the term's length
+        // plus 18 digits per group, so neither product nor sum can overflow a u64.
+        bytes += count * name_len(&segments);
+        if bytes > MAX_EXPANDED_BYTES {
+            return Err(HostlistError::TooLarge { term: term.into() });
+        }
         names.reserve(count as usize);
-        let mut buf = String::new();
-        emit(&segments, &mut buf, &mut names);
+        emit(&segments, &mut names);
     }
     Ok(names)
 }
@@ -212,29 +227,77 @@ fn term_count(term: &str, segments: &[Segment]) -> Result<u64, HostlistError> {
     Ok(count)
 }
 
-/// Depth-first over segments, so the left-most group varies slowest.
-fn emit(segments: &[Segment], buf: &mut String, out: &mut Vec<String>) {
-    let Some((first, rest)) = segments.split_first() else {
-        out.push(buf.clone());
-        return;
-    };
-    let mark = buf.len();
-    match first {
-        Segment::Literal(text) => {
-            buf.push_str(text);
-            emit(rest, buf, out);
+/// The longest name a term expands to: its literals plus, per group, the widest value.
+fn name_len(segments: &[Segment]) -> u64 {
+    segments
+        .iter()
+        .map(|seg| match seg {
+            Segment::Literal(text) => text.len(),
+            Segment::Group(ranges) => ranges
+                .iter()
+                .map(|r| r.width.max(decimal_len(r.hi)))
+                .max()
+                .unwrap_or(0),
+        })
+        .sum::<usize>() as u64
+}
+
+/// Every combination of the groups' values, left-most group slowest. An odometer rather
+/// than recursion: a term may hold thousands of groups (`n[1][1][1]...`), and recursing
+/// once per segment overflowed the stack on such input.
+fn emit(segments: &[Segment], out: &mut Vec<String>) {
+    let groups: Vec<&[Range]> = segments
+        .iter()
+        .filter_map(|seg| match seg {
+            Segment::Group(ranges) => Some(ranges.as_slice()),
+            Segment::Literal(_) => None,
+        })
+        .collect();
+    // Per group: which range, and the value within it. A group with no range yields
+    // no names (parse_group never builds one; this keeps indexing below total).
+    let mut at: Vec<(usize, u64)> = Vec::with_capacity(groups.len());
+    for ranges in &groups {
+        match ranges.first() {
+            Some(first) => at.push((0, first.lo)),
+            None => return,
         }
-        Segment::Group(ranges) => {
-            for range in ranges {
-                for n in range.lo..=range.hi {
-                    push_padded(buf, n, range.width);
-                    emit(rest, buf, out);
-                    buf.truncate(mark);
+    }
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        let mut g = 0;
+        for seg in segments {
+            match seg {
+                Segment::Literal(text) => buf.push_str(text),
+                Segment::Group(ranges) => {
+                    let (r, n) = at[g];
+                    push_padded(&mut buf, n, ranges[r].width);
+                    g += 1;
                 }
             }
         }
+        out.push(buf.clone());
+        // Advance the right-most group; carry leftwards when it wraps.
+        let mut g = groups.len();
+        loop {
+            let Some(prev) = g.checked_sub(1) else {
+                return;
+            };
+            g = prev;
+            let ranges = groups[g];
+            let (r, n) = &mut at[g];
+            if *n < ranges[*r].hi {
+                *n += 1;
+                break;
+            }
+            if *r + 1 < ranges.len() {
+                *r += 1;
+                *n = ranges[*r].lo;
+                break;
+            }
+            (*r, *n) = (0, ranges[0].lo);
+        }
     }
-    buf.truncate(mark);
 }
 
 fn push_padded(buf: &mut String, n: u64, width: usize) {
@@ -496,6 +559,30 @@ mod tests {
             expand("a[1-65536]b[1-65536]c[1-65536]d[1-65536]"),
             Err(HostlistError::TooManyHosts { .. })
         ));
+    }
+
+    #[test]
+    fn long_names_times_many_are_refused_by_size() {
+        // Found by tests/fuzz: 20 KB of input expanded to 1.3 GB of names.
+        let long = format!("{}[1-65536]", "x".repeat(20_000));
+        assert!(matches!(expand(&long), Err(HostlistError::TooLarge { .. })));
+        // The same across terms: each is fine alone, together they are not.
+        let half = format!("{}[1-32768]", "y".repeat(1_100));
+        assert_eq!(ex(&half).len(), 32_768);
+        assert!(matches!(
+            expand(&format!("{half},{half}")),
+            Err(HostlistError::TooLarge { term }) if term == half
+        ));
+        // A million short names stay within both caps.
+        assert_eq!(ex("a[1-1000]b[1-1000]").len(), MAX_HOSTS_PER_EXPR);
+    }
+
+    #[test]
+    fn many_groups_in_one_term_do_not_overflow_the_stack() {
+        // Found by tests/fuzz: expansion recursed once per segment.
+        let expr = format!("n{}", "[1]".repeat(100_000));
+        assert_eq!(ex(&expr), vec![format!("n{}", "1".repeat(100_000))]);
+        assert_eq!(ex("a[1-2]b[3,5]c"), ["a1b3c", "a1b5c", "a2b3c", "a2b5c"]);
     }
 
     #[test]
