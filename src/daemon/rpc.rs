@@ -18,7 +18,7 @@ use crate::actors::controller::{
 };
 use crate::actors::relay::Fanout;
 use crate::actors::stats::send_counted;
-use crate::policy::authz::{self, Action, Caller};
+use crate::policy::authz::{self, Caller};
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
     AcctQuery, Body, BroadcastReply, BroadcastRequest, CtldStats, Envelope, ErrorCode, ErrorReply,
@@ -115,6 +115,18 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         uid: env.uid,
         operator,
     };
+    // The door: each request kind's one role (policy/authz.rs). Node
+    // daemons' messages never arrive here (they travel on node links).
+    let kind = env.body.kind();
+    if let Err(d) = authz::admit_rpc(caller, false, kind) {
+        return match authz::rpc_role(kind) {
+            None => error(
+                ErrorCode::InvalidRequest,
+                format!("unexpected request {kind}"),
+            ),
+            Some(_) => error(ErrorCode::PermissionDenied, d.0),
+        };
+    }
     match env.body {
         Body::Ping => Body::Pong(PongReply {
             host: info.host.clone(),
@@ -206,19 +218,13 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             acct(q, h).await
         }
         Body::Reconfigure => {
-            if let Err(d) = authz::check(caller, Action::Reconfigure, None) {
-                return error(ErrorCode::PermissionDenied, d.0);
-            }
             match send_counted(&h.controller, &h.controller_stats, Reconfigure).await {
                 Ok(Ok(())) => reload_keys(info).await,
                 Ok(Err(e)) => error(ErrorCode::InvalidConfig, &e),
                 Err(_) => gone(),
             }
         }
-        Body::Broadcast(req) => match authz::check(caller, Action::Broadcast, None) {
-            Ok(()) => broadcast(req, h).await,
-            Err(d) => error(ErrorCode::PermissionDenied, d.0),
-        },
+        Body::Broadcast(req) => broadcast(req, h).await,
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),

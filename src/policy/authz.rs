@@ -1,4 +1,6 @@
-//! Authorization: one table of who may act on which job or node.
+//! Authorization: who may send which request at all (the role table,
+//! [`RPC_ROLES`], checked at the controller's door), and who may act on
+//! which job or node ([`check`], in the core).
 //!
 //! The caller's identity is the verified uid of the request's credential,
 //! never a field of the request body. Operators are root and Slurm's
@@ -46,10 +48,68 @@ pub enum Action {
     Step,
     /// `scontrol update NodeName=...`.
     UpdateNode,
-    /// `scontrol reconfigure`.
-    Reconfigure,
-    /// A no-op fan-out to nodes (`canopy broadcast`).
-    Broadcast,
+}
+
+/// Who may send a request at all: checked at the controller's door, before
+/// anything is decoded further. Ownership of the job a request names is
+/// the core's check ([`check`]), since only it knows the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Any authenticated user (queries; a submission as oneself).
+    Anyone,
+    /// A job's owner, or an operator (cancel, update, steps).
+    Owner,
+    /// Operators only: root, SlurmUser, the controller's own uid.
+    Operator,
+    /// The daemons' identity only (node daemons' links and reports).
+    Daemon,
+}
+
+/// Every request the controller serves, with its one role. A kind not in
+/// this table is refused as an unexpected request.
+pub const RPC_ROLES: &[(&str, Role)] = &[
+    ("Ping", Role::Anyone),
+    ("SubmitJob", Role::Anyone),
+    ("QueryJobs", Role::Anyone),
+    ("QueryNodes", Role::Anyone),
+    ("QueryPartitions", Role::Anyone),
+    ("QueryStatus", Role::Anyone),
+    ("QueryStats", Role::Anyone),
+    ("QueryAcct", Role::Anyone),
+    ("CancelJobs", Role::Owner),
+    ("CancelStep", Role::Owner),
+    ("UpdateJobs", Role::Owner),
+    ("LaunchStep", Role::Owner),
+    ("StepComplete", Role::Owner),
+    ("UpdateNodes", Role::Operator),
+    ("Reconfigure", Role::Operator),
+    ("Broadcast", Role::Operator),
+    ("Hello", Role::Daemon),
+    ("Register", Role::Daemon),
+    ("Health", Role::Daemon),
+    ("BatchFinished", Role::Daemon),
+    ("ForwardReply", Role::Daemon),
+    ("Keepalive", Role::Daemon),
+];
+
+/// The role a request kind needs, if the controller serves it.
+pub fn rpc_role(kind: &str) -> Option<Role> {
+    RPC_ROLES.iter().find(|(k, _)| *k == kind).map(|&(_, r)| r)
+}
+
+/// May `caller` (`daemon`: it holds the daemons' identity) send a request
+/// of this `kind`? The refusal is in Slurm's words.
+pub fn admit_rpc(caller: Caller, daemon: bool, kind: &str) -> Result<(), Denied> {
+    match rpc_role(kind) {
+        None => Err(Denied("Unexpected message received")),
+        Some(Role::Anyone | Role::Owner) => Ok(()),
+        Some(Role::Operator) if caller.operator => Ok(()),
+        // Slurm answers a user's reconfigure with this.
+        Some(Role::Operator) if kind == "Reconfigure" => Err(Denied("Invalid user id")),
+        Some(Role::Operator) => Err(Denied::ACCESS),
+        Some(Role::Daemon) if daemon => Ok(()),
+        Some(Role::Daemon) => Err(Denied::ACCESS),
+    }
 }
 
 /// The refusal, in Slurm's words for that action.
@@ -72,13 +132,9 @@ pub fn check(caller: Caller, action: Action, owner: Option<u32>) -> Result<(), D
         Action::SubmitAs { uid } => uid == caller.uid,
         Action::Cancel | Action::Update | Action::Requeue | Action::Step => own,
         Action::Top { enable_user_top } => enable_user_top && own,
-        Action::SetPriority
-        | Action::ReleaseAdminHold
-        | Action::Suspend
-        | Action::UpdateNode
-        | Action::Broadcast => false,
-        // Slurm answers a user's reconfigure with this.
-        Action::Reconfigure => return Err(Denied("Invalid user id")),
+        Action::SetPriority | Action::ReleaseAdminHold | Action::Suspend | Action::UpdateNode => {
+            false
+        }
     };
     if allowed {
         Ok(())
@@ -108,6 +164,33 @@ pub fn check_submit_identity(
 mod tests {
     use super::*;
 
+    /// Each request kind has exactly one role, and the door keeps users
+    /// out of operator and daemon requests with Slurm's words.
+    #[test]
+    fn every_request_has_one_role_and_the_door_checks_it() {
+        let mut kinds: Vec<&str> = RPC_ROLES.iter().map(|(k, _)| *k).collect();
+        kinds.sort_unstable();
+        let n = kinds.len();
+        kinds.dedup();
+        assert_eq!(kinds.len(), n, "a kind listed twice");
+        let user = ALICE;
+        for (kind, role) in RPC_ROLES {
+            let r = admit_rpc(user, false, kind);
+            match role {
+                Role::Anyone | Role::Owner => assert_eq!(r, Ok(()), "{kind}"),
+                Role::Operator | Role::Daemon => assert!(r.is_err(), "{kind}"),
+            }
+            let as_root = admit_rpc(Caller::ROOT, *role == Role::Daemon, kind);
+            assert_eq!(as_root, Ok(()), "{kind}");
+        }
+        assert_eq!(
+            admit_rpc(user, false, "Reconfigure"),
+            Err(Denied("Invalid user id"))
+        );
+        assert_eq!(admit_rpc(user, false, "UpdateNodes"), Err(Denied::ACCESS));
+        assert!(admit_rpc(Caller::ROOT, true, "NoSuchThing").is_err());
+    }
+
     const ALICE: Caller = Caller {
         uid: 1000,
         operator: false,
@@ -134,15 +217,10 @@ mod tests {
             Action::ReleaseAdminHold,
             Action::Suspend,
             Action::UpdateNode,
-            Action::Broadcast,
         ] {
             assert_eq!(check(ALICE, a, Some(1000)), Err(Denied::ACCESS), "{a:?}");
             assert_eq!(check(Caller::ROOT, a, Some(1000)), Ok(()), "{a:?}");
         }
-        assert_eq!(
-            check(ALICE, Action::Reconfigure, None),
-            Err(Denied("Invalid user id"))
-        );
     }
 
     #[test]
