@@ -163,17 +163,34 @@ async fn serve_one(
     auth: &Authenticator,
     stats: &SignerStats,
 ) {
+    use futures::FutureExt;
     let mut framed = Framed::new(stream, signer_codec());
+    let mut ready = None;
     loop {
-        let frame = match tokio::time::timeout(IDLE_TIMEOUT, framed.next()).await {
-            Ok(Some(Ok(f))) => f,
-            // Idle, closed, or a frame over the size limit: the stream is no
+        // A client may send several requests before reading (srun's
+        // streams, a benchmark): answer every one already buffered, then
+        // flush once.
+        let next = match ready.take() {
+            Some(f) => Some(f),
+            None => {
+                if SinkExt::<bytes::Bytes>::flush(&mut framed).await.is_err() {
+                    return;
+                }
+                match tokio::time::timeout(IDLE_TIMEOUT, framed.next()).await {
+                    Ok(f) => f,
+                    Err(_) => return,
+                }
+            }
+        };
+        let frame = match next {
+            Some(Ok(f)) => f,
+            // Closed, or a frame over the size limit: the stream is no
             // longer at a message boundary, so the connection ends.
-            Ok(Some(Err(_))) => {
+            Some(Err(_)) => {
                 stats.bad_requests.fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            Ok(None) | Err(_) => return,
+            None => return,
         };
         // HMAC over a fixed-size message: microseconds, fine on the loop.
         let reply = answer(auth, uid, gid, &frame);
@@ -187,9 +204,10 @@ async fn serve_one(
         let Ok(bytes) = rmp_serde::to_vec_named(&reply) else {
             return;
         };
-        if framed.send(bytes::Bytes::from(bytes)).await.is_err() {
+        if framed.feed(bytes::Bytes::from(bytes)).await.is_err() {
             return;
         }
+        ready = framed.next().now_or_never().flatten();
     }
 }
 

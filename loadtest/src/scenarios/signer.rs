@@ -2,10 +2,11 @@
 //! (`canopy-authd`) and from MUNGE (`munged`, measured with its own
 //! `remunge` benchmark), on the same machine in the same run.
 //!
-//! canopy is measured two ways: a connection per credential (what MUNGE's
-//! client library does, so the like-for-like figure) and a persistent
+//! canopy is measured three ways: a connection per credential (what
+//! MUNGE's client library does, so the like-for-like figure), a persistent
 //! connection per client (what a canopy command does: one connection for
-//! all its frames). MUNGE runs with its default thread count (2) and
+//! all its frames), and a persistent connection with 16 requests in flight
+//! (the signer's capacity, as a client streaming frames would use it). MUNGE runs with its default thread count (2) and
 //! canopy-authd with its default (one worker per core), each driven by
 //! `threads` client threads.
 
@@ -34,19 +35,16 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let munge = start_munged(dir.path());
     let mut rows = Vec::new();
     for &t in &o.threads {
-        for persistent in [false, true] {
-            let rate = canopy_rate(&authd.socket, t, o.duration, persistent)?;
+        for (persistent, depth, label) in [
+            (false, 1, "per credential"),
+            (true, 1, "persistent"),
+            (true, PIPELINE, "persistent, 16 in flight"),
+        ] {
+            let rate = canopy_rate(&authd.socket, t, o.duration, persistent, depth)?;
             let row = Row::new("signer")
                 .set("signer", "canopy-authd")
                 .set("client_threads", t)
-                .set(
-                    "connection",
-                    if persistent {
-                        "persistent"
-                    } else {
-                        "per credential"
-                    },
-                )
+                .set("connection", label)
                 .num("creds_per_s", rate);
             progress(&row.json());
             rows.push(row);
@@ -170,7 +168,16 @@ fn remunge_rate(socket: &Path, threads: u32, d: Duration) -> Result<f64> {
     rate.with_context(|| format!("cannot read remunge's output: {text}"))
 }
 
-fn canopy_rate(socket: &Path, threads: u32, d: Duration, persistent: bool) -> Result<f64> {
+/// Requests a pipelining client keeps in flight.
+const PIPELINE: usize = 16;
+
+fn canopy_rate(
+    socket: &Path,
+    threads: u32,
+    d: Duration,
+    persistent: bool,
+    depth: usize,
+) -> Result<f64> {
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let req = rmp_serde::to_vec_named(&SignerRequest::Sign { digest: [7; 32] })?;
@@ -190,8 +197,8 @@ fn canopy_rate(socket: &Path, threads: u32, d: Duration, persistent: bool) -> Re
                         conn = Some(UnixStream::connect(&socket)?);
                     }
                     let Some(s) = conn.as_mut() else { continue };
-                    sign_once(s, &req)?;
-                    count.fetch_add(1, Ordering::Relaxed);
+                    sign_many(s, &req, depth)?;
+                    count.fetch_add(depth as u64, Ordering::Relaxed);
                     if !persistent {
                         conn = None;
                     }
@@ -209,15 +216,23 @@ fn canopy_rate(socket: &Path, threads: u32, d: Duration, persistent: bool) -> Re
     Ok(count.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64())
 }
 
-fn sign_once(s: &mut UnixStream, req: &[u8]) -> Result<()> {
-    s.write_all(&(req.len() as u32).to_be_bytes())?;
-    s.write_all(req)?;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)?;
-    let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut buf)?;
-    match rmp_serde::from_slice::<SignerReply>(&buf)? {
-        SignerReply::Signed(_) => Ok(()),
-        other => bail!("signer answered {other:?}"),
+/// Send `depth` requests in one write, then read their answers.
+fn sign_many(s: &mut UnixStream, req: &[u8], depth: usize) -> Result<()> {
+    let mut out = Vec::with_capacity(depth * (req.len() + 4));
+    for _ in 0..depth {
+        out.extend_from_slice(&(req.len() as u32).to_be_bytes());
+        out.extend_from_slice(req);
     }
+    s.write_all(&out)?;
+    for _ in 0..depth {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len)?;
+        let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
+        s.read_exact(&mut buf)?;
+        match rmp_serde::from_slice::<SignerReply>(&buf)? {
+            SignerReply::Signed(_) => {}
+            other => bail!("signer answered {other:?}"),
+        }
+    }
+    Ok(())
 }
