@@ -90,7 +90,14 @@ fn users_act_only_as_themselves_and_never_hold_the_key() {
     }
     let alice = user("canopy-alice");
     let bob = user("canopy-bob");
-    let c = Cluster::start(2, 2, 30);
+    let carol = user("canopy-carol");
+    // Carol is an operator by configuration (until associations arrive).
+    let c = Cluster::start_with(
+        2,
+        2,
+        30,
+        "SlurmctldParameters=canopy_operators=canopy-carol\n",
+    );
     std::fs::set_permissions(c.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let (ha, hb) = (home_for(alice), home_for(bob));
     let (ha, hb) = (ha.path(), hb.path());
@@ -198,7 +205,26 @@ fn users_act_only_as_themselves_and_never_hold_the_key() {
     let j = c.job(bobs.parse().unwrap()).unwrap();
     assert_eq!(j.state, JobState::Pending, "bob's job is untouched");
     assert_eq!(c.node("n1").scontrol_state(), "IDLE", "n1 not drained");
-    // An operator may.
+    // An operator named in the configuration may.
+    let hc = home_for(carol);
+    let o = as_user(
+        &c,
+        carol,
+        hc.path(),
+        "scontrol",
+        &["update", "NodeName=n2", "State=DRAIN", "Reason=carol"],
+    );
+    assert!(o.status.success(), "carol: {}", text(&o));
+    assert!(c.node("n2").drain);
+    let o = as_user(
+        &c,
+        carol,
+        hc.path(),
+        "scontrol",
+        &["update", "NodeName=n2", "State=RESUME"],
+    );
+    assert!(o.status.success(), "carol: {}", text(&o));
+    // So may root.
     let w = c.dir.path();
     let o = c.cli(
         w,

@@ -480,6 +480,7 @@ impl Builder {
                 slurm_user: None,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
                 read_timeout_s: None,
+                operators: Vec::new(),
                 rate_limit: RateLimitConf::default(),
                 auth_key_path: dir.join("slurm.key"),
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
@@ -672,6 +673,7 @@ impl Builder {
                 self.cfg.max_connections = DEFAULT_MAX_CONNECTIONS;
                 self.cfg.read_timeout_s = None;
                 self.cfg.rate_limit = RateLimitConf::default();
+                self.cfg.operators.clear();
             }
             Op::Add => {}
             _ => return require_set(loc, item),
@@ -696,6 +698,22 @@ impl Builder {
                             ),
                         )
                     })?;
+            } else if name.eq_ignore_ascii_case("canopy_operators") {
+                let names: Vec<String> = value
+                    .split(':')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if names.is_empty() || names.iter().any(|n| n == "@") {
+                    return Err(loc.error(
+                        &item.key,
+                        format!(
+                            "SlurmctldParameters {p}: expected user names or @groups, separated by ':'"
+                        ),
+                    ));
+                }
+                self.cfg.operators.extend(names);
             } else if !self.rate_limit_parameter(loc, item, p, name, value)? {
                 ignored.push(name.to_string());
             }

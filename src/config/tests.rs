@@ -1175,3 +1175,17 @@ fn slurmctld_parameters_read_rate_limits_and_the_read_timeout() {
     let e = err("SlurmctldParameters=rl_log_freq=often\n");
     assert_err(&e, 2, "SlurmctldParameters", "rl_log_freq=often");
 }
+
+#[test]
+fn canopy_operators_are_read_from_slurmctld_parameters() {
+    let cfg = parse(
+        "SlurmctldHost=h\nSlurmctldParameters=rl_enable,canopy_operators=alice:@hpcops\n\
+         NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n",
+    )
+    .unwrap();
+    assert_eq!(cfg.operators, ["alice", "@hpcops"]);
+    assert!(cfg.rate_limit.enabled);
+    let err = parse("SlurmctldHost=h\nSlurmctldParameters=canopy_operators=\nNodeName=n1 CPUs=1\n")
+        .unwrap_err();
+    assert!(err.to_string().contains("user names or @groups"), "{err}");
+}

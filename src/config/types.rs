@@ -104,6 +104,11 @@ pub struct Config {
     /// connection may sit idle between requests before the daemon closes it.
     #[serde(default)]
     pub read_timeout_s: Option<u32>,
+    /// `SlurmctldParameters=canopy_operators=alice:bob:@hpcops`: users (and
+    /// `@groups`) who are operators besides root and SlurmUser, until
+    /// associations bring Slurm's AdminLevel. canopy's own parameter.
+    #[serde(default)]
+    pub operators: Vec<String>,
     /// `SlurmctldParameters=rl_enable` and its `rl_*` knobs.
     #[serde(default)]
     pub rate_limit: RateLimitConf,
@@ -332,6 +337,10 @@ impl Config {
             self.rate_limit != new.rate_limit,
         );
         differs("SlurmUser", self.slurm_user != new.slurm_user);
+        differs(
+            "SlurmctldParameters canopy_operators",
+            self.operators != new.operators,
+        );
         let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
         if names(self) != names(new) {
             differs("the node list (nodes added, removed or reordered)", true);

@@ -93,6 +93,7 @@ where
     let boot_id = super::new_boot_id();
     let limiter = ConnLimiter::new(conf.max_connections as usize);
     let daemons = Daemons::resolve(conf.slurm_user.clone()).await;
+    let operators = Arc::new(super::guard::Operators::resolve(conf.operators.clone()).await);
     let peers = Arc::new(PeerLog::default());
     let rate = Arc::new(RateLimiter::new(conf.rate_limit.clone(), daemons.clone()));
     if conf.rate_limit.enabled {
@@ -121,6 +122,7 @@ where
         auth: auth.clone(),
         key_path: conf.auth_key_path.clone(),
         daemons: daemons.clone(),
+        operators,
         peers: peers.clone(),
         rate,
         read_timeout: conf.read_timeout(),

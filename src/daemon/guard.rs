@@ -487,3 +487,56 @@ mod tests {
         assert_eq!(Daemons::new(0, None).uids(), &[0]);
     }
 }
+
+/// Operators named in `SlurmctldParameters=canopy_operators=` (users, and
+/// `@group`s: a caller whose credential's gid is the group's, or whom the
+/// group lists as a member), resolved once at start-up, off the event loop.
+#[derive(Debug, Clone, Default)]
+pub struct Operators {
+    uids: Vec<u32>,
+    gids: Vec<u32>,
+}
+
+impl Operators {
+    pub fn allows(&self, uid: u32, gid: u32) -> bool {
+        self.uids.contains(&uid) || self.gids.contains(&gid)
+    }
+
+    /// Look the names up (a passwd or group lookup may wait on LDAP or
+    /// NFS, so on a blocking thread). An unknown name is logged and left out.
+    pub async fn resolve(names: Vec<String>) -> Operators {
+        if names.is_empty() {
+            return Operators::default();
+        }
+        tokio::task::spawn_blocking(move || Operators::resolve_now(&names))
+            .await
+            .unwrap_or_default()
+    }
+
+    fn resolve_now(names: &[String]) -> Operators {
+        let mut ops = Operators::default();
+        for name in names {
+            if let Some(group) = name.strip_prefix('@') {
+                match nix::unistd::Group::from_name(group) {
+                    Ok(Some(g)) => {
+                        ops.gids.push(g.gid.as_raw());
+                        for member in &g.mem {
+                            if let Ok(Some(u)) = nix::unistd::User::from_name(member) {
+                                ops.uids.push(u.uid.as_raw());
+                            }
+                        }
+                    }
+                    _ => tracing::warn!(group, "canopy_operators: no such group; ignored"),
+                }
+            } else {
+                match nix::unistd::User::from_name(name) {
+                    Ok(Some(u)) => ops.uids.push(u.uid.as_raw()),
+                    _ => tracing::warn!(user = %name, "canopy_operators: no such user; ignored"),
+                }
+            }
+        }
+        ops.uids.sort_unstable();
+        ops.uids.dedup();
+        ops
+    }
+}

@@ -49,6 +49,8 @@ pub struct CtldInfo {
     /// Who may speak as a node daemon (root, this uid, SlurmUser); they
     /// are operators too.
     pub daemons: Daemons,
+    /// Operators named in the configuration (`canopy_operators`).
+    pub operators: Arc<super::guard::Operators>,
     /// Bad peers, logged at a bounded rate and counted for sdiag.
     pub peers: Arc<PeerLog>,
     /// Per-user RPC rate limiting (`rl_enable`).
@@ -110,7 +112,10 @@ fn gone() -> Body {
 
 /// Answer one client request.
 pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Body {
-    let operator = env.uid == 0 || env.uid == info.slurm_uid || info.daemons.allows(env.uid);
+    let operator = env.uid == 0
+        || env.uid == info.slurm_uid
+        || info.daemons.allows(env.uid)
+        || info.operators.allows(env.uid, env.gid);
     let caller = Caller {
         uid: env.uid,
         operator,

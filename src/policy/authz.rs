@@ -3,10 +3,10 @@
 //! which job or node ([`check`], in the core).
 //!
 //! The caller's identity is the verified uid of the request's credential,
-//! never a field of the request body. Operators are root and Slurm's
+//! never a field of the request body. Operators are root, Slurm's
 //! SlurmUser (the configured one when the controller runs as root, else the
-//! user it runs as); Slurm's finer admin levels come with the accounting
-//! store.
+//! user it runs as) and the users and groups `canopy_operators` names;
+//! Slurm's finer admin levels come with the accounting store.
 
 use serde::{Deserialize, Serialize};
 
