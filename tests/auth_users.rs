@@ -364,3 +364,90 @@ fn a_frame_from_before_a_restart_is_refused() {
     let t = send(&captured);
     assert!(t.contains("before this daemon started"), "{t}");
 }
+
+/// A key rotation without stopping anything: the new key is learnt as the
+/// alternate, then signs while the old one is still accepted, then the old
+/// one is retired; `scontrol reconfigure` takes it to the controller and
+/// every node daemon, SIGHUP to the signer. Jobs run at every stage.
+#[test]
+fn a_key_is_rotated_without_stopping_the_cluster() {
+    let c = Cluster::start(2, 2, 30);
+    let w = c.dir.path();
+    let conf = Config::load(&c.conf).unwrap();
+    let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
+    let key = w.join("slurm.key");
+    let alt = canopy::wire::auth::alternate_key_path(&key);
+    let old = canopy::wire::auth::load_key(&key).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A Ping signed with `k`, on a fresh connection: the reply's text (the
+    // reply may come signed with either key).
+    let ping = |k: &Key, other: &Key| -> String {
+        let ring = canopy::wire::auth::Keyring {
+            signing: k.clone(),
+            alternate: Some(other.clone()),
+        };
+        let a = std::sync::Arc::new(Authenticator::with_keyring(ring, 0, 0));
+        rt.block_on(async {
+            match Connection::connect(addr.as_str(), a, 3).await {
+                Ok(mut conn) => match conn.request(&Body::Ping).await {
+                    Ok(env) => format!("{:?}", env.body),
+                    Err(e) => e.to_string(),
+                },
+                Err(e) => e.to_string(),
+            }
+        })
+    };
+    let run_job = |what: &str| {
+        let id = c.sbatch(w, &["-N", "2", "--wrap", "true"]);
+        let j = c.wait_done(id, Duration::from_secs(30));
+        assert_eq!(j.state, JobState::Completed, "{what}");
+    };
+    let reconfigure = |what: &str| {
+        let o = c.cli(w, "scontrol", &["reconfigure"]);
+        assert!(o.status.success(), "{what}: {}", text(&o));
+    };
+    let hup_signer = || {
+        let pid = c.authd.as_ref().unwrap().id() as i32;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    run_job("before");
+
+    // 1. Every daemon learns the new key as the alternate.
+    canopy::wire::auth::generate_key_file(&alt).unwrap();
+    let new = canopy::wire::auth::load_key(&alt).unwrap();
+    assert!(ping(&new, &old).contains("does not hold"), "not yet known");
+    reconfigure("learn");
+    hup_signer();
+    assert!(ping(&new, &old).contains("Pong"));
+    assert!(ping(&old, &new).contains("Pong"));
+    run_job("both keys known");
+
+    // 2. Swap: the new key signs everywhere, the old is still accepted.
+    let tmp = w.join("slurm.key.tmp");
+    std::fs::rename(&key, &tmp).unwrap();
+    std::fs::rename(&alt, &key).unwrap();
+    std::fs::rename(&tmp, &alt).unwrap();
+    reconfigure("swap");
+    hup_signer();
+    run_job("signing with the new key");
+    let o = c.cli(w, "squeue", &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(ping(&old, &new).contains("Pong"));
+
+    // 3. The old key retired.
+    std::fs::remove_file(&alt).unwrap();
+    reconfigure("retire");
+    hup_signer();
+    let t = ping(&old, &new);
+    assert!(t.contains("does not hold"), "{t}");
+    assert!(ping(&new, &old).contains("Pong"));
+    run_job("after");
+}

@@ -207,6 +207,8 @@ pub struct NodeAgent {
     mode: ExecMode,
     /// Signs the links to srun that carry step output.
     auth: Option<Arc<crate::wire::auth::Authenticator>>,
+    /// The key file `auth`'s keys came from (re-read on `ReloadKeys`).
+    key_path: Option<std::path::PathBuf>,
     /// Where what runs here is recorded (real jobs only).
     records: Option<RecordBook>,
     /// Jobs found again in the spool at start, adopted in `started`.
@@ -243,6 +245,7 @@ impl NodeAgent {
             relay: None,
             mode,
             auth: None,
+            key_path: None,
             records: None,
             adopted: Vec::new(),
             runtime: None,
@@ -254,6 +257,12 @@ impl NodeAgent {
     /// Give the agent the key it signs step I/O links with.
     pub fn with_auth(mut self, auth: Arc<crate::wire::auth::Authenticator>) -> Self {
         self.auth = Some(auth);
+        self
+    }
+
+    /// Where the key came from, so that a rotation can be picked up.
+    pub fn with_key_path(mut self, path: std::path::PathBuf) -> Self {
+        self.key_path = Some(path);
         self
     }
 
@@ -793,6 +802,31 @@ impl Handler<RunCommand> for NodeAgent {
         self.stats.handled();
         match msg.0 {
             NodeCommand::Noop => now(Ok(NodeReply::Ack)),
+            NodeCommand::ReloadKeys => {
+                let (Some(auth), Some(path)) = (self.auth.clone(), self.key_path.clone()) else {
+                    return now(Err("this node daemon holds no key file to re-read".into()));
+                };
+                let node = self.node.clone();
+                // Reading files blocks: off the loop that forwards messages.
+                Box::pin(
+                    async move {
+                        let read = tokio::task::spawn_blocking(move || {
+                            crate::wire::auth::load_keyring(&path)
+                        })
+                        .await;
+                        match read {
+                            Ok(Ok(keys)) => {
+                                auth.set_keys(keys);
+                                tracing::info!(node = %node, "keys re-read");
+                                Ok(NodeReply::Ack)
+                            }
+                            Ok(Err(e)) => Err(format!("keys not re-read: {e}")),
+                            Err(e) => Err(format!("keys not re-read: {e}")),
+                        }
+                    }
+                    .into_actor(self),
+                )
+            }
             NodeCommand::Reregister => {
                 let hello = self.hello();
                 self.send_up(

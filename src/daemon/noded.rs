@@ -124,7 +124,8 @@ pub async fn start(
         opts.mode,
         ActorStats::new(),
     )
-    .with_auth(auth.clone());
+    .with_auth(auth.clone())
+    .with_key_path(conf.auth_key_path.clone());
     if let Some((book, adopted)) = records {
         agent = agent.with_records(book, adopted);
     }

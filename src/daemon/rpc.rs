@@ -224,7 +224,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::Reconfigure => {
             match send_counted(&h.controller, &h.controller_stats, Reconfigure).await {
-                Ok(Ok(())) => reload_keys(info).await,
+                Ok(Ok(())) => reload_keys(h, info).await,
                 Ok(Err(e)) => error(ErrorCode::InvalidConfig, &e),
                 Err(_) => gone(),
             }
@@ -292,16 +292,53 @@ async fn update_nodes(
     }
 }
 
-/// After a reconfigure: re-read the key files, so a rotation needs no
-/// restart. A failure keeps the old keys and says so.
-async fn reload_keys(info: &CtldInfo) -> Body {
+/// After a reconfigure: re-read the key files here and on every node
+/// daemon, so a rotation needs no restart. A failure keeps the old keys
+/// where it happened and says where.
+async fn reload_keys(h: &ControllerHandles, info: &CtldInfo) -> Body {
     let path = info.key_path.clone();
     match tokio::task::spawn_blocking(move || crate::wire::auth::load_keyring(&path)).await {
         Ok(Ok(keys)) => {
             let (sign, alt) = (keys.signing.id(), keys.alternate.as_ref().map(|k| k.id()));
+            if info.auth.key_ids() == (sign, alt) {
+                // No rotation: nothing to tell the nodes (some may be down).
+                return Body::Ok;
+            }
+            tracing::info!(key_id = format!("{sign:#010x}"), alternate = ?alt.map(|a| format!("{a:#010x}")), "keys changed; re-reading them on every node");
+            // The nodes first, while every link still speaks the old key:
+            // a node that has not taken the new one must not be cut off.
+            let msg = Fanout {
+                targets: RankSet::from_range(0..h.node_count),
+                cmd: NodeCommand::ReloadKeys,
+                budget: std::time::Duration::from_secs(10),
+            };
+            let failed = match send_counted(&h.relay, &h.relay_stats, msg).await {
+                Ok(outcomes) => outcomes
+                    .into_iter()
+                    .filter_map(|o| o.result.err().map(|e| (o.ranks, e)))
+                    .collect::<Vec<_>>(),
+                Err(_) => return gone(),
+            };
             info.auth.set_keys(keys);
-            tracing::info!(key_id = format!("{sign:#010x}"), alternate = ?alt.map(|a| format!("{a:#010x}")), "keys re-read");
-            Body::Ok
+            if failed.is_empty() {
+                return Body::Ok;
+            }
+            let mut what = Vec::new();
+            for (ranks, e) in failed {
+                let Ok(names) =
+                    send_counted(&h.controller, &h.controller_stats, NamesOf(ranks)).await
+                else {
+                    return gone();
+                };
+                what.push(format!("{names}: {e}"));
+            }
+            error(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "configuration applied and keys re-read here, but not on every node ({})",
+                    what.join("; ")
+                ),
+            )
         }
         Ok(Err(e)) => error(
             ErrorCode::InvalidConfig,

@@ -715,6 +715,8 @@ pub enum NodeCommand {
     Reregister,
     /// Start this node's tasks of an srun step.
     RunStep(Box<StepLaunch>),
+    /// Re-read the key files (`scontrol reconfigure` after a key rotation).
+    ReloadKeys,
 }
 
 /// Why a running job is killed.

@@ -1,7 +1,7 @@
 //! Property-based fuzz targets for every parser that reads untrusted or hand-written
 //! input (issue 14, item 8): the frame decoder and stream codec, the credential
-//! verifier, slurm.conf, hostlists, `#SBATCH` directives and the sbatch/srun option
-//! parsers.
+//! verifier, the local signer's request parser, slurm.conf, hostlists, `#SBATCH`
+//! directives and the sbatch/srun option parsers.
 //!
 //! Why proptest rather than cargo-fuzz/libFuzzer: it runs on stable Rust inside the
 //! ordinary `cargo test`, its strategies build structured inputs (tokens, valid
@@ -23,6 +23,7 @@ mod cli;
 mod config;
 mod frame;
 mod hostlist;
+mod signer;
 
 #[global_allocator]
 static ALLOC: support::CountingAlloc = support::CountingAlloc;
