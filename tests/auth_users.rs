@@ -224,6 +224,43 @@ fn users_act_only_as_themselves_and_never_hold_the_key() {
         &["update", "NodeName=n2", "State=RESUME"],
     );
     assert!(o.status.success(), "carol: {}", text(&o));
+    // But an operator named in the configuration may not submit as root
+    // (only root and SlurmUser may, as in Slurm): a frame signed as carol
+    // naming uid 0 is refused.
+    let conf = Config::load(&c.conf).unwrap();
+    let as_carol = std::sync::Arc::new(Authenticator::new(
+        canopy::wire::auth::load_key(&c.dir.path().join("slurm.key")).unwrap(),
+        carol,
+        gid_of(carol),
+    ));
+    let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let reply = rt.block_on(async {
+        let mut conn = Connection::connect(addr.as_str(), as_carol, 1)
+            .await
+            .unwrap();
+        let s = canopy::wire::types::JobSubmit {
+            name: "as-root".into(),
+            hold: true,
+            script: "#!/bin/sh\nid\n".into(),
+            workdir: "/tmp".into(),
+            submit_dir: "/tmp".into(),
+            uid: 0,
+            gid: 0,
+            ..Default::default()
+        };
+        conn.request(&Body::SubmitJob(Box::new(s)))
+            .await
+            .unwrap()
+            .body
+    });
+    assert!(
+        format!("{reply:?}").contains("Access/permission denied"),
+        "{reply:?}"
+    );
     // So may root.
     let w = c.dir.path();
     let o = c.cli(

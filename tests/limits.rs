@@ -57,10 +57,6 @@ fn nobody_home(c: &Cluster) -> tempfile::TempDir {
         format!("Include {}\n", c.conf.display()),
     )
     .unwrap();
-    let key = home.path().join("slurm.key");
-    std::fs::copy(c.dir.path().join("slurm.key"), &key).unwrap();
-    chmod(&key, 0o600);
-    give_to_nobody(&key);
     home
 }
 

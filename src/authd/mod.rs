@@ -42,6 +42,12 @@ pub enum AuthdError {
     },
     #[error("another signer already answers on {}", .0.display())]
     InUse(std::path::PathBuf),
+    #[error(
+        "refusing to listen in {}: other users may write there (mode {mode:04o}) and could \
+         put a signer of their own in its place; use a directory only root or this user may write",
+        .path.display()
+    )]
+    OpenDir { path: std::path::PathBuf, mode: u32 },
     #[error("cannot listen on {}: {source}", .path.display())]
     Bind {
         path: std::path::PathBuf,
@@ -72,6 +78,19 @@ pub async fn bind(path: &Path) -> Result<UnixListener, AuthdError> {
                 source,
             })?;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata(dir) {
+            let me = nix::unistd::geteuid().as_raw();
+            let writable_by_others = m.mode() & 0o022 != 0 || (m.uid() != me && m.uid() != 0);
+            if writable_by_others {
+                return Err(AuthdError::OpenDir {
+                    path: dir.to_path_buf(),
+                    mode: m.mode() & 0o7777,
+                });
+            }
         }
     }
     if std::fs::symlink_metadata(path).is_ok() {
@@ -315,6 +334,22 @@ mod tests {
         let again = bind(&path).await;
         assert!(again.is_ok(), "{:?}", again.err());
         let _ = SignerRequest::Sign { digest: [0; 32] };
+    }
+
+    /// A socket in a directory others may write could be replaced by a
+    /// signer of theirs: refused.
+    #[tokio::test]
+    async fn a_directory_others_may_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let r = bind(&open.join("s.sock")).await;
+        assert!(
+            matches!(r, Err(AuthdError::OpenDir { .. })),
+            "{:?}",
+            r.err()
+        );
     }
 
     /// One uid cannot hold more than its share of connections.

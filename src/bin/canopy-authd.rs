@@ -49,6 +49,9 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         let auth = canopy::daemon::authenticator(&conf)
             .with_context(|| format!("cannot load the key {}", key_path.display()))?;
+        // What it verifies for clients: nothing from before its own start
+        // (its replay cache starts empty).
+        auth.refuse_issued_before(std::time::SystemTime::now());
         let listener = canopy::authd::bind(&socket).await?;
         let (sign, alt) = auth.key_ids();
         tracing::info!(socket = %socket.display(), key_id = format!("{sign:#010x}"), alternate = ?alt.map(|a| format!("{a:#010x}")), "canopy-authd serving");

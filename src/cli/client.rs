@@ -34,6 +34,12 @@ pub enum CliError {
     Unexpected(&'static str),
     #[error("{0}")]
     Usage(String),
+    /// Anyone may get a credential from the signer now; a reply counts
+    /// only if the daemons' identity signed it.
+    #[error(
+        "a reply signed by uid {0}, not by the controller's identity (root, SlurmUser): refused"
+    )]
+    Untrusted(u32),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -43,6 +49,9 @@ pub struct Client {
     pub conf_path: PathBuf,
     conn: Connection,
     signer: Arc<SignerClient>,
+    /// The uids whose signatures a reply may carry: root, SlurmUser, and
+    /// this user (whose own controller it may be, on a private cluster).
+    trusted: Vec<u32>,
     /// When the connection last carried a request (see [`Client::call`]).
     last_used: Instant,
 }
@@ -56,12 +65,14 @@ impl Client {
         // Fail early, naming the socket, when no signer runs here.
         signer.connect().await.map_err(WireError::from)?;
         let conn = open(&conf, &signer).await?;
+        let trusted = trusted_uids(conf.slurm_user.clone()).await;
         Ok(Client {
             conf,
             conf_path,
             conn,
             signer,
             last_used: Instant::now(),
+            trusted,
         })
     }
 
@@ -74,6 +85,12 @@ impl Client {
     /// cluster can reach this client on (srun listens there for task I/O).
     pub fn local_ip(&self) -> Option<std::net::IpAddr> {
         self.conn.local_addr().map(|a| a.ip())
+    }
+
+    /// The uids a daemon's frames may be signed by (srun checks its task
+    /// I/O links against them too).
+    pub fn trusted(&self) -> &[u32] {
+        &self.trusted
     }
 
     /// The signer this client's frames go through (srun's task I/O
@@ -96,9 +113,12 @@ impl Client {
             if self.last_used.elapsed() >= self.conf.read_timeout() * 3 / 4 {
                 self.conn = open(&self.conf, &self.signer).await?;
             }
-            let env = self.conn.request(&body).await;
+            let env = self.conn.request(&body).await?;
             self.last_used = Instant::now();
-            match env?.body {
+            if !self.trusted.contains(&env.uid) {
+                return Err(CliError::Untrusted(env.uid));
+            }
+            match env.body {
                 Body::Error(e) if e.code == ErrorCode::Backoff => {
                     limited += 1;
                     tokio::time::sleep(Duration::from_secs(limited.min(MAX_BACKOFF_S))).await;
@@ -122,4 +142,26 @@ async fn open(conf: &Config, signer: &Arc<SignerClient>) -> Result<Connection, C
         Ok(Err(e)) => Err(CliError::Connect(e.to_string())),
         Err(_) => Err(CliError::Connect(format!("timed out connecting to {addr}"))),
     }
+}
+
+/// Root, SlurmUser (looked up off the event loop: a passwd lookup may wait
+/// on LDAP) and this user.
+async fn trusted_uids(slurm_user: Option<String>) -> Vec<u32> {
+    let me = nix::unistd::getuid().as_raw();
+    let slurm = match slurm_user {
+        Some(name) => tokio::task::spawn_blocking(move || {
+            nix::unistd::User::from_name(&name)
+                .ok()
+                .flatten()
+                .map(|u| u.uid.as_raw())
+        })
+        .await
+        .ok()
+        .flatten(),
+        None => None,
+    };
+    let mut v: Vec<u32> = [0, me].into_iter().chain(slurm).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }

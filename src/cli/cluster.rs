@@ -191,6 +191,10 @@ fn running_pids(dir: &Path) -> Vec<(PathBuf, i32)> {
 /// or a group/world-writable one is refused.
 pub fn secure_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
     match fs::DirBuilder::new().mode(0o755).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

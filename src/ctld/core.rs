@@ -190,7 +190,9 @@ impl Core {
                 reason,
                 usage,
             } => self.job_ended(job_id, state, exit, reason, usage, now, &mut out),
-            Command::NodeRegistered { hello, via } => self.node_registered(&hello, via, &mut out),
+            Command::NodeRegistered { hello, via } => {
+                self.node_registered(&hello, via, now, &mut out)
+            }
             Command::NodeReachability { added, removed } => {
                 self.node_reachability(&added, &removed, now, &mut out)
             }

@@ -94,7 +94,13 @@ impl Core {
     /// tree (see [`Core::node_reachability`]): a registration and a death
     /// inside one health interval must not leave the node marked
     /// responding.
-    pub(super) fn node_registered(&mut self, hello: &Hello, via: Option<u32>, out: &mut Output) {
+    pub(super) fn node_registered(
+        &mut self,
+        hello: &Hello,
+        via: Option<u32>,
+        now: UnixTime,
+        out: &mut Output,
+    ) {
         let rank = hello.rank;
         if self.conf.nodes.get(rank as usize).map(|n| n.name.as_str()) != Some(&hello.node) {
             tracing::warn!(rank, node = %hello.node, "registration with mismatched name ignored");
@@ -112,6 +118,17 @@ impl Core {
             st.attached_to = via;
             revive(st, rtos, &hello.node);
         });
+        // Revived (or never timed) while the tree does not reach it yet: if
+        // the reachability never comes, it goes DOWN again at the timeout.
+        if self
+            .node_deadline
+            .get(rank as usize)
+            .copied()
+            .flatten()
+            .is_none()
+        {
+            self.arm_node_deadline(rank, now, out);
+        }
         self.reconcile(rank, hello, out);
         out.effect(Effect::Reschedule);
     }
@@ -488,6 +505,23 @@ mod tests {
             .persist
             .iter()
             .any(|op| matches!(op, Op::NodeAdmin { name, state: None } if name == "n1")));
+    }
+
+    /// A registration that revives a DOWN node the relay tree does not
+    /// reach yet gives it a fresh timeout: it cannot stay up unreachable.
+    #[test]
+    fn a_node_revived_by_registration_alone_times_out_again() {
+        let (mut core, _) = core_with("", 1, vec![]);
+        core.apply(T0 + 60, Command::Schedule);
+        assert_eq!(down_reason(&core, 0).as_deref(), Some(NOT_RESPONDING));
+        let out = register(&mut core, 0, T0 + 100);
+        assert_eq!(down_reason(&core, 0), None, "ReturnToService=1 revives");
+        assert!(out
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::WakeAt(t) if *t == T0 + 160)));
+        core.apply(T0 + 160, Command::Schedule);
+        assert_eq!(down_reason(&core, 0).as_deref(), Some(NOT_RESPONDING));
     }
 
     /// A node that answers again before its deadline is not set DOWN by

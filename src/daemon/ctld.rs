@@ -121,6 +121,7 @@ where
         conns: limiter.clone(),
         auth: auth.clone(),
         key_path: conf.auth_key_path.clone(),
+        keys_incomplete: Arc::default(),
         daemons: daemons.clone(),
         operators,
         peers: peers.clone(),

@@ -37,7 +37,19 @@ pub fn authenticator(conf: &Config) -> Result<Arc<Authenticator>, crate::wire::a
     let keys = load_keyring(&conf.auth_key_path)?;
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
-    Ok(Arc::new(Authenticator::with_keyring(keys, uid, gid)))
+    // The daemons' identities are exempt from the replay cache's per-user
+    // quota: a user's flood must not get a daemon's frames refused. (A
+    // passwd lookup, once, at start-up.)
+    let slurm_uid = conf
+        .slurm_user
+        .as_deref()
+        .and_then(|n| nix::unistd::User::from_name(n).ok().flatten())
+        .map(|u| u.uid.as_raw());
+    let exempt: Vec<u32> = std::iter::once(uid).chain(slurm_uid).collect();
+    Ok(Arc::new(
+        Authenticator::with_keyring(keys, uid, gid)
+            .with_replay_quota(crate::wire::auth::DEFAULT_REPLAY_PER_UID, &exempt),
+    ))
 }
 
 /// Expand `%n` (node name) and `%h` (host name) in a spool directory pattern.

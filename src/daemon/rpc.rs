@@ -44,6 +44,9 @@ pub struct CtldInfo {
     pub auth: Arc<crate::wire::auth::Authenticator>,
     /// The signing key file (`slurm.key`; `slurm.key.alt` beside it).
     pub key_path: std::path::PathBuf,
+    /// Some node did not take the last key change: the next reconfigure
+    /// tells every node again, even if the files did not change since.
+    pub keys_incomplete: Arc<std::sync::atomic::AtomicBool>,
     /// The client/node port's connection limit and its counters.
     pub conns: Arc<ConnLimiter>,
     /// Who may speak as a node daemon (root, this uid, SlurmUser); they
@@ -112,10 +115,10 @@ fn gone() -> Body {
 
 /// Answer one client request.
 pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Body {
-    let operator = env.uid == 0
-        || env.uid == info.slurm_uid
-        || info.daemons.allows(env.uid)
-        || info.operators.allows(env.uid, env.gid);
+    // Root, SlurmUser and the daemons' uid may also submit as others
+    // (`--uid`, as in Slurm); operators named by `canopy_operators` may not.
+    let superuser = env.uid == 0 || env.uid == info.slurm_uid || info.daemons.allows(env.uid);
+    let operator = superuser || info.operators.allows(env.uid, env.gid);
     let caller = Caller {
         uid: env.uid,
         operator,
@@ -139,7 +142,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             started: info.started,
             version: env!("CARGO_PKG_VERSION").to_string(),
         }),
-        Body::SubmitJob(s) => submit(*s, caller, env.gid, h, info).await,
+        Body::SubmitJob(s) => submit(*s, caller, superuser, env.gid, h, info).await,
         Body::QueryJobs(JobQuery { job_ids, brief, .. }) => {
             let msg = GetJobs {
                 ids: job_ids,
@@ -240,6 +243,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
 async fn submit(
     mut s: JobSubmit,
     caller: Caller,
+    superuser: bool,
     cred_gid: u32,
     h: &ControllerHandles,
     info: &CtldInfo,
@@ -247,7 +251,11 @@ async fn submit(
     // Refused before any lookup: nobody makes the controller look up ids
     // it will not run a job as (the core checks the uid again). The job
     // runs as the body's uid and gid, so a user's must be the credential's.
-    if let Err(d) = authz::check_submit_identity(caller, cred_gid, s.uid, s.gid) {
+    let as_self = Caller {
+        operator: superuser,
+        ..caller
+    };
+    if let Err(d) = authz::check_submit_identity(as_self, cred_gid, s.uid, s.gid) {
         tracing::warn!(
             uid = caller.uid,
             gid = cred_gid,
@@ -300,7 +308,10 @@ async fn reload_keys(h: &ControllerHandles, info: &CtldInfo) -> Body {
     match tokio::task::spawn_blocking(move || crate::wire::auth::load_keyring(&path)).await {
         Ok(Ok(keys)) => {
             let (sign, alt) = (keys.signing.id(), keys.alternate.as_ref().map(|k| k.id()));
-            if info.auth.key_ids() == (sign, alt) {
+            let incomplete = &info.keys_incomplete;
+            if info.auth.key_ids() == (sign, alt)
+                && !incomplete.load(std::sync::atomic::Ordering::Relaxed)
+            {
                 // No rotation: nothing to tell the nodes (some may be down).
                 return Body::Ok;
             }
@@ -320,6 +331,7 @@ async fn reload_keys(h: &ControllerHandles, info: &CtldInfo) -> Body {
                 Err(_) => return gone(),
             };
             info.auth.set_keys(keys);
+            incomplete.store(!failed.is_empty(), std::sync::atomic::Ordering::Relaxed);
             if failed.is_empty() {
                 return Body::Ok;
             }

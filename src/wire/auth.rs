@@ -36,6 +36,10 @@ pub const DEFAULT_SKEW: Duration = Duration::from_secs(5);
 /// Most credentials the replay cache remembers at once (about 100 MiB at
 /// worst). Enough for ~15,000 frames/s per daemon at the default TTL.
 pub const DEFAULT_REPLAY_CAPACITY: usize = 1 << 22;
+/// Most of the replay cache one (non-exempt) uid may hold: about 1,900
+/// credentials a second, sustained, at the default TTL; sixteen users
+/// flooding at once are needed to fill the whole cache.
+pub const DEFAULT_REPLAY_PER_UID: usize = 1 << 18;
 
 /// Bytes of random key material `generate_key_file` writes (hex-encoded).
 const GENERATED_KEY_BYTES: usize = 64;
@@ -90,6 +94,12 @@ pub enum AuthError {
          that could not be remembered"
     )]
     ReplayCacheFull { capacity: usize },
+
+    #[error(
+        "uid {uid} already holds {quota} credentials still valid in the replay cache; \
+         refusing more from it until they expire"
+    )]
+    ReplayQuota { uid: u32, quota: usize },
 
     #[error(
         "credential was issued for another message (its body digest does not match): \
@@ -368,7 +378,9 @@ impl Rejections {
             AuthError::FutureDated { .. } => &self.future_dated,
             AuthError::BeforeStart { .. } => &self.before_start,
             AuthError::Replayed { .. } => &self.replayed,
-            AuthError::ReplayCacheFull { .. } => &self.replay_cache_full,
+            AuthError::ReplayCacheFull { .. } | AuthError::ReplayQuota { .. } => {
+                &self.replay_cache_full
+            }
             _ => return,
         };
         c.fetch_add(1, Ordering::Relaxed);
@@ -408,7 +420,7 @@ impl Authenticator {
             not_before_ms: AtomicU64::new(0),
             rejected: Rejections::default(),
             next_nonce: AtomicU64::new(OsRng.next_u64()),
-            replay: Mutex::new(ReplayCache::new(DEFAULT_REPLAY_CAPACITY)),
+            replay: Mutex::new(ReplayCache::new(DEFAULT_REPLAY_CAPACITY).exempting(uid)),
         }
     }
 
@@ -470,6 +482,18 @@ impl Authenticator {
     /// Most credentials remembered at once; beyond it, frames are refused.
     pub fn with_replay_capacity(mut self, capacity: usize) -> Self {
         self.replay = Mutex::new(ReplayCache::new(capacity));
+        self
+    }
+
+    /// Most of the replay cache one uid may hold (default
+    /// [`DEFAULT_REPLAY_PER_UID`]), and the uids exempt from that quota
+    /// (root always is; add the daemons' own and SlurmUser's).
+    pub fn with_replay_quota(self, per_uid: usize, exempt: &[u32]) -> Self {
+        {
+            let mut r = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
+            r.per_uid = per_uid;
+            r.exempt = std::iter::once(0).chain(exempt.iter().copied()).collect();
+        }
         self
     }
 
@@ -670,8 +694,16 @@ fn local_host_name() -> String {
 struct ReplayCache {
     current: HashSet<(u64, u32)>,
     previous: HashSet<(u64, u32)>,
+    /// Entries per uid in each generation: one user may hold at most
+    /// `per_uid` of the cache, so no user can fill it for everyone else.
+    current_by_uid: std::collections::HashMap<u32, usize>,
+    previous_by_uid: std::collections::HashMap<u32, usize>,
     current_since_ms: u64,
     capacity: usize,
+    per_uid: usize,
+    /// Uids the quota does not apply to (root, the daemons' user): what
+    /// daemons sign must never be refused because a user flooded.
+    exempt: Vec<u32>,
 }
 
 impl ReplayCache {
@@ -679,9 +711,21 @@ impl ReplayCache {
         ReplayCache {
             current: HashSet::new(),
             previous: HashSet::new(),
+            current_by_uid: Default::default(),
+            previous_by_uid: Default::default(),
+            per_uid: DEFAULT_REPLAY_PER_UID.min(capacity),
+            exempt: vec![0],
             current_since_ms: 0,
             capacity,
         }
+    }
+
+    /// Also exempt `uid` (the daemon's own) from the per-uid quota.
+    fn exempting(mut self, uid: u32) -> Self {
+        if !self.exempt.contains(&uid) {
+            self.exempt.push(uid);
+        }
+        self
     }
 
     fn admit(
@@ -696,12 +740,24 @@ impl ReplayCache {
         if self.current.contains(&seen) || self.previous.contains(&seen) {
             return Err(AuthError::Replayed { nonce, uid });
         }
+        let exempt = self.exempt.contains(&uid);
+        let held = self.current_by_uid.get(&uid).copied().unwrap_or(0)
+            + self.previous_by_uid.get(&uid).copied().unwrap_or(0);
+        if !exempt && held >= self.per_uid {
+            return Err(AuthError::ReplayQuota {
+                uid,
+                quota: self.per_uid,
+            });
+        }
+        // The daemons' own credentials may use the part of the cache users'
+        // quotas leave; users' stop short of the whole.
         if self.current.len() + self.previous.len() >= self.capacity {
             return Err(AuthError::ReplayCacheFull {
                 capacity: self.capacity,
             });
         }
         self.current.insert(seen);
+        *self.current_by_uid.entry(uid).or_default() += 1;
         Ok(())
     }
 
@@ -716,11 +772,14 @@ impl ReplayCache {
         }
         if age >= window_ms.saturating_mul(2) {
             self.previous.clear();
+            self.previous_by_uid.clear();
         } else {
             std::mem::swap(&mut self.current, &mut self.previous);
+            std::mem::swap(&mut self.current_by_uid, &mut self.previous_by_uid);
         }
         // `clear` keeps the allocation, so a steady load does not re-grow it.
         self.current.clear();
+        self.current_by_uid.clear();
         self.current_since_ms = now_ms;
     }
 
@@ -956,18 +1015,54 @@ mod tests {
 
     #[test]
     fn a_full_replay_cache_refuses_instead_of_forgetting() {
-        let receiver = auth().with_replay_capacity(2);
-        let sender = auth();
+        // Room for 4, at most 2 per user; root is exempt from the quota.
+        let receiver = auth().with_replay_capacity(4).with_replay_quota(2, &[]);
+        let as_uid = |uid| Authenticator::new(key(7), uid, 100);
+        let (alice, bob, root) = (as_uid(1000), as_uid(1001), as_uid(0));
         for _ in 0..2 {
-            let cred = sender.sign(b"h", b"b", at(0));
+            let cred = alice.sign(b"h", b"b", at(0));
             receiver.verify(&cred, b"h", b"b", at(0)).unwrap();
         }
-        let cred = sender.sign(b"h", b"b", at(0));
+        // Alice's quota is spent; bob still gets in.
+        let cred = alice.sign(b"h", b"b", at(0));
         let err = receiver.verify(&cred, b"h", b"b", at(0)).unwrap_err();
-        assert!(matches!(err, AuthError::ReplayCacheFull { capacity: 2 }));
+        assert!(
+            matches!(
+                err,
+                AuthError::ReplayQuota {
+                    uid: 1000,
+                    quota: 2
+                }
+            ),
+            "{err}"
+        );
+        for _ in 0..2 {
+            let cred = bob.sign(b"h", b"b", at(0));
+            receiver.verify(&cred, b"h", b"b", at(0)).unwrap();
+        }
+        // Now the cache itself is full: even root is refused, not forgotten.
+        let cred = root.sign(b"h", b"b", at(0));
+        let err = receiver.verify(&cred, b"h", b"b", at(0)).unwrap_err();
+        assert!(
+            matches!(err, AuthError::ReplayCacheFull { capacity: 4 }),
+            "{err}"
+        );
         // Two windows later the old entries are gone and room is back.
-        let later = sender.sign(b"h", b"b", at(200_000));
+        let later = alice.sign(b"h", b"b", at(200_000));
         assert!(receiver.verify(&later, b"h", b"b", at(200_000)).is_ok());
+    }
+
+    /// The daemons' own uid is exempt from the quota by default.
+    #[test]
+    fn the_daemons_uid_is_not_held_to_a_users_quota() {
+        let receiver = Authenticator::new(key(7), 0, 0)
+            .with_replay_capacity(10)
+            .with_replay_quota(1, &[4242]);
+        let daemon = Authenticator::new(key(7), 4242, 4242);
+        for _ in 0..3 {
+            let cred = daemon.sign(b"h", b"b", at(0));
+            receiver.verify(&cred, b"h", b"b", at(0)).unwrap();
+        }
     }
 
     #[test]

@@ -231,14 +231,19 @@ impl Session<'_> {
         let width = ntasks.saturating_sub(1).to_string().len();
         let (tx, mut rx) = mpsc::channel::<Event>(1024);
         let (job_id, step_id, token) = (self.launched.job_id, self.launched.step_id, self.token);
+        // Task I/O links come from node daemons: only their identity counts
+        // (any user can get a credential from the signer).
+        let trusted = ctl.trusted().to_vec();
         let accept = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let mut conn = Connection::new(stream, auth.clone(), 0);
                 let tx = tx.clone();
+                let trusted = trusted.clone();
                 tokio::spawn(async move {
-                    // The first frame must name this step and carry its token.
+                    // The first frame must come from a daemon, name this
+                    // step and carry its token.
                     let hello = match conn.recv().await {
-                        Ok(Some(env)) => match env.body {
+                        Ok(Some(env)) if trusted.contains(&env.uid) => match env.body {
                             Body::StepIoHello(h)
                                 if h.token == token
                                     && h.job_id == job_id
