@@ -301,17 +301,6 @@ impl Core {
         let before = st.admin.clone();
         f(st);
         let (admin, schedulable) = (st.admin.clone(), st.schedulable());
-        if admin != before {
-            let state = if admin == AdminState::default() {
-                None
-            } else {
-                rmp_serde::to_vec_named(&admin).ok()
-            };
-            out.persist.push(Op::NodeAdmin {
-                name: self.node_name(rank).to_string(),
-                state,
-            });
-        }
         if let Some(slot) = self.slots.get_mut(rank as usize) {
             slot.available = schedulable;
         }
@@ -332,6 +321,21 @@ impl Core {
                 }
                 self.end_job(id, JobState::NodeFail, JobReason::NodeDown, None, None, out);
             }
+        }
+        // The node's new state is written after its jobs' ends: a write
+        // cut short may keep the jobs' ends without the DOWN (the node
+        // times out again after a restart), never a DOWN node whose jobs
+        // still look running.
+        if admin != before {
+            let state = if admin == AdminState::default() {
+                None
+            } else {
+                rmp_serde::to_vec_named(&admin).ok()
+            };
+            out.persist.push(Op::NodeAdmin {
+                name: self.node_name(rank).to_string(),
+                state,
+            });
         }
     }
 
