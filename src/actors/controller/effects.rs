@@ -1,7 +1,7 @@
 //! Carrying out what the controller core decided: the records to the
 //! store first, then (once they are durable) everything that leaves the
 //! controller; and the local changes an effect makes at once (step actors,
-//! timers, partition and node actors after a reconfigure).
+//! timers, partition actors after a reconfigure).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
