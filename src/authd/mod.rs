@@ -255,7 +255,7 @@ pub async fn serve_if_free(path: &Path, auth: Arc<Authenticator>, stop: Cancella
 mod tests {
     use super::*;
     use crate::wire::auth::{content_digest, Key};
-    use crate::wire::signer::{SignerClient, SignerError, SignerRequest};
+    use crate::wire::signer::{SignerClient, SignerError};
 
     fn auth() -> Arc<Authenticator> {
         Arc::new(Authenticator::new(Key::from_bytes(&[5; 32]).unwrap(), 0, 0))
@@ -333,7 +333,6 @@ mod tests {
         drop(raw);
         let again = bind(&path).await;
         assert!(again.is_ok(), "{:?}", again.err());
-        let _ = SignerRequest::Sign { digest: [0; 32] };
     }
 
     /// A socket in a directory others may write could be replaced by a

@@ -21,8 +21,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum CliError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("{0}")]
-    Auth(#[from] crate::wire::auth::AuthError),
     #[error("Unable to contact slurm controller (connect failure): {0}")]
     Connect(String),
     #[error("{0}")]

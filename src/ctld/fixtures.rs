@@ -1,6 +1,8 @@
 //! Records the core's unit tests share.
 
+use crate::ctld::{Effect, Output};
 use crate::model::job::{Allocation, JobRecord, JobState, JobSubmit};
+use crate::wire::messages::{Hello, JobOnNode, JobReport};
 
 /// Job `id`, running since t=10 on node `rank` with one CPU.
 pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
@@ -32,4 +34,39 @@ pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
         priority_set: false,
         mail_sent: 0,
     }
+}
+
+/// Node `n{rank+1}`'s registration, reporting `jobs` as running. Its daemon
+/// has run since long before (t=1): only the controller restarted.
+pub(crate) fn hello(rank: u32, jobs: &[u32]) -> Hello {
+    Hello {
+        node: format!("n{}", rank + 1),
+        rank,
+        boot_id: 1,
+        started: 1,
+        version: "t".into(),
+        resources: Default::default(),
+        jobs: jobs
+            .iter()
+            .map(|&job_id| JobReport {
+                job_id,
+                state: JobOnNode::Running,
+            })
+            .collect(),
+    }
+}
+
+/// The jobs an output ends NODE_FAIL.
+pub(crate) fn node_failed(out: &Output) -> Vec<u32> {
+    out.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::EndJob {
+                job_id,
+                state: JobState::NodeFail,
+                ..
+            } => Some(*job_id),
+            _ => None,
+        })
+        .collect()
 }

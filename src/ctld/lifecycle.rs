@@ -299,47 +299,18 @@ mod tests {
     use std::sync::Arc;
 
     use crate::config::Config;
-    use crate::ctld::fixtures::running;
+    use crate::ctld::fixtures::{hello, node_failed, running};
     use crate::ctld::{Command, Core, Effect};
-    use crate::model::job::JobState;
-    use crate::wire::messages::{Hello, JobOnNode, JobReport};
 
     fn register(core: &mut Core, rank: u32, jobs: &[u32]) -> Vec<u32> {
-        let hello = Hello {
-            node: format!("n{}", rank + 1),
-            rank,
-            boot_id: 1,
-            // The node daemon has run since long before: only the
-            // controller restarted.
-            started: 1,
-            version: "t".into(),
-            resources: Default::default(),
-            jobs: jobs
-                .iter()
-                .map(|&job_id| JobReport {
-                    job_id,
-                    state: JobOnNode::Running,
-                })
-                .collect(),
-        };
         let out = core.apply(
             1000,
             Command::NodeRegistered {
-                hello: Box::new(hello),
+                hello: Box::new(hello(rank, jobs)),
                 via: None,
             },
         );
-        out.effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::EndJob {
-                    job_id,
-                    state: JobState::NodeFail,
-                    ..
-                } => Some(*job_id),
-                _ => None,
-            })
-            .collect()
+        node_failed(&out)
     }
 
     /// A start can be on disk while its launch never left (the controller

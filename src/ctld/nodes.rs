@@ -365,15 +365,13 @@ mod tests {
 
     use super::NOT_RESPONDING;
     use crate::config::Config;
-    use crate::ctld::fixtures::running;
+    use crate::ctld::fixtures::{hello, node_failed, running};
     use crate::ctld::{Command, Core, Effect, Output, Reply};
     use crate::model::job::JobState;
     use crate::model::node::{AdminState, Reason};
     use crate::policy::authz::Caller;
     use crate::state::store::Op;
-    use crate::wire::messages::{
-        ErrorCode, Hello, JobOnNode, JobReport, NodeUpdate, NodeUpdateState,
-    };
+    use crate::wire::messages::{ErrorCode, NodeUpdate, NodeUpdateState};
 
     const T0: i64 = 1000;
 
@@ -386,34 +384,18 @@ mod tests {
         Core::recover(Arc::new(conf), jobs, None, &HashMap::new(), T0)
     }
 
-    fn hello(rank: u32) -> Hello {
-        Hello {
-            node: format!("n{}", rank + 1),
-            rank,
-            boot_id: 7,
-            started: 1,
-            version: "t".into(),
-            resources: Default::default(),
-            jobs: vec![],
-        }
-    }
-
     /// The node registers with the jobs the core placed on it.
     fn register(core: &mut Core, rank: u32, now: i64) -> Output {
-        let mut h = hello(rank);
-        h.jobs = core
+        let jobs: Vec<u32> = core
             .jobs()
             .running()
             .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
-            .map(|j| JobReport {
-                job_id: j.job_id,
-                state: JobOnNode::Running,
-            })
+            .map(|j| j.job_id)
             .collect();
         core.apply(
             now,
             Command::NodeRegistered {
-                hello: Box::new(h),
+                hello: Box::new(hello(rank, &jobs)),
                 via: None,
             },
         )
@@ -451,20 +433,6 @@ mod tests {
             .map(|r| r.text.clone())
     }
 
-    fn node_fails(out: &Output) -> Vec<u32> {
-        out.effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::EndJob {
-                    job_id,
-                    state: JobState::NodeFail,
-                    ..
-                } => Some(*job_id),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// A node that never shows up goes DOWN at SlurmdTimeout after the
     /// controller started; one that stops answering, SlurmdTimeout after
     /// it stopped; with ReturnToService=1 it comes back when reachable.
@@ -492,9 +460,9 @@ mod tests {
             .effects
             .iter()
             .any(|e| matches!(e, Effect::WakeAt(t) if *t == T0 + 160)));
-        assert!(node_fails(&core.apply(T0 + 159, Command::Schedule)).is_empty());
+        assert!(node_failed(&core.apply(T0 + 159, Command::Schedule)).is_empty());
         let out = core.apply(T0 + 160, Command::Schedule);
-        assert_eq!(node_fails(&out), vec![5]);
+        assert_eq!(node_failed(&out), vec![5]);
         // The DOWN is persisted, so it survives a restart.
         assert!(out
             .persist
@@ -589,7 +557,7 @@ mod tests {
             reach(&mut core, r, true, T0);
         }
         let out = update(&mut core, Caller::ROOT, NodeUpdateState::Drain, T0 + 5);
-        assert!(node_fails(&out).is_empty());
+        assert!(node_failed(&out).is_empty());
         assert!(!core.slots()[0].available && core.nodes()[0].responding);
         let r = core.nodes()[0].admin.drain.clone().unwrap();
         assert_eq!(
@@ -601,13 +569,13 @@ mod tests {
             }
         );
         let out = update(&mut core, Caller::ROOT, NodeUpdateState::Down, T0 + 6);
-        let mut failed = node_fails(&out);
+        let mut failed = node_failed(&out);
         failed.sort();
         assert_eq!(failed, vec![5, 6]);
         assert_eq!(core.jobs().get(6).unwrap().state, JobState::Running);
         let out = update(&mut core, Caller::ROOT, NodeUpdateState::Down, T0 + 7);
         assert!(
-            node_fails(&out).is_empty(),
+            node_failed(&out).is_empty(),
             "a node already DOWN loses nothing more"
         );
         // UNDRAIN lifts the drain only.
@@ -702,7 +670,7 @@ mod tests {
     #[test]
     fn a_mismatched_registration_is_ignored() {
         let (mut core, _) = core_with("", 0, vec![]);
-        let mut h = hello(0);
+        let mut h = hello(0, &[]);
         h.node = "n2".into();
         let out = core.apply(
             T0,

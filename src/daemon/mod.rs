@@ -45,7 +45,7 @@ pub fn authenticator(conf: &Config) -> Result<Arc<Authenticator>, crate::wire::a
         .as_deref()
         .and_then(|n| nix::unistd::User::from_name(n).ok().flatten())
         .map(|u| u.uid.as_raw());
-    let exempt: Vec<u32> = std::iter::once(uid).chain(slurm_uid).collect();
+    let exempt: Vec<u32> = slurm_uid.into_iter().collect();
     Ok(Arc::new(
         Authenticator::with_keyring(keys, uid, gid)
             .with_replay_quota(crate::wire::auth::DEFAULT_REPLAY_PER_UID, &exempt),

@@ -486,13 +486,17 @@ impl Authenticator {
     }
 
     /// Most of the replay cache one uid may hold (default
-    /// [`DEFAULT_REPLAY_PER_UID`]), and the uids exempt from that quota
-    /// (root always is; add the daemons' own and SlurmUser's).
+    /// [`DEFAULT_REPLAY_PER_UID`]), and more uids exempt from that quota
+    /// (root and this process's own uid always are; add SlurmUser's).
     pub fn with_replay_quota(self, per_uid: usize, exempt: &[u32]) -> Self {
         {
             let mut r = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
             r.per_uid = per_uid;
-            r.exempt = std::iter::once(0).chain(exempt.iter().copied()).collect();
+            for &uid in exempt {
+                if !r.exempt.contains(&uid) {
+                    r.exempt.push(uid);
+                }
+            }
         }
         self
     }

@@ -20,7 +20,7 @@ use thiserror::Error;
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-use super::auth::{AuthError, Authenticator, ContentDigest, Credential};
+use super::auth::{Authenticator, ContentDigest, Credential};
 
 /// Largest signer message either way: a request is a digest or a
 /// credential and a digest (a few hundred bytes), so anything bigger is
@@ -94,10 +94,6 @@ impl SignerClient {
             path: path.to_path_buf(),
             conn: tokio::sync::Mutex::new(None),
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Connect now (so a command fails early, with the socket's name, when
@@ -243,13 +239,4 @@ impl From<Arc<SignerClient>> for Signer {
     fn from(c: Arc<SignerClient>) -> Signer {
         Signer::Local(c)
     }
-}
-
-/// Why a frame could not be signed or verified.
-#[derive(Debug, Error)]
-pub enum SignError {
-    #[error(transparent)]
-    Auth(#[from] AuthError),
-    #[error(transparent)]
-    Signer(#[from] SignerError),
 }
