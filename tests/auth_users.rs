@@ -62,17 +62,7 @@ fn home_for(uid: u32) -> tempfile::TempDir {
 
 /// Run `canopy CMD ARGS` as `uid` in `home`.
 fn as_user(c: &Cluster, uid: u32, home: &Path, cmd: &str, args: &[&str]) -> Output {
-    Command::new(bin("canopy"))
-        .arg(cmd)
-        .args(args)
-        .current_dir(home)
-        .env("CANOPY_CONF", &c.conf)
-        .env("PATH", c.path_env())
-        .uid(uid)
-        .gid(gid_of(uid))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    common::run_as(c, (uid, gid_of(uid)), home, &c.conf, cmd, args)
 }
 
 fn text(o: &Output) -> String {

@@ -9,30 +9,26 @@
 mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use canopy::wire::types::JobState;
-use common::{bin, require, Cluster};
+use common::{require, Cluster};
 
 const NOBODY: u32 = 65534;
 
 /// Run a canopy command as `nobody`, with a configuration of their own (the
 /// cluster's, included); their credentials come from the local signer.
 fn as_nobody(c: &Cluster, home: &Path, cmd: &str, args: &[&str]) -> Output {
-    Command::new(bin("canopy"))
-        .arg(cmd)
-        .args(args)
-        .current_dir(home)
-        .env("CANOPY_CONF", home.join("slurm.conf"))
-        .env("PATH", c.path_env())
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    common::run_as(
+        c,
+        (NOBODY, NOBODY),
+        home,
+        &home.join("slurm.conf"),
+        cmd,
+        args,
+    )
 }
 
 fn submit(c: &Cluster, home: &Path, args: &[&str]) -> u32 {

@@ -10,9 +10,8 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use canopy::wire::auth::{load_key, Authenticator};
 use canopy::wire::connection::Connection;
 use canopy::wire::messages::{Body, ErrorCode, ErrorReply};
 use canopy::wire::types::{JobState, JobSubmit};
-use common::{bin, require, Cluster};
+use common::{require, Cluster};
 
 const NOBODY: u32 = 65534;
 const TOO_LONG: &str = "Pathname of a file, directory or other parameter too long";
@@ -61,17 +60,14 @@ fn nobody_home(c: &Cluster) -> tempfile::TempDir {
 }
 
 fn as_nobody(c: &Cluster, home: &Path, cmd: &str, args: &[&str]) -> Output {
-    Command::new(bin("canopy"))
-        .arg(cmd)
-        .args(args)
-        .current_dir(home)
-        .env("CANOPY_CONF", home.join("slurm.conf"))
-        .env("PATH", c.path_env())
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    common::run_as(
+        c,
+        (NOBODY, NOBODY),
+        home,
+        &home.join("slurm.conf"),
+        cmd,
+        args,
+    )
 }
 
 fn parsable_id(o: &Output) -> u32 {

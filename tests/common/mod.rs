@@ -151,16 +151,22 @@ impl Cluster {
             .unwrap()
     }
 
+    /// Start daemon `exe` with this cluster's config and `args`, logging
+    /// to `log/<log>.log`.
+    fn spawn_daemon(&self, exe: &str, args: &[&str], log: &str) -> Child {
+        Command::new(bin(exe))
+            .args(["-f", self.conf.to_str().unwrap()])
+            .args(args)
+            .env("CANOPY_LOG", "debug,sled=info")
+            .stdout(self.log(log))
+            .stderr(self.log(log))
+            .spawn()
+            .unwrap()
+    }
+
     /// Start the local signer and wait until its socket answers.
     pub fn start_authd(&mut self) {
-        let child = Command::new(bin("canopy-authd"))
-            .args(["-f", self.conf.to_str().unwrap()])
-            .env("CANOPY_LOG", "debug")
-            .stdout(self.log("authd"))
-            .stderr(self.log("authd"))
-            .spawn()
-            .unwrap();
-        self.authd = Some(child);
+        self.authd = Some(self.spawn_daemon("canopy-authd", &[], "authd"));
         let socket = self.dir.path().join("authd.sock");
         let t0 = Instant::now();
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
@@ -174,24 +180,11 @@ impl Cluster {
     }
 
     pub fn start_ctld(&mut self) {
-        let child = Command::new(bin("canopy-ctld"))
-            .args(["-f", self.conf.to_str().unwrap()])
-            .env("CANOPY_LOG", "debug,sled=info")
-            .stdout(self.log("ctld"))
-            .stderr(self.log("ctld"))
-            .spawn()
-            .unwrap();
-        self.ctld = Some(child);
+        self.ctld = Some(self.spawn_daemon("canopy-ctld", &[], "ctld"));
     }
 
     pub fn start_node(&mut self, name: &str) {
-        let child = Command::new(bin("canopy-noded"))
-            .args(["-f", self.conf.to_str().unwrap(), "-N", name])
-            .env("CANOPY_LOG", "debug,sled=info")
-            .stdout(self.log(name))
-            .stderr(self.log(name))
-            .spawn()
-            .unwrap();
+        let child = self.spawn_daemon("canopy-noded", &["-N", name], name);
         self.noded.insert(name.to_string(), child);
     }
 
@@ -394,6 +387,30 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
     }
+}
+
+/// Run `canopy CMD ARGS` as `uid`/`gid` in `home`, with configuration
+/// `conf` and the cluster's command links first on PATH.
+pub fn run_as(
+    c: &Cluster,
+    (uid, gid): (u32, u32),
+    home: &Path,
+    conf: &Path,
+    cmd: &str,
+    args: &[&str],
+) -> Output {
+    use std::os::unix::process::CommandExt;
+    Command::new(bin("canopy"))
+        .arg(cmd)
+        .args(args)
+        .current_dir(home)
+        .env("CANOPY_CONF", conf)
+        .env("PATH", c.path_env())
+        .uid(uid)
+        .gid(gid)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 /// SIGTERM `child` and wait up to `limit` for it to exit: its exit status,
