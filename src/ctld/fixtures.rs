@@ -22,6 +22,7 @@ pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
             cpus: vec![1],
             tasks: vec![1],
             mem_mb: 0,
+            ..Default::default()
         }),
         exit: Default::default(),
         restarts: 0,

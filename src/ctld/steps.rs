@@ -6,7 +6,7 @@ use super::admission::refused;
 use super::command::{Effect, Output, Reply};
 use super::core::Core;
 use crate::model::acct::AcctStep;
-use crate::model::job::{Allocation, ExitStatus, JobRecord, JobState, StepKind};
+use crate::model::job::{ExitStatus, JobRecord, JobState, StepKind};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::policy::authz::{self, Action, Caller};
@@ -317,12 +317,7 @@ impl Core {
 
     /// What a new job's nodes are sent.
     pub(super) fn launch_message(&self, j: &JobRecord) -> JobLaunch {
-        let alloc = j.alloc.clone().unwrap_or(Allocation {
-            ranks: vec![],
-            cpus: vec![],
-            tasks: vec![],
-            mem_mb: 0,
-        });
+        let alloc = j.alloc.clone().unwrap_or_default();
         let s = &j.submit;
         JobLaunch {
             job_id: j.job_id,

@@ -153,6 +153,9 @@ pub struct JobSubmit {
     /// `-L/--licenses`: each name must be one slurm.conf's `Licenses` lists.
     #[serde(default)]
     pub licenses: Option<String>,
+    /// GRES, GPUs, socket/core/thread shape and binding (`model::tres`).
+    #[serde(default)]
+    pub resources: crate::model::tres::ResourceRequest,
 }
 
 /// `--exclusive`'s forms. canopy gives every form whole nodes; `User` and
@@ -214,7 +217,7 @@ pub struct ExitStatus {
 }
 
 /// Where a started job runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Allocation {
     /// Node ranks in allocation order (the batch host first).
     pub ranks: Vec<u32>,
@@ -224,6 +227,13 @@ pub struct Allocation {
     pub tasks: Vec<u32>,
     /// Memory allocated on every node, MiB.
     pub mem_mb: u64,
+    /// Slurm's abstract CPU ids held on each node, same order (empty for a
+    /// record written before CPUs were allocated by identity).
+    #[serde(default)]
+    pub cpu_ids: Vec<Vec<u32>>,
+    /// GRES held on each node, same order.
+    #[serde(default)]
+    pub gres: Vec<Vec<crate::model::tres::GresAlloc>>,
 }
 
 impl Allocation {

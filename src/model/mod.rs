@@ -16,3 +16,4 @@ pub mod reason;
 pub mod signal;
 pub mod state;
 pub mod time;
+pub mod tres;

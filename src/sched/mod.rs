@@ -333,12 +333,7 @@ fn place_with(
     cpus_of: impl Fn(&NodeSlot) -> u32,
     mem_of: impl Fn(&NodeSlot) -> u64,
 ) -> Option<Allocation> {
-    let mut alloc = Allocation {
-        ranks: Vec::new(),
-        cpus: Vec::new(),
-        tasks: Vec::new(),
-        mem_mb: 0,
-    };
+    let mut alloc = Allocation::default();
     // One memory figure holds on every node of an allocation (what the
     // job is told and what each node reserves), so a node is taken only if
     // it, and every node taken before it, has room for the largest share
@@ -583,6 +578,7 @@ mod tests {
             cpus: vec![2],
             tasks: vec![2],
             mem_mb: 0,
+            ..Default::default()
         };
         let (a0, a1) = (whole(0), whole(1));
         apply(&a0, &mut s);

@@ -524,6 +524,9 @@ pub struct StepRequest {
     /// appended to rather than truncated first.
     #[serde(default)]
     pub open_append: bool,
+    /// The step's GRES, GPUs, shape and binding options.
+    #[serde(default)]
+    pub resources: crate::model::tres::ResourceRequest,
 }
 
 /// A parsed `--multi-prog` file (see `exec::multiprog`).

@@ -472,6 +472,7 @@ fn build_submit(
         mail_user: opts.mail_user,
         reservation: opts.reservation,
         licenses: opts.licenses,
+        resources: Default::default(),
         script: script.text,
     }
 }

@@ -372,6 +372,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         open_append: a.open_append.unwrap_or_else(|| {
             std::env::var("SLURM_OPEN_MODE").is_ok_and(|m| m.starts_with(['a', 'A']))
         }),
+        resources: Default::default(),
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,
