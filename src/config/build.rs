@@ -472,6 +472,7 @@ impl Builder {
                 mail_prog: PathBuf::from("/bin/mail"),
                 mail_domain: None,
                 gres_types: Vec::new(),
+                select_params: Default::default(),
                 licenses: Vec::new(),
                 enable_user_top: false,
                 max_script_size: DEFAULT_MAX_SCRIPT_SIZE,
@@ -840,6 +841,10 @@ impl Builder {
             GlobalKey::SlurmUser => cfg.slurm_user = Some(non_empty(loc, item, "a user name")?),
             GlobalKey::MailDomain => cfg.mail_domain = Some(non_empty(loc, item, "a domain")?),
             GlobalKey::GresTypes => cfg.gres_types = name_list(&item.value),
+            GlobalKey::SelectTypeParameters => {
+                cfg.select_params = crate::model::tres::CrParams::parse(&item.value)
+                    .map_err(|e| loc.error("SelectTypeParameters", e))?
+            }
             // `name[:count]` or `name[*count]` entries; the names are kept.
             GlobalKey::Licenses => {
                 cfg.licenses = name_list(&item.value)

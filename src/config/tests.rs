@@ -1042,9 +1042,11 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (46: PriorityType, GresTypes and
-    // SlurmUser are read) plus the backup controller, each naming its line.
-    assert_eq!(cfg.warnings.len(), 46, "{:#?}", cfg.warnings);
+    // One warning per ignored key (45: PriorityType, GresTypes,
+    // SelectTypeParameters and SlurmUser are read) plus the backup
+    // controller, each naming its line.
+    assert_eq!(cfg.warnings.len(), 45, "{:#?}", cfg.warnings);
+    assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.slurm_user.as_deref(), Some("slurm"));
     assert_eq!(cfg.gres_types, ["gpu"]);
     assert_eq!(cfg.priority_type, "priority/multifactor");

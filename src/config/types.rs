@@ -77,6 +77,9 @@ pub struct Config {
     pub mail_domain: Option<String>,
     /// `GresTypes`: the generic resource names jobs may ask for.
     pub gres_types: Vec<String>,
+    /// `SelectTypeParameters` (default `CR_Core_Memory`): the allocation
+    /// unit and whether memory is consumed.
+    pub select_params: crate::model::tres::CrParams,
     /// `Licenses`: the license names jobs may ask for (counts not kept:
     /// canopy does not schedule by licenses yet).
     pub licenses: Vec<String>,

@@ -86,17 +86,7 @@ impl Core {
             .map(|t| t.max_depth())
             .unwrap_or(1);
         let nodes = super::nodes::initial_nodes(&conf, node_admin, now);
-        let slots = conf
-            .nodes
-            .iter()
-            .map(|nc| NodeSlot {
-                cpus: nc.cpus,
-                mem_mb: nc.real_memory_mb,
-                alloc_cpus: 0,
-                alloc_mem_mb: 0,
-                available: false,
-            })
-            .collect();
+        let slots = conf.nodes.iter().map(NodeSlot::for_node).collect();
         let (part_ranks, node_parts) = partition_layout(&conf);
         let priority = BasicPriority::recover(jobs.iter().map(|j| (j.priority, j.priority_set)));
         let next_job_id = next_job_id

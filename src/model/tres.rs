@@ -334,6 +334,85 @@ pub fn parse_ranges(text: &str) -> Option<Vec<u32>> {
     Some(out)
 }
 
+/// What the allocation unit is (`SelectTypeParameters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CrUnit {
+    /// `CR_CPU`: single hardware threads.
+    Cpu,
+    /// `CR_Core` (the default): whole cores; a job holds every thread of
+    /// its cores, and counts them as its CPUs.
+    #[default]
+    Core,
+    /// `CR_Socket`: whole sockets.
+    Socket,
+}
+
+/// `SelectTypeParameters`, as far as placement reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrParams {
+    pub unit: CrUnit,
+    /// `_Memory`: memory is consumed. Without it, memory only filters
+    /// nodes (a job never waits for another's memory).
+    pub memory: bool,
+    /// `CR_ONE_TASK_PER_CORE`.
+    pub one_task_per_core: bool,
+}
+
+impl Default for CrParams {
+    fn default() -> Self {
+        CrParams {
+            unit: CrUnit::Core,
+            memory: true,
+            one_task_per_core: false,
+        }
+    }
+}
+
+impl CrParams {
+    /// Read `SelectTypeParameters=CR_Core_Memory,CR_ONE_TASK_PER_CORE`.
+    /// Unknown words are left to the config reader to name.
+    pub fn parse(text: &str) -> Result<CrParams, String> {
+        let mut p = CrParams {
+            unit: CrUnit::Core,
+            memory: false,
+            one_task_per_core: false,
+        };
+        let mut unit = false;
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let (u, m) = match word.to_ascii_uppercase().as_str() {
+                "CR_CPU" => (CrUnit::Cpu, false),
+                "CR_CPU_MEMORY" => (CrUnit::Cpu, true),
+                "CR_CORE" => (CrUnit::Core, false),
+                "CR_CORE_MEMORY" => (CrUnit::Core, true),
+                "CR_SOCKET" => (CrUnit::Socket, false),
+                "CR_SOCKET_MEMORY" => (CrUnit::Socket, true),
+                "CR_MEMORY" => {
+                    p.memory = true;
+                    continue;
+                }
+                "CR_ONE_TASK_PER_CORE" => {
+                    p.one_task_per_core = true;
+                    continue;
+                }
+                // Placement hints canopy's packing already follows, or
+                // does not offer; the reader names them.
+                "CR_CORE_DEFAULT_DIST_BLOCK" | "CR_PACK_NODES" | "CR_LLN" => continue,
+                _ => return Err(format!("unknown SelectTypeParameters value {word:?}")),
+            };
+            if unit {
+                return Err("more than one of CR_CPU, CR_Core, CR_Socket".into());
+            }
+            unit = true;
+            p.unit = u;
+            p.memory |= m;
+        }
+        if !unit && !p.memory && !p.one_task_per_core {
+            return Ok(CrParams::default());
+        }
+        Ok(p)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

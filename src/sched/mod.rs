@@ -9,8 +9,11 @@
 pub mod array;
 
 pub mod features;
+pub mod placement;
 pub mod priority;
 pub mod table;
+
+pub use placement::{CrParams, CrUnit, GresDev, GresKind, GresSlot, IdSet, Layout};
 
 use crate::model::job::Allocation;
 use crate::model::job::JobSubmit;
@@ -24,15 +27,97 @@ pub struct NodeSlot {
     pub alloc_mem_mb: u64,
     /// Up, registered and not drained.
     pub available: bool,
+    /// Sockets, cores and threads, for CPUs by identity.
+    pub layout: Layout,
+    /// Abstract CPU ids held by running jobs.
+    pub used: IdSet,
+    /// The node's generic resources and which are held.
+    pub gres: Vec<GresSlot>,
 }
 
 impl NodeSlot {
+    /// A node of `cpus` CPUs (one core each) and `mem_mb`, nothing held.
+    pub fn plain(cpus: u32, mem_mb: u64) -> NodeSlot {
+        NodeSlot {
+            cpus,
+            mem_mb,
+            alloc_cpus: 0,
+            alloc_mem_mb: 0,
+            available: true,
+            layout: Layout::of(cpus, 1, cpus, 1),
+            used: IdSet::default(),
+            gres: Vec::new(),
+        }
+    }
+
+    /// A configured node, nothing held, not yet available.
+    pub fn for_node(nc: &crate::config::NodeConf) -> NodeSlot {
+        NodeSlot {
+            cpus: nc.cpus,
+            mem_mb: nc.real_memory_mb,
+            alloc_cpus: 0,
+            alloc_mem_mb: 0,
+            available: false,
+            layout: Layout::of(
+                nc.cpus,
+                nc.sockets,
+                nc.cores_per_socket,
+                nc.threads_per_core,
+            ),
+            used: IdSet::default(),
+            gres: gres_slots(&nc.gres),
+        }
+    }
+
     fn free_cpus(&self) -> u32 {
         self.cpus.saturating_sub(self.alloc_cpus)
     }
     fn free_mem(&self) -> u64 {
         self.mem_mb.saturating_sub(self.alloc_mem_mb)
     }
+}
+
+/// A node's `Gres=` (`gpu:a100:4,bw:no_consume:10G`) as slots: GPUs get
+/// indices 0..n (so allocations name them), anything else is a count.
+/// Malformed items were refused when the configuration was read.
+fn gres_slots(text: &str) -> Vec<GresSlot> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let mut fields: Vec<&str> = item.split(':').collect();
+        let no_consume = fields.iter().any(|f| f.eq_ignore_ascii_case("no_consume"));
+        fields.retain(|f| !f.eq_ignore_ascii_case("no_consume"));
+        let Ok(req) = crate::model::tres::parse_gres_item(&fields.join(":")) else {
+            continue;
+        };
+        let next = out
+            .iter()
+            .filter(|s: &&GresSlot| s.name == req.name)
+            .map(GresSlot::total)
+            .sum::<u64>() as u32;
+        let kind = if req.name == "gpu" && req.count <= 4096 {
+            GresKind::Devices(
+                (0..req.count as u32)
+                    .map(|i| GresDev {
+                        index: next + i,
+                        cores: None,
+                        used: false,
+                    })
+                    .collect(),
+            )
+        } else {
+            GresKind::Count {
+                total: req.count,
+                used: 0,
+                no_consume,
+            }
+        };
+        out.push(GresSlot {
+            name: req.name,
+            type_: req.type_,
+            kind,
+        });
+    }
+    out
 }
 
 /// A job's resource request in normalised form.
@@ -53,6 +138,10 @@ pub struct Request {
     /// `--constraint`: the node sets (sorted ranks) the job may use; with a
     /// matching OR, one per alternative, and all its nodes from one of them.
     pub node_sets: Option<Vec<Vec<u32>>>,
+    /// GRES, GPUs, shape (`model::tres`).
+    pub res: crate::model::tres::ResourceRequest,
+    /// `SelectTypeParameters`.
+    pub cr: CrParams,
 }
 
 /// A `-w`/`-x` list names a node the configuration does not have.
@@ -78,6 +167,10 @@ pub trait NodeDirectory {
     /// The features of the node at `rank`.
     fn features(&self, rank: u32) -> &[String];
     fn count(&self) -> usize;
+    /// `SelectTypeParameters`.
+    fn cr(&self) -> CrParams {
+        CrParams::default()
+    }
 }
 
 /// A bare name lookup: nodes without features (tests, simple callers).
@@ -105,6 +198,9 @@ impl NodeDirectory for crate::config::Config {
     fn count(&self) -> usize {
         self.nodes.len()
     }
+    fn cr(&self) -> CrParams {
+        self.select_params
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +210,8 @@ pub enum MemRequest {
     /// Per node; 0 means all of each node's memory.
     PerNode(u64),
     PerCpu(u64),
+    /// `--mem-per-gpu`: times the GPUs held on each node.
+    PerGpu(u64),
 }
 
 impl Request {
@@ -125,6 +223,7 @@ impl Request {
         let mem = match (s.mem_per_node_mb, s.mem_per_cpu_mb) {
             (Some(m), _) => MemRequest::PerNode(m),
             (None, Some(m)) => MemRequest::PerCpu(m),
+            (None, None) if let Some(m) = s.resources.mem_per_gpu_mb => MemRequest::PerGpu(m),
             // An exclusive job holds its nodes' memory too, as in Slurm.
             (None, None) if s.exclusive.is_some() => MemRequest::PerNode(0),
             (None, None) => MemRequest::None,
@@ -139,6 +238,8 @@ impl Request {
             excluded: Vec::new(),
             exclusive: s.exclusive.is_some(),
             node_sets: None,
+            res: s.resources.clone(),
+            cr: CrParams::default(),
         }
     }
 
@@ -147,6 +248,7 @@ impl Request {
     /// job use at least that many.
     pub fn for_job(s: &JobSubmit, nodes: &dyn NodeDirectory) -> Result<Request, RequestError> {
         let mut req = Request::from_submit(s);
+        req.cr = nodes.cr();
         let node_index = |n: &str| nodes.index(n);
         let ranks = |list: &Option<String>| -> Result<Vec<u32>, UnknownNode> {
             let mut out = match list {
@@ -209,12 +311,13 @@ impl Request {
         }
     }
 
-    fn mem_on(&self, node: &NodeSlot, cpus: u32) -> u64 {
+    fn mem_on(&self, node: &NodeSlot, cpus: u32, gpus: u64) -> u64 {
         match self.mem {
             MemRequest::None => 0,
             MemRequest::PerNode(0) => node.mem_mb,
             MemRequest::PerNode(m) => m,
             MemRequest::PerCpu(m) => m.saturating_mul(u64::from(cpus)),
+            MemRequest::PerGpu(m) => m.saturating_mul(gpus),
         }
     }
 
@@ -278,24 +381,18 @@ pub fn place(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Al
 }
 
 fn place_in(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Allocation> {
-    // An exclusive job takes only nodes nothing else runs on.
-    let usable = |s: &NodeSlot| s.available && (!req.exclusive || s.alloc_cpus == 0);
-    let mut alloc = place_with(
-        req,
-        &req.candidates(candidates),
-        slots,
-        usable,
-        NodeSlot::free_cpus,
-        NodeSlot::free_mem,
-    )?;
+    let mut alloc = place_with(req, &req.candidates(candidates), slots, false)?;
     if !req.required.is_empty() {
         // Named nodes were tried first; the job still sees its nodes in
         // configuration order (task 0 on the first), as in Slurm.
         let mut order: Vec<usize> = (0..alloc.ranks.len()).collect();
         order.sort_by_key(|&i| alloc.ranks[i]);
-        alloc.ranks = order.iter().map(|&i| alloc.ranks[i]).collect();
-        alloc.cpus = order.iter().map(|&i| alloc.cpus[i]).collect();
-        alloc.tasks = order.iter().map(|&i| alloc.tasks[i]).collect();
+        let by = |v: &Vec<u32>| order.iter().map(|&i| v[i]).collect::<Vec<_>>();
+        alloc.ranks = by(&alloc.ranks);
+        alloc.cpus = by(&alloc.cpus);
+        alloc.tasks = by(&alloc.tasks);
+        alloc.cpu_ids = order.iter().map(|&i| alloc.cpu_ids[i].clone()).collect();
+        alloc.gres = order.iter().map(|&i| alloc.gres[i].clone()).collect();
     }
     Some(alloc)
 }
@@ -320,19 +417,30 @@ fn feasible_in(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Result<
     if req.min_nodes() as usize > candidates.len() {
         return Err(Infeasible::TooManyNodes);
     }
-    place_with(req, &candidates, slots, |_| true, |s| s.cpus, |s| s.mem_mb)
+    place_with(req, &candidates, slots, true)
         .map(|_| ())
         .ok_or(Infeasible::NodeConfig)
 }
 
+/// Place `req` on `candidates` in order. `idle`: as if every node were up
+/// and empty ("could it ever run").
 fn place_with(
     req: &Request,
     candidates: &[u32],
     slots: &[NodeSlot],
-    usable: impl Fn(&NodeSlot) -> bool,
-    cpus_of: impl Fn(&NodeSlot) -> u32,
-    mem_of: impl Fn(&NodeSlot) -> u64,
+    idle: bool,
 ) -> Option<Allocation> {
+    // An exclusive job takes only nodes nothing else runs on.
+    let usable = |s: &NodeSlot| idle || (s.available && (!req.exclusive || s.alloc_cpus == 0));
+    let cpus_of = |s: &NodeSlot| if idle { s.cpus } else { s.free_cpus() };
+    // Without `_Memory` in SelectTypeParameters memory only filters nodes.
+    let mem_of = |s: &NodeSlot| {
+        if idle || !req.cr.memory {
+            s.mem_mb
+        } else {
+            s.free_mem()
+        }
+    };
     let mut alloc = Allocation::default();
     // One memory figure holds on every node of an allocation (what the
     // job is told and what each node reserves), so a node is taken only if
@@ -340,6 +448,77 @@ fn place_with(
     // so far. N.B. a mem-per-cpu job with more tasks on its first node
     // needs that node's share everywhere.
     let mut min_free = u64::MAX;
+    // `--gpus=N` is for the whole job: nodes give what they can, in order.
+    let mut gpus_left = req.res.gpus.as_ref().map_or(0, |g| g.count);
+    let cpt = req.cpus_per_task;
+    let mut take = |alloc: &mut Allocation, rank: u32, slot: &NodeSlot, tasks: u32| -> bool {
+        let share = req.res.gpus.as_ref().filter(|_| gpus_left > 0).map(|g| {
+            let free: u64 = slot
+                .gres
+                .iter()
+                .filter(|s| s.name == g.name && (g.type_.is_none() || s.type_ == g.type_))
+                .map(|s| {
+                    if idle {
+                        s.total()
+                    } else {
+                        s.total() - s.used()
+                    }
+                })
+                .sum();
+            crate::model::tres::GresRequest {
+                count: free.min(gpus_left),
+                ..g.clone()
+            }
+        });
+        let share = share.filter(|g| g.count > 0);
+        let ask = placement::Ask {
+            tasks,
+            cpus_per_task: cpt,
+            res: &req.res,
+            gres: &req.res.gres,
+            exclusive: req.exclusive,
+            cr: req.cr,
+        };
+        let Some(pick) = placement::pick(
+            &ask,
+            slot.layout,
+            &slot.used,
+            &slot.gres,
+            idle,
+            share.as_ref(),
+        ) else {
+            return false;
+        };
+        let cpus = if req.exclusive {
+            cpus_of(slot).max(pick.cpu_ids.len() as u32)
+        } else {
+            pick.cpu_ids.len() as u32
+        };
+        if cpus_of(slot) < cpus {
+            return false;
+        }
+        let gpus: u64 = pick
+            .gres
+            .iter()
+            .filter(|g| g.name == "gpu")
+            .map(|g| g.count)
+            .sum();
+        let mem = req.mem_on(slot, cpus, gpus).max(alloc.mem_mb);
+        if mem_of(slot) < mem || min_free < mem {
+            return false;
+        }
+        if let Some(g) = &share {
+            gpus_left -= g.count;
+        }
+        alloc.ranks.push(rank);
+        alloc.cpus.push(cpus);
+        alloc.tasks.push(tasks);
+        alloc.cpu_ids.push(pick.cpu_ids);
+        alloc.gres.push(pick.gres);
+        alloc.mem_mb = mem;
+        min_free = min_free.min(mem_of(slot));
+        true
+    };
     match req.nodes {
         Some(n) => {
             // Exactly n nodes; tasks spread in blocks, earlier nodes taking the remainder.
@@ -361,21 +540,12 @@ fn place_with(
                 {
                     continue;
                 }
-                let mut cpus = tasks.max(1) * req.cpus_per_task;
-                if req.exclusive {
-                    cpus = cpus.max(cpus_of(slot));
-                }
-                let mem = req.mem_on(slot, cpus).max(alloc.mem_mb);
-                if usable(slot) && cpus_of(slot) >= cpus && mem_of(slot) >= mem && min_free >= mem {
-                    alloc.ranks.push(rank);
-                    alloc.cpus.push(cpus);
-                    alloc.tasks.push(tasks.min(req.ntasks.max(1)));
-                    alloc.mem_mb = mem;
-                    min_free = min_free.min(mem_of(slot));
+                if usable(slot) {
+                    take(&mut alloc, rank, slot, tasks.min(req.ntasks.max(1)));
                 }
             }
             let named = req.required.iter().all(|r| alloc.ranks.contains(r));
-            (alloc.ranks.len() as u32 == n && named).then_some(alloc)
+            (alloc.ranks.len() as u32 == n && named && gpus_left == 0).then_some(alloc)
         }
         None => {
             // Fill nodes in order with as many tasks as fit (block distribution).
@@ -390,28 +560,22 @@ fn place_with(
                 if !usable(slot) {
                     continue;
                 }
-                let tasks = req.tasks_fitting(cpus_of(slot)).min(left);
-                if tasks == 0 {
-                    continue;
+                let by_cores =
+                    placement::tasks_by_cores(slot.layout, &slot.used, idle, cpt, &req.res, req.cr);
+                let mut tasks = req.tasks_fitting(cpus_of(slot)).min(by_cores).min(left);
+                // GRES per task or CPUs per GPU may fit fewer tasks than
+                // cores do: step down (a few tries, then the next node).
+                let mut tries = 0;
+                while tasks > 0 && tries < 64 {
+                    if take(&mut alloc, rank, slot, tasks) {
+                        left -= tasks;
+                        break;
+                    }
+                    tasks -= 1;
+                    tries += 1;
                 }
-                // An exclusive job holds every CPU of its nodes.
-                let cpus = if req.exclusive {
-                    cpus_of(slot)
-                } else {
-                    tasks * req.cpus_per_task
-                };
-                let mem = req.mem_on(slot, cpus).max(alloc.mem_mb);
-                if mem_of(slot) < mem || min_free < mem {
-                    continue;
-                }
-                left -= tasks;
-                alloc.ranks.push(rank);
-                alloc.cpus.push(cpus);
-                alloc.tasks.push(tasks);
-                alloc.mem_mb = mem;
-                min_free = min_free.min(mem_of(slot));
             }
-            (left == 0).then_some(alloc)
+            (left == 0 && gpus_left == 0).then_some(alloc)
         }
     }
 }
@@ -450,6 +614,9 @@ pub fn apply(alloc: &Allocation, slots: &mut [NodeSlot]) {
                 .alloc_cpus
                 .saturating_add(alloc.cpus.get(i).copied().unwrap_or(0));
             s.alloc_mem_mb = s.alloc_mem_mb.saturating_add(alloc.mem_mb);
+            let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
+            let gres = alloc.gres.get(i).map_or(&[][..], Vec::as_slice);
+            placement::hold(&mut s.used, &mut s.gres, ids, gres, true);
         }
     }
 }
@@ -462,6 +629,9 @@ pub fn release(alloc: &Allocation, slots: &mut [NodeSlot]) {
                 .alloc_cpus
                 .saturating_sub(alloc.cpus.get(i).copied().unwrap_or(0));
             s.alloc_mem_mb = s.alloc_mem_mb.saturating_sub(alloc.mem_mb);
+            let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
+            let gres = alloc.gres.get(i).map_or(&[][..], Vec::as_slice);
+            placement::hold(&mut s.used, &mut s.gres, ids, gres, false);
         }
     }
 }
@@ -471,15 +641,7 @@ mod tests {
     use super::*;
 
     fn slots(n: usize, cpus: u32, mem: u64) -> Vec<NodeSlot> {
-        (0..n)
-            .map(|_| NodeSlot {
-                cpus,
-                mem_mb: mem,
-                alloc_cpus: 0,
-                alloc_mem_mb: 0,
-                available: true,
-            })
-            .collect()
+        (0..n).map(|_| NodeSlot::plain(cpus, mem)).collect()
     }
 
     fn req(nodes: Option<u32>, ntasks: u32, cpt: u32, mem: MemRequest) -> Request {
@@ -493,6 +655,8 @@ mod tests {
             mem,
             exclusive: false,
             node_sets: None,
+            res: Default::default(),
+            cr: CrParams::default(),
         }
     }
 

@@ -792,15 +792,7 @@ mod tests {
     }
 
     fn slots(n: usize) -> Vec<NodeSlot> {
-        (0..n)
-            .map(|_| NodeSlot {
-                cpus: 1,
-                mem_mb: 100,
-                alloc_cpus: 0,
-                alloc_mem_mb: 0,
-                available: true,
-            })
-            .collect()
+        (0..n).map(|_| NodeSlot::plain(1, 100)).collect()
     }
 
     #[test]
