@@ -172,6 +172,8 @@ mod tests {
                 ),
             ],
             array: None,
+            req_gres: Vec::new(),
+            alloc_gres: Vec::new(),
         }
     }
 

@@ -4,7 +4,9 @@
 //! Records print in Slurm's `Key=Value` layout (see `format::scontrol`).
 
 use super::client::{CliError, Client};
-use super::format::scontrol::{ping_line, show_job, show_node, show_partition, show_step};
+use super::format::scontrol::{
+    ping_line, show_job_with, show_node_with, show_partition, show_step,
+};
 use crate::config::hostlist;
 use crate::wire::messages::{
     AcctQuery, Body, JobQuery, JobUpdate, NodeQuery, NodeUpdate, NodeUpdateState, RequeueKind,
@@ -22,11 +24,13 @@ const USAGE: &str = "Usage: scontrol [-o] <command> [args]
 
 pub fn run(args: &[String]) -> i32 {
     let mut one_liner = false;
+    let mut details = false;
     let mut rest: Vec<&str> = Vec::new();
     for a in args {
         match a.as_str() {
             "-o" | "--oneliner" => one_liner = true,
-            "-d" | "--details" | "-Q" | "--quiet" | "-v" | "--verbose" => {}
+            "-d" | "--details" => details = true,
+            "-Q" | "--quiet" | "-v" | "--verbose" => {}
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return 0;
@@ -43,7 +47,7 @@ pub fn run(args: &[String]) -> i32 {
         return 1;
     };
     match command(cmd).as_str() {
-        "show" => show(args, one_liner),
+        "show" => show(args, one_liner, details),
         "reconfigure" => reconfigure(),
         "ping" => ping(),
         "update" => match args.first().and_then(|a| a.split_once('=')) {
@@ -186,7 +190,7 @@ fn show_steps(target: Option<&str>, one_liner: bool) -> i32 {
     }
 }
 
-fn show(args: &[&str], one_liner: bool) -> i32 {
+fn show(args: &[&str], one_liner: bool, details: bool) -> i32 {
     let Some(entity) = args.first() else {
         eprintln!(
             "scontrol: error: show what? (job, node, partition, config, hostnames, hostlist)"
@@ -222,7 +226,7 @@ fn show(args: &[&str], one_liner: bool) -> i32 {
                         return 1;
                     }
                     for j in &jobs {
-                        print!("{}", show_job(j, now, one_liner));
+                        print!("{}", show_job_with(j, now, one_liner, details));
                     }
                     0
                 }
@@ -246,7 +250,7 @@ fn show(args: &[&str], one_liner: bool) -> i32 {
                         return 1;
                     }
                     for n in &nodes {
-                        print!("{}", show_node(n, now, one_liner));
+                        print!("{}", show_node_with(n, now, one_liner, details));
                     }
                     0
                 }

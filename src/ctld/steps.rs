@@ -14,7 +14,8 @@ use crate::sched;
 use crate::tree::collect::root_budget;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
-    ErrorCode, ErrorReply, JobLaunch, StepComplete, StepLaunch, StepLaunched, StepRequest,
+    ErrorCode, ErrorReply, JobLaunch, NodeShare, StepComplete, StepLaunch, StepLaunched,
+    StepRequest,
 };
 
 /// Tasks per node for `ntasks` over `nodes` nodes, block-distributed
@@ -190,6 +191,23 @@ impl Core {
             pty: r.pty,
             multi_prog: r.multi_prog.clone(),
             open_append: r.open_append,
+            held: ranks
+                .iter()
+                .zip(&tasks_per_node)
+                .map(|(&rank, &tasks)| {
+                    let i = alloc.ranks.iter().position(|&a| a == rank).unwrap_or(0);
+                    let layout = self.slots.get(rank as usize).map(|s| s.layout);
+                    step_share(
+                        &alloc,
+                        i,
+                        tasks,
+                        r.cpus_per_task.unwrap_or(1),
+                        layout,
+                        &r.resources,
+                    )
+                })
+                .collect(),
+            resources: r.resources.clone(),
         };
         let step = AcctStep {
             kind: StepKind::Numbered(step_id),
@@ -359,7 +377,71 @@ impl Core {
             array: j.array,
             open_append: s.open_append || j.restarts > 0,
             account: s.account.clone(),
+            held: (0..alloc.ranks.len())
+                .map(|i| NodeShare {
+                    cpu_ids: alloc.cpu_ids.get(i).cloned().unwrap_or_default(),
+                    mem_mb: alloc.mem_mb,
+                    gres: alloc.gres.get(i).cloned().unwrap_or_default(),
+                })
+                .collect(),
+            resources: s.resources.clone(),
         }
+    }
+}
+
+/// What a step gets on the job's `i`-th node: enough of the job's CPUs
+/// for its tasks (whole cores, lowest first), the job's memory limit, and
+/// the GRES it asks for from the job's (all of them when it asks for none,
+/// as Slurm gives a step without `--gres`).
+fn step_share(
+    alloc: &crate::model::job::Allocation,
+    i: usize,
+    tasks: u32,
+    cpus_per_task: u32,
+    layout: Option<crate::sched::Layout>,
+    res: &crate::model::tres::ResourceRequest,
+) -> NodeShare {
+    let job_ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
+    let threads = layout.map_or(1, |l| l.threads.max(1)) as usize;
+    let want = (tasks.max(1) * cpus_per_task.max(1)) as usize;
+    let cpu_ids = job_ids
+        .iter()
+        .copied()
+        .take(want.div_ceil(threads) * threads)
+        .collect();
+    let job_gres = alloc.gres.get(i).cloned().unwrap_or_default();
+    let asked = crate::sched::placement::node_gres_need(&res.gres, tasks, res, None);
+    let gres = if asked.is_empty() {
+        job_gres
+    } else {
+        asked
+            .iter()
+            .filter_map(|want| {
+                let have = job_gres.iter().find(|g| {
+                    g.name == want.name && (want.type_.is_none() || want.type_ == g.type_)
+                })?;
+                let indices: Vec<u32> = have
+                    .indices
+                    .iter()
+                    .copied()
+                    .take(want.count as usize)
+                    .collect();
+                Some(crate::model::tres::GresAlloc {
+                    count: if indices.is_empty() {
+                        want.count.min(have.count)
+                    } else {
+                        indices.len() as u64
+                    },
+                    indices,
+                    ..have.clone()
+                })
+            })
+            .collect()
+    };
+    NodeShare {
+        cpu_ids,
+        mem_mb: alloc.mem_mb,
+        gres,
     }
 }
 

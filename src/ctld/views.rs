@@ -6,13 +6,14 @@ use super::core::Core;
 use super::steps::default_stdout;
 use crate::config::hostlist;
 use crate::model::acct::{AcctJob, Usage};
-use crate::model::job::{JobRecord, JobState};
+use crate::model::job::{Allocation, JobRecord, JobState};
 use crate::model::node::NodeBaseState;
 use crate::model::time::UnixTime;
+use crate::model::tres::GresAlloc;
 use crate::policy::authz::Caller;
-use crate::sched::Request;
+use crate::sched::{GresKind, GresSlot, Request};
 use crate::wire::messages::NodeCounts;
-use crate::wire::types::{JobInfo, NodeInfo, PartitionInfo};
+use crate::wire::types::{JobInfo, JobNodeDetail, NodeInfo, PartitionInfo};
 
 impl Core {
     /// A job as clients see it; `brief` leaves the paths, command and submit
@@ -95,6 +96,18 @@ impl Core {
             exclusive: s.exclusive,
             no_requeue: s.no_requeue,
             nice: s.nice,
+            tres_per_node: s.resources.tres_per_node().unwrap_or_default(),
+            req_gres: crate::model::tres::gres_requested(&s.resources, num_nodes, num_tasks),
+            alloc_gres: j
+                .alloc
+                .as_ref()
+                .map(|a| crate::model::tres::gres_totals(&a.gres))
+                .unwrap_or_default(),
+            // Only `scontrol show job` prints these; listings skip the work.
+            node_detail: match (&j.alloc, brief) {
+                (Some(a), false) => self.node_detail(a),
+                _ => Vec::new(),
+            },
         };
         if !brief {
             // Shown as the batch script's files are named: the job's own
@@ -177,7 +190,54 @@ impl Core {
             } else {
                 "(null)".into()
             },
+            cfg_gres: gres_by_name(&slot.gres, GresSlot::total),
+            alloc_gres: gres_by_name(&slot.gres, GresSlot::used)
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            gres_used: gres_used(&slot.gres),
         })
+    }
+
+    /// `scontrol show job -d`'s per-node lines: consecutive nodes with the
+    /// same CPU ids, memory and GRES share one line, as in Slurm.
+    fn node_detail(&self, a: &Allocation) -> Vec<JobNodeDetail> {
+        let mut out: Vec<(Vec<u32>, JobNodeDetail)> = Vec::new();
+        for (i, &rank) in a.ranks.iter().enumerate() {
+            let cpu_ids = a
+                .cpu_ids
+                .get(i)
+                .map(|ids| crate::model::tres::ranges(ids))
+                .unwrap_or_default();
+            let gres = a
+                .gres
+                .get(i)
+                .map(|g| {
+                    g.iter()
+                        .map(GresAlloc::detail)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            match out.last_mut() {
+                Some((ranks, d)) if d.cpu_ids == cpu_ids && d.gres == gres => ranks.push(rank),
+                _ => out.push((
+                    vec![rank],
+                    JobNodeDetail {
+                        nodes: String::new(),
+                        cpu_ids,
+                        mem_mb: a.mem_mb,
+                        gres,
+                    },
+                )),
+            }
+        }
+        out.into_iter()
+            .map(|(ranks, mut d)| {
+                d.nodes = self.nodelist(&ranks);
+                d
+            })
+            .collect()
     }
 
     /// A job's accounting view, with node names resolved.
@@ -371,4 +431,39 @@ mod tests {
         let jobs_only = core("PrivateData=jobs\n");
         assert_eq!(jobs_only.node_infos(&[], ALICE).len(), 2);
     }
+}
+
+/// Units per GRES name on a node (`gres/gpu=4`).
+fn gres_by_name(slots: &[GresSlot], count: fn(&GresSlot) -> u64) -> Vec<(String, u64)> {
+    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
+    for s in slots {
+        *out.entry(s.name.clone()).or_default() += count(s);
+    }
+    out.into_iter().collect()
+}
+
+/// `GresUsed=gpu:a100:2(IDX:0-1),bw:40`: every configured GRES with how
+/// many are held, indices for devices (`IDX:N/A` when none are).
+fn gres_used(slots: &[GresSlot]) -> String {
+    slots
+        .iter()
+        .map(|s| {
+            let head = match &s.type_ {
+                Some(t) => format!("{}:{}:{}", s.name, t, s.used()),
+                None => format!("{}:{}", s.name, s.used()),
+            };
+            match &s.kind {
+                GresKind::Devices(devs) => {
+                    let held: Vec<u32> = devs.iter().filter(|d| d.used).map(|d| d.index).collect();
+                    if held.is_empty() {
+                        format!("{head}(IDX:N/A)")
+                    } else {
+                        format!("{head}(IDX:{})", crate::model::tres::ranges(&held))
+                    }
+                }
+                GresKind::Count { .. } => head,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }

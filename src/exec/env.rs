@@ -31,7 +31,67 @@ const CONDITIONAL: &[&str] = &[
     "SLURM_ARRAY_TASK_MIN",
     "SLURM_ARRAY_TASK_MAX",
     "SLURM_ARRAY_TASK_STEP",
+    "SLURM_JOB_GPUS",
+    "SLURM_GPUS_ON_NODE",
+    "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_GPUS_PER_SOCKET",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_MEM_PER_GPU",
 ];
+
+/// The GPU variables of a job or step on one node: `SLURM_JOB_GPUS` (or
+/// `SLURM_STEP_GPUS`, per `ids_var`) with the node's GPU indices, and
+/// `CUDA_VISIBLE_DEVICES`/`GPU_DEVICE_ORDINAL` with what the program should
+/// open: the same indices, or 0..n when the node fences devices with
+/// cgroups (the program then sees only its own GPUs, renumbered from 0).
+pub fn gpu_vars(gpus: &[u32], ids_var: &str, renumbered: bool) -> Vec<(String, String)> {
+    if gpus.is_empty() {
+        return Vec::new();
+    }
+    let list = |ids: &mut dyn Iterator<Item = u32>| {
+        ids.map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+    };
+    let global = list(&mut gpus.iter().copied());
+    let visible = if renumbered {
+        list(&mut (0..gpus.len() as u32))
+    } else {
+        global.clone()
+    };
+    vec![
+        (ids_var.to_string(), global),
+        ("SLURM_GPUS_ON_NODE".to_string(), gpus.len().to_string()),
+        ("CUDA_VISIBLE_DEVICES".to_string(), visible.clone()),
+        ("GPU_DEVICE_ORDINAL".to_string(), visible),
+    ]
+}
+
+/// `SLURM_GPUS`, `SLURM_GPUS_PER_NODE`, ... echoing what was asked.
+pub fn gpu_option_vars(r: &crate::model::tres::ResourceRequest) -> Vec<(String, String)> {
+    let text = |g: &crate::model::tres::GresRequest| match &g.type_ {
+        Some(t) => format!("{t}:{}", g.count),
+        None => g.count.to_string(),
+    };
+    let mut v = Vec::new();
+    let mut put = |k: &str, val: Option<String>| {
+        if let Some(val) = val {
+            v.push((k.to_string(), val));
+        }
+    };
+    put("SLURM_GPUS", r.gpus.as_ref().map(text));
+    put("SLURM_GPUS_PER_NODE", r.gpus_per_node.as_ref().map(text));
+    put("SLURM_GPUS_PER_TASK", r.gpus_per_task.as_ref().map(text));
+    put(
+        "SLURM_GPUS_PER_SOCKET",
+        r.gpus_per_socket.as_ref().map(text),
+    );
+    put("SLURM_CPUS_PER_GPU", r.cpus_per_gpu.map(|n| n.to_string()));
+    put("SLURM_MEM_PER_GPU", r.mem_per_gpu_mb.map(|n| n.to_string()));
+    v
+}
 
 /// The full environment of the batch script of `launch`, run on `node_name`,
 /// with `SLURM_CONF` pointing at `conf_path`. Submitted variables come first,
@@ -109,6 +169,13 @@ fn job_vars(launch: &JobLaunch, node_name: &str, conf_path: &str) -> Vec<(String
         vars.set("SLURM_CPUS_PER_TASK", cpt);
     }
     vars.set("SLURM_CPUS_ON_NODE", cpus_here);
+    let gpus = launch.held.get(index).map(|h| h.gpus()).unwrap_or_default();
+    for (k, v) in gpu_vars(&gpus, "SLURM_JOB_GPUS", false)
+        .into_iter()
+        .chain(gpu_option_vars(&launch.resources))
+    {
+        vars.set(&k, v);
+    }
     if let Some(mb) = launch.mem_per_node_mb {
         vars.set("SLURM_MEM_PER_NODE", mb);
     } else if let Some(mb) = launch.mem_per_cpu_mb {
@@ -221,6 +288,17 @@ mod tests {
             array: None,
             open_append: false,
             account: None,
+            held: vec![crate::wire::messages::NodeShare {
+                cpu_ids: vec![0, 1],
+                mem_mb: 0,
+                gres: vec![crate::model::tres::GresAlloc {
+                    name: "gpu".into(),
+                    type_: Some("a100".into()),
+                    indices: vec![1, 3],
+                    count: 2,
+                }],
+            }],
+            resources: Default::default(),
         }
     }
 
@@ -278,6 +356,25 @@ mod tests {
         for (key, value) in expect {
             assert_eq!(get(&env, key), Some(value), "{key}");
         }
+    }
+
+    #[test]
+    fn gpus_are_named_on_their_node_only() {
+        let env = batch_env(&launch(), "n01", "/c");
+        assert_eq!(get(&env, "SLURM_JOB_GPUS"), Some("1,3"));
+        assert_eq!(get(&env, "CUDA_VISIBLE_DEVICES"), Some("1,3"));
+        assert_eq!(get(&env, "GPU_DEVICE_ORDINAL"), Some("1,3"));
+        assert_eq!(get(&env, "SLURM_GPUS_ON_NODE"), Some("2"));
+        // The second node holds no GPU: no variable, not even inherited.
+        let mut l = launch();
+        l.env.push(("CUDA_VISIBLE_DEVICES".into(), "7".into()));
+        let env = batch_env(&l, "n02", "/c");
+        assert_eq!(get(&env, "CUDA_VISIBLE_DEVICES"), None);
+        assert_eq!(get(&env, "SLURM_JOB_GPUS"), None);
+        // Fenced devices are renumbered from 0.
+        let v = gpu_vars(&[1, 3], "SLURM_STEP_GPUS", true);
+        assert_eq!(v[0], ("SLURM_STEP_GPUS".into(), "1,3".into()));
+        assert_eq!(v[2], ("CUDA_VISIBLE_DEVICES".into(), "0,1".into()));
     }
 
     #[test]

@@ -63,6 +63,11 @@ pub struct AcctJob {
     /// `--constraint` as shown ("" = none).
     #[serde(default)]
     pub constraints: String,
+    /// GRES asked for and held, by name (`gres/gpu=` in ReqTRES/AllocTRES).
+    #[serde(default)]
+    pub req_gres: Vec<(String, u64)>,
+    #[serde(default)]
+    pub alloc_gres: Vec<(String, u64)>,
 }
 
 impl JobRecord {
@@ -153,6 +158,16 @@ impl JobRecord {
             restarts: self.restarts,
             comment: s.comment.clone().unwrap_or_default(),
             constraints: s.constraint.clone().unwrap_or_default(),
+            req_gres: crate::model::tres::gres_requested(
+                &s.resources,
+                s.min_nodes.unwrap_or(1).max(1),
+                req_tasks,
+            ),
+            alloc_gres: self
+                .alloc
+                .as_ref()
+                .map(|a| crate::model::tres::gres_totals(&a.gres))
+                .unwrap_or_default(),
             steps: steps
                 .into_iter()
                 .chain(self.steps.iter().cloned())

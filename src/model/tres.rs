@@ -289,6 +289,41 @@ impl GresAlloc {
     }
 }
 
+/// GRES units held, summed by name over every node (`gres/gpu=4` in TRES
+/// lists), in name order.
+pub fn gres_totals(per_node: &[Vec<GresAlloc>]) -> Vec<(String, u64)> {
+    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
+    for g in per_node.iter().flatten() {
+        *out.entry(g.name.clone()).or_default() += g.count;
+    }
+    out.into_iter().collect()
+}
+
+/// The GRES a request asks for in all, by name (`ReqTRES`): per-node
+/// counts times `nodes`, per-task counts times `tasks`, job totals once.
+pub fn gres_requested(r: &ResourceRequest, nodes: u32, tasks: u32) -> Vec<(String, u64)> {
+    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut add = |g: &GresRequest, times: u32| {
+        *out.entry(g.name.clone()).or_default() += g.count.saturating_mul(u64::from(times));
+    };
+    for g in &r.gres {
+        add(g, nodes);
+    }
+    if let Some(g) = &r.gpus_per_node {
+        add(g, nodes);
+    }
+    if let Some(g) = &r.gpus_per_task {
+        add(g, tasks);
+    }
+    if let Some(g) = &r.gpus_per_socket {
+        add(g, nodes * r.sockets_per_node.unwrap_or(1).max(1));
+    }
+    if let Some(g) = &r.gpus {
+        add(g, 1);
+    }
+    out.into_iter().collect()
+}
+
 /// `0-3,6,8-9`: sorted ids as Slurm prints bitmaps.
 pub fn ranges(ids: &[u32]) -> String {
     let mut out = String::new();

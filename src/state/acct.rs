@@ -69,6 +69,8 @@ mod tests {
             constraints: String::new(),
             steps: vec![],
             array: None,
+            req_gres: Vec::new(),
+            alloc_gres: Vec::new(),
         }
     }
 

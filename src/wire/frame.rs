@@ -732,6 +732,8 @@ mod tests {
             array: None,
             open_append: false,
             account: None,
+            held: Vec::new(),
+            resources: Default::default(),
         }
     }
 

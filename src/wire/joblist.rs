@@ -206,6 +206,10 @@ job_columns! {
     exclusive: Option<Exclusive>,
     no_requeue: bool,
     nice: i32,
+    tres_per_node: String,
+    req_gres: Vec<(String, u64)>,
+    alloc_gres: Vec<(String, u64)>,
+    node_detail: Vec<crate::wire::types::JobNodeDetail>,
 }
 
 impl<'de> Deserialize<'de> for JobList {
@@ -226,6 +230,13 @@ mod tests {
             state: JobState::Running,
             nodes: "n[1-2]".to_string(),
             start_time: Some(1_700_000_000 + i64::from(id)),
+            alloc_gres: vec![("gpu".into(), u64::from(id))],
+            node_detail: vec![crate::wire::types::JobNodeDetail {
+                nodes: "n1".into(),
+                cpu_ids: "0-3".into(),
+                mem_mb: 100,
+                gres: "gpu:1(IDX:0)".into(),
+            }],
             array: (id == 2).then_some(ArrayTask {
                 array_job_id: 2,
                 task_id: 7,

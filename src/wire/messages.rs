@@ -472,6 +472,38 @@ pub struct JobLaunch {
     /// `-A` (SLURM_JOB_ACCOUNT), if given.
     #[serde(default)]
     pub account: Option<String>,
+    /// What each node gives the job, in nodelist order.
+    #[serde(default)]
+    pub held: Vec<NodeShare>,
+    /// GRES, GPU and binding options as asked (for the `SLURM_*` echoes).
+    #[serde(default)]
+    pub resources: crate::model::tres::ResourceRequest,
+}
+
+/// A job's or step's resources on one node, by identity: what the node
+/// confines it to (cpuset, memory limit, devices) and tells it about
+/// (`SLURM_JOB_GPUS`, `CUDA_VISIBLE_DEVICES`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeShare {
+    /// Slurm's abstract CPU ids (the node maps them to the OS's numbering).
+    pub cpu_ids: Vec<u32>,
+    /// MiB; 0 = no limit.
+    pub mem_mb: u64,
+    pub gres: Vec<crate::model::tres::GresAlloc>,
+}
+
+impl NodeShare {
+    /// Node-local GPU indices, ascending.
+    pub fn gpus(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .gres
+            .iter()
+            .filter(|g| g.name == "gpu")
+            .flat_map(|g| g.indices.iter().copied())
+            .collect();
+        v.sort_unstable();
+        v
+    }
 }
 
 /// `srun`: run a step inside a running job's allocation.
@@ -634,6 +666,12 @@ pub struct StepLaunch {
     /// Append to output files (see [`StepRequest`]).
     #[serde(default)]
     pub open_append: bool,
+    /// What each of the step's nodes gives it, in nodelist order.
+    #[serde(default)]
+    pub held: Vec<NodeShare>,
+    /// The step's GRES, GPU and binding options.
+    #[serde(default)]
+    pub resources: crate::model::tres::ResourceRequest,
 }
 
 /// Output of one task, streamed to srun.

@@ -86,6 +86,28 @@ pub struct JobInfo {
     pub no_requeue: bool,
     #[serde(default)]
     pub nice: i32,
+    /// `TresPerNode=` / `squeue -o %b` (`gres/gpu:2`), empty when none.
+    #[serde(default)]
+    pub tres_per_node: String,
+    /// GRES asked for in all, by name (ReqTRES's `gres/gpu=`).
+    #[serde(default)]
+    pub req_gres: Vec<(String, u64)>,
+    /// GRES held in all, by name (AllocTRES's `gres/gpu=`).
+    #[serde(default)]
+    pub alloc_gres: Vec<(String, u64)>,
+    /// `scontrol show job -d`: what each node gives the job, runs of nodes
+    /// with the same share together.
+    #[serde(default)]
+    pub node_detail: Vec<JobNodeDetail>,
+}
+
+/// One `Nodes=n[1-2] CPU_IDs=0-3 Mem=1000 GRES=gpu:a100:2(IDX:0-1)` line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobNodeDetail {
+    pub nodes: String,
+    pub cpu_ids: String,
+    pub mem_mb: u64,
+    pub gres: String,
 }
 
 /// One node as the controller reports it.
@@ -120,6 +142,15 @@ pub struct NodeInfo {
     pub slurmd_start_time: Option<UnixTime>,
     pub last_busy: Option<UnixTime>,
     pub version: String,
+    /// GRES configured, by name (CfgTRES's `gres/gpu=`).
+    #[serde(default)]
+    pub cfg_gres: Vec<(String, u64)>,
+    /// GRES held, by name (AllocTRES).
+    #[serde(default)]
+    pub alloc_gres: Vec<(String, u64)>,
+    /// `GresUsed=gpu:a100:2(IDX:0-1)`.
+    #[serde(default)]
+    pub gres_used: String,
 }
 
 impl NodeInfo {

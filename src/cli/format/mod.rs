@@ -90,9 +90,18 @@ pub fn fmt_mem_mb(mb: u64) -> String {
     format!("{value}{unit}")
 }
 
-/// A job's TRES list (`cpu=2,mem=2000M,node=2,billing=2`) in Slurm's TRES
-/// order; billing defaults to the CPU count and zero memory is left out.
-pub(crate) fn job_tres(j: &JobInfo) -> String {
+/// `,gres/gpu=4` for each GRES name with units (TRES lists end with them).
+pub(crate) fn gres_tres(gres: &[(String, u64)]) -> String {
+    gres.iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(g, n)| format!(",gres/{g}={n}"))
+        .collect()
+}
+
+/// A job's TRES list (`cpu=2,mem=2000M,node=2,billing=2,gres/gpu=1`) in
+/// Slurm's TRES order; billing defaults to the CPU count and zero memory
+/// is left out.
+pub(crate) fn job_tres(j: &JobInfo, gres: &[(String, u64)]) -> String {
     let nodes = squeue::node_count(j);
     let mut parts = vec![format!("cpu={}", j.num_cpus)];
     let mem = j.mem_per_node_mb.saturating_mul(u64::from(nodes));
@@ -101,7 +110,7 @@ pub(crate) fn job_tres(j: &JobInfo) -> String {
     }
     parts.push(format!("node={nodes}"));
     parts.push(format!("billing={}", j.num_cpus));
-    parts.join(",")
+    parts.join(",") + &gres_tres(gres)
 }
 
 /// The group name for `gid`, if the system knows one.

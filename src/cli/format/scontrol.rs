@@ -10,7 +10,7 @@
 
 use super::squeue::{node_count, used_secs};
 use super::time::{fmt_duration_long, fmt_limit_min, fmt_timestamp, LimitStyle};
-use super::{fmt_mem_mb, group_name, job_tres, or_null};
+use super::{fmt_mem_mb, gres_tres, group_name, job_tres, or_null};
 use crate::wire::types::{
     AcctJob, AcctStep, Exclusive, JobInfo, NodeInfo, PartitionInfo, StepKind,
 };
@@ -52,6 +52,12 @@ impl Record {
 
 /// `scontrol show job` for one job.
 pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
+    show_job_with(j, now, one_liner, false)
+}
+
+/// `scontrol [-d] show job`: `details` adds the per-node CPU ids, memory
+/// and GRES.
+pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> String {
     let mut r = Record::new(one_liner);
     let group = group_name(j.gid).unwrap_or_else(|| "nobody".to_string());
     let started = j.start_time.is_some();
@@ -127,13 +133,38 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
         "NumNodes={nodes} NumCPUs={} NumTasks={} CPUs/Task={} ReqB:S:C:T=0:0:*:*",
         j.num_cpus, j.num_tasks, j.cpus_per_task
     ));
-    let tres = job_tres(j);
-    r.line(format!("ReqTRES={tres}"));
+    r.line(format!("ReqTRES={}", job_tres(j, &j.req_gres)));
     r.line(format!(
         "AllocTRES={}",
-        if started { tres.as_str() } else { "(null)" }
+        if started {
+            job_tres(j, &j.alloc_gres)
+        } else {
+            "(null)".into()
+        }
     ));
     r.line("Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*");
+    if details && started {
+        let gres: Vec<String> = j
+            .alloc_gres
+            .iter()
+            .map(|(name, n)| format!("{name}:{n}"))
+            .collect();
+        r.line(format!(
+            "JOB_GRES={}",
+            if gres.is_empty() {
+                "(null)".to_string()
+            } else {
+                gres.join(",")
+            }
+        ));
+        for d in &j.node_detail {
+            // Slurm indents these two more than the other lines.
+            r.line(format!(
+                "  Nodes={} CPU_IDs={} Mem={} GRES={}",
+                d.nodes, d.cpu_ids, d.mem_mb, d.gres
+            ));
+        }
+    }
     r.line(format!(
         "MinCPUsNode={} MinMemoryNode={} MinTmpDiskNode=0",
         j.cpus_per_task,
@@ -158,6 +189,9 @@ pub fn show_job(j: &JobInfo, now: i64, one_liner: bool) -> String {
     r.line(format!("StdErr={}", j.stderr));
     r.line(format!("StdIn={}", j.stdin));
     r.line(format!("StdOut={}", j.stdout));
+    if !j.tres_per_node.is_empty() {
+        r.line(format!("TresPerNode={}", j.tres_per_node));
+    }
     r.finish()
 }
 
@@ -189,7 +223,12 @@ fn end_time(j: &JobInfo, now: i64) -> String {
 
 /// `scontrol show node` for one node. Nothing in a node record is relative
 /// to the present, so `now` goes unused; it keeps the `show_*` calls alike.
-pub fn show_node(n: &NodeInfo, _now: i64, one_liner: bool) -> String {
+pub fn show_node(n: &NodeInfo, now: i64, one_liner: bool) -> String {
+    show_node_with(n, now, one_liner, false)
+}
+
+/// `scontrol [-d] show node`: `details` adds `GresDrain=` and `GresUsed=`.
+pub fn show_node_with(n: &NodeInfo, _now: i64, one_liner: bool, details: bool) -> String {
     let mut r = Record::new(one_liner);
     let features = if n.features.is_empty() {
         "(null)".to_string()
@@ -208,6 +247,10 @@ pub fn show_node(n: &NodeInfo, _now: i64, one_liner: bool) -> String {
     r.line(format!("AvailableFeatures={features}"));
     r.line(format!("ActiveFeatures={features}"));
     r.line(format!("Gres={}", or_null(&n.gres)));
+    if details && !n.gres.is_empty() {
+        r.line("GresDrain=N/A");
+        r.line(format!("GresUsed={}", n.gres_used));
+    }
     let mut addr = format!("NodeAddr={} NodeHostName={}", n.addr, n.hostname);
     if n.port != DEFAULT_SLURMD_PORT {
         addr.push_str(&format!(" Port={}", n.port));
@@ -239,10 +282,11 @@ pub fn show_node(n: &NodeInfo, _now: i64, one_liner: bool) -> String {
         fmt_timestamp(n.last_busy)
     ));
     r.line(format!(
-        "CfgTRES=cpu={},mem={},billing={}",
+        "CfgTRES=cpu={},mem={},billing={}{}",
         n.cpus,
         fmt_mem_mb(n.real_memory_mb),
-        n.cpus
+        n.cpus,
+        gres_tres(&n.cfg_gres)
     ));
     r.line(format!("AllocTRES={}", node_alloc_tres(n)));
     r.line("CurrentWatts=0 AveWatts=0");
@@ -273,6 +317,7 @@ fn node_alloc_tres(n: &NodeInfo) -> String {
     if n.alloc_mem_mb > 0 {
         parts.push(format!("mem={}", fmt_mem_mb(n.alloc_mem_mb)));
     }
+    parts.extend(n.alloc_gres.iter().map(|(g, c)| format!("gres/{g}={c}")));
     parts.join(",")
 }
 
@@ -628,6 +673,9 @@ mod tests {
             slurmd_start_time: Some(T0 - 5),
             last_busy: Some(T0 - 5),
             version: "22.05.8".to_string(),
+            cfg_gres: Vec::new(),
+            alloc_gres: Vec::new(),
+            gres_used: String::new(),
         }
     }
 

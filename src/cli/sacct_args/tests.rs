@@ -730,6 +730,8 @@ fn sample_job() -> AcctJob {
         constraints: String::new(),
         steps: Vec::new(),
         array: None,
+        req_gres: Vec::new(),
+        alloc_gres: Vec::new(),
     }
 }
 

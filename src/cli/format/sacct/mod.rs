@@ -1057,6 +1057,8 @@ struct Tres {
     billing: bool,
     mem_mb: u64,
     nodes: u32,
+    /// `gres/gpu=2` entries, by name.
+    gres: Vec<(String, u64)>,
 }
 
 impl Tres {
@@ -1072,6 +1074,16 @@ impl Tres {
             parts.push(("mem", convert_num(self.mem_mb, UNIT_MEGA, conv)));
         }
         parts.push(("node", self.nodes.to_string()));
+        let gres: Vec<(String, String)> = self
+            .gres
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(g, n)| (format!("gres/{g}"), n.to_string()))
+            .collect();
+        let mut parts: Vec<(&str, String)> = parts
+            .into_iter()
+            .chain(gres.iter().map(|(k, v)| (k.as_str(), v.clone())))
+            .collect();
         parts.sort_by_key(|(name, _)| *name);
         parts
             .iter()
@@ -1088,6 +1100,7 @@ fn req_tres(job: &AcctJob, conv: Conversion) -> String {
         billing: true,
         mem_mb: req_mem_mb(job),
         nodes: job.req_nodes.max(1),
+        gres: job.req_gres.clone(),
     }
     .text(conv)
 }
@@ -1103,6 +1116,7 @@ fn alloc_tres(row: Row<'_>, conv: Conversion) -> String {
         billing: true,
         mem_mb: job_mem_mb(job, job.num_nodes, job.alloc_cpus),
         nodes: job.num_nodes,
+        gres: job.alloc_gres.clone(),
     };
     match row {
         Row::Job(..) if set_time(job.start_time).is_none() => String::new(),
@@ -1115,6 +1129,7 @@ fn alloc_tres(row: Row<'_>, conv: Conversion) -> String {
                 billing: false,
                 mem_mb: job_mem_mb(job, step.num_nodes, cpus),
                 nodes: step.num_nodes,
+                gres: Vec::new(),
             }
             .text(conv)
         }

@@ -38,6 +38,9 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         slurmd_start_time: None,
         last_busy: None,
         version: "22.05.8".to_string(),
+        cfg_gres: Vec::new(),
+        alloc_gres: Vec::new(),
+        gres_used: String::new(),
     }
 }
 

@@ -319,6 +319,7 @@ impl JobField {
             Dependency => or_null(&j.dependency).to_string(),
             // Data canopy does not keep: Slurm's text for "unset".
             Qos | Reservation | Wckey | Licenses | SchedNodes => "(null)".to_string(),
+            TresPerNode if !j.tres_per_node.is_empty() => j.tres_per_node.clone(),
             TresPerNode | CoreSpec => "N/A".to_string(),
             ArrayTaskId => match (&j.array_pending, &j.array) {
                 (Some(set), _) => set.clone(),
@@ -370,7 +371,9 @@ impl JobField {
             StdOut => j.stdout.clone(),
             StdErr => j.stderr.clone(),
             StdIn => j.stdin.clone(),
-            TresAlloc => job_tres(j),
+            // What the job holds once started, what it asks for before.
+            TresAlloc if j.start_time.is_some() => job_tres(j, &j.alloc_gres),
+            TresAlloc => job_tres(j, &j.req_gres),
             ExitCode => wait_status(j.exit_code).to_string(),
             RestartCount => j.restarts.to_string(),
         }
