@@ -374,6 +374,41 @@ impl Core {
     }
 }
 
+/// Units per GRES name on a node (`gres/gpu=4`).
+fn gres_by_name(slots: &[GresSlot], count: fn(&GresSlot) -> u64) -> Vec<(String, u64)> {
+    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
+    for s in slots {
+        *out.entry(s.name.clone()).or_default() += count(s);
+    }
+    out.into_iter().collect()
+}
+
+/// `GresUsed=gpu:a100:2(IDX:0-1),bw:40`: every configured GRES with how
+/// many are held, indices for devices (`IDX:N/A` when none are).
+fn gres_used(slots: &[GresSlot]) -> String {
+    slots
+        .iter()
+        .map(|s| {
+            let head = match &s.type_ {
+                Some(t) => format!("{}:{}:{}", s.name, t, s.used()),
+                None => format!("{}:{}", s.name, s.used()),
+            };
+            match &s.kind {
+                GresKind::Devices(devs) => {
+                    let held: Vec<u32> = devs.iter().filter(|d| d.used).map(|d| d.index).collect();
+                    if held.is_empty() {
+                        format!("{head}(IDX:N/A)")
+                    } else {
+                        format!("{head}(IDX:{})", crate::model::tres::ranges(&held))
+                    }
+                }
+                GresKind::Count { .. } => head,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -431,39 +466,4 @@ mod tests {
         let jobs_only = core("PrivateData=jobs\n");
         assert_eq!(jobs_only.node_infos(&[], ALICE).len(), 2);
     }
-}
-
-/// Units per GRES name on a node (`gres/gpu=4`).
-fn gres_by_name(slots: &[GresSlot], count: fn(&GresSlot) -> u64) -> Vec<(String, u64)> {
-    let mut out: std::collections::BTreeMap<String, u64> = Default::default();
-    for s in slots {
-        *out.entry(s.name.clone()).or_default() += count(s);
-    }
-    out.into_iter().collect()
-}
-
-/// `GresUsed=gpu:a100:2(IDX:0-1),bw:40`: every configured GRES with how
-/// many are held, indices for devices (`IDX:N/A` when none are).
-fn gres_used(slots: &[GresSlot]) -> String {
-    slots
-        .iter()
-        .map(|s| {
-            let head = match &s.type_ {
-                Some(t) => format!("{}:{}:{}", s.name, t, s.used()),
-                None => format!("{}:{}", s.name, s.used()),
-            };
-            match &s.kind {
-                GresKind::Devices(devs) => {
-                    let held: Vec<u32> = devs.iter().filter(|d| d.used).map(|d| d.index).collect();
-                    if held.is_empty() {
-                        format!("{head}(IDX:N/A)")
-                    } else {
-                        format!("{head}(IDX:{})", crate::model::tres::ranges(&held))
-                    }
-                }
-                GresKind::Count { .. } => head,
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
 }
