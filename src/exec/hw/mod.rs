@@ -9,3 +9,38 @@ pub mod topology;
 
 pub use gpu::{DetectedGpu, GpuDetection, GresFlags, GresLine};
 pub use topology::{HwError, Topology};
+
+/// What `canopy-noded -C` prints (as `slurmd -C`): the node line with the
+/// hardware hwloc sees, RAM from sysconf, autodetected GPUs as `Gres=`,
+/// then `UpTime=`.
+pub fn node_config_report(node: &str) -> Result<String, HwError> {
+    let topo = topology::detect()?;
+    let gpus = gpu::detect(&topo);
+    if let Some(reason) = &gpus.reason {
+        tracing::debug!(reason = %reason, "no GPUs autodetected");
+    }
+    let summary = gpu::autodetect_summary(&gpus.gpus);
+    Ok(topology::format_node_config(
+        node,
+        &topo,
+        topology::real_memory_mb(),
+        summary.as_ref().map(|(g, n)| (g.as_str(), n.as_str())),
+        topology::uptime_secs(),
+    ))
+}
+
+/// The GRES lines `canopy-noded -G` logs (as `slurmd -G`), one per
+/// autodetected GPU; none without GPUs. The reason none were found is
+/// logged once, at debug: a node without a driver is not an error.
+pub fn gres_report() -> Result<Vec<String>, HwError> {
+    let topo = topology::detect()?;
+    let found = gpu::detect(&topo);
+    if let Some(reason) = &found.reason {
+        tracing::debug!(reason = %reason, "no GPUs autodetected");
+    }
+    Ok(found
+        .gpus
+        .iter()
+        .map(|g| gpu::format_gres_line(&g.gres_line(topo.cpus())))
+        .collect())
+}
