@@ -78,7 +78,7 @@ pub struct TaskBinding {
     /// `-cores` etc. after `cpu-bind` in the verbose line, `MASK`/`MAP `/...
     units: &'static str,
     word: &'static str,
-    /// OS CPUs the task ends up on (all the node's when unbound).
+    /// OS CPUs the task is bound to (empty when unbound).
     effective: IdSet,
 }
 
@@ -91,10 +91,14 @@ impl TaskBinding {
         if !self.verbose {
             return None;
         }
-        let action = if self.word == "NONE" { "" } else { " set" };
+        // Unbound tasks print an empty mask and no unit, as slurmstepd does.
+        let (action, units) = if self.word == "NONE" {
+            ("", "")
+        } else {
+            (" set", self.units)
+        };
         Some(format!(
-            "cpu-bind{}={} - {node}, task {:2} {:2} [{pid}]: mask 0x{}{action}",
-            self.units,
+            "cpu-bind{units}={} - {node}, task {:2} {:2} [{pid}]: mask 0x{}{action}",
             self.word,
             self.global_id,
             self.local_id,
@@ -242,10 +246,10 @@ pub fn task_masks_with(
         let whole_needed = !matches!(mode, BindMode::MapCpu(_) | BindMode::MaskCpu(_));
         if whole_needed && !shape.whole_node {
             if *mode != BindMode::None {
-                return Err(BindError::WholeNodeRequired(mode_name(mode).to_string()));
+                return Err(BindError::WholeNodeRequired(sprint_bind_type(topo, bind)));
             }
             // `none` on part of a node still keeps tasks on the step's CPUs.
-            all_alloc("MASK", None)
+            all_alloc("MASK", bind.unit)
         } else {
             explicit(topo, mode, bind.unit, n, &alloc_os, &outside)?
         }
@@ -276,7 +280,6 @@ pub fn task_masks_with(
     };
 
     let env = cpu_bind_env(bind.verbose, &resolved);
-    let all_os = IdSet::new(topo.to_os(&(0..size).collect::<Vec<_>>()));
     let units = match resolved.units {
         None => "",
         Some(BindUnit::Threads) => "-threads",
@@ -298,7 +301,7 @@ pub fn task_masks_with(
             TaskBinding {
                 local_id: i as u32,
                 global_id: gid,
-                effective: os.clone().map_or_else(|| all_os.clone(), IdSet::new),
+                effective: os.clone().map(IdSet::new).unwrap_or_default(),
                 os_cpus: os,
                 env: env.clone(),
                 verbose: bind.verbose,
@@ -307,6 +310,26 @@ pub fn task_masks_with(
             }
         })
         .collect())
+}
+
+/// The binding as slurmd names it in messages (`slurm_sprint_cpu_bind_type`):
+/// verbosity, unit, mode, and `one_thread` where the node has one thread
+/// per core (Slurm then lays out one task per core).
+fn sprint_bind_type(topo: &Topology, bind: &CpuBind) -> String {
+    let mut parts = Vec::new();
+    if bind.verbose {
+        parts.push("verbose");
+    }
+    if let Some(u) = bind.unit {
+        parts.push(u.name());
+    }
+    if let Some(m) = &bind.mode {
+        parts.push(mode_name(m));
+    }
+    if bind.one_thread || topo.threads_per_core <= 1 {
+        parts.push("one_thread");
+    }
+    parts.join(",")
 }
 
 fn mode_name(mode: &BindMode) -> &'static str {
@@ -374,9 +397,10 @@ fn explicit(
             let per = (0..n)
                 .map(|i| Some(masks[i % masks.len()].ids().to_vec()))
                 .collect();
+            // slurmd rewrites the masks without `0x` (task_cpuset_to_str).
             let l = masks
                 .iter()
-                .map(IdSet::to_string)
+                .map(IdSet::hex_trimmed)
                 .collect::<Vec<_>>()
                 .join(",");
             r(per, "MASK", "mask_cpu:", l, true)
@@ -1075,7 +1099,7 @@ mod tests {
         let b = task_masks(&lin, &all(&lin), &[0], 1, &cb("v,none"), &dist("block")).unwrap();
         assert_eq!(
             b[0].verbose_line("n1", 7).unwrap(),
-            "cpu-bind=NONE - n1, task  0  0 [7]: mask 0xffffffff"
+            "cpu-bind=NONE - n1, task  0  0 [7]: mask 0x0"
         );
         let q = task_masks(&lin, &all(&lin), &[0], 1, &cb("cores"), &dist("block")).unwrap();
         assert_eq!(q[0].verbose_line("n1", 7), None);
@@ -1092,6 +1116,319 @@ mod tests {
             task_masks(&lin, &[5], &[0], 1, &cb("threads"), &dist("block")).unwrap_err(),
             BindError::NoSuchCpu { cpu: 5, .. }
         ));
+    }
+
+    /// Cases run on slurmd 22.05.8 with TaskPlugin=task/affinity,
+    /// CR_Core, and HWLOC_SYNTHETIC="package:2 core:8 pu:2" (2x8x2, linear
+    /// numbering): srun's options, the CPUs the step was given, and the
+    /// mask list slurmd logged (`_lllp_generate_cpu_bind`), which is
+    /// SLURM_CPU_BIND_LIST.
+    #[test]
+    fn matches_slurm_22_05_task_affinity() {
+        let t = Topology::uniform(2, 8, 2);
+        let whole: Vec<u32> = all(&t);
+        let cases: &[(&str, u32, u32, &str, &str, Vec<u32>, &str)] = &[
+            ("-n4 --cpu-bind=cores -m block:block", 4, 1, "cores", "block:block", range(0, 4),
+             "0x00000003,0x0000000C,0x00000003,0x0000000C"),
+            ("-n4 -m block:block", 4, 1, "", "block:block", range(0, 4),
+             "0x00000001,0x00000002,0x00000004,0x00000008"),
+            ("-n2 -c16", 2, 16, "", "", whole.clone(), "0x0000FFFF,0xFFFF0000"),
+            ("-n4 --cpu-bind=cores -m block:cyclic", 4, 1, "cores", "block:cyclic", vec![0, 1, 16, 17],
+             "0x00000003,0x00030000,0x00030000,0x00000003"),
+            ("-n4 --cpu-bind=cores", 4, 1, "cores", "", vec![0, 1, 16, 17],
+             "0x00000003,0x00030000,0x00030000,0x00000003"),
+            ("-n2 -c2 --cpu-bind=threads -m block:fcyclic", 2, 2, "threads", "block:fcyclic", range(0, 4),
+             "0x00000003,0x0000000C"),
+            ("-n2 --cpu-bind=sockets", 2, 1, "sockets", "", range(0, 2), "0x00000003,0x00000003"),
+            ("-n2 -c4 -m block:cyclic", 2, 4, "", "block:cyclic", range(0, 8), "0x0000000F,0x000000F0"),
+            ("-n4 --cpu-bind=cores -m block:cyclic (socket 0 only)", 4, 1, "cores", "block:cyclic", range(0, 4),
+             "0x00000003,0x0000000C,0x00000003,0x0000000C"),
+            ("-n4 --cpu-bind=threads -m block:fcyclic", 4, 1, "threads", "block:fcyclic", vec![0, 1, 16, 17],
+             "0x00000001,0x00010000,0x00000002,0x00020000"),
+            ("-n2 (one core)", 2, 1, "", "", range(0, 2), "0x00000001,0x00000002"),
+            ("-n16 --exclusive", 16, 1, "", "", whole.clone(),
+             "0x00000003,0x00030000,0x0000000C,0x000C0000,0x00000030,0x00300000,0x000000C0,0x00C00000,0x00000300,0x03000000,0x00000C00,0x0C000000,0x00003000,0x30000000,0x0000C000,0xC0000000"),
+            ("-n2 -c3 --cpu-bind=cores -m block:block", 2, 3, "cores", "block:block", range(0, 6),
+             "0x0000000F,0x00000033"),
+            ("-n2 -c3 --cpu-bind=cores -m block:cyclic", 2, 3, "cores", "block:cyclic", range(0, 6),
+             "0x0000000F,0x00000033"),
+            ("-n2 -c8 -m plane=2 --cpu-bind=cores", 2, 8, "cores", "plane=2", range(0, 16),
+             "0x000000FF,0x0000FF00"),
+            ("-n8 -m block:block --cpu-bind=sockets", 8, 1, "sockets", "block:block", range(0, 8),
+             &["0x000000FF"; 8].join(",")),
+            ("-n4 -c4 --cpu-bind=cores -m block:fcyclic", 4, 4, "cores", "block:fcyclic", range(0, 16),
+             "0x0000000F,0x000000F0,0x00000F00,0x0000F000"),
+            ("-n3 -c2 --cpu-bind=cores -m block:cyclic", 3, 2, "cores", "block:cyclic", range(0, 6),
+             "0x00000003,0x0000000C,0x00000030"),
+            ("-n2 -c16 --cpu-bind=sockets -m block:block", 2, 16, "sockets", "block:block", whole.clone(),
+             "0x0000FFFF,0xFFFF0000"),
+            ("-n6 --cpu-bind=threads -m cyclic:cyclic", 6, 1, "threads", "cyclic:cyclic", vec![0, 1, 2, 3, 16, 17],
+             "0x00000001,0x00010000,0x00000002,0x00020000,0x00000004,0x00000008"),
+        ];
+        let cores16 = "0x00000003,0x00030000,0x0000000C,0x000C0000,0x00000030,0x00300000,0x000000C0,0x00C00000,0x00000300,0x03000000,0x00000C00,0x0C000000,0x00003000,0x30000000,0x0000C000,0xC0000000";
+        let threads32 = "0x00000001,0x00010000,0x00000002,0x00020000,0x00000004,0x00040000,0x00000008,0x00080000,0x00000010,0x00100000,0x00000020,0x00200000,0x00000040,0x00400000,0x00000080,0x00800000,0x00000100,0x01000000,0x00000200,0x02000000,0x00000400,0x04000000,0x00000800,0x08000000,0x00001000,0x10000000,0x00002000,0x20000000,0x00004000,0x40000000,0x00008000,0x80000000";
+        let mut all_cases: Vec<(&str, u32, u32, &str, &str, Vec<u32>, String)> = cases
+            .iter()
+            .map(|(a, n, c, b, d, al, want)| (*a, *n, *c, *b, *d, al.clone(), want.to_string()))
+            .collect();
+        all_cases.push((
+            "-n32 --cpu-bind=cores",
+            32,
+            1,
+            "cores",
+            "",
+            whole.clone(),
+            format!("{cores16},{cores16}"),
+        ));
+        all_cases.push(("-n32", 32, 1, "", "", whole.clone(), threads32.to_string()));
+        for (args, n, cpt, b, d, alloc, want) in all_cases {
+            let bind = if b.is_empty() {
+                CpuBind::default()
+            } else {
+                cb(b)
+            };
+            let dist = if d.is_empty() {
+                Distribution::default()
+            } else {
+                dist(d)
+            };
+            let tasks: Vec<u32> = (0..n).collect();
+            let got = task_masks(&t, &alloc, &tasks, cpt, &bind, &dist).unwrap();
+            assert_eq!(env(&got[0], "SLURM_CPU_BIND_LIST"), want, "srun {args}");
+        }
+        // The same node with Intel-style OS numbering (hwloc's synthetic
+        // `pu:2(indexes=0,16,1,17,...)`): the same layout, in OS ids.
+        let intel = Topology::intel_style(2, 8, 2);
+        let intel_cases: &[(&str, u32, u32, &str, &str, Vec<u32>, &str)] = &[
+            (
+                "-n4 --cpu-bind=cores -m block:block",
+                4,
+                1,
+                "cores",
+                "block:block",
+                range(0, 4),
+                "0x00010001,0x00020002,0x00010001,0x00020002",
+            ),
+            (
+                "-n4 --cpu-bind=cores -m block:cyclic",
+                4,
+                1,
+                "cores",
+                "block:cyclic",
+                vec![0, 1, 16, 17],
+                "0x00010001,0x01000100,0x01000100,0x00010001",
+            ),
+            (
+                "-n2 -c16 --cpu-bind=sockets -m block:block",
+                2,
+                16,
+                "sockets",
+                "block:block",
+                whole.clone(),
+                "0x00FF00FF,0xFF00FF00",
+            ),
+            (
+                "-n4 -m block:block",
+                4,
+                1,
+                "",
+                "block:block",
+                range(0, 4),
+                "0x00000001,0x00010000,0x00000002,0x00020000",
+            ),
+        ];
+        for (args, n, cpt, b, d, alloc, want) in intel_cases {
+            let bind = if b.is_empty() {
+                CpuBind::default()
+            } else {
+                cb(b)
+            };
+            let tasks: Vec<u32> = (0..*n).collect();
+            let got = task_masks(&intel, alloc, &tasks, *cpt, &bind, &dist(d)).unwrap();
+            assert_eq!(
+                env(&got[0], "SLURM_CPU_BIND_LIST"),
+                *want,
+                "srun {args} (Intel numbering)"
+            );
+        }
+        assert_eq!(
+            task_masks(
+                &intel,
+                &range(0, 2),
+                &[0, 1],
+                1,
+                &cb("map_cpu:5,6"),
+                &Distribution::default()
+            )
+            .unwrap_err()
+            .to_string(),
+            "CPU binding outside of job step allocation, allocated CPUs are: 0x00010001."
+        );
+        // And the errors slurmd logged for the same node.
+        assert_eq!(
+            task_masks(
+                &t,
+                &range(0, 2),
+                &[0, 1],
+                1,
+                &cb("map_cpu:5,6"),
+                &Distribution::default()
+            )
+            .unwrap_err()
+            .to_string(),
+            "CPU binding outside of job step allocation, allocated CPUs are: 0x00000003."
+        );
+        assert_eq!(
+            task_masks(
+                &t,
+                &range(0, 6),
+                &[0, 1, 2],
+                1,
+                &cb("rank_ldom"),
+                &Distribution::default()
+            )
+            .unwrap_err()
+            .to_string(),
+            "Entire node must be allocated for rank_ldom"
+        );
+    }
+
+    /// Environment and verbose lines seen in tasks of slurmd 22.05.8
+    /// (task/affinity) on a node of 1 socket x 2 cores x 1 thread
+    /// (HWLOC_SYNTHETIC="package:1 core:2 pu:1"), where binding really
+    /// happens: `srun <args> bash -c 'echo $SLURM_CPU_BIND...'`.
+    #[test]
+    fn matches_slurm_22_05_env_and_verbose_lines() {
+        let t = Topology::uniform(1, 2, 1);
+        let check = |bind: &str, alloc: &[u32], n: u32, want_env: [&str; 3], lines: &[&str]| {
+            let tasks: Vec<u32> = (0..n).collect();
+            let b = task_masks(&t, alloc, &tasks, 1, &cb(bind), &Distribution::default())
+                .unwrap_or_else(|e| panic!("--cpu-bind={bind}: {e}"));
+            assert_eq!(
+                env(&b[0], "SLURM_CPU_BIND"),
+                want_env[0],
+                "--cpu-bind={bind}"
+            );
+            assert_eq!(
+                env(&b[0], "SLURM_CPU_BIND_TYPE"),
+                want_env[1],
+                "--cpu-bind={bind}"
+            );
+            assert_eq!(
+                env(&b[0], "SLURM_CPU_BIND_LIST"),
+                want_env[2],
+                "--cpu-bind={bind}"
+            );
+            for (i, want) in lines.iter().enumerate() {
+                assert_eq!(
+                    b[i].verbose_line("vm", 100 + i as u32).as_deref(),
+                    Some(*want)
+                );
+            }
+        };
+        check(
+            "verbose,cores",
+            &[0, 1],
+            2,
+            ["verbose,mask_cpu:0x1,0x2", "mask_cpu:", "0x1,0x2"],
+            &[
+                "cpu-bind=MASK - vm, task  0  0 [100]: mask 0x1 set",
+                "cpu-bind=MASK - vm, task  1  1 [101]: mask 0x2 set",
+            ],
+        );
+        check(
+            "verbose,none",
+            &[0, 1],
+            2,
+            ["verbose,none", "none", ""],
+            &["cpu-bind=NONE - vm, task  0  0 [100]: mask 0x0"],
+        );
+        check(
+            "verbose,map_cpu:1,0",
+            &[0, 1],
+            2,
+            ["verbose,map_cpu:1,0", "map_cpu:", "1,0"],
+            &["cpu-bind=MAP  - vm, task  0  0 [100]: mask 0x2 set"],
+        );
+        check(
+            "v,mask_cpu:0x3,0x2",
+            &[0, 1],
+            2,
+            ["verbose,mask_cpu:3,2", "mask_cpu:", "3,2"],
+            &[
+                "cpu-bind=MASK - vm, task  0  0 [100]: mask 0x3 set",
+                "cpu-bind=MASK - vm, task  1  1 [101]: mask 0x2 set",
+            ],
+        );
+        check(
+            "verbose,mask_cpu:0x0003",
+            &[0, 1],
+            2,
+            ["verbose,mask_cpu:3", "mask_cpu:", "3"],
+            &[],
+        );
+        check(
+            "verbose",
+            &[0],
+            1,
+            ["verbose,mask_cpu:0x1", "mask_cpu:", "0x1"],
+            &["cpu-bind=MASK - vm, task  0  0 [100]: mask 0x1 set"],
+        );
+        check(
+            "verbose,rank_ldom",
+            &[0, 1],
+            2,
+            ["verbose,rank_ldom", "rank_ldom", ""],
+            &[
+                "cpu-bind=LDRANK - vm, task  0  0 [100]: mask 0x3 set",
+                "cpu-bind=LDRANK - vm, task  1  1 [101]: mask 0x3 set",
+            ],
+        );
+        check(
+            "verbose,rank",
+            &[0, 1],
+            2,
+            ["verbose,rank", "rank", ""],
+            &["cpu-bind=RANK - vm, task  0  0 [100]: mask 0x1 set"],
+        );
+        check(
+            "verbose,sockets",
+            &[0, 1],
+            2,
+            ["verbose,mask_cpu:0x3,0x3", "mask_cpu:", "0x3,0x3"],
+            &[],
+        );
+        check(
+            "verbose,threads,none",
+            &[0],
+            1,
+            ["verbose,threads,mask_cpu:0x1", "threads,mask_cpu:", "0x1"],
+            &["cpu-bind-threads=MASK - vm, task  0  0 [100]: mask 0x1 set"],
+        );
+        let quiet = task_masks(
+            &t,
+            &[0, 1],
+            &[0, 1],
+            1,
+            &CpuBind::default(),
+            &Distribution::default(),
+        )
+        .unwrap();
+        assert_eq!(env(&quiet[0], "SLURM_CPU_BIND"), "quiet,mask_cpu:0x1,0x2");
+        assert_eq!(env(&quiet[0], "SLURM_CPU_BIND_VERBOSE"), "quiet");
+        for (bind, msg) in [
+            (
+                "verbose,rank",
+                "Entire node must be allocated for verbose,rank,one_thread",
+            ),
+            (
+                "verbose,map_ldom:0",
+                "Entire node must be allocated for verbose,map_ldom,one_thread",
+            ),
+        ] {
+            let e = task_masks(&t, &[0], &[0], 1, &cb(bind), &Distribution::default()).unwrap_err();
+            assert_eq!(e.to_string(), msg);
+        }
     }
 
     #[test]
