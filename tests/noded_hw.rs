@@ -104,3 +104,28 @@ fn a_bad_topology_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot read this node's hardware"), "{err}");
 }
+
+/// Side by side with the real thing (Debian's slurmd 22.05, which
+/// `.ci/run` installs when it can): the node line must be identical for
+/// the same synthetic topologies. Ignored: it needs slurmd.
+#[test]
+#[ignore = "needs Slurm's slurmd (run with --ignored where it is installed)"]
+fn print_config_matches_real_slurmd() {
+    for syn in [
+        "package:2 core:8 pu:2",
+        "package:1 core:2 pu:1",
+        "package:4 numa:2 core:6 pu:2",
+        "package:1 numa:2 core:2 pu:1",
+    ] {
+        let real = Command::new("slurmd")
+            .arg("-C")
+            .env("HWLOC_SYNTHETIC", syn)
+            .output()
+            .expect("slurmd -C runs");
+        let ours = noded(&["-C"], &[("HWLOC_SYNTHETIC", syn)]);
+        let real = String::from_utf8_lossy(&real.stdout).to_string();
+        let ours = node_line(&ours);
+        assert_eq!(real.lines().next(), ours.lines().next(), "{syn}");
+        assert_eq!(real.lines().count(), ours.lines().count(), "{syn}");
+    }
+}

@@ -268,14 +268,40 @@ pub fn format_ranges(ids: &[u32]) -> String {
     out.join(",")
 }
 
+/// Which slurmd's log line to write: canopy answers as Slurm 22.05 does,
+/// newer slurmd (23.02 on) always writes `Links=` and adds `Flags=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GresLogStyle {
+    #[default]
+    Slurm2205,
+    Slurm2302,
+}
+
 /// The line `slurmd -G` logs for a GRES record (with GRES debugging on,
-/// which -G turns on). The index is the file name's trailing number; an
-/// absent type or links prints `(null)` as C's printf does.
+/// which -G turns on), as Slurm 22.05 writes it. The index is the file
+/// name's trailing number; an absent type prints `(null)` as C's printf
+/// does, and so do absent links in 22.05 (`CoreCnt=2 (null)`).
 pub fn format_gres_line(g: &GresLine) -> String {
+    format_gres_line_as(g, GresLogStyle::Slurm2205)
+}
+
+/// [`format_gres_line`] in a chosen slurmd version's words.
+pub fn format_gres_line_as(g: &GresLine, style: GresLogStyle) -> String {
     let null = "(null)";
     let ty = g.type_name.as_deref().unwrap_or(null);
-    let links = g.links.as_deref().unwrap_or(null);
     let id = gres_build_id(&g.name);
+    // 22.05: "Links=<l>" or a bare (null); 23.02: "Links=<l|(null)> Flags=<f>".
+    let tail = match style {
+        GresLogStyle::Slurm2205 => g
+            .links
+            .as_deref()
+            .map_or_else(|| null.to_string(), |l| format!("Links={l}")),
+        GresLogStyle::Slurm2302 => format!(
+            "Links={} Flags={}",
+            g.links.as_deref().unwrap_or(null),
+            g.flags
+        ),
+    };
     let index = g.file.as_deref().map(|f| {
         let digits: String = f
             .chars()
@@ -290,13 +316,13 @@ pub fn format_gres_line(g: &GresLine) -> String {
     let head = format!("Gres Name={} Type={ty} Count={}", g.name, g.count);
     match (&g.file, index, &g.cores) {
         (Some(file), Some(index), Some(cores)) => format!(
-            "{head} Index={index} ID={id} File={file} Cores={cores} CoreCnt={} Links={links} Flags={}",
-            g.core_cnt, g.flags
+            "{head} Index={index} ID={id} File={file} Cores={cores} CoreCnt={} {tail}",
+            g.core_cnt
         ),
         (Some(file), Some(index), None) => {
-            format!("{head} Index={index} ID={id} File={file} Links={links} Flags={}", g.flags)
+            format!("{head} Index={index} ID={id} File={file} {tail}")
         }
-        _ => format!("{head} ID={id} Links={links} Flags={}", g.flags),
+        _ => format!("{head} ID={id} {tail}"),
     }
 }
 
@@ -398,15 +424,35 @@ mod tests {
     fn gres_lines_as_slurmd_logs_them() {
         let g = gpu(1, (8..16).collect());
         assert_eq!(
-            format_gres_line(&g.gres_line(32)),
+            format_gres_line_as(&g.gres_line(32), GresLogStyle::Slurm2302),
             "Gres Name=gpu Type=nvidia_a100-sxm4-80gb Count=1 Index=1 ID=7696487 File=/dev/nvidia1 Cores=8-15 CoreCnt=32 Links=4,-1 Flags=HAS_FILE,HAS_TYPE,ENV_NVML"
+        );
+        assert_eq!(
+            format_gres_line(&g.gres_line(32)),
+            "Gres Name=gpu Type=nvidia_a100-sxm4-80gb Count=1 Index=1 ID=7696487 File=/dev/nvidia1 Cores=8-15 CoreCnt=32 Links=4,-1"
         );
         let g = gpu(0, vec![]);
         let mut line = g.gres_line(32);
         line.links = None;
         assert_eq!(
-            format_gres_line(&line),
+            format_gres_line_as(&line, GresLogStyle::Slurm2302),
             "Gres Name=gpu Type=nvidia_a100-sxm4-80gb Count=1 Index=0 ID=7696487 File=/dev/nvidia0 Links=(null) Flags=HAS_FILE,HAS_TYPE,ENV_NVML"
+        );
+        // What slurmd 22.05.8 -G printed for a gres.conf line
+        // `Name=gpu Type=a100 File=/tmp/hwpeer/dev/nvidia0 Cores=0` on a 2-CPU node.
+        let conf = GresLine {
+            name: "gpu".into(),
+            type_name: Some("a100".into()),
+            count: 1,
+            file: Some("/tmp/hwpeer/dev/nvidia0".into()),
+            cores: Some("0".into()),
+            core_cnt: 2,
+            links: None,
+            flags: GresFlags::default(),
+        };
+        assert_eq!(
+            format_gres_line(&conf),
+            "Gres Name=gpu Type=a100 Count=1 Index=0 ID=7696487 File=/tmp/hwpeer/dev/nvidia0 Cores=0 CoreCnt=2 (null)"
         );
         let fileless = GresLine {
             name: "bandwidth".into(),
@@ -422,7 +468,7 @@ mod tests {
             },
         };
         assert_eq!(
-            format_gres_line(&fileless),
+            format_gres_line_as(&fileless, GresLogStyle::Slurm2302),
             format!(
                 "Gres Name=bandwidth Type=(null) Count=100 ID={} Links=(null) Flags=CountOnly",
                 gres_build_id("bandwidth")

@@ -7,24 +7,21 @@
 pub mod gpu;
 pub mod topology;
 
-pub use gpu::{DetectedGpu, GpuDetection, GresFlags, GresLine};
+pub use gpu::{DetectedGpu, GpuDetection, GresFlags, GresLine, GresLogStyle};
 pub use topology::{HwError, Topology};
 
-/// What `canopy-noded -C` prints (as `slurmd -C`): the node line with the
-/// hardware hwloc sees, RAM from sysconf, autodetected GPUs as `Gres=`,
-/// then `UpTime=`.
+/// What `canopy-noded -C` prints, as Slurm 22.05's `slurmd -C`: the node
+/// line with the hardware hwloc sees and RAM from sysconf, then `UpTime=`.
+/// (Newer slurmd appends autodetected GPUs as `Gres=` and a `Found ...`
+/// line: [`gpu::autodetect_summary`] and [`topology::format_node_config`]
+/// write those when given them.)
 pub fn node_config_report(node: &str) -> Result<String, HwError> {
     let topo = topology::detect()?;
-    let gpus = gpu::detect(&topo);
-    if let Some(reason) = &gpus.reason {
-        tracing::debug!(reason = %reason, "no GPUs autodetected");
-    }
-    let summary = gpu::autodetect_summary(&gpus.gpus);
     Ok(topology::format_node_config(
         node,
         &topo,
         topology::real_memory_mb(),
-        summary.as_ref().map(|(g, n)| (g.as_str(), n.as_str())),
+        None,
         topology::uptime_secs(),
     ))
 }

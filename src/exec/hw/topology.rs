@@ -283,8 +283,9 @@ pub fn format_uptime(secs: u64) -> String {
 }
 
 /// The `slurmd -C` report: the node line, then the uptime line. `gres` is
-/// the `Gres=` value (e.g. `gpu:nvidia_a100-sxm4-80gb:4`) when GPUs were
-/// autodetected, with `found` the note slurmd prints under it.
+/// for slurmd 23.02 and later, which append autodetected GPUs: the `Gres=`
+/// value (e.g. `gpu:nvidia_a100-sxm4-80gb:4`) and the `Found ...` note
+/// printed under it; Slurm 22.05 prints neither (pass `None`).
 pub fn format_node_config(
     name: &str,
     topo: &Topology,
