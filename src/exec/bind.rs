@@ -1118,6 +1118,11 @@ mod tests {
         ));
     }
 
+    /// srun's options, tasks, cpus per task, --cpu-bind, -m, the step's
+    /// CPUs and the mask list slurmd computed.
+    type Case<'a> = (&'a str, u32, u32, &'a str, &'a str, Vec<u32>, &'a str);
+    type OwnedCase<'a> = (&'a str, u32, u32, &'a str, &'a str, Vec<u32>, String);
+
     /// Cases run on slurmd 22.05.8 with TaskPlugin=task/affinity,
     /// CR_Core, and HWLOC_SYNTHETIC="package:2 core:8 pu:2" (2x8x2, linear
     /// numbering): srun's options, the CPUs the step was given, and the
@@ -1127,7 +1132,7 @@ mod tests {
     fn matches_slurm_22_05_task_affinity() {
         let t = Topology::uniform(2, 8, 2);
         let whole: Vec<u32> = all(&t);
-        let cases: &[(&str, u32, u32, &str, &str, Vec<u32>, &str)] = &[
+        let cases: &[Case] = &[
             ("-n4 --cpu-bind=cores -m block:block", 4, 1, "cores", "block:block", range(0, 4),
              "0x00000003,0x0000000C,0x00000003,0x0000000C"),
             ("-n4 -m block:block", 4, 1, "", "block:block", range(0, 4),
@@ -1167,7 +1172,7 @@ mod tests {
         ];
         let cores16 = "0x00000003,0x00030000,0x0000000C,0x000C0000,0x00000030,0x00300000,0x000000C0,0x00C00000,0x00000300,0x03000000,0x00000C00,0x0C000000,0x00003000,0x30000000,0x0000C000,0xC0000000";
         let threads32 = "0x00000001,0x00010000,0x00000002,0x00020000,0x00000004,0x00040000,0x00000008,0x00080000,0x00000010,0x00100000,0x00000020,0x00200000,0x00000040,0x00400000,0x00000080,0x00800000,0x00000100,0x01000000,0x00000200,0x02000000,0x00000400,0x04000000,0x00000800,0x08000000,0x00001000,0x10000000,0x00002000,0x20000000,0x00004000,0x40000000,0x00008000,0x80000000";
-        let mut all_cases: Vec<(&str, u32, u32, &str, &str, Vec<u32>, String)> = cases
+        let mut all_cases: Vec<OwnedCase> = cases
             .iter()
             .map(|(a, n, c, b, d, al, want)| (*a, *n, *c, *b, *d, al.clone(), want.to_string()))
             .collect();
@@ -1199,7 +1204,7 @@ mod tests {
         // The same node with Intel-style OS numbering (hwloc's synthetic
         // `pu:2(indexes=0,16,1,17,...)`): the same layout, in OS ids.
         let intel = Topology::intel_style(2, 8, 2);
-        let intel_cases: &[(&str, u32, u32, &str, &str, Vec<u32>, &str)] = &[
+        let intel_cases: &[Case] = &[
             (
                 "-n4 --cpu-bind=cores -m block:block",
                 4,
