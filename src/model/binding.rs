@@ -608,12 +608,38 @@ impl GpuBind {
             .strip_prefix("mask_gpu:")
             .or_else(|| rest.strip_prefix("mask:"))
         {
-            GpuBindKind::MaskGpu(parse_masks(l, "mask_gpu").map_err(|_| bad())?)
+            GpuBindKind::MaskGpu(parse_gpu_masks(l).ok_or_else(bad)?)
         } else {
             return Err(bad());
         };
         Ok(GpuBind { verbose, kind })
     }
+}
+
+/// `mask_gpu` entries as slurmstepd reads them (strtol base 0): `0x..` is
+/// hex, a leading `0` octal, anything else decimal, so `mask_gpu:10` is
+/// GPUs 1 and 3, not GPU 4. `*N` repeats an entry for N tasks.
+fn parse_gpu_masks(list: &str) -> Option<Vec<IdSet>> {
+    let mut out = Vec::new();
+    for tok in list.split(',') {
+        let (v, n) = match tok.split_once('*') {
+            Some((v, n)) => (v, n.parse::<usize>().ok()?.max(1)),
+            None => (tok, 1),
+        };
+        let bits = if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            u64::from_str_radix(h, 16).ok()?
+        } else if v.len() > 1 && v.starts_with('0') {
+            u64::from_str_radix(&v[1..], 8).ok()?
+        } else {
+            v.parse::<u64>().ok()?
+        };
+        if bits == 0 {
+            return None;
+        }
+        let set = IdSet::new((0..64).filter(|b| bits & (1 << b) != 0).collect());
+        out.extend(std::iter::repeat_n(set, n));
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 impl fmt::Display for GpuBind {
@@ -765,6 +791,14 @@ mod tests {
             "Invalid --gpu-bind argument: nearest"
         );
         assert!(GpuBind::parse("single:x").is_err());
+        // strtol base 0, as slurmstepd: decimal unless 0x (or a leading 0).
+        let GpuBindKind::MaskGpu(m) = GpuBind::parse("mask_gpu:10,0x10,010*2").unwrap().kind else {
+            panic!()
+        };
+        assert_eq!(m[0].ids(), &[1, 3]);
+        assert_eq!(m[1].ids(), &[4]);
+        assert_eq!(m[2].ids(), &[3]);
+        assert_eq!(m.len(), 4);
     }
 
     #[test]
