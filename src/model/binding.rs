@@ -44,7 +44,20 @@ pub enum BindError {
 /// A set of small non-negative ids (CPUs, GPUs, locality domains), kept
 /// sorted and unique. Written as Slurm writes masks: `0x` and hex digits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "Vec<u32>")]
 pub struct IdSet(Vec<u32>);
+
+/// From the wire too: sorted and deduplicated whatever the sender sent.
+impl From<Vec<u32>> for IdSet {
+    fn from(ids: Vec<u32>) -> Self {
+        IdSet::new(ids)
+    }
+}
+
+/// The most entries a map or mask list may expand to (`1*N`): far more
+/// tasks than a node runs, and a bound on what a typo like `0*999999999`
+/// can make srun allocate.
+pub const MAX_LIST: usize = 1 << 16;
 
 impl IdSet {
     pub fn new(mut ids: Vec<u32>) -> Self {
@@ -213,7 +226,7 @@ fn expand_list(list: &str, kind: &'static str, mask: bool) -> Result<Vec<String>
                     kind,
                     value: n.to_string(),
                 })?;
-                if count == 0 {
+                if count == 0 || count > MAX_LIST {
                     return Err(BindError::BadMultiplier {
                         kind,
                         value: n.to_string(),
@@ -245,6 +258,12 @@ fn expand_list(list: &str, kind: &'static str, mask: bool) -> Result<Vec<String>
                 ch: '*',
             });
         }
+        if out.len() + count > MAX_LIST {
+            return Err(BindError::BadMultiplier {
+                kind,
+                value: tok.to_string(),
+            });
+        }
         out.extend(std::iter::repeat_n(digits.to_string(), count));
     }
     if out.is_empty() {
@@ -267,10 +286,14 @@ fn parse_ids(list: &str, kind: &'static str) -> Result<Vec<u32>, BindError> {
                 value: tok.to_string(),
                 ch: hex.chars().find(|c| !c.is_ascii_hexdigit()).unwrap_or('x'),
             })?;
-            let n: usize = count.parse().map_err(|_| BindError::BadMultiplier {
-                kind,
-                value: count.to_string(),
-            })?;
+            let n: usize = count
+                .parse()
+                .ok()
+                .filter(|&n| n > 0 && out.len() + n <= MAX_LIST)
+                .ok_or_else(|| BindError::BadMultiplier {
+                    kind,
+                    value: count.to_string(),
+                })?;
             out.extend(std::iter::repeat_n(v, n));
         } else {
             for v in expand_list(tok, kind, false)? {
@@ -626,6 +649,9 @@ fn parse_gpu_masks(list: &str) -> Option<Vec<IdSet>> {
             Some((v, n)) => (v, n.parse::<usize>().ok()?.max(1)),
             None => (tok, 1),
         };
+        if out.len() + n > MAX_LIST {
+            return None;
+        }
         let bits = if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
             u64::from_str_radix(h, 16).ok()?
         } else if v.len() > 1 && v.starts_with('0') {
@@ -728,6 +754,11 @@ mod tests {
             CpuBind::parse("map_cpu:1*0").unwrap_err().to_string(),
             "Invalid map_cpu multiplier: 0"
         );
+        // A list cannot expand without bound.
+        assert!(CpuBind::parse("map_cpu:0*999999999").is_err());
+        assert!(CpuBind::parse("map_cpu:0x1*999999999").is_err());
+        assert!(CpuBind::parse("mask_cpu:3*40000,3*40000").is_err());
+        assert!(GpuBind::parse("mask_gpu:3*999999999").is_err());
     }
 
     #[test]
@@ -817,5 +848,9 @@ mod tests {
         let bytes = rmp_serde::to_vec_named(&b).unwrap();
         let back: CpuBind = rmp_serde::from_slice(&bytes).unwrap();
         assert_eq!(back, b);
+        // An unsorted set from the wire is put in order.
+        let bytes = rmp_serde::to_vec(&vec![5u32, 1, 5]).unwrap();
+        let s: IdSet = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(s.ids(), &[1, 5]);
     }
 }

@@ -41,8 +41,10 @@ pub struct NumaNode {
 }
 
 /// The CPUs of one node. Invariant: `pus.len() == sockets *
-/// cores_per_socket * threads_per_core`, and `pus[abstract] = OS index`.
+/// cores_per_socket * threads_per_core`, and `pus[abstract] = OS index`
+/// (checked when one is deserialised: binding code indexes by it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawTopology")]
 pub struct Topology {
     pub boards: u32,
     pub sockets: u32,
@@ -54,6 +56,44 @@ pub struct Topology {
     pub numa: Vec<NumaNode>,
     /// Memory hwloc saw, MiB (0 for synthetic topologies without memory).
     pub hwloc_memory_mb: u64,
+}
+
+/// [`Topology`]'s fields as they travel, before the invariant is checked.
+#[derive(Deserialize)]
+struct RawTopology {
+    boards: u32,
+    sockets: u32,
+    cores_per_socket: u32,
+    threads_per_core: u32,
+    pus: Vec<u32>,
+    numa: Vec<NumaNode>,
+    hwloc_memory_mb: u64,
+}
+
+impl TryFrom<RawTopology> for Topology {
+    type Error = String;
+    fn try_from(r: RawTopology) -> Result<Self, String> {
+        let n =
+            u64::from(r.sockets) * u64::from(r.cores_per_socket) * u64::from(r.threads_per_core);
+        if n == 0 || r.boards == 0 || n != r.pus.len() as u64 {
+            return Err(format!(
+                "topology of {} sockets x {} cores x {} threads lists {} CPUs",
+                r.sockets,
+                r.cores_per_socket,
+                r.threads_per_core,
+                r.pus.len()
+            ));
+        }
+        Ok(Topology {
+            boards: r.boards,
+            sockets: r.sockets,
+            cores_per_socket: r.cores_per_socket,
+            threads_per_core: r.threads_per_core,
+            pus: r.pus,
+            numa: r.numa,
+            hwloc_memory_mb: r.hwloc_memory_mb,
+        })
+    }
 }
 
 impl Topology {
@@ -357,6 +397,17 @@ mod tests {
         assert_eq!(t.numa.len(), 2);
         assert_eq!(t.ldom_of(3), 1);
         assert!(Topology::from_synthetic("bogus:3").is_err());
+    }
+
+    #[test]
+    fn deserialising_checks_the_shape() {
+        let t = Topology::intel_style(2, 4, 2);
+        let bytes = rmp_serde::to_vec_named(&t).unwrap();
+        let back: Topology = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(back, t);
+        let mut bad = serde_json::to_value(&t).unwrap();
+        bad["sockets"] = 3.into();
+        assert!(serde_json::from_value::<Topology>(bad).is_err());
     }
 
     #[test]
