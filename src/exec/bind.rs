@@ -118,6 +118,8 @@ pub struct AllocShape {
     pub threads: u32,
 }
 
+/// The shape of an allocation given as `avail[abstract cpu]` (missing
+/// entries count as not allocated).
 pub fn alloc_shape(topo: &Topology, avail: &[bool]) -> AllocShape {
     let mut sh = AllocShape::default();
     let tpc = topo.threads_per_core;
@@ -126,7 +128,9 @@ pub fn alloc_shape(topo: &Topology, avail: &[bool]) -> AllocShape {
         let (mut s_full, mut s_any) = (true, false);
         for c in 0..topo.cores_per_socket {
             let base = (s * topo.cores_per_socket + c) * tpc;
-            let n = (base..base + tpc).filter(|&i| avail[i as usize]).count() as u32;
+            let n = (base..base + tpc)
+                .filter(|&i| avail.get(i as usize).copied().unwrap_or(false))
+                .count() as u32;
             sh.threads += n;
             if n == tpc {
                 sh.whole_cores += 1;
