@@ -3,6 +3,9 @@
 //! SIGTERM or SIGINT, then stops cleanly within a bounded time, leaving
 //! running jobs running.
 //!
+//! `-C` and `-G` print the node's hardware and GRES as slurmd's do, and
+//! exit without reading the configuration (`canopy::exec::hw`).
+//!
 //! `--simulate --ranks A-B` runs the daemons of nodes A..=B (config order) in
 //! this one process with a sleeping executor, for load tests; it prints
 //! `ready <count>` once all are listening, takes `kill <rank,...>` lines on
@@ -33,6 +36,13 @@ struct Args {
     foreground: bool,
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Print this node's hardware in slurm.conf form and its uptime (as
+    /// slurmd -C), then exit; needs no configuration.
+    #[arg(short = 'C')]
+    print_config: bool,
+    /// Print the GRES (GPUs) this node would report (as slurmd -G), then exit.
+    #[arg(short = 'G')]
+    print_gres: bool,
     /// Load testing: run many simulated nodes (see --ranks) in this process.
     #[arg(long)]
     simulate: bool,
@@ -67,6 +77,33 @@ fn warn_if_users_cannot_reach(spool: &std::path::Path) {
     }
 }
 
+fn short_hostname() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    host.split('.').next().unwrap_or_default().to_string()
+}
+
+/// `-C` / `-G`: hardware reports that need no slurm.conf, keys or controller.
+fn print_hardware(args: &Args) -> anyhow::Result<()> {
+    use std::io::Write;
+    if args.print_config {
+        let node = args.node.clone().unwrap_or_else(short_hostname);
+        let report = canopy::exec::hw::node_config_report(&node)
+            .context("cannot read this node's hardware")?;
+        print!("{report}");
+    }
+    if args.print_gres {
+        // slurmd logs these, so they go to stderr with the daemon's name.
+        let mut err = std::io::stderr().lock();
+        for line in canopy::exec::hw::gres_report().context("cannot read this node's hardware")? {
+            writeln!(err, "canopy-noded: {line}")?;
+        }
+    }
+    Ok(())
+}
+
 fn parse_ranks(s: &str, n: usize) -> anyhow::Result<std::ops::Range<u32>> {
     let (a, b) = s
         .split_once('-')
@@ -84,6 +121,9 @@ fn parse_ranks(s: &str, n: usize) -> anyhow::Result<std::ops::Range<u32>> {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     canopy::cli::init_tracing(args.verbose);
+    if args.print_config || args.print_gres {
+        return print_hardware(&args);
+    }
     let path = canopy::config::Config::locate(args.config.as_deref());
     let conf = canopy::config::Config::load(&path)
         .with_context(|| format!("cannot load configuration {}", path.display()))?;
@@ -94,11 +134,7 @@ fn main() -> anyhow::Result<()> {
         let run_for = Duration::from_millis(args.job_runtime_ms);
         return simulate(conf, auth, ranks, run_for);
     }
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default();
-    let short = host.split('.').next().unwrap_or_default().to_string();
+    let short = short_hostname();
     let node = args.node.unwrap_or(short.clone());
     let spool = canopy::daemon::spool_dir(&conf.slurmd_spool_dir, &node, &short);
     std::fs::create_dir_all(&spool)

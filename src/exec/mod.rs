@@ -4,7 +4,9 @@
 //! here talks to the network.
 
 pub mod abort;
+pub mod bind;
 pub mod env;
+pub mod hw;
 pub mod identity;
 pub mod multiprog;
 pub mod pattern;
