@@ -4,6 +4,7 @@
 //! here talks to the network.
 
 pub mod abort;
+pub mod contain;
 pub mod env;
 pub mod identity;
 pub mod multiprog;
