@@ -737,6 +737,17 @@ impl Attach {
         Attach { fds: Vec::new() }
     }
 
+    /// A second handle on the same cgroups (the descriptors duplicated), e.g. to move one
+    /// into a `pre_exec` closure per spawned task.
+    pub fn try_clone(&self) -> io::Result<Attach> {
+        let fds = self
+            .fds
+            .iter()
+            .map(|fd| fd.try_clone())
+            .collect::<io::Result<_>>()?;
+        Ok(Attach { fds })
+    }
+
     /// Move the calling process in. For `pre_exec`: "0" names the writer itself, so no
     /// pid needs formatting after fork.
     pub fn apply(&self) -> io::Result<()> {
