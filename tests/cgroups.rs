@@ -425,3 +425,71 @@ fn v2_on_the_unified_mount_kills_and_accounts() {
     busy_loop_usage(&c);
     c.remove_root().expect("remove root");
 }
+
+#[test]
+fn a_job_that_cannot_be_set_up_leaves_nothing() {
+    if !v1_ready() {
+        return;
+    }
+    let (c, _cleanup) = start(&constrained(), "badjob");
+    // The machine has no CPU 4095: the kernel refuses the cpuset.
+    let limits = JobLimits {
+        cpus: Some(vec![4095]),
+        ..JobLimits::default()
+    };
+    let e = c
+        .job(6, 0, &limits)
+        .err()
+        .expect("an impossible cpuset fails");
+    assert!(e.to_string().contains("cpuset.cpus"), "{e}");
+    assert!(
+        c.roots().iter().all(|r| count_dirs(r) == 0),
+        "half-made job left behind"
+    );
+    c.remove_root().expect("remove root");
+}
+
+/// ConstrainDevices on v1: the allocated device opens, the denied one of the same kind
+/// does not (as /dev/nvidia1 against /dev/nvidia0).
+#[test]
+fn v1_devices_deny_what_is_not_allocated() {
+    if !v1_ready()
+        || !common::require(
+            Path::new("/sys/fs/cgroup/devices/devices.allow").exists(),
+            "the cgroup v1 devices controller",
+        )
+    {
+        return;
+    }
+    let conf = CgroupConf {
+        constrain_devices: true,
+        ..constrained()
+    };
+    let (c, _cleanup) = start(&conf, "devices");
+    let limits = JobLimits {
+        devices: Some(canopy::exec::contain::DeviceRules {
+            allow: vec![PathBuf::from("/dev/null")],
+            deny: vec![PathBuf::from("/dev/zero")],
+        }),
+        ..JobLimits::default()
+    };
+    let job = c.job(7, 0, &limits).expect("job");
+    let step = job
+        .step(StepName::Numbered(0), &JobLimits::default())
+        .expect("step");
+    let run = |script: &str| {
+        let mut child = spawn_in(
+            step.attach().expect("attach"),
+            Command::new("sh").args(["-c", script]),
+        );
+        child.wait().expect("wait").success()
+    };
+    assert!(run("head -c 1 /dev/null"), "allowed device refused");
+    assert!(
+        !run("head -c 1 /dev/zero 2>/dev/null"),
+        "denied device opened"
+    );
+    step.remove().expect("remove step");
+    job.remove().expect("remove job");
+    c.remove_root().expect("remove root");
+}

@@ -264,14 +264,18 @@ impl Containment {
             _ => PathBuf::from(format!("uid_{uid}/job_{job_id}")),
         };
         let resolved = self.inner.resolve(limits)?;
-        let group = Group {
+        let mut group = Group {
             inner: self.inner.clone(),
             rel,
             removed: false,
         };
-        group.make(&resolved, Level::Job).inspect_err(|e| {
+        if let Err(e) = group.make(&resolved, Level::Job) {
             tracing::warn!(job_id, error = %e, "cgroup: job setup failed");
-        })?;
+            if let (Backend::V1(v1), Some(uid_dir)) = (&self.inner.backend, group.rel.parent()) {
+                v1.remove_if_empty(uid_dir);
+            }
+            return Err(e);
+        }
         tracing::debug!(job_id, uid, "cgroup: job ready");
         Ok(JobCgroup { job_id, group })
     }
@@ -416,17 +420,28 @@ impl Group {
         }
     }
 
-    fn make(&self, limits: &Resolved, level: Level) -> Result<(), ContainError> {
+    fn make(&mut self, limits: &Resolved, level: Level) -> Result<(), ContainError> {
+        // A cgroup that existed before (a daemon restart reopening a running job) is
+        // never removed on failure: its empty steps may be about to be used.
+        let existed = self
+            .inner
+            .dirs(&self.rel)
+            .first()
+            .is_some_and(|d| d.exists());
         let result = match &self.inner.backend {
             Backend::Unconfined(_) => Ok(()),
             Backend::V1(v1) => v1.make(&self.rel, limits),
             Backend::V2(v2) => v2.make(&self.rel, limits, level),
         };
         if result.is_err() {
-            // Leave nothing half made; a cgroup that holds processes is not removed.
-            for dir in self.inner.dirs(&self.rel) {
-                let _ = fs::remove_tree(&dir, Duration::ZERO);
+            if !existed {
+                // Leave nothing half made.
+                for dir in self.inner.dirs(&self.rel) {
+                    let _ = fs::remove_tree(&dir, Duration::ZERO);
+                }
             }
+            // Dealt with: the handle is dropped without touching the cgroup again.
+            self.removed = true;
         }
         result
     }
@@ -458,7 +473,15 @@ impl Group {
         let Some(dir) = self.inner.procs_dir(&self.rel) else {
             return Ok(0);
         };
-        self.inner.freeze(&self.rel, true)?;
+        // A cgroup that cannot freeze (v2 before kernel 5.2 has no cgroup.freeze) is
+        // still signalled: a fork may slip through, which kill_all's next round catches.
+        let frozen = match self.inner.freeze(&self.rel, true) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "cgroup: signalling without freezing");
+                false
+            }
+        };
         let listed = fs::procs_tree(&dir);
         let mut sent = 0;
         if let Ok(pids) = &listed {
@@ -470,7 +493,9 @@ impl Group {
             }
         }
         // Always thaw, even when listing failed: a frozen step must not stay frozen.
-        self.inner.freeze(&self.rel, false)?;
+        if frozen {
+            self.inner.freeze(&self.rel, false)?;
+        }
         listed.map(|_| sent)
     }
 
@@ -569,7 +594,7 @@ impl JobCgroup {
     /// Make (or reopen) a step's cgroup under the job; `limits` narrows the job's.
     pub fn step(&self, step: StepName, limits: &JobLimits) -> Result<StepCgroup, ContainError> {
         let resolved = self.group.inner.resolve(limits)?;
-        let group = self.group.child(&format!("step_{step}"));
+        let mut group = self.group.child(&format!("step_{step}"));
         group.make(&resolved, Level::Step).inspect_err(|e| {
             tracing::warn!(job_id = self.job_id, step_id = %step, error = %e, "cgroup: step setup failed");
         })?;
@@ -651,7 +676,7 @@ impl StepCgroup {
 
     /// Make task `n`'s cgroup under the step (per-task accounting, as Slurm's `task_N`).
     pub fn task(&self, n: u32) -> Result<TaskCgroup, ContainError> {
-        let group = self.group.child(&format!("task_{n}"));
+        let mut group = self.group.child(&format!("task_{n}"));
         group.make(&Resolved::default(), Level::Task)?;
         let attach = group.attach()?;
         Ok(TaskCgroup {
@@ -697,7 +722,8 @@ impl StepCgroup {
     }
 }
 
-/// A task's cgroup and the ready-made [`Attach`] into it.
+/// A task's cgroup and the ready-made [`Attach`] into it. Keep it until the task's
+/// process is inside: dropping it removes the cgroup while it is still empty.
 pub struct TaskCgroup {
     task: u32,
     group: Group,

@@ -362,3 +362,52 @@ fn node_names_become_one_safe_component() {
     assert_eq!(StepName::Numbered(7).to_string(), "7");
     assert_eq!(format!("step_{}", StepName::Extern), "step_extern");
 }
+
+#[test]
+fn handles_can_go_to_blocking_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Containment>();
+    send_sync::<JobCgroup>();
+    send_sync::<StepCgroup>();
+    send_sync::<TaskCgroup>();
+    send_sync::<Attach>();
+}
+
+#[test]
+fn signal_all_signals_even_where_freezing_fails() {
+    let (_dir, c) = fake_v2(&conf_for(Path::new("/unused")));
+    let job = c.job(9, 0, &JobLimits::default()).expect("job");
+    let step = job
+        .step(StepName::Numbered(0), &JobLimits::default())
+        .expect("step");
+    let step_dir = one(step.paths());
+    let mut child = Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .expect("spawn sleep");
+    std::fs::write(step_dir.join("cgroup.procs"), format!("{}\n", child.id())).expect("w");
+    // A directory where cgroup.freeze should be makes every write to it fail.
+    std::fs::create_dir(step_dir.join("cgroup.freeze")).expect("mkdir");
+    assert_eq!(step.signal_all(Signal::SIGKILL).expect("signal"), 1);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(child.wait().expect("wait").signal(), Some(9));
+}
+
+#[test]
+fn a_failed_setup_keeps_a_cgroup_that_existed_before() {
+    let (_dir, c) = fake_v2(&conf_for(Path::new("/unused")));
+    let job = c.job(10, 0, &JobLimits::default()).expect("job");
+    let job_dir = one(job.paths());
+    // memory.max as a directory: the write fails, as a limit below usage does.
+    std::fs::create_dir_all(job_dir.join("step_0/memory.max")).expect("mkdir");
+    let limits = JobLimits {
+        mem_bytes: Some(GIB),
+        ..JobLimits::default()
+    };
+    let e = job
+        .step(StepName::Numbered(0), &limits)
+        .err()
+        .expect("fails");
+    assert!(e.to_string().contains("memory.max"), "{e}");
+    assert!(job_dir.join("step_0").exists(), "it existed before: kept");
+}
