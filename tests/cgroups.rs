@@ -443,6 +443,72 @@ fn v2_on_the_unified_mount_kills_and_accounts() {
     c.remove_root().expect("remove root");
 }
 
+/// ConstrainDevices on v2: the eBPF device program denies the device a job was not
+/// given. Runs on the unified mount, where the program applies as on a pure v2 host.
+#[test]
+fn v2_device_program_denies_what_is_not_allocated() {
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    let ready = nix::unistd::Uid::effective().is_root()
+        && nix::sys::statfs::statfs(unified)
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
+    if !common::require(ready, "root and a cgroup2 mount at /sys/fs/cgroup/unified") {
+        return;
+    }
+    let conf = CgroupConf {
+        plugin: CgroupPlugin::V2,
+        mountpoint: unified.to_path_buf(),
+        constrain_devices: true,
+        ..constrained()
+    };
+    let (c, _cleanup) = start(&conf, "v2dev");
+    device_fence(&c, 8);
+    c.remove_root().expect("remove root");
+}
+
+/// /dev/null allowed, /dev/zero (same major, as /dev/nvidia0 beside /dev/nvidia1) denied.
+fn device_fence(c: &Containment, job_id: u32) {
+    let limits = JobLimits {
+        devices: Some(canopy::exec::contain::DeviceRules {
+            allow: vec![PathBuf::from("/dev/null")],
+            deny: vec![PathBuf::from("/dev/zero")],
+        }),
+        ..JobLimits::default()
+    };
+    let job = c.job(job_id, 0, &limits).expect("job");
+    let step = job
+        .step(StepName::Numbered(0), &JobLimits::default())
+        .expect("step");
+    let run = |script: &str| {
+        let mut child = spawn_in(
+            step.attach().expect("attach"),
+            Command::new("sh").args(["-c", script]),
+        );
+        child.wait().expect("wait").success()
+    };
+    assert!(run("head -c 1 /dev/null"), "allowed device refused");
+    assert!(
+        !run("head -c 1 /dev/zero 2>/dev/null"),
+        "denied device opened"
+    );
+    // The fence is the job's: another job on the node is not fenced.
+    let other = c.job(job_id + 1, 0, &JobLimits::default()).expect("job");
+    let free = other
+        .step(StepName::Numbered(0), &JobLimits::default())
+        .expect("step");
+    let mut child = spawn_in(
+        free.attach().expect("attach"),
+        Command::new("sh").args(["-c", "head -c 1 /dev/zero >/dev/null"]),
+    );
+    assert!(
+        child.wait().expect("wait").success(),
+        "an unfenced job was fenced"
+    );
+    for (s, j) in [(step, job), (free, other)] {
+        s.remove().expect("remove step");
+        j.remove().expect("remove job");
+    }
+}
+
 #[test]
 fn a_job_that_cannot_be_set_up_leaves_nothing() {
     if !v1_ready() {
@@ -483,30 +549,6 @@ fn v1_devices_deny_what_is_not_allocated() {
         ..constrained()
     };
     let (c, _cleanup) = start(&conf, "devices");
-    let limits = JobLimits {
-        devices: Some(canopy::exec::contain::DeviceRules {
-            allow: vec![PathBuf::from("/dev/null")],
-            deny: vec![PathBuf::from("/dev/zero")],
-        }),
-        ..JobLimits::default()
-    };
-    let job = c.job(7, 0, &limits).expect("job");
-    let step = job
-        .step(StepName::Numbered(0), &JobLimits::default())
-        .expect("step");
-    let run = |script: &str| {
-        let mut child = spawn_in(
-            step.attach().expect("attach"),
-            Command::new("sh").args(["-c", script]),
-        );
-        child.wait().expect("wait").success()
-    };
-    assert!(run("head -c 1 /dev/null"), "allowed device refused");
-    assert!(
-        !run("head -c 1 /dev/zero 2>/dev/null"),
-        "denied device opened"
-    );
-    step.remove().expect("remove step");
-    job.remove().expect("remove job");
+    device_fence(&c, 7);
     c.remove_root().expect("remove root");
 }

@@ -9,11 +9,11 @@
 //! which is missing and goes on without it. It enables them itself in its root and in
 //! each job, never in a step, so a step may hold processes as well as task cgroups.
 //!
-//! N.B. DEVICES ARE NOT FENCED ON v2. v2 has no devices files; Slurm attaches a
-//! `BPF_PROG_TYPE_CGROUP_DEVICE` program per job/step/task. canopy loads none yet (a
-//! loader means hand-assembled BPF and the bpf(2) syscall, or a crate that builds C), so
-//! with ConstrainDevices=yes it logs one warning at start and jobs see every device; only
-//! CUDA_VISIBLE_DEVICES steers GPU use, and a process can override that.
+//! Devices: v2 has no devices files. With ConstrainDevices, canopy attaches an eBPF
+//! device program (`bpf_devices`) to each job (and to a step given its own rules) that
+//! denies the job's `deny` list. Where the kernel refuses such programs (no
+//! CONFIG_CGROUP_BPF, bpf(2) blocked by a seccomp profile) start logs one warning and
+//! devices are NOT fenced: only CUDA_VISIBLE_DEVICES steers GPU use then.
 //!
 //! Processes are killed with `cgroup.kill` (kernel ≥ 5.14) where present, else by freezing
 //! (`cgroup.freeze`), signalling each pid and thawing. The OOM count is `oom_kill` in the
@@ -23,13 +23,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{fs, CgroupUsage, ContainError, Level, Resolved};
+use super::{bpf_devices, fs, CgroupUsage, ContainError, Level, Resolved};
 use crate::config::cgroup::CgroupConf;
 
 pub(super) struct V2 {
     root: PathBuf,
     /// Controllers enabled for canopy's jobs (`memory`, `cpuset`), in the order written.
     controllers: Vec<&'static str>,
+    /// ConstrainDevices and the kernel loads device programs.
+    devices: bool,
     /// `memory.swap.max` is absent without swap accounting; said once.
     swap_warned: AtomicBool,
 }
@@ -82,12 +84,16 @@ impl V2 {
             }
             controllers.push(name);
         }
-        if conf.constrain_devices {
-            tracing::warn!(
-                "cgroup v2: ConstrainDevices=yes, but devices are NOT fenced on cgroup v2 \
-                 (no eBPF device program); jobs can open every device"
-            );
-        }
+        let devices = conf.constrain_devices
+            && match bpf_devices::probe() {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e,
+                        "cgroup v2: ConstrainDevices=yes, but this kernel refuses cgroup device \
+                         programs: devices are NOT fenced; jobs can open every device");
+                    false
+                }
+            };
 
         fs::mkdir(&root).map_err(|e| e.to_string())?;
         let procs = root.join("cgroup.procs");
@@ -98,6 +104,7 @@ impl V2 {
         let v2 = V2 {
             root,
             controllers,
+            devices,
             swap_warned: AtomicBool::new(false),
         };
         v2.enable_below(&v2.root).map_err(|e| e.to_string())?;
@@ -149,6 +156,14 @@ impl V2 {
             if let Some(mems) = &limits.mems {
                 fs::write(&dir.join("cpuset.mems"), mems)?;
             }
+        }
+        if let (true, Some(devices)) = (self.devices, &limits.devices) {
+            let denied: Vec<_> = devices
+                .deny
+                .iter()
+                .filter_map(|rule| bpf_devices::Denied::parse(rule))
+                .collect();
+            bpf_devices::deny(&dir, &denied)?;
         }
         if let (true, Some(memory)) = (self.has("memory"), limits.memory) {
             fs::write(&dir.join("memory.max"), &memory.ram.to_string())?;

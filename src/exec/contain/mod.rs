@@ -27,8 +27,10 @@
 //! fork), it has no `memory.events`/`memory.peak` reader and no v2 device program, and
 //! 0.5.1 depends on zbus 5 and a second nix (0.25) that canopy would build for nothing.
 //! The files canopy drives are a dozen `key value` texts; writing them directly is smaller
-//! than adapting the crate. See `cgroup_v2` for what is not fenced on v2 (devices).
+//! than adapting the crate. v2 device fencing is an eBPF program canopy assembles itself
+//! (`bpf_devices`), since cgroups-rs has none.
 
+mod bpf_devices;
 mod cgroup_v1;
 mod cgroup_v2;
 mod fs;
@@ -117,7 +119,7 @@ pub struct JobLimits {
     /// The memory allocation in bytes; AllowedRAMSpace, MinRAMSpace, MaxRAMPercent and the
     /// swap keys turn it into limits ([`CgroupConf::memory_limits`]).
     pub mem_bytes: Option<u64>,
-    /// ConstrainDevices. v1 only: v2 has no devices files (see `cgroup_v2`).
+    /// ConstrainDevices: v1 `devices.deny`/`allow`; v2 an eBPF device program.
     pub devices: Option<DeviceRules>,
 }
 
