@@ -3,9 +3,9 @@
 //! double-forked daemons that left its session), as a library the node daemon calls.
 //!
 //! [`Containment::start`] looks at what the host mounts (or what `CgroupPlugin` forces)
-//! and picks cgroup v1 ([`cgroup_v1`]), v2 ([`cgroup_v2`]) or, without a usable cgroupfs
+//! and picks cgroup v1 (`cgroup_v1`), v2 (`cgroup_v2`) or, without a usable cgroupfs
 //! (not root, read-only, not a cgroup mount, `CgroupPlugin=disabled`), an unconfined mode
-//! ([`none`]) that says why once and otherwise does nothing: the daemon keeps working.
+//! (`none`) that says why once and otherwise does nothing: the daemon keeps working.
 //!
 //! Layout, one canopy root per node daemon (several run on one machine in tests):
 //! - v1: `<mount>/<controller>/canopy_<node>/uid_<uid>/job_<id>/step_<s>/task_<n>`, Slurm's
@@ -21,6 +21,21 @@
 //!
 //! Steps are named as Slurm names them: `step_batch`, `step_extern`, `step_interactive`,
 //! `step_<n>`.
+//!
+//! How the node daemon uses it (the blocking calls belong on a blocking thread):
+//! ```text
+//! let containment = Containment::start(&cgroup_conf, node);        // once, at start-up
+//! let job = containment.job(job_id, uid, &JobLimits { cpus, mem_bytes, devices, .. })?;
+//! let step = job.step(StepName::Numbered(0), &JobLimits::default())?;
+//! let task = step.task(rank)?;                                     // kept until exit
+//! let attach = task.attach().try_clone()?;
+//! unsafe { command.pre_exec(move || attach.apply()) };             // in before exec
+//! // step end / scancel / time limit:
+//! step.kill_all()?;                       // every process, daemons included; waits
+//! let oom = step.oom_kills() > 0;         // → OUT_OF_MEMORY
+//! let usage = step.usage();               // MaxRSS, CPU times for accounting
+//! step.remove()?;  job.remove()?;         // when the job's last step is gone
+//! ```
 //!
 //! Why not the `cgroups-rs` crate the design names: it cannot move a process from a
 //! `pre_exec` hook (its `add_task` formats strings and opens files, which allocates after
@@ -73,11 +88,19 @@ pub enum ContainError {
 }
 
 /// Which kind of containment is in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Mode {
     Unconfined,
     V1,
     V2,
+}
+
+/// Containment as the node daemon's state view prints it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ContainmentState {
+    pub mode: Mode,
+    pub roots: Vec<PathBuf>,
+    pub unconfined_reason: Option<String>,
 }
 
 /// A step's name, as Slurm writes it in the hierarchy.
@@ -248,6 +271,15 @@ impl Containment {
         }
     }
 
+    /// What the daemon's observable state shows about containment.
+    pub fn state(&self) -> ContainmentState {
+        ContainmentState {
+            mode: self.mode(),
+            roots: self.roots(),
+            unconfined_reason: self.unconfined_reason().map(str::to_string),
+        }
+    }
+
     /// This node's root in each hierarchy (none when unconfined).
     pub fn roots(&self) -> Vec<PathBuf> {
         self.inner.dirs(Path::new(""))
@@ -282,7 +314,8 @@ impl Containment {
         Ok(JobCgroup { job_id, group })
     }
 
-    /// Remove this node's root where it is empty (daemon shutdown, tests).
+    /// Remove this node's root and every empty cgroup in it (daemon shutdown, tests);
+    /// fails, naming it, on a cgroup that still holds processes.
     pub fn remove_root(&self) -> Result<(), ContainError> {
         for root in self.roots() {
             fs::remove_tree(&root, REMOVE_WAIT)?;
