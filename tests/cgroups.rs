@@ -552,3 +552,50 @@ fn v1_devices_deny_what_is_not_allocated() {
     device_fence(&c, 7);
     c.remove_root().expect("remove root");
 }
+
+/// A read-only mount of a real cgroup hierarchy: detection sees cgroupfs, making the root
+/// fails with EROFS, and the containment is unconfined, said once.
+#[test]
+fn read_only_cgroup_mount_runs_unconfined_with_one_warning() {
+    use tracing_subscriber::layer::SubscriberExt;
+    if !v1_ready() {
+        return;
+    }
+    /// Unmounts what it mounted, however the test ends.
+    struct Mounted(PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let freezer = dir.path().join("freezer");
+    std::fs::create_dir(&freezer).expect("mkdir");
+    let status = Command::new("mount")
+        .args(["-t", "cgroup", "-o", "ro,freezer", "cgroup"])
+        .arg(&freezer)
+        .status()
+        .expect("mount");
+    if !common::require(
+        status.success(),
+        "mount(8) of a read-only cgroup v1 freezer",
+    ) {
+        return;
+    }
+    let _mounted = Mounted(freezer);
+    let warnings = Arc::new(AtomicUsize::new(0));
+    let subscriber = tracing_subscriber::registry().with(CountWarnings(warnings.clone()));
+    tracing::subscriber::with_default(subscriber, || {
+        let conf = CgroupConf {
+            mountpoint: dir.path().to_path_buf(),
+            ..constrained()
+        };
+        let c = Containment::start(&conf, &node("readonly"));
+        assert_eq!(c.mode(), Mode::Unconfined);
+        let reason = c.unconfined_reason().unwrap_or_default();
+        assert!(reason.contains("Read-only"), "{reason}");
+        let job = c.job(1, 0, &JobLimits::default()).expect("job");
+        job.kill_all().expect("kill_all");
+    });
+    assert_eq!(warnings.load(Ordering::SeqCst), 1);
+}
