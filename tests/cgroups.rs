@@ -599,3 +599,37 @@ fn read_only_cgroup_mount_runs_unconfined_with_one_warning() {
     });
     assert_eq!(warnings.load(Ordering::SeqCst), 1);
 }
+
+/// Jobs of one user made and removed at once from several threads (as the node daemon's
+/// blocking threads do): the shared `uid_N` level vanishing under one of them must not
+/// fail its job, and nothing is left at the end.
+#[test]
+fn concurrent_jobs_of_one_user_share_the_uid_level() {
+    if !v1_ready() {
+        return;
+    }
+    let (c, _cleanup) = start(&constrained(), "concurrent");
+    let limits = JobLimits {
+        cpus: Some(vec![0]),
+        mem_bytes: Some(64 * MIB),
+        ..JobLimits::default()
+    };
+    std::thread::scope(|scope| {
+        for thread in 0..4u32 {
+            let (c, limits) = (&c, &limits);
+            scope.spawn(move || {
+                for i in 0..150 {
+                    let job = c.job(thread * 1000 + i, 4242, limits).expect("job");
+                    let step = job
+                        .step(StepName::Batch, &JobLimits::default())
+                        .expect("step");
+                    step.attach().expect("attach");
+                    step.remove().expect("remove step");
+                    job.remove().expect("remove job");
+                }
+            });
+        }
+    });
+    assert!(c.roots().iter().all(|r| count_dirs(r) == 0));
+    c.remove_root().expect("remove root");
+}

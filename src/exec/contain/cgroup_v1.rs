@@ -19,11 +19,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::statfs::{statfs, CGROUP_SUPER_MAGIC};
 
-use super::{fs, CgroupUsage, ContainError, Resolved};
+use super::{fs, CgroupUsage, ContainError, Level, Resolved};
 use crate::config::cgroup::CgroupConf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,10 @@ pub(super) struct V1 {
     /// `memory.memsw.*` is absent when the kernel does not account swap
     /// (`swapaccount=0`); said once.
     memsw_warned: AtomicBool,
+    /// Held while a job is made and while a `uid_N` level is removed: that level is
+    /// shared by the user's jobs, and one being removed while a job is made below it
+    /// fails the job (the dying cgroup refuses writes). Found by the concurrent test.
+    uid_level: Mutex<()>,
 }
 
 impl V1 {
@@ -95,8 +100,12 @@ impl V1 {
                 .write(true)
                 .open(&procs)
                 .map_err(|e| format!("cannot write {}: {e}", procs.display()))?;
-            if ctl == Ctl::Cpuset {
-                inherit_cpuset(&root).map_err(|e| e.to_string())?;
+            match ctl {
+                Ctl::Cpuset => inherit_cpuset(&root).map_err(|e| e.to_string())?,
+                // Kernels before 5.x let a memory cgroup's children be accounted apart
+                // from it; the job's limit must bind its steps, as in Slurm.
+                Ctl::Memory => use_hierarchy(&root),
+                _ => {}
             }
             hiers.push((ctl, root));
         }
@@ -108,6 +117,7 @@ impl V1 {
         Ok(V1 {
             hiers,
             memsw_warned: AtomicBool::new(false),
+            uid_level: Mutex::new(()),
         })
     }
 
@@ -133,16 +143,18 @@ impl V1 {
 
     /// Make every missing level of `rel` in each hierarchy, then apply `limits` to its
     /// last level.
-    pub(super) fn make(&self, rel: &Path, limits: &Resolved) -> Result<(), ContainError> {
+    pub(super) fn make(
+        &self,
+        rel: &Path,
+        limits: &Resolved,
+        level: Level,
+    ) -> Result<(), ContainError> {
+        let _uid_level = (level == Level::Job).then(|| self.lock_uid_level());
         for (ctl, root) in &self.hiers {
-            let mut dir = root.clone();
-            for part in rel.components() {
-                dir.push(part);
-                let made = fs::mkdir(&dir)?;
-                if made && *ctl == Ctl::Cpuset {
-                    inherit_cpuset(&dir)?;
-                }
-            }
+            let dir = fs::make_path(root, rel, |made| match ctl {
+                Ctl::Cpuset => inherit_cpuset(made),
+                _ => Ok(()),
+            })?;
             match ctl {
                 Ctl::Cpuset => {
                     if let Some(cpus) = &limits.cpus {
@@ -275,8 +287,17 @@ impl V1 {
         usage
     }
 
-    /// Remove `rel` in each hierarchy if it is empty; busy is fine (someone else's).
+    fn lock_uid_level(&self) -> MutexGuard<'_, ()> {
+        // The lock guards no data, so a panic while it was held left nothing torn.
+        self.uid_level
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Remove the `uid_N` level `rel` in each hierarchy if it is empty; busy is fine
+    /// (the user's other jobs).
     pub(super) fn remove_if_empty(&self, rel: &Path) {
+        let _uid_level = self.lock_uid_level();
         for dir in self.dirs(rel) {
             let _ = std::fs::remove_dir(&dir);
         }
@@ -288,6 +309,20 @@ fn under(root: &Path, rel: &Path) -> PathBuf {
         root.to_path_buf()
     } else {
         root.join(rel)
+    }
+}
+
+/// Turn on `memory.use_hierarchy` where it is off (it is always on, and read-only, from
+/// kernel 5.x). It can only change while the cgroup has no children: a leftover root
+/// with jobs in it keeps its setting, said once here.
+fn use_hierarchy(root: &Path) {
+    let path = root.join("memory.use_hierarchy");
+    if let Ok(Some(value)) = fs::read_opt(&path) {
+        if value.trim() == "0" {
+            if let Err(e) = fs::write(&path, "1") {
+                tracing::warn!(error = %e, "cgroup v1: memory.use_hierarchy stays 0; job memory limits do not bind steps");
+            }
+        }
     }
 }
 

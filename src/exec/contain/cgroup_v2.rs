@@ -140,11 +140,7 @@ impl V2 {
         limits: &Resolved,
         level: Level,
     ) -> Result<(), ContainError> {
-        let mut dir = self.root.clone();
-        for part in rel.components() {
-            dir.push(part);
-            fs::mkdir(&dir)?;
-        }
+        let dir = fs::make_path(&self.root, rel, |_| Ok(()))?;
         if level == Level::Job {
             self.enable_below(&dir)?;
         }

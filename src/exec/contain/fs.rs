@@ -38,25 +38,48 @@ pub(super) fn read_opt(path: &Path) -> Result<Option<String>, ContainError> {
     }
 }
 
-/// Make `dir` (its parent must exist); true when this call made it.
-pub(super) fn mkdir(dir: &Path) -> Result<bool, ContainError> {
-    // A parent can vanish under us: another job of the same user removing the shared
-    // `uid_N` directory between our making it and making the job's. Make it again.
+/// Make every missing directory of `root/rel`, calling `made` on each one this call
+/// made (a v1 cpuset must be filled before anything goes below it). Returns the last.
+pub(super) fn make_path(
+    root: &Path,
+    rel: &Path,
+    made: impl Fn(&Path) -> Result<(), ContainError>,
+) -> Result<PathBuf, ContainError> {
+    // A level can vanish under us: another job of the same user removing the shared
+    // `uid_N` directory between our walking past it and making the job's. Walk again,
+    // so that the level made again is filled again.
+    let mut last_error = None;
     for _ in 0..3 {
-        match std::fs::create_dir(dir) {
-            Ok(()) => return Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if let Some(parent) = dir.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| io_error("create directory", parent, e))?;
+        let mut dir = root.to_path_buf();
+        let mut vanished = false;
+        for part in rel.components() {
+            dir.push(part);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => made(&dir)?,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    last_error = Some(io_error("create directory", &dir, e));
+                    vanished = true;
+                    break;
                 }
+                Err(e) => return Err(io_error("create directory", &dir, e)),
             }
-            Err(e) => return Err(io_error("create directory", dir, e)),
+        }
+        if !vanished {
+            return Ok(dir);
         }
     }
-    std::fs::create_dir(dir).map_err(|e| io_error("create directory", dir, e))?;
-    Ok(true)
+    Err(last_error
+        .unwrap_or_else(|| io_error("create directory", root, io::ErrorKind::NotFound.into())))
+}
+
+/// Make `dir` (its parent must exist); true when this call made it.
+pub(super) fn mkdir(dir: &Path) -> Result<bool, ContainError> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_error("create directory", dir, e)),
+    }
 }
 
 /// The directories (child cgroups) directly under `dir`; none when `dir` is gone.
@@ -218,10 +241,21 @@ mod tests {
     }
 
     #[test]
-    fn mkdir_remakes_a_vanished_parent() {
+    fn make_path_makes_each_level_once_and_reports_what_it_made() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let job = dir.path().join("uid_5/job_1");
-        assert!(mkdir(&job).expect("mkdir"));
-        assert!(!mkdir(&job).expect("exists"));
+        let made = std::cell::RefCell::new(Vec::new());
+        let record = |p: &Path| {
+            made.borrow_mut().push(p.to_path_buf());
+            Ok(())
+        };
+        let rel = Path::new("uid_5/job_1");
+        let leaf = make_path(dir.path(), rel, record).expect("make");
+        assert_eq!(leaf, dir.path().join(rel));
+        assert_eq!(made.borrow().len(), 2);
+        make_path(dir.path(), Path::new("uid_5/job_2"), record).expect("make");
+        assert_eq!(made.borrow().len(), 3, "uid_5 existed");
+        assert!(!mkdir(&leaf).expect("exists"));
+        let e = make_path(&dir.path().join("absent"), rel, record).expect_err("no root");
+        assert!(e.to_string().contains("create directory"), "{e}");
     }
 }

@@ -465,7 +465,7 @@ impl Group {
             .is_some_and(|d| d.exists());
         let result = match &self.inner.backend {
             Backend::Unconfined(_) => Ok(()),
-            Backend::V1(v1) => v1.make(&self.rel, limits),
+            Backend::V1(v1) => v1.make(&self.rel, limits, level),
             Backend::V2(v2) => v2.make(&self.rel, limits, level),
         };
         if result.is_err() {
