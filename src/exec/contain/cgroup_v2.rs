@@ -70,9 +70,15 @@ impl V2 {
             }
             if !has(&enabled, name) {
                 if !conf.enable_controllers {
-                    tracing::warn!(controller = name, mount = %mount.display(),
-                        "cgroup v2: controller not enabled in the mount's cgroup.subtree_control \
-                         (EnableControllers=yes lets canopy enable it); not used");
+                    // A warning only where a limit is lost; for accounting alone, a note.
+                    let what = "cgroup v2: controller not enabled in the mount's \
+                                cgroup.subtree_control (EnableControllers=yes lets canopy \
+                                enable it); not used";
+                    if constrained {
+                        tracing::warn!(controller = name, mount = %mount.display(), "{what}");
+                    } else {
+                        tracing::info!(controller = name, mount = %mount.display(), "{what}");
+                    }
                     continue;
                 }
                 if let Err(e) =
