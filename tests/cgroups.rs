@@ -633,3 +633,57 @@ fn concurrent_jobs_of_one_user_share_the_uid_level() {
     assert!(c.roots().iter().all(|r| count_dirs(r) == 0));
     c.remove_root().expect("remove root");
 }
+
+/// signal_all reaches every process of the step, tasks included, and nothing outside it;
+/// kill_all of an empty step returns at once.
+#[test]
+fn signal_all_reaches_the_step_and_only_the_step() {
+    if !v1_ready() {
+        return;
+    }
+    let (c, _cleanup) = start(&constrained(), "signal");
+    let job = c.job(12, 0, &JobLimits::default()).expect("job");
+    let step = job
+        .step(StepName::Numbered(0), &JobLimits::default())
+        .expect("step");
+    let other = job
+        .step(StepName::Numbered(1), &JobLimits::default())
+        .expect("step");
+    let task = step.task(0).expect("task");
+    let mut in_step = spawn_in(
+        step.attach().expect("attach"),
+        Command::new("sleep").arg("300"),
+    );
+    let mut in_task = spawn_in(
+        task.attach().try_clone().expect("clone"),
+        Command::new("sleep").arg("300"),
+    );
+    let mut elsewhere = spawn_in(
+        other.attach().expect("attach"),
+        Command::new("sleep").arg("300"),
+    );
+
+    assert_eq!(
+        step.signal_all(nix::sys::signal::Signal::SIGTERM)
+            .expect("signal"),
+        2
+    );
+    assert_eq!(in_step.wait().expect("wait").signal(), Some(15));
+    assert_eq!(in_task.wait().expect("wait").signal(), Some(15));
+    assert!(
+        elsewhere.try_wait().expect("try_wait").is_none(),
+        "another step was signalled"
+    );
+
+    let started = Instant::now();
+    step.kill_all().expect("kill_all of an empty step");
+    assert!(started.elapsed() < Duration::from_millis(500));
+    job.kill_all().expect("kill_all of the job");
+    assert_eq!(elsewhere.wait().expect("wait").signal(), Some(9));
+    drop(task);
+    for s in [step, other] {
+        s.remove().expect("remove step");
+    }
+    job.remove().expect("remove job");
+    c.remove_root().expect("remove root");
+}
