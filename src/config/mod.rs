@@ -14,6 +14,7 @@
 //! whole file), `tests`.
 
 mod build;
+pub mod cgroup;
 pub mod hostlist;
 mod keys;
 mod parse;

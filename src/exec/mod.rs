@@ -5,6 +5,7 @@
 
 pub mod abort;
 pub mod bind;
+pub mod contain;
 pub mod env;
 pub mod hw;
 pub mod identity;
