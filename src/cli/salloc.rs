@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::client::{CliError, Client};
-use super::srun::{allocate, parse_options, print_info, release, SrunArgs};
+use super::srun::{allocate, parse_options_env, print_info, release, SrunArgs};
 use crate::exec::env::compress_counts;
 use crate::wire::messages::{Body, ExitStatus, JobQuery};
 use crate::wire::types::JobInfo;
@@ -47,7 +47,8 @@ Other Slurm salloc options are accepted with a warning and ignored.
 ";
 
 pub fn run(args: &[String]) -> i32 {
-    let mut a = match parse_options(args, "salloc") {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let mut a = match parse_options_env(args, "salloc", &env) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{}", e.message);
@@ -78,7 +79,8 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
         Some(d) => d.clone(),
         None => std::env::current_dir()?.display().to_string(),
     };
-    if let Err(e) = super::sbatch_args::check_gres(&a.gres, &c.conf.gres_types) {
+    let gres = super::sbatch_args::request_names(&a.resources);
+    if let Err(e) = super::sbatch_args::check_gres(&gres, &c.conf.gres_types) {
         eprintln!("salloc: error: {e}");
         return Ok(1);
     }

@@ -8,13 +8,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::gres::GresSource;
 use super::keys::*;
 use super::parse::{self, Item, Line, Loc, Op};
 use super::types::{
     ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData, RateLimitConf,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID, MAX_SCRIPT_SIZE_LIMIT,
 };
-use super::gres::GresSource;
 use super::{hostlist, units};
 use crate::wire::types::PartitionState;
 

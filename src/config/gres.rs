@@ -170,9 +170,9 @@ impl NodeGres {
         name: &'a str,
         type_: Option<&'a str>,
     ) -> impl Iterator<Item = &'a GresDevice> + 'a {
-        self.devices.iter().filter(move |d| {
-            d.name == name && type_.is_none_or(|t| d.type_.as_deref() == Some(t))
-        })
+        self.devices
+            .iter()
+            .filter(move |d| d.name == name && type_.is_none_or(|t| d.type_.as_deref() == Some(t)))
     }
 
     /// How many of `name` (of `type_`, or any) the node has in all.
@@ -363,8 +363,7 @@ fn read_line(
     };
     let nodes = match get(items, "NodeName") {
         Some(i) => Some(
-            hostlist::expand(&i.value)
-                .map_err(|e| bad(i, format!("expected a hostlist ({e})")))?,
+            hostlist::expand(&i.value).map_err(|e| bad(i, format!("expected a hostlist ({e})")))?,
         ),
         None => None,
     };
@@ -533,7 +532,12 @@ fn parse_flags(
 ) -> Result<(GresConfFlags, bool), ConfigError> {
     let mut f = GresConfFlags::default();
     let mut no_gpu_env = false;
-    for tok in item.value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+    for tok in item
+        .value
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
         match tok.to_ascii_lowercase().as_str() {
             "countonly" => f.count_only = true,
             "one_sharing" => f.one_sharing = true,
@@ -575,11 +579,7 @@ pub(super) fn resolve(
         GresSource::Absent => (None, None),
         GresSource::Text(t, p) => (Some(t.to_string()), Some(p.to_path_buf())),
         GresSource::Beside => {
-            beside = cfg
-                .path
-                .parent()
-                .unwrap_or(Path::new(""))
-                .join("gres.conf");
+            beside = cfg.path.parent().unwrap_or(Path::new("")).join("gres.conf");
             match std::fs::read_to_string(&beside) {
                 Ok(t) => (Some(t), Some(beside.clone())),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
@@ -620,8 +620,10 @@ pub(super) fn resolve(
         };
         merge_node(node, &file.lines, &mut g, &mut unused);
         if node.state == ConfNodeState::Cloud && g.detects() {
-            g.problems
-                .push(format!("Cannot use AutoDetect on cloud node \"{}\"", node.name));
+            g.problems.push(format!(
+                "Cannot use AutoDetect on cloud node \"{}\"",
+                node.name
+            ));
         }
         nodes.push(g);
     }
@@ -674,7 +676,10 @@ fn node_items(
     items
         .into_iter()
         .filter(|it| {
-            let known = cfg.gres_types.iter().any(|t| t.eq_ignore_ascii_case(&it.name));
+            let known = cfg
+                .gres_types
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(&it.name));
             if !known {
                 let w = format!(
                     "{at}Invalid GRES configured on node {}: {} (not in GresTypes); ignored",
@@ -738,7 +743,12 @@ fn merge_node(
                 if l.env_given
                     && n.eq_ignore_ascii_case(&l.name)
                     && (f.nvidia_env, f.amd_env, f.intel_env, f.opencl_env)
-                        != (flags.nvidia_env, flags.amd_env, flags.intel_env, flags.opencl_env)
+                        != (
+                            flags.nvidia_env,
+                            flags.amd_env,
+                            flags.intel_env,
+                            flags.opencl_env,
+                        )
                 {
                     g.problems.push(format!(
                         "{}: Invalid GRES record name={}: Flags does not match env flags \
@@ -790,7 +800,11 @@ fn merge_node(
             r.conf.name.eq_ignore_ascii_case(&item.name)
                 && r.count > 0
                 && match &item.type_ {
-                    Some(t) => r.conf.type_.as_deref().is_some_and(|rt| rt.eq_ignore_ascii_case(t)),
+                    Some(t) => r
+                        .conf
+                        .type_
+                        .as_deref()
+                        .is_some_and(|rt| rt.eq_ignore_ascii_case(t)),
                     None => true,
                 }
         }) {
@@ -802,10 +816,15 @@ fn merge_node(
             // clears the gres.conf Type when matching an untyped item).
             let type_ = item.type_.clone();
             if is_device(&item.name, r) {
-                let per_device = if r.conf.multiple_files { r.files.len() } else { 1 };
+                let per_device = if r.conf.multiple_files {
+                    r.files.len()
+                } else {
+                    1
+                };
                 for _ in 0..take {
                     let idx = next_index.entry(item.name.clone()).or_insert(0);
-                    let mut files: Vec<String> = r.files.drain(..per_device.min(r.files.len())).collect();
+                    let mut files: Vec<String> =
+                        r.files.drain(..per_device.min(r.files.len())).collect();
                     let file = (!files.is_empty()).then(|| files.remove(0));
                     g.devices.push(GresDevice {
                         name: item.name.clone(),

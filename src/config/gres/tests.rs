@@ -58,7 +58,10 @@ fn node_gres_values_read_as_slurm_reads_them() {
 fn bad_node_gres_is_an_error_at_its_line() {
     let err = load("GresTypes=gpu\nNodeName=n1 Gres=gpu:x:y:z\n", None).unwrap_err();
     assert_eq!((err.line, err.key.as_str()), (4, "Gres"));
-    assert!(err.message.contains("Bad GRES configuration: gpu:x:y:z"), "{err}");
+    assert!(
+        err.message.contains("Bad GRES configuration: gpu:x:y:z"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -86,7 +89,10 @@ fn slurm_conf_alone_gives_count_only_gres_and_indexed_gpus() {
     assert_eq!(files(g), [(0, None, None), (1, None, None)]);
     assert_eq!(g.pools.len(), 1);
     let p = &g.pools[0];
-    assert_eq!((p.name.as_str(), p.count, p.no_consume), ("bandwidth", 4 << 30, true));
+    assert_eq!(
+        (p.name.as_str(), p.count, p.no_consume),
+        ("bandwidth", 4 << 30, true)
+    );
     assert!(g.problems.is_empty());
     assert!(cfg.gres.path.is_none());
     assert_eq!(g.total("gpu", None), 2);
@@ -203,7 +209,9 @@ fn types_that_disagree_are_a_node_problem_and_the_line_is_left_over() {
         ["gres/gpu:a100 count reported lower than configured (0 < 2)"]
     );
     assert!(
-        cfg.warnings.iter().any(|w| w.starts_with("/x/gres.conf:1: A line in gres.conf for GRES gpu:v100 has 2 more configured")),
+        cfg.warnings.iter().any(|w| w.starts_with(
+            "/x/gres.conf:1: A line in gres.conf for GRES gpu:v100 has 2 more configured"
+        )),
         "{:?}",
         cfg.warnings
     );
@@ -219,7 +227,10 @@ fn more_files_than_needed_are_cut_and_reported() {
     let g = node(&cfg, "n1");
     assert_eq!(g.devices.len(), 2);
     assert!(g.problems.is_empty());
-    assert!(cfg.warnings.iter().any(|w| w.contains("gpu has 2 more configured")));
+    assert!(cfg
+        .warnings
+        .iter()
+        .any(|w| w.contains("gpu has 2 more configured")));
 }
 
 #[test]
@@ -309,17 +320,33 @@ fn flags_are_read_and_env_flags_carry_to_the_next_line() {
 #[test]
 fn malformed_lines_are_errors_naming_file_and_line() {
     let cases = [
-        ("Name=gpu File=/dev/nvidia[0-1] Count=3\n", "Count", "count does not match File value"),
+        (
+            "Name=gpu File=/dev/nvidia[0-1] Count=3\n",
+            "Count",
+            "count does not match File value",
+        ),
         ("Name=gpu Count=lots\n", "Count", "invalid count"),
         (
             "Name=gpu File=/dev/nvidia0 MultipleFiles=/dev/a,/dev/b\n",
             "MultipleFiles",
             "mutually exclusive",
         ),
-        ("Name=gpu MultipleFiles=/dev/a\n", "MultipleFiles", "does not contain multiple files"),
-        ("Name=gpu File=/dev/nvidia[0-1 \n", "File", "can't parse File"),
+        (
+            "Name=gpu MultipleFiles=/dev/a\n",
+            "MultipleFiles",
+            "does not contain multiple files",
+        ),
+        (
+            "Name=gpu File=/dev/nvidia[0-1 \n",
+            "File",
+            "can't parse File",
+        ),
         ("Name=gpu Cores=3-1\n", "Cores", "id ranges"),
-        ("Name=gpu Flags=no_gpu_env,amd_gpu_env\n", "Flags", "no_gpu_env"),
+        (
+            "Name=gpu Flags=no_gpu_env,amd_gpu_env\n",
+            "Flags",
+            "no_gpu_env",
+        ),
     ];
     for (text, key, want) in cases {
         let gres = format!("# comment\n\n{text}");
@@ -344,10 +371,22 @@ fn unknown_keys_names_and_autodetect_values_warn() {
     )
     .unwrap();
     let w = cfg.warnings.join("\n");
-    assert!(w.contains("/x/gres.conf:1: gres.conf key Colour is not known"), "{w}");
-    assert!(w.contains("/x/gres.conf:2: Ignoring gres.conf record, invalid name: fpga"), "{w}");
-    assert!(w.contains("/x/gres.conf:3: unknown autodetect flag 'magic'"), "{w}");
-    assert!(w.contains("/x/gres.conf:4: Invalid GRES data, no type name"), "{w}");
+    assert!(
+        w.contains("/x/gres.conf:1: gres.conf key Colour is not known"),
+        "{w}"
+    );
+    assert!(
+        w.contains("/x/gres.conf:2: Ignoring gres.conf record, invalid name: fpga"),
+        "{w}"
+    );
+    assert!(
+        w.contains("/x/gres.conf:3: unknown autodetect flag 'magic'"),
+        "{w}"
+    );
+    assert!(
+        w.contains("/x/gres.conf:4: Invalid GRES data, no type name"),
+        "{w}"
+    );
 }
 
 #[test]
@@ -406,7 +445,13 @@ fn site_confs_with_gres_load() {
                     .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
                 assert_eq!(cfg.gres.nodes.len(), cfg.nodes.len());
                 for (n, g) in cfg.nodes.iter().zip(&cfg.gres.nodes) {
-                    assert!(g.problems.is_empty(), "{}: {}: {:?}", dir.display(), n.name, g.problems);
+                    assert!(
+                        g.problems.is_empty(),
+                        "{}: {}: {:?}",
+                        dir.display(),
+                        n.name,
+                        g.problems
+                    );
                 }
                 let devices: usize = cfg.gres.nodes.iter().map(|g| g.devices.len()).sum();
                 eprintln!("{}: {devices} devices", dir.display());
