@@ -248,5 +248,8 @@ fn job_env(j: &JobInfo, a: &SrunArgs, cluster: &str, cwd: &str) -> Vec<(String, 
     if let Some(c) = a.cpus_per_task {
         v.push(("SLURM_CPUS_PER_TASK".into(), c.to_string()));
     }
+    // What was asked, for the steps srun starts in the allocation to
+    // inherit (Slurm's salloc sets the same).
+    v.extend(super::sbatch_args::option_env(&a.resources, false));
     v
 }

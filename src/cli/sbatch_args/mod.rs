@@ -50,8 +50,8 @@ use values::*;
 
 pub(crate) use env::export_env;
 pub(crate) use resources::{
-    apply_res, gres_help, request_names, resolve as resolve_resources, settle_memory, MemKinds,
-    ResHelp, ResLayer, HINT_HELP, RES_OPTIONS, SALLOC_ENV, SRUN_ENV,
+    apply_res, gres_help, option_env, request_names, resolve as resolve_resources, settle_memory,
+    MemKinds, ResHelp, ResLayer, HINT_HELP, RES_OPTIONS, SALLOC_ENV, SRUN_ENV,
 };
 pub(crate) use values::{check_gres, parse_nice, parse_priority, parse_warn_signal};
 
@@ -490,7 +490,15 @@ fn build_submit(
         submit_dir: cwd,
         submit_host: ctx.host.clone(),
         command: script.command(),
-        env: export_env(opts.export.as_deref(), &ctx.env),
+        env: {
+            // What was asked is echoed to the job as Slurm's sbatch does
+            // (SLURM_* pass any --export).
+            let mut env = export_env(opts.export.as_deref(), &ctx.env);
+            for (k, v) in option_env(&resources, true) {
+                set_var(&mut env, &k, &v);
+            }
+            env
+        },
         hold: opts.hold,
         user: ctx.user.clone(),
         uid: ctx.uid,

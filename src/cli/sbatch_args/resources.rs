@@ -430,6 +430,60 @@ pub(crate) fn resolve(
     (req, note)
 }
 
+/// `[type:]count`, as a `--gpus*` option is written.
+fn gpus_text(g: &GresRequest) -> String {
+    match &g.type_ {
+        Some(t) => format!("{t}:{}", g.count),
+        None => g.count.to_string(),
+    }
+}
+
+/// The variables sbatch puts in the job's environment and salloc in its
+/// command's for what was asked (Slurm 22.05's `set_env_from_opts`, plus
+/// sbatch's and salloc's task-shape echoes). srun inside the job reads the
+/// GPU ones back ([`SRUN_ENV`]): that is how a step inherits the job's
+/// request. `batch`: sbatch (which also echoes `-m` and
+/// `--threads-per-core`).
+pub(crate) fn option_env(r: &ResourceRequest, batch: bool) -> Vec<(String, String)> {
+    let mut v: Vec<(&str, String)> = Vec::new();
+    if let Some(n) = r.cpus_per_gpu {
+        v.push(("SLURM_CPUS_PER_GPU", n.to_string()));
+    }
+    if let Some(g) = &r.gpus {
+        v.push(("SLURM_GPUS", gpus_text(g)));
+    }
+    if let Some(b) = &r.gpu_bind {
+        v.push(("SLURM_GPU_BIND", b.clone()));
+    }
+    for (var, g) in [
+        ("SLURM_GPUS_PER_NODE", &r.gpus_per_node),
+        ("SLURM_GPUS_PER_SOCKET", &r.gpus_per_socket),
+        ("SLURM_GPUS_PER_TASK", &r.gpus_per_task),
+    ] {
+        if let Some(g) = g {
+            v.push((var, gpus_text(g)));
+        }
+    }
+    if let Some(mb) = r.mem_per_gpu_mb {
+        v.push(("SLURM_MEM_PER_GPU", mb.to_string()));
+    }
+    if let Some(n) = r.ntasks_per_core {
+        v.push(("SLURM_NTASKS_PER_CORE", n.to_string()));
+    }
+    if let Some(n) = r.ntasks_per_socket {
+        v.push(("SLURM_NTASKS_PER_SOCKET", n.to_string()));
+    }
+    if batch {
+        if let Some(d) = &r.distribution {
+            v.push(("SLURM_DISTRIBUTION", d.clone()));
+        }
+        if let Some(n) = r.threads_per_core {
+            v.push(("SLURM_THREADS_PER_CORE", n.to_string()));
+        }
+    }
+    v.into_iter().map(|(k, val)| (k.to_string(), val)).collect()
+}
+
 /// The GRES names a request asks for, to check against GresTypes.
 pub(crate) fn request_names(r: &ResourceRequest) -> Vec<String> {
     let mut names: Vec<String> = r.gres.iter().map(|g| g.name.clone()).collect();

@@ -1324,3 +1324,43 @@ fn hint_rivals_follow_slurms_rules() {
         .resources;
     assert_eq!((r.hint, r.ntasks_per_core), (None, Some(1)));
 }
+
+#[test]
+fn requests_are_echoed_to_the_job_environment() {
+    let f = fixture();
+    f.write("job.sh", SCRIPT);
+    let s = f
+        .ok(&[
+            "--export=NONE",
+            "--gpus-per-node=a100:2",
+            "-G",
+            "4",
+            "--gpus-per-task=1",
+            "--gpus-per-socket=1",
+            "--cpus-per-gpu=6",
+            "--mem-per-gpu=2G",
+            "--gpu-bind=closest",
+            "--ntasks-per-core=1",
+            "--ntasks-per-socket=2",
+            "-m",
+            "cyclic",
+            "job.sh",
+        ])
+        .submit;
+    let get = |k: &str| s.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("SLURM_GPUS_PER_NODE"), Some("a100:2"));
+    assert_eq!(get("SLURM_GPUS"), Some("4"));
+    assert_eq!(get("SLURM_GPUS_PER_TASK"), Some("1"));
+    assert_eq!(get("SLURM_GPUS_PER_SOCKET"), Some("1"));
+    assert_eq!(get("SLURM_CPUS_PER_GPU"), Some("6"));
+    assert_eq!(get("SLURM_MEM_PER_GPU"), Some("2048"));
+    assert_eq!(get("SLURM_GPU_BIND"), Some("closest"));
+    assert_eq!(get("SLURM_NTASKS_PER_CORE"), Some("1"));
+    assert_eq!(get("SLURM_NTASKS_PER_SOCKET"), Some("2"));
+    assert_eq!(get("SLURM_DISTRIBUTION"), Some("cyclic"));
+    // And srun in the job reads them back: the step inherits the request.
+    let step = crate::cli::srun::parse_env(&["true".to_string()], &s.env).unwrap();
+    assert_eq!(step.resources.gpus_per_node, s.resources.gpus_per_node);
+    assert_eq!(step.resources.mem_per_gpu_mb, Some(2048));
+    assert_eq!(step.resources.cpus_per_gpu, Some(6));
+}
