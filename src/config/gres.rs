@@ -603,9 +603,18 @@ pub(super) fn resolve(
     // Lines naming nodes explicitly whose records some node did not use:
     // line index -> (leftover description, nodes).
     let mut unused: HashMap<usize, Vec<(String, String)>> = HashMap::new();
+    // (where the node was defined, GRES name) -> nodes, for one warning per
+    // line as Slurm gives one per NodeName line.
+    let mut rejected: Vec<(String, String, Vec<String>)> = Vec::new();
     for (i, node) in cfg.nodes.iter().enumerate() {
-        let here = origins.get(i);
-        let configured = node_items(cfg, node, here, &mut warnings);
+        let (configured, unknown) = node_items(cfg, node);
+        let at = origins.get(i).map(|l| l.to_string()).unwrap_or_default();
+        for name in unknown {
+            match rejected.iter_mut().find(|(a, n, _)| *a == at && *n == name) {
+                Some((_, _, nodes)) => nodes.push(node.name.clone()),
+                None => rejected.push((at.clone(), name, vec![node.name.clone()])),
+            }
+        }
         let autodetect = file
             .node_autodetect
             .iter()
@@ -626,6 +635,12 @@ pub(super) fn resolve(
             ));
         }
         nodes.push(g);
+    }
+    for (at, name, ns) in rejected {
+        warnings.push(format!(
+            "{at}: Invalid GRES configured on node {}: {name} (not in GresTypes); ignored",
+            hostlist::compress(&ns)
+        ));
     }
     let mut leftover: Vec<_> = unused.into_iter().collect();
     leftover.sort_by_key(|(line, _)| *line);
@@ -655,43 +670,18 @@ pub(super) fn resolve(
     Ok(())
 }
 
-/// A node's slurm.conf `Gres=` items whose names are in GresTypes; others
-/// are dropped with Slurm's error, as its controller does.
-fn node_items(
-    cfg: &Config,
-    node: &super::NodeConf,
-    here: Option<&Loc>,
-    warnings: &mut Vec<String>,
-) -> Vec<NodeGresItem> {
-    let at = here.map(|l| format!("{l}: ")).unwrap_or_default();
-    // build.rs has checked the syntax; a failure here cannot happen, but an
-    // unparsable value must not take the configuration down.
-    let items = match parse_node_gres(&node.gres) {
-        Ok(items) => items,
-        Err(e) => {
-            warnings.push(format!("{at}node {}: {e}", node.name));
-            return Vec::new();
-        }
-    };
-    items
-        .into_iter()
-        .filter(|it| {
-            let known = cfg
-                .gres_types
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(&it.name));
-            if !known {
-                let w = format!(
-                    "{at}Invalid GRES configured on node {}: {} (not in GresTypes); ignored",
-                    node.name, it.name
-                );
-                if !warnings.contains(&w) {
-                    warnings.push(w);
-                }
-            }
-            known
-        })
-        .collect()
+/// A node's slurm.conf `Gres=` items whose names are in GresTypes, and the
+/// names of those that are not (Slurm's controller drops them with an error).
+fn node_items(cfg: &Config, node: &super::NodeConf) -> (Vec<NodeGresItem>, Vec<String>) {
+    // build.rs has checked the syntax, so this cannot fail; were it to, the
+    // node simply has no GRES rather than the configuration failing.
+    let items = parse_node_gres(&node.gres).unwrap_or_default();
+    let (known, unknown): (Vec<_>, Vec<_>) = items.into_iter().partition(|it| {
+        cfg.gres_types
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(&it.name))
+    });
+    (known, unknown.into_iter().map(|it| it.name).collect())
 }
 
 /// A gres.conf record as consumed for one node: what is left of it.
