@@ -41,6 +41,11 @@ job's SLURM_* environment, and release the allocation when it exits.
   --priority=n  -I, --immediate[=secs]  --signal=[B:]sig[@secs]  -Q, --quiet
   -K, --kill-command[=sig]  signal the command if the allocation is revoked
   --no-shell  exit once granted, leaving the allocation  --bell  --no-bell
+  --gres=list  -G, --gpus=[type:]n  --gpus-per-node=  --gpus-per-task=
+  --gpus-per-socket=  --cpus-per-gpu=n  --mem-per-gpu=size  --gres-flags=
+  -B S[:C[:T]]  --sockets-per-node=  --cores-per-socket=  --threads-per-core=
+  --ntasks-per-socket=  --ntasks-per-core=  --hint=  -m, --distribution=
+  --gpu-bind=  (SALLOC_* variables of the same names are read too)
   -h, --help  --usage  -V, --version
 
 Other Slurm salloc options are accepted with a warning and ignored.

@@ -261,6 +261,15 @@ allocation made for it and released when it ends.
       --pty                   task 0 on a terminal; this one raw meanwhile
       --multi-prog            the executable is a file of per-task programs
       --test-only             only say when and where it would start
+Resources (for the step, and for a new allocation; SLURM_* variables of the
+same names are read too, so steps inherit what their job asked for):
+      --gres=list             name[[:type]:count],... per node (--gres=help)
+  -G, --gpus=[type:]n  --gpus-per-node=  --gpus-per-task=  --gpus-per-socket=
+      --cpus-per-gpu=n  --mem-per-gpu=size  --gres-flags=enforce-binding|disable-binding
+  -B, --extra-node-info=S[:C[:T]]  --sockets-per-node=n  --cores-per-socket=n
+      --threads-per-core=n  --ntasks-per-socket=n  --ntasks-per-core=n
+      --hint=compute_bound|memory_bound|[no]multithread  (--hint=help)
+      --cpu-bind=spec  -m, --distribution=spec  --gpu-bind=spec
 For a new allocation:
   -p, --partition=name  -t, --time=limit  -J, --job-name=name  --mem=size
   --mem-per-cpu=size  -A, --account=name  -C, --constraint=features
