@@ -18,7 +18,7 @@
 //! Does not: read devices or NVML (the node daemon does), or decide what a job
 //! gets (placement does).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -290,8 +290,9 @@ fn suffixed(text: &str) -> Option<u64> {
 #[derive(Debug, Clone)]
 struct ConfLine {
     loc: Loc,
-    /// `NodeName=` expanded; `None`: every node.
-    nodes: Option<Vec<String>>,
+    /// `NodeName=` expanded; `None`: every node. A set: every node of a
+    /// large cluster asks whether it is named.
+    nodes: Option<HashSet<String>>,
     name: String,
     type_: Option<String>,
     files: Vec<String>,
@@ -312,7 +313,7 @@ struct GresFile {
     lines: Vec<ConfLine>,
     global_autodetect: Option<AutoDetect>,
     /// `NodeName=... AutoDetect=...`: per-node settings, in file order.
-    node_autodetect: Vec<(Vec<String>, AutoDetect, Loc)>,
+    node_autodetect: Vec<(HashSet<String>, AutoDetect, Loc)>,
     warnings: Vec<String>,
 }
 
@@ -361,9 +362,12 @@ fn read_line(
     let bad = |item: &Item, what: String| {
         loc.error(&item.key, format!("{}={}: {what}", item.key, item.value))
     };
-    let nodes = match get(items, "NodeName") {
+    let nodes: Option<HashSet<String>> = match get(items, "NodeName") {
         Some(i) => Some(
-            hostlist::expand(&i.value).map_err(|e| bad(i, format!("expected a hostlist ({e})")))?,
+            hostlist::expand(&i.value)
+                .map_err(|e| bad(i, format!("expected a hostlist ({e})")))?
+                .into_iter()
+                .collect(),
         ),
         None => None,
     };
@@ -615,18 +619,25 @@ pub(super) fn resolve(
                 None => rejected.push((at.clone(), name, vec![node.name.clone()])),
             }
         }
-        let autodetect = file
+        let local: Vec<AutoDetect> = file
             .node_autodetect
             .iter()
-            .rev()
-            .find(|(names, _, _)| names.contains(&node.name))
+            .filter(|(names, _, _)| names.contains(&node.name))
             .map(|(_, m, _)| *m)
-            .or(file.global_autodetect);
+            .collect();
+        let autodetect = local.first().copied().or(file.global_autodetect);
         let mut g = NodeGres {
             configured,
             autodetect,
             ..NodeGres::default()
         };
+        // Slurm's node daemon refuses to start on this.
+        if local.iter().any(|m| Some(*m) != autodetect) {
+            g.problems.push(
+                "gres.conf: duplicate node-local AutoDetect specification does not match the first"
+                    .into(),
+            );
+        }
         merge_node(node, &file.lines, &mut g, &mut unused);
         if node.state == ConfNodeState::Cloud && g.detects() {
             g.problems.push(format!(

@@ -250,6 +250,15 @@ fn autodetect_global_and_per_node() {
     let n3 = node(&cfg, "n3");
     assert_eq!(n3.autodetect, Some(AutoDetect::Off));
     assert_eq!(n3.devices.len(), 4);
+    let twice = load(
+        "GresTypes=gpu\nNodeName=n1 Gres=gpu:1\n",
+        Some("NodeName=n1 AutoDetect=off\nNodeName=n1 AutoDetect=nvml\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        node(&twice, "n1").problems,
+        ["gres.conf: duplicate node-local AutoDetect specification does not match the first"]
+    );
 }
 
 #[test]
@@ -459,4 +468,24 @@ fn site_confs_with_gres_load() {
         }
     }
     assert!(checked > 0, "no slurm.conf + gres.conf pair found");
+}
+
+#[test]
+fn a_large_cluster_merges_quickly() {
+    // 8192 GPU nodes named by one gres.conf line: each node's lookup is a
+    // set probe, not a scan of the line's nodes.
+    let cfg = load(
+        "GresTypes=gpu\nNodeName=g[1-8192] Sockets=2 CoresPerSocket=16 Gres=gpu:a100:8\n",
+        Some(
+            "NodeName=g[1-8192] Name=gpu Type=a100 File=/dev/nvidia[0-3] Cores=0-15\n\
+             NodeName=g[1-8192] Name=gpu Type=a100 File=/dev/nvidia[4-7] Cores=16-31\n",
+        ),
+    )
+    .unwrap();
+    assert_eq!(cfg.gres.nodes.len(), 8192);
+    assert!(cfg
+        .gres
+        .nodes
+        .iter()
+        .all(|g| g.devices.len() == 8 && g.problems.is_empty()));
 }
