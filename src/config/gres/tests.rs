@@ -460,6 +460,21 @@ fn site_confs_with_gres_load() {
                         n.name,
                         g.problems
                     );
+                    // Every GPU slurm.conf promises is a device, or the node
+                    // daemon is to detect them.
+                    let promised: u64 = g
+                        .configured
+                        .iter()
+                        .filter(|i| i.name == "gpu")
+                        .map(|i| i.count)
+                        .sum();
+                    let have = g.total("gpu", None);
+                    assert!(
+                        g.detects() || have == promised,
+                        "{}: {}: {have} of {promised}",
+                        dir.display(),
+                        n.name
+                    );
                 }
                 let devices: usize = cfg.gres.nodes.iter().map(|g| g.devices.len()).sum();
                 eprintln!("{}: {devices} devices", dir.display());
