@@ -587,6 +587,16 @@ pub(super) fn resolve(
             match std::fs::read_to_string(&beside) {
                 Ok(t) => (Some(t), Some(beside.clone())),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+                // Commands read the configuration too, as any user; a
+                // gres.conf only root may read (Slurm's clients never read
+                // it) must not stop them. The inventory is then slurm.conf's.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    cfg.warnings.push(format!(
+                        "{}: cannot read ({e}); GRES as slurm.conf alone gives them",
+                        beside.display()
+                    ));
+                    (None, None)
+                }
                 Err(e) => {
                     return Err(ConfigError {
                         file: beside.clone(),
