@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::client::{CliError, Client};
-use super::srun::{allocate, parse_options, print_info, release, SrunArgs};
+use super::srun::{allocate, parse_options_env, print_info, release, SrunArgs};
 use crate::exec::env::compress_counts;
 use crate::wire::messages::{Body, ExitStatus, JobQuery};
 use crate::wire::types::JobInfo;
@@ -41,13 +41,19 @@ job's SLURM_* environment, and release the allocation when it exits.
   --priority=n  -I, --immediate[=secs]  --signal=[B:]sig[@secs]  -Q, --quiet
   -K, --kill-command[=sig]  signal the command if the allocation is revoked
   --no-shell  exit once granted, leaving the allocation  --bell  --no-bell
+  --gres=list  -G, --gpus=[type:]n  --gpus-per-node=  --gpus-per-task=
+  --gpus-per-socket=  --cpus-per-gpu=n  --mem-per-gpu=size  --gres-flags=
+  -B S[:C[:T]]  --sockets-per-node=  --cores-per-socket=  --threads-per-core=
+  --ntasks-per-socket=  --ntasks-per-core=  --hint=  -m, --distribution=
+  --gpu-bind=  (SALLOC_* variables of the same names are read too)
   -h, --help  --usage  -V, --version
 
 Other Slurm salloc options are accepted with a warning and ignored.
 ";
 
 pub fn run(args: &[String]) -> i32 {
-    let mut a = match parse_options(args, "salloc") {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let mut a = match parse_options_env(args, "salloc", &env) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{}", e.message);
@@ -78,7 +84,8 @@ async fn session(a: SrunArgs) -> Result<i32, CliError> {
         Some(d) => d.clone(),
         None => std::env::current_dir()?.display().to_string(),
     };
-    if let Err(e) = super::sbatch_args::check_gres(&a.gres, &c.conf.gres_types) {
+    let gres = super::sbatch_args::request_names(&a.resources);
+    if let Err(e) = super::sbatch_args::check_gres(&gres, &c.conf.gres_types) {
         eprintln!("salloc: error: {e}");
         return Ok(1);
     }
@@ -246,5 +253,8 @@ fn job_env(j: &JobInfo, a: &SrunArgs, cluster: &str, cwd: &str) -> Vec<(String, 
     if let Some(c) = a.cpus_per_task {
         v.push(("SLURM_CPUS_PER_TASK".into(), c.to_string()));
     }
+    // What was asked, for the steps srun starts in the allocation to
+    // inherit (Slurm's salloc sets the same).
+    v.extend(super::sbatch_args::option_env(&a.resources, false));
     v
 }

@@ -30,6 +30,14 @@ pub fn run(args: &[String]) -> i32 {
     };
     let mut sub = match parsed {
         Ok(s) => s,
+        // Slurm lists the GRES plugins configured (GresTypes).
+        Err(SbatchError::ResourceHelp(super::sbatch_args::ResHelp::Gres)) => {
+            let types = crate::config::Config::load(&crate::config::Config::locate(None))
+                .map(|c| c.gres_types)
+                .unwrap_or_default();
+            println!("{}", super::sbatch_args::gres_help(&types));
+            return 0;
+        }
         Err(e) if e.exit_code() == 0 => {
             println!("{e}");
             return 0;

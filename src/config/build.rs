@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::gres::GresSource;
 use super::keys::*;
 use super::parse::{self, Item, Line, Loc, Op};
 use super::types::{
@@ -38,12 +39,31 @@ impl Config {
     }
 
     /// Validate `text` as if it were the contents of `path` (Includes are relative to it).
+    /// The gres.conf beside `path` is read too, if it exists.
     pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        Config::parse_with(text, path, GresSource::Beside)
+    }
+
+    /// Validate `text` as slurm.conf and `gres` as the gres.conf at
+    /// `gres_path` (`None`: no gres.conf), reading no other file but Includes.
+    pub fn parse_str_with_gres(
+        text: &str,
+        path: &Path,
+        gres: Option<(&str, &Path)>,
+    ) -> Result<Config, ConfigError> {
+        let source = match gres {
+            Some((t, p)) => GresSource::Text(t, p),
+            None => GresSource::Absent,
+        };
+        Config::parse_with(text, path, source)
+    }
+
+    fn parse_with(text: &str, path: &Path, gres: GresSource<'_>) -> Result<Config, ConfigError> {
         let mut builder = Builder::new(path);
         for line in parse::read_lines(text, path)? {
             builder.line(&line)?;
         }
-        builder.finish()
+        builder.finish(gres)
     }
 }
 
@@ -487,6 +507,7 @@ impl Builder {
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
+                gres: Default::default(),
                 warnings: Vec::new(),
                 node_by_name: HashMap::new(),
             },
@@ -986,7 +1007,15 @@ impl Builder {
                 NodeAttr::ThreadsPerCore => spec.threads = Some(count(item)?),
                 NodeAttr::RealMemory => spec.real_memory_mb = Some(mem_mb(loc, item)?),
                 NodeAttr::TmpDisk => spec.tmp_disk_mb = Some(mem_mb(loc, item)?),
-                NodeAttr::Gres => spec.gres = Some(item.value.trim().to_string()),
+                NodeAttr::Gres => {
+                    // Checked here, where the line is known; names are
+                    // checked against GresTypes once the whole file is read.
+                    let value = item.value.trim();
+                    super::gres::parse_node_gres(value).map_err(|e| {
+                        loc.error(&item.key, format!("{}={}: {e}", item.key, item.value))
+                    })?;
+                    spec.gres = Some(value.to_string());
+                }
                 NodeAttr::Features => spec.features = Some(comma_list(&item.value)),
                 NodeAttr::Weight => spec.weight = Some(int_in(loc, item, 0, u32::MAX.into())?),
                 NodeAttr::State => spec.state = Some(conf_node_state(loc, item)?),

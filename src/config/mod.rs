@@ -7,7 +7,8 @@
 //! DownNodes, NodeSet) and cross-line validation. The lexical rules (comments, quotes,
 //! continuations, `Include`) live in `parse`; hostlists and unit formats in [`hostlist`]
 //! and [`units`]. It does not resolve host names, open sockets, expand `%n`/`%h` in
-//! SlurmdSpoolDir (the node daemon does), or read gres.conf/cgroup.conf.
+//! SlurmdSpoolDir (the node daemon does), or read cgroup.conf. gres.conf, beside slurm.conf,
+//! is read with it and merged with the nodes' `Gres=` in [`gres`].
 //!
 //! Layout: `types` (the [`Config`] API), `keys` (the used and ignored key tables), `build`
 //! (lines into a `Config`, value by value), `resolve` (defaults and checks that need the
@@ -15,6 +16,7 @@
 
 mod build;
 pub mod cgroup;
+pub mod gres;
 pub mod hostlist;
 mod keys;
 mod parse;
@@ -25,6 +27,7 @@ pub mod units;
 #[cfg(test)]
 mod tests;
 
+pub use gres::{AutoDetect, GresConfig, GresDevice, GresPool, NodeGres, NodeGresItem};
 pub use types::{
     ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData, RateLimitConf,
     DEFAULT_CONF_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID,

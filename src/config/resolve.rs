@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::build::{Builder, Listed, PendingPartition};
+use super::gres::GresSource;
 use super::keys::GlobalKey;
 use super::parse::Loc;
 use super::types::{Config, ConfigError};
@@ -13,13 +14,15 @@ use super::types::{Config, ConfigError};
 impl Builder {
     // -- whole-file validation ----------------------------------------------------------
 
-    pub(super) fn finish(mut self) -> Result<Config, ConfigError> {
+    pub(super) fn finish(mut self, gres: GresSource<'_>) -> Result<Config, ConfigError> {
         self.resolve_controller()?;
         self.check_job_ids()?;
         self.assign_ports()?;
         let sets = self.resolve_nodesets()?;
         self.apply_down_nodes()?;
         self.resolve_partitions(&sets)?;
+        let origins: Vec<Loc> = self.node_origin.iter().map(|(l, _)| l.clone()).collect();
+        super::gres::resolve(&mut self.cfg, &origins, gres)?;
         Ok(self.cfg)
     }
 

@@ -125,6 +125,10 @@ pub struct Config {
     pub nodes: Vec<NodeConf>,
     /// In file order.
     pub partitions: Vec<PartitionConf>,
+    /// Every node's generic resources (slurm.conf `Gres=` merged with
+    /// gres.conf), index-aligned with `nodes`; see [`Config::node_gres`].
+    #[serde(default)]
+    pub gres: super::gres::GresConfig,
     /// Non-fatal notes, each `file:line: ...`.
     pub warnings: Vec<String>,
     /// Node name → index into `nodes`, built at load.
@@ -214,7 +218,8 @@ pub struct NodeConf {
     pub threads_per_core: u32,
     pub real_memory_mb: u64,
     pub tmp_disk_mb: u64,
-    /// Raw Gres string; empty when none.
+    /// Raw Gres string as written (syntax checked); empty when none. The
+    /// parsed, checked inventory is [`Config::node_gres`].
     pub gres: String,
     pub features: Vec<String>,
     pub weight: u32,

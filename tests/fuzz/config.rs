@@ -1,6 +1,8 @@
 //! The slurm.conf reader (`Config::parse_str`): arbitrary text built from its syntax,
 //! and mutations of valid files. Errors must name a line of the text (line 0 only for
-//! the whole-file checks). canopy has no gres.conf or cgroup.conf reader to fuzz.
+//! the whole-file checks). gres.conf (`Config::parse_str_with_gres`): arbitrary text
+//! from its keys, whose errors name a gres.conf line and whose inventories number
+//! each node's devices 0, 1, 2... per name. canopy has no cgroup.conf reader to fuzz.
 
 use std::path::Path;
 
@@ -282,4 +284,94 @@ fn fuzz_config_mutated_valid_files() {
             Ok(())
         },
     );
+}
+
+const GRES_PATH: &str = "/nonexistent/canopy-fuzz/gres.conf";
+
+const GRES_SLURM_CONF: &str = "SlurmctldHost=ctl\nGresTypes=gpu,mps,bandwidth\n\
+     NodeName=n[1-2] Sockets=2 CoresPerSocket=4 ThreadsPerCore=2 \
+     Gres=gpu:a100:2,gpu:2,mps:100,bandwidth:no_consume:4G\n\
+     NodeName=n3 CPUs=4 Gres=gpu:1\nPartitionName=p Nodes=ALL\n";
+
+const GRES_TOKENS: &[&str] = &[
+    "NodeName",
+    "Name",
+    "Type",
+    "File",
+    "MultipleFiles",
+    "Count",
+    "Cores",
+    "CPUs",
+    "Links",
+    "Flags",
+    "AutoDetect",
+    "=",
+    "\n",
+    " ",
+    ",",
+    ":",
+    "[",
+    "]",
+    "-",
+    "n1",
+    "n[1-2]",
+    "n3",
+    "gpu",
+    "mps",
+    "bandwidth",
+    "fpga",
+    "a100",
+    "/dev/nvidia",
+    "/dev/nvidia[0-3]",
+    "0-7",
+    "0-99",
+    "-1,0",
+    "nvml",
+    "off",
+    "CountOnly",
+    "no_gpu_env",
+    "nvidia_gpu_env",
+    "4G",
+    "2",
+    "#",
+    "\\",
+    "\"",
+];
+
+#[test]
+fn fuzz_gres_conf_text() {
+    let piece = prop_oneof![
+        8 => proptest::sample::select(GRES_TOKENS).prop_map(str::to_owned),
+        1 => "[ -~]{0,6}",
+        1 => any::<u32>().prop_map(|n| n.to_string()),
+    ];
+    let text = vec(piece, 0..60).prop_map(|t| t.concat());
+    support::run("gres_conf_text", 800, text, |text| {
+        match Config::parse_str_with_gres(
+            GRES_SLURM_CONF,
+            Path::new(PATH),
+            Some((&text, Path::new(GRES_PATH))),
+        ) {
+            Err(err) => {
+                prop_assert_eq!(err.file.as_path(), Path::new(GRES_PATH));
+                prop_assert!(err.line >= 1 && err.line <= line_count(&text), "{}", err);
+                prop_assert!(!err.message.is_empty());
+            }
+            Ok(cfg) => {
+                prop_assert_eq!(cfg.gres.nodes.len(), cfg.nodes.len());
+                for g in &cfg.gres.nodes {
+                    for name in ["gpu", "mps", "bandwidth"] {
+                        let idx: Vec<u32> = g
+                            .devices
+                            .iter()
+                            .filter(|d| d.name == name)
+                            .map(|d| d.index)
+                            .collect();
+                        prop_assert_eq!(idx.clone(), (0..idx.len() as u32).collect::<Vec<_>>());
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
 }

@@ -41,7 +41,7 @@ pub(super) fn env_layer(
     warnings: &mut Vec<String>,
 ) -> Result<Layer, SbatchError> {
     let mut layer = Layer::default();
-    for &(var, long) in ENV_OPTIONS {
+    for &(var, long) in ENV_OPTIONS.iter().chain(super::resources::SBATCH_ENV) {
         let Some(value) = lookup(&ctx.env, var).filter(|v| !v.is_empty()) else {
             continue;
         };

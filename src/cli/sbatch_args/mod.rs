@@ -39,6 +39,7 @@ use ArgKind::{Flag, Optional, Required};
 
 mod env;
 mod options;
+mod resources;
 mod script;
 mod values;
 
@@ -48,7 +49,11 @@ use script::*;
 use values::*;
 
 pub(crate) use env::export_env;
-pub(crate) use values::{check_gres, gres_names, parse_nice, parse_priority, parse_warn_signal};
+pub(crate) use resources::{
+    apply_res, gres_help, option_env, request_names, resolve as resolve_resources, settle_memory,
+    MemKinds, ResHelp, ResLayer, HINT_HELP, RES_OPTIONS, SALLOC_ENV, SRUN_ENV,
+};
+pub(crate) use values::{check_gres, parse_nice, parse_priority, parse_warn_signal};
 
 /// Facts about the submitting process that the parser needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +82,8 @@ pub struct Submission {
     /// `-W`: wait for the job to end and exit with its exit code.
     pub wait: bool,
     /// Generic resources asked for (`--gres`, `--gpus*`), by name: each must
-    /// be in slurm.conf's `GresTypes` (checked once the config is read).
+    /// be in slurm.conf's `GresTypes` (checked once the config is read). The
+    /// request itself is `submit.resources`.
     pub gres: Vec<String>,
     /// `-M`: the clusters named (this one, or `all`).
     pub clusters: Option<String>,
@@ -115,8 +121,19 @@ pub enum SbatchError {
     InvalidMemory { option: &'static str, value: String },
     #[error("sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")]
     MemoryConflict,
-    #[error("sbatch: fatal: SBATCH_MEM_PER_CPU and SBATCH_MEM_PER_NODE are mutually exclusive.")]
+    #[error(
+        "sbatch: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are \
+         mutually exclusive."
+    )]
     EnvMemoryConflict,
+    /// A resource option's value refused (`--gres`, `--gpus*`, `-B`,
+    /// `--hint`...): the text after `sbatch: `.
+    #[error("sbatch: {0}")]
+    Resource(String),
+    /// `--gres=help` / `--hint=help`: not a failure; print to stdout and
+    /// exit 0 (`--gres=help` lists GresTypes, which the caller knows).
+    #[error("{}", match .0 { ResHelp::Hint => HINT_HELP.to_string(), ResHelp::Gres => gres_help(&[]) })]
+    ResourceHelp(ResHelp),
     #[error("sbatch: error: Script arguments not permitted with --wrap option")]
     WrapWithScriptArgs,
     #[error(
@@ -193,7 +210,8 @@ impl SbatchError {
         match self {
             SbatchError::HelpRequested
             | SbatchError::UsageRequested
-            | SbatchError::VersionRequested => 0,
+            | SbatchError::VersionRequested
+            | SbatchError::ResourceHelp(_) => 0,
             SbatchError::Syntax(_)
             | SbatchError::InvalidExclusive
             | SbatchError::InvalidNice
@@ -229,6 +247,19 @@ variables override them and the command line overrides both.
       --ntasks-per-node=n     tasks per node
       --mem=size              memory per node (K/M/G/T; 0 = whole node)
       --mem-per-cpu=size      memory per allocated CPU
+      --mem-per-gpu=size      memory per allocated GPU
+      --gres=list             generic resources per node (name[[:type]:count],...;
+                              --gres=help lists them)
+  -G, --gpus=[type:]n         GPUs for the whole job
+      --gpus-per-node=[type:]n, --gpus-per-task=[type:]n, --gpus-per-socket=[type:]n
+      --cpus-per-gpu=n        CPUs per allocated GPU
+      --gres-flags=enforce-binding|disable-binding
+  -B, --extra-node-info=S[:C[:T]]  sockets, cores, threads per node (* = any)
+      --sockets-per-node=n, --cores-per-socket=n, --threads-per-core=n
+      --ntasks-per-socket=n, --ntasks-per-core=n
+      --hint=compute_bound|memory_bound|[no]multithread  (--hint=help)
+  -m, --distribution=spec     task distribution (for the job's steps)
+      --gpu-bind=spec         how tasks are bound to GPUs
   -t, --time=limit            time limit (minutes, [D-]H:M:S, UNLIMITED)
   -o, --output=pattern        standard output file (default slurm-%j.out)
   -e, --error=pattern         standard error file (default: with output)
@@ -297,7 +328,10 @@ struct Layer {
     mail_user: Option<String>,
     reservation: Option<String>,
     licenses: Option<String>,
-    gres: Option<Vec<String>>,
+    /// The resource-shape options (`--gres`, `--gpus*`, `-B`, `--hint`...).
+    res: ResLayer,
+    /// `-v`: show the notes Slurm shows only when verbose.
+    verbose: bool,
     clusters: Option<String>,
     uid: Option<String>,
     gid: Option<String>,
@@ -346,7 +380,8 @@ impl Layer {
             mail_user: self.mail_user.or(lower.mail_user),
             reservation: self.reservation.or(lower.reservation),
             licenses: self.licenses.or(lower.licenses),
-            gres: self.gres.or(lower.gres),
+            res: self.res.over(lower.res),
+            verbose: self.verbose || lower.verbose,
             clusters: self.clusters.or(lower.clusters),
             uid: self.uid.or(lower.uid),
             gid: self.gid.or(lower.gid),
@@ -380,12 +415,23 @@ pub fn parse_submission(
     let positional = args.get(script_at..).unwrap_or_default();
     let script = load_script(&cmd, positional, stdin_script, ctx)?;
     check_script(&script.text)?;
-    let dir = script_layer(&script, &mut warnings)?;
-    let env = env_layer(ctx, &mut warnings)?;
-    let (mem, mem_per_cpu) = resolve_memory(&cmd, &env, &dir)?;
+    let mut dir = script_layer(&script, &mut warnings)?;
+    let mut env = env_layer(ctx, &mut warnings)?;
+    let (mem, mem_per_cpu, mem_from_cli) = resolve_memory(&cmd, &env, &dir)?;
+    let verbose = cmd.verbose || env.verbose || dir.verbose;
+    let (resources, note) = resources::resolve(
+        std::mem::take(&mut cmd.res),
+        std::mem::take(&mut env.res),
+        std::mem::take(&mut dir.res),
+        mem_from_cli,
+        "sbatch",
+    );
+    if let Some(note) = note.filter(|_| verbose) {
+        warnings.push(note);
+    }
     let opts = cmd.over(env).over(dir);
     let (parsable, quiet, wait) = (opts.parsable, opts.quiet, opts.wait);
-    let gres = opts.gres.clone().unwrap_or_default();
+    let gres = request_names(&resources);
     let clusters = opts.clusters.clone();
     // Only root may submit as someone else, as in Slurm (which checks the
     // real uid the same way; the controller checks the credential again).
@@ -396,7 +442,7 @@ pub fn parse_submission(
     }
     let run_as = (opts.uid.clone(), opts.gid.clone());
     Ok(Submission {
-        submit: build_submit(opts, (mem, mem_per_cpu), script, args, ctx),
+        submit: build_submit(opts, (mem, mem_per_cpu), resources, script, args, ctx),
         parsable,
         quiet,
         wait,
@@ -411,6 +457,7 @@ pub fn parse_submission(
 fn build_submit(
     opts: Layer,
     (mem, mem_per_cpu): (Option<u64>, Option<u64>),
+    resources: crate::model::tres::ResourceRequest,
     script: Script,
     args: &[String],
     ctx: &SubmitContext,
@@ -443,7 +490,15 @@ fn build_submit(
         submit_dir: cwd,
         submit_host: ctx.host.clone(),
         command: script.command(),
-        env: export_env(opts.export.as_deref(), &ctx.env),
+        env: {
+            // What was asked is echoed to the job as Slurm's sbatch does
+            // (SLURM_* pass any --export).
+            let mut env = export_env(opts.export.as_deref(), &ctx.env);
+            for (k, v) in option_env(&resources, true) {
+                set_var(&mut env, &k, &v);
+            }
+            env
+        },
         hold: opts.hold,
         user: ctx.user.clone(),
         uid: ctx.uid,
@@ -472,7 +527,7 @@ fn build_submit(
         mail_user: opts.mail_user,
         reservation: opts.reservation,
         licenses: opts.licenses,
-        resources: Default::default(),
+        resources,
         script: script.text,
     }
 }

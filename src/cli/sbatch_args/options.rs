@@ -53,8 +53,8 @@ pub(super) enum Action {
     /// `--uid`/`--gid`: root's submission on behalf of a user.
     Uid,
     Gid,
-    /// `--gres`, `--gpus*`: the names are checked, the request not acted on.
-    Gres,
+    /// `--gres`, `--gpus*`, `-B`, `--hint` and the rest of `resources`.
+    Res,
     /// `-M`: must name this cluster; the job id is then printed with it.
     Clusters,
     /// `-v`: Slurm's debug chatter; canopy's sbatch has none to add.
@@ -113,28 +113,28 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("container-id", None, Required, A::Unsupported),
     spec("contiguous", None, Flag, A::Unsupported),
     spec("core-spec", Some('S'), Required, A::Unsupported),
-    spec("cores-per-socket", None, Required, A::Unsupported),
+    spec("cores-per-socket", None, Required, A::Res),
     spec("cpu-freq", None, Required, A::Unsupported),
-    spec("cpus-per-gpu", None, Required, A::Unsupported),
+    spec("cpus-per-gpu", None, Required, A::Res),
     spec("deadline", None, Required, A::Unsupported),
     spec("delay-boot", None, Required, A::Unsupported),
-    spec("distribution", Some('m'), Required, A::Unsupported),
+    spec("distribution", Some('m'), Required, A::Res),
     spec("exclude", Some('x'), Required, A::Exclude),
     spec("exclusive", None, Optional, A::Exclusive),
     spec("export-file", None, Required, A::Unsupported),
     spec("extra", None, Required, A::Unsupported),
-    spec("extra-node-info", Some('B'), Required, A::Unsupported),
+    spec("extra-node-info", Some('B'), Required, A::Res),
     spec("get-user-env", None, Optional, A::Unsupported),
     spec("gid", None, Required, A::Gid),
-    spec("gpu-bind", None, Required, A::Unsupported),
+    spec("gpu-bind", None, Required, A::Res),
     spec("gpu-freq", None, Required, A::Unsupported),
-    spec("gpus", Some('G'), Required, A::Gres),
-    spec("gpus-per-node", None, Required, A::Gres),
-    spec("gpus-per-socket", None, Required, A::Gres),
-    spec("gpus-per-task", None, Required, A::Gres),
-    spec("gres", None, Required, A::Gres),
-    spec("gres-flags", None, Required, A::Unsupported),
-    spec("hint", None, Required, A::Unsupported),
+    spec("gpus", Some('G'), Required, A::Res),
+    spec("gpus-per-node", None, Required, A::Res),
+    spec("gpus-per-socket", None, Required, A::Res),
+    spec("gpus-per-task", None, Required, A::Res),
+    spec("gres", None, Required, A::Res),
+    spec("gres-flags", None, Required, A::Res),
+    spec("hint", None, Required, A::Res),
     spec("ignore-pbs", None, Flag, A::Unsupported),
     spec("jobid", None, Required, A::Unsupported),
     spec("licenses", Some('L'), Required, A::Licenses),
@@ -142,7 +142,7 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("mail-user", None, Required, A::MailUser),
     spec("mcs-label", None, Required, A::Unsupported),
     spec("mem-bind", None, Required, A::Unsupported),
-    spec("mem-per-gpu", None, Required, A::Unsupported),
+    spec("mem-per-gpu", None, Required, A::Res),
     spec("mincpus", None, Required, A::Unsupported),
     spec("network", None, Required, A::Unsupported),
     spec("nice", None, Optional, A::Nice),
@@ -150,9 +150,9 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("no-requeue", None, Flag, A::NoRequeue),
     spec("nodefile", Some('F'), Required, A::Unsupported),
     spec("nodelist", Some('w'), Required, A::Nodelist),
-    spec("ntasks-per-core", None, Required, A::Unsupported),
+    spec("ntasks-per-core", None, Required, A::Res),
     spec("ntasks-per-gpu", None, Required, A::Unsupported),
-    spec("ntasks-per-socket", None, Required, A::Unsupported),
+    spec("ntasks-per-socket", None, Required, A::Res),
     spec("oom-kill-step", None, Optional, A::Unsupported),
     spec("overcommit", Some('O'), Flag, A::Unsupported),
     spec("oversubscribe", Some('s'), Flag, A::Unsupported),
@@ -166,13 +166,13 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("requeue", None, Flag, A::Requeue),
     spec("reservation", None, Required, A::Reservation),
     spec("segment", None, Required, A::Unsupported),
-    spec("sockets-per-node", None, Required, A::Unsupported),
+    spec("sockets-per-node", None, Required, A::Res),
     spec("spread-job", None, Flag, A::Unsupported),
     spec("stepmgr", None, Flag, A::Unsupported),
     spec("switches", None, Required, A::Unsupported),
     spec("test-only", None, Flag, A::TestOnly),
     spec("thread-spec", None, Required, A::Unsupported),
-    spec("threads-per-core", None, Required, A::Unsupported),
+    spec("threads-per-core", None, Required, A::Res),
     spec("time-min", None, Required, A::Unsupported),
     spec("tmp", None, Required, A::Unsupported),
     spec("tres-bind", None, Required, A::Unsupported),
@@ -272,12 +272,15 @@ pub(super) fn apply(
         A::Gid => layer.gid = Some(v.to_string()),
         A::Reservation => layer.reservation = Some(v.to_string()),
         A::Clusters => layer.clusters = Some(v.to_string()),
-        A::Verbose => {}
+        A::Verbose => layer.verbose = true,
         A::Licenses => layer.licenses = Some(v.to_string()),
-        A::Gres => {
-            let names = gres_names(spec.long, v);
-            layer.gres.get_or_insert_with(Vec::new).extend(names);
-            warn_unsupported(spec.long, source, warnings);
+        A::Res => {
+            // Help is printed wherever it is asked for, as in Slurm.
+            if let Some(help) =
+                apply_res(&mut layer.res, spec.long, v).map_err(SbatchError::Resource)?
+            {
+                return Err(SbatchError::ResourceHelp(help));
+            }
         }
         A::Constraint => layer.constraint = Some(v.to_string()),
         A::Exclusive => layer.exclusive = Some(parse_exclusive(value)?),

@@ -377,7 +377,8 @@ fn memory_options_are_exclusive() {
     both.write("job.sh", SCRIPT);
     assert_eq!(
         both.err(&["job.sh"]).to_string(),
-        "sbatch: fatal: SBATCH_MEM_PER_CPU and SBATCH_MEM_PER_NODE are mutually exclusive."
+        "sbatch: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are \
+         mutually exclusive."
     );
     // A command-line kind replaces the environment's other kind.
     let env = fixture().env("SBATCH_MEM_PER_CPU", "1G");
@@ -403,10 +404,9 @@ fn unsupported_options_warn_and_consume_values() {
         "--requeue",
         "job.sh",
     ]);
-    assert_eq!(
-        sub.warnings,
-        vec![unsupported("gres"), unsupported("no-kill")]
-    );
+    // --gres is honoured now (submit.resources).
+    assert_eq!(sub.warnings, vec![unsupported("no-kill")]);
+    assert_eq!(sub.submit.resources.gres.len(), 1);
     assert_eq!(sub.submit.command, format!("{}/job.sh", f.cwd()));
     assert!(sub.submit.script_args.is_empty());
     // The implemented ones in the same line took their values.
@@ -920,10 +920,8 @@ fn env_options_warn_and_validate() {
         .env("SBATCH_GRES", "gpu:1");
     f.write("job.sh", SCRIPT);
     let sub = f.ok(&["job.sh"]);
-    assert_eq!(
-        sub.warnings,
-        vec![format!("{} (set by SBATCH_GRES)", unsupported("gres"))]
-    );
+    assert!(sub.warnings.is_empty(), "{:?}", sub.warnings);
+    assert_eq!(sub.submit.resources.gres.len(), 1);
     assert_eq!(sub.submit.account.as_deref(), Some("proj"));
     assert!(sub.submit.no_requeue);
     let bad = fixture().env("SBATCH_TIMELIMIT", "later");
@@ -1044,4 +1042,325 @@ fn uid_and_gid_are_roots_alone() {
     assert_eq!(s.run_as, (Some("bob".into()), Some("7".into())));
     // Left for sbatch to resolve: the request still names the submitter.
     assert_eq!(s.submit.uid, 0);
+}
+
+// -- resource options (--gres, --gpus*, -B, --hint, binding) ------------------
+
+fn gpu(t: Option<&str>, count: u64) -> crate::model::tres::GresRequest {
+    crate::model::tres::GresRequest {
+        name: "gpu".into(),
+        type_: t.map(str::to_string),
+        count,
+    }
+}
+
+#[test]
+fn resource_options_fill_the_request() {
+    use crate::model::tres::{GresFlags, Hint};
+    let f = fixture();
+    f.write("job.sh", SCRIPT);
+    let s = f.ok(&[
+        "--gres=gpu:a100:2,nic:1",
+        "-G",
+        "a100:4",
+        "--gpus-per-node=2",
+        "--gpus-per-task=v100:1",
+        "--gpus-per-socket=1",
+        "--cpus-per-gpu=8",
+        "--mem-per-gpu=10G",
+        "--gres-flags=enforce-binding",
+        "--ntasks-per-socket=2",
+        "--hint=nomultithread",
+        "-m",
+        "block:cyclic",
+        "--gpu-bind=closest",
+        "job.sh",
+    ]);
+    let r = &s.submit.resources;
+    assert_eq!(r.gres.len(), 2);
+    assert_eq!(r.gres[0], gpu(Some("a100"), 2));
+    assert_eq!(r.gres[1].name, "nic");
+    assert_eq!(r.gpus, Some(gpu(Some("a100"), 4)));
+    assert_eq!(r.gpus_per_node, Some(gpu(None, 2)));
+    assert_eq!(r.gpus_per_task, Some(gpu(Some("v100"), 1)));
+    assert_eq!(r.gpus_per_socket, Some(gpu(None, 1)));
+    assert_eq!(r.cpus_per_gpu, Some(8));
+    assert_eq!(r.mem_per_gpu_mb, Some(10240));
+    assert_eq!(r.gres_flags, Some(GresFlags::EnforceBinding));
+    assert_eq!(r.ntasks_per_socket, Some(2));
+    assert_eq!(r.hint, Some(Hint::Nomultithread));
+    assert_eq!(r.distribution.as_deref(), Some("block:cyclic"));
+    assert_eq!(r.gpu_bind.as_deref(), Some("closest"));
+    assert_eq!(s.gres, ["gpu", "nic"]);
+    // Honoured now: no "not supported" warnings.
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+}
+
+#[test]
+fn extra_node_info_and_shape_counts() {
+    let f = fixture();
+    f.write("job.sh", SCRIPT);
+    let r = f.ok(&["-B", "2:8:1", "job.sh"]).submit.resources;
+    assert_eq!(
+        (r.sockets_per_node, r.cores_per_socket, r.threads_per_core),
+        (Some(2), Some(8), Some(1))
+    );
+    let r = f
+        .ok(&["--extra-node-info=*:4-8", "job.sh"])
+        .submit
+        .resources;
+    assert_eq!(
+        (r.sockets_per_node, r.cores_per_socket, r.threads_per_core),
+        (None, Some(4), None)
+    );
+    let r = f
+        .ok(&[
+            "--sockets-per-node=2",
+            "--cores-per-socket=4",
+            "--threads-per-core=2",
+            "--ntasks-per-core=1",
+            "job.sh",
+        ])
+        .submit
+        .resources;
+    assert_eq!(
+        (
+            r.sockets_per_node,
+            r.cores_per_socket,
+            r.threads_per_core,
+            r.ntasks_per_core
+        ),
+        (Some(2), Some(4), Some(2), Some(1))
+    );
+}
+
+#[test]
+fn resource_values_refused_with_slurms_words() {
+    let f = fixture();
+    f.write("job.sh", SCRIPT);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--gres=gpu:a:b:c"],
+            "sbatch: error: Invalid generic resource (gres) specification",
+        ),
+        (&["--gpus=0"], "sbatch: error: Invalid --gpus specification"),
+        (
+            &["--gpus-per-task=x:y:z"],
+            "sbatch: error: Invalid --gpus-per-task specification",
+        ),
+        (
+            &["--cpus-per-gpu=0"],
+            "sbatch: error: Invalid numeric value \"0\" for --cpus-per-gpu.",
+        ),
+        (
+            &["--mem-per-gpu=lots"],
+            "sbatch: error: Invalid --mem-per-gpu specification",
+        ),
+        (
+            &["--gres-flags=bind"],
+            "sbatch: error: Invalid --gres-flags specification",
+        ),
+        (
+            &["-B", "x"],
+            "sbatch: error: Invalid numeric value \"x\" for first arg of -B.",
+        ),
+        (
+            &["-B", "1:2:3:4"],
+            "sbatch: error: Invalid --extra-node-info specification",
+        ),
+        (
+            &["--threads-per-core=two"],
+            "sbatch: error: Invalid numeric value \"two\" for --threads-per-core.",
+        ),
+        (
+            &["--ntasks-per-socket=-1"],
+            "sbatch: error: Invalid numeric value \"-1\" for --ntasks-per-socket.",
+        ),
+        (
+            &["--hint=fast"],
+            "sbatch: error: unrecognized --hint argument \"fast\", see --hint=help",
+        ),
+        (
+            &["--distribution="],
+            "sbatch: error: Invalid --distribution specification",
+        ),
+        (
+            &["--gpu-bind="],
+            "sbatch: error: Invalid --gpu-bind argument: ",
+        ),
+        (
+            &["--mem=1G", "--mem-per-gpu=1G"],
+            "sbatch: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = args.to_vec();
+        all.push("job.sh");
+        let e = f.err(&all);
+        assert_eq!(e.to_string(), *want, "{args:?}");
+        assert_eq!(e.exit_code(), 1, "{args:?}");
+    }
+    // sbatch has no --cpu-bind in 22.05 (srun only).
+    assert!(matches!(
+        f.err(&["--cpu-bind=cores", "job.sh"]),
+        SbatchError::Syntax(_)
+    ));
+}
+
+#[test]
+fn gres_and_hint_help() {
+    let f = fixture();
+    f.write("job.sh", SCRIPT);
+    let e = f.err(&["--hint=help", "job.sh"]);
+    assert_eq!(e.exit_code(), 0);
+    assert!(e.to_string().starts_with("Application hint options:"));
+    let e = f.err(&["--gres=help", "job.sh"]);
+    assert_eq!(e, SbatchError::ResourceHelp(ResHelp::Gres));
+    assert_eq!(
+        gres_help(&["gpu".into(), "nic".into()]),
+        "Valid gres options are:\ngpu[[:type]:count]\nnic[[:type]:count]"
+    );
+}
+
+#[test]
+fn resource_variables_and_precedence() {
+    use crate::model::tres::{GresFlags, Hint};
+    let f = fixture()
+        .env("SBATCH_GRES", "gpu:1")
+        .env("SBATCH_GPUS", "2")
+        .env("SBATCH_GPUS_PER_NODE", "1")
+        .env("SBATCH_GPUS_PER_TASK", "1")
+        .env("SBATCH_GPUS_PER_SOCKET", "1")
+        .env("SBATCH_CPUS_PER_GPU", "3")
+        .env("SBATCH_MEM_PER_GPU", "2G")
+        .env("SBATCH_GRES_FLAGS", "disable-binding")
+        .env("SBATCH_HINT", "compute_bound")
+        .env("SBATCH_DISTRIBUTION", "cyclic")
+        .env("SBATCH_GPU_BIND", "single:1")
+        .env("SBATCH_THREADS_PER_CORE", "1");
+    f.write(
+        "job.sh",
+        "#!/bin/sh\n#SBATCH --gpus=8\n#SBATCH --cpus-per-gpu=9\n",
+    );
+    // -B on the command line: the environment's --hint goes (Slurm's rule).
+    let r = f.ok(&["--cpus-per-gpu=4", "job.sh"]).submit.resources;
+    assert_eq!(r.gres, [gpu(None, 1)]);
+    // The environment beats the script; the command line beats both.
+    assert_eq!(r.gpus, Some(gpu(None, 2)));
+    assert_eq!(r.cpus_per_gpu, Some(4));
+    assert_eq!(r.gpus_per_node, Some(gpu(None, 1)));
+    assert_eq!(r.gpus_per_task, Some(gpu(None, 1)));
+    assert_eq!(r.gpus_per_socket, Some(gpu(None, 1)));
+    assert_eq!(r.mem_per_gpu_mb, Some(2048));
+    assert_eq!(r.gres_flags, Some(GresFlags::DisableBinding));
+    assert_eq!(r.distribution.as_deref(), Some("cyclic"));
+    assert_eq!(r.gpu_bind.as_deref(), Some("single:1"));
+    // SBATCH_HINT and SBATCH_THREADS_PER_CORE are rivals from the same
+    // level: the hint is dropped.
+    assert_eq!((r.hint, r.threads_per_core), (None, Some(1)));
+    let hint = fixture().env("SLURM_HINT", "memory_bound");
+    hint.write("job.sh", SCRIPT);
+    assert_eq!(
+        hint.ok(&["job.sh"]).submit.resources.hint,
+        Some(Hint::MemoryBound)
+    );
+    // --mem on the command line drops the environment's --mem-per-gpu.
+    let m = fixture().env("SBATCH_MEM_PER_GPU", "2G");
+    m.write("job.sh", SCRIPT);
+    let s = m.ok(&["--mem=1G", "job.sh"]).submit;
+    assert_eq!(
+        (s.mem_per_node_mb, s.resources.mem_per_gpu_mb),
+        (Some(1024), None)
+    );
+    let two = fixture()
+        .env("SBATCH_MEM_PER_GPU", "2G")
+        .env("SBATCH_MEM_PER_CPU", "1G");
+    two.write("job.sh", SCRIPT);
+    assert_eq!(two.err(&["job.sh"]), SbatchError::EnvMemoryConflict);
+}
+
+#[test]
+fn hint_rivals_follow_slurms_rules() {
+    use crate::model::tres::Hint;
+    let f = fixture();
+    f.write("job.sh", SCRIPT);
+    // Both on the command line: --hint is ignored (noted with -v).
+    let s = f.ok(&["--hint=nomultithread", "--ntasks-per-core=2", "job.sh"]);
+    assert_eq!(
+        (s.submit.resources.hint, s.submit.resources.ntasks_per_core),
+        (None, Some(2))
+    );
+    assert!(s.warnings.is_empty());
+    let s = f.ok(&["-v", "--hint=multithread", "-B", "2", "job.sh"]);
+    assert_eq!(s.submit.resources.hint, None);
+    assert_eq!(
+        s.warnings,
+        [
+            "sbatch: Following options are mutually exclusive with --hint: --ntasks-per-core, \
+          --threads-per-core, -B and --cpu-bind (other then --cpu-bind=verbose). Ignoring --hint."
+        ]
+    );
+    // --hint on the command line drops the environment's rivals.
+    let e = fixture().env("SBATCH_THREADS_PER_CORE", "2");
+    e.write("job.sh", SCRIPT);
+    let r = e.ok(&["--hint=compute_bound", "job.sh"]).submit.resources;
+    assert_eq!(
+        (r.hint, r.threads_per_core),
+        (Some(Hint::ComputeBound), None)
+    );
+    // A rival on the command line drops the environment's --hint.
+    let e = fixture().env("SBATCH_HINT", "multithread");
+    e.write("job.sh", SCRIPT);
+    let r = e.ok(&["--threads-per-core=1", "job.sh"]).submit.resources;
+    assert_eq!((r.hint, r.threads_per_core), (None, Some(1)));
+    // The script counts with the command line.
+    let r = f
+        .script(
+            "#!/bin/sh\n#SBATCH --ntasks-per-core=1\n",
+            &["--hint=memory_bound"],
+        )
+        .unwrap()
+        .submit
+        .resources;
+    assert_eq!((r.hint, r.ntasks_per_core), (None, Some(1)));
+}
+
+#[test]
+fn requests_are_echoed_to_the_job_environment() {
+    let f = fixture();
+    f.write("job.sh", SCRIPT);
+    let s = f
+        .ok(&[
+            "--export=NONE",
+            "--gpus-per-node=a100:2",
+            "-G",
+            "4",
+            "--gpus-per-task=1",
+            "--gpus-per-socket=1",
+            "--cpus-per-gpu=6",
+            "--mem-per-gpu=2G",
+            "--gpu-bind=closest",
+            "--ntasks-per-core=1",
+            "--ntasks-per-socket=2",
+            "-m",
+            "cyclic",
+            "job.sh",
+        ])
+        .submit;
+    let get = |k: &str| s.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("SLURM_GPUS_PER_NODE"), Some("a100:2"));
+    assert_eq!(get("SLURM_GPUS"), Some("4"));
+    assert_eq!(get("SLURM_GPUS_PER_TASK"), Some("1"));
+    assert_eq!(get("SLURM_GPUS_PER_SOCKET"), Some("1"));
+    assert_eq!(get("SLURM_CPUS_PER_GPU"), Some("6"));
+    assert_eq!(get("SLURM_MEM_PER_GPU"), Some("2048"));
+    assert_eq!(get("SLURM_GPU_BIND"), Some("closest"));
+    assert_eq!(get("SLURM_NTASKS_PER_CORE"), Some("1"));
+    assert_eq!(get("SLURM_NTASKS_PER_SOCKET"), Some("2"));
+    assert_eq!(get("SLURM_DISTRIBUTION"), Some("cyclic"));
+    // And srun in the job reads them back: the step inherits the request.
+    let step = crate::cli::srun::parse_env(&["true".to_string()], &s.env).unwrap();
+    assert_eq!(step.resources.gpus_per_node, s.resources.gpus_per_node);
+    assert_eq!(step.resources.mem_per_gpu_mb, Some(2048));
+    assert_eq!(step.resources.cpus_per_gpu, Some(6));
 }

@@ -20,21 +20,6 @@ pub(super) fn parse_begin(value: &str) -> Result<UnixTime, SbatchError> {
     }
 }
 
-/// The generic resource names an option asks for: `--gres=gpu:2,nic`
-/// (`name[:type][:count]` each, `gres/` prefix allowed); the `--gpus*`
-/// options ask for `gpu`.
-pub(crate) fn gres_names(option: &str, value: &str) -> Vec<String> {
-    if option != "gres" {
-        return vec!["gpu".to_string()];
-    }
-    value
-        .split(',')
-        .map(|g| g.trim().trim_start_matches("gres/"))
-        .filter(|g| !g.is_empty() && *g != "none")
-        .map(|g| g.split(':').next().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// The error for a generic resource the cluster does not define, as
 /// Slurm's commands give it (before anything is submitted).
 pub(crate) fn check_gres(asked: &[String], defined: &[String]) -> Result<(), String> {
@@ -232,26 +217,31 @@ pub(super) fn stream_path(value: &str) -> String {
     }
 }
 
-/// Memory options across sources. Two kinds given by the command line and
-/// the script together is an error, as is two kinds from the environment;
-/// otherwise what the command line or script gives replaces the
-/// environment's (Slurm's rule). Returns (per node, per CPU).
+/// Memory options across sources (Slurm's rule, see
+/// [`super::resources::settle_memory`]): the command line and the script
+/// count as one level, the environment as the other. Returns (per node, per
+/// CPU, whether the command line's or script's values stand).
 pub(super) fn resolve_memory(
     cmd: &Layer,
     env: &Layer,
     dir: &Layer,
-) -> Result<(Option<u64>, Option<u64>), SbatchError> {
+) -> Result<(Option<u64>, Option<u64>, bool), SbatchError> {
     let cli_mem = cmd.mem_mb.or(dir.mem_mb);
     let cli_per_cpu = cmd.mem_per_cpu_mb.or(dir.mem_per_cpu_mb);
-    if cli_mem.is_some() && cli_per_cpu.is_some() {
-        return Err(SbatchError::MemoryConflict);
-    }
-    if env.mem_mb.is_some() && env.mem_per_cpu_mb.is_some() {
-        return Err(SbatchError::EnvMemoryConflict);
-    }
-    if cli_mem.is_some() || cli_per_cpu.is_some() {
-        Ok((cli_mem, cli_per_cpu))
-    } else {
-        Ok((env.mem_mb, env.mem_per_cpu_mb))
+    let cli = MemKinds {
+        mem: cli_mem.is_some(),
+        per_cpu: cli_per_cpu.is_some(),
+        per_gpu: cmd.res.mem_per_gpu_mb.or(dir.res.mem_per_gpu_mb).is_some(),
+    };
+    let envk = MemKinds {
+        mem: env.mem_mb.is_some(),
+        per_cpu: env.mem_per_cpu_mb.is_some(),
+        per_gpu: env.res.mem_per_gpu_mb.is_some(),
+    };
+    match settle_memory(cli, envk) {
+        Err(_) if cli != MemKinds::default() => Err(SbatchError::MemoryConflict),
+        Err(_) => Err(SbatchError::EnvMemoryConflict),
+        Ok(true) => Ok((cli_mem, cli_per_cpu, true)),
+        Ok(false) => Ok((env.mem_mb, env.mem_per_cpu_mb, false)),
     }
 }

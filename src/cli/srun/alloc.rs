@@ -94,6 +94,7 @@ pub(super) fn allocation_request(a: &SrunArgs, cwd: &str) -> JobSubmit {
         licenses: a.licenses.clone(),
         mail_type: a.mail_type.unwrap_or(0),
         mail_user: a.mail_user.clone(),
+        resources: a.resources.clone(),
         ..Default::default()
     }
 }

@@ -41,8 +41,8 @@ use session::*;
 use signals::*;
 
 pub(crate) use alloc::{allocate, job_ended, release};
-pub(crate) use options::parse_options;
-pub use options::{parse, OptError};
+pub(crate) use options::parse_options_env;
+pub use options::{parse, parse_env, OptError};
 
 /// What srun was asked to do.
 #[derive(Debug, Default, PartialEq)]
@@ -112,8 +112,12 @@ pub struct SrunArgs {
     /// `--reservation`, `-L`: checked by the controller for a new allocation.
     pub reservation: Option<String>,
     pub licenses: Option<String>,
-    /// `--gres`, `--gpus*`: the names asked for (checked against GresTypes).
-    pub gres: Vec<String>,
+    /// `--gres`, `--gpus*`, `-B`, `--hint`, `--cpu-bind`, `-m`, `--gpu-bind`
+    /// and the rest, merged with their input variables by Slurm's rules:
+    /// for a new allocation, and for the step.
+    pub resources: crate::model::tres::ResourceRequest,
+    /// The command line's resource options, before the environment's.
+    pub(crate) res_cli: crate::cli::sbatch_args::ResLayer,
     /// `--mail-type`, `--mail-user`: for an allocation srun or salloc makes.
     pub mail_type: Option<u32>,
     pub mail_user: Option<String>,
@@ -134,6 +138,8 @@ pub enum Info {
     Help,
     Usage,
     Version,
+    /// `--gres=help` / `--hint=help`.
+    Resource(crate::cli::sbatch_args::ResHelp),
 }
 
 /// `-i/--input`.
@@ -176,7 +182,7 @@ impl Input {
 }
 
 pub fn run(args: &[String]) -> i32 {
-    let a = match parse(args) {
+    let a = match parse_env(args, &std::env::vars().collect::<Vec<_>>()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{}", e.message);
@@ -204,6 +210,17 @@ pub(crate) fn print_info(info: Info, usage: &str, help: &str) {
         Info::Help => print!("{help}"),
         Info::Usage => print!("{usage}"),
         Info::Version => println!("canopy {}", env!("CARGO_PKG_VERSION")),
+        Info::Resource(crate::cli::sbatch_args::ResHelp::Hint) => {
+            println!("{}", crate::cli::sbatch_args::HINT_HELP)
+        }
+        // Slurm lists the GRES plugins configured; without a readable
+        // configuration the list is empty.
+        Info::Resource(crate::cli::sbatch_args::ResHelp::Gres) => {
+            let types = crate::config::Config::load(&crate::config::Config::locate(None))
+                .map(|c| c.gres_types)
+                .unwrap_or_default();
+            println!("{}", crate::cli::sbatch_args::gres_help(&types))
+        }
     }
 }
 
@@ -244,6 +261,15 @@ allocation made for it and released when it ends.
       --pty                   task 0 on a terminal; this one raw meanwhile
       --multi-prog            the executable is a file of per-task programs
       --test-only             only say when and where it would start
+Resources (for the step, and for a new allocation; SLURM_* variables of the
+same names are read too, so steps inherit what their job asked for):
+      --gres=list             name[[:type]:count],... per node (--gres=help)
+  -G, --gpus=[type:]n  --gpus-per-node=  --gpus-per-task=  --gpus-per-socket=
+      --cpus-per-gpu=n  --mem-per-gpu=size  --gres-flags=enforce-binding|disable-binding
+  -B, --extra-node-info=S[:C[:T]]  --sockets-per-node=n  --cores-per-socket=n
+      --threads-per-core=n  --ntasks-per-socket=n  --ntasks-per-core=n
+      --hint=compute_bound|memory_bound|[no]multithread  (--hint=help)
+      --cpu-bind=spec  -m, --distribution=spec  --gpu-bind=spec
 For a new allocation:
   -p, --partition=name  -t, --time=limit  -J, --job-name=name  --mem=size
   --mem-per-cpu=size  -A, --account=name  -C, --constraint=features
@@ -284,7 +310,8 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         (Some(_), Input::All) if a.pty => StdinTarget::Task(0),
         (Some(_), i) => i.target(),
     };
-    if let Err(e) = super::sbatch_args::check_gres(&a.gres, &c.conf.gres_types) {
+    let gres = super::sbatch_args::request_names(&a.resources);
+    if let Err(e) = super::sbatch_args::check_gres(&gres, &c.conf.gres_types) {
         eprintln!("srun: error: {e}");
         return Ok(1);
     }
@@ -372,7 +399,7 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
         open_append: a.open_append.unwrap_or_else(|| {
             std::env::var("SLURM_OPEN_MODE").is_ok_and(|m| m.starts_with(['a', 'A']))
         }),
-        resources: Default::default(),
+        resources: a.resources.clone(),
     };
     let launched = match c.call(Body::LaunchStep(Box::new(req))).await {
         Ok(Body::StepLaunched(l)) => l,

@@ -6,6 +6,7 @@
 //! act on what is parsed here.
 
 use super::*;
+use crate::cli::sbatch_args;
 
 /// Options srun and salloc share (Slurm 22.05's tables); the action is the
 /// long name (see `set`). Options canopy does not act on are accepted with a
@@ -155,6 +156,8 @@ pub(super) static SALLOC_OPTIONS: std::sync::LazyLock<Vec<OptSpec<&str>>> =
 
 /// Options canopy honours; the rest only warn.
 pub(super) const HONOURED: &[&str] = &[
+    // The resource options (`sbatch_args::RES_OPTIONS`) are handled before
+    // this list is consulted.
     "account",
     "begin",
     "bell",
@@ -350,9 +353,13 @@ pub(super) fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<()
             }
         }
         "licenses" => a.licenses = Some(v.to_string()),
-        "gres" | "gpus" | "gpus-per-node" | "gpus-per-task" | "gpus-per-socket" => {
-            a.gres.extend(crate::cli::sbatch_args::gres_names(opt, v));
-            a.warnings.push(crate::cli::unsupported_option("srun", opt));
+        _ if sbatch_args::RES_OPTIONS.contains(&opt) => {
+            match sbatch_args::apply_res(&mut a.res_cli, opt, v) {
+                Ok(None) => {}
+                // Slurm prints help at once, whatever else is given.
+                Ok(Some(help)) => a.info = a.info.or(Some(Info::Resource(help))),
+                Err(e) => return Err(format!("srun: {e}").into()),
+            }
         }
         "multi-prog" => a.multi_prog = true,
         "no-shell" => a.no_shell = true,
@@ -389,8 +396,15 @@ pub(super) fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<()
 
 /// Parse srun's command line: options (`--k=v`, `--k v`, `-kv`, `-k v`,
 /// unique prefixes) up to the first non-option, which starts the command.
+/// No input variables are read (see [`parse_env`]).
 pub fn parse(args: &[String]) -> Result<SrunArgs, OptError> {
-    let a = parse_options(args, "srun")?;
+    parse_env(args, &[])
+}
+
+/// [`parse`] with srun's input variables (`SLURM_GPUS_PER_NODE`...) taken
+/// from `env`, below the command line.
+pub fn parse_env(args: &[String], env: &[(String, String)]) -> Result<SrunArgs, OptError> {
+    let a = parse_options_env(args, "srun", env)?;
     if a.command.is_empty() && a.info.is_none() {
         return Err("srun: fatal: No command given to execute.".into());
     }
@@ -398,17 +412,91 @@ pub fn parse(args: &[String]) -> Result<SrunArgs, OptError> {
 }
 
 /// The options and the command (possibly empty: salloc runs a shell then),
-/// with `prog`'s (srun's or salloc's) option table and name in messages.
-pub(crate) fn parse_options(args: &[String], prog: &'static str) -> Result<SrunArgs, OptError> {
-    parse_table(args, prog).map_err(|mut e| {
-        if prog != "srun" {
-            e.message = e
-                .message
-                .replace("srun:", &format!("{prog}:"))
-                .replace("\"srun --help\"", &format!("\"{prog} --help\""));
+/// with `prog`'s (srun's or salloc's) option table and name in messages and
+/// its input variables read from `env`.
+pub(crate) fn parse_options_env(
+    args: &[String],
+    prog: &'static str,
+    env: &[(String, String)],
+) -> Result<SrunArgs, OptError> {
+    parse_table(args, prog)
+        .and_then(|a| settle_resources(a, prog, env))
+        .map_err(|mut e| {
+            if prog != "srun" {
+                e.message = e
+                    .message
+                    .replace("srun:", &format!("{prog}:"))
+                    .replace("\"srun --help\"", &format!("\"{prog} --help\""));
+            }
+            e
+        })
+}
+
+/// The resource options: the environment's under the command line's, by
+/// Slurm's rules (the three memory options, `--hint`'s rivals), and srun's
+/// `--threads-per-core` default binding.
+fn settle_resources(
+    mut a: SrunArgs,
+    prog: &'static str,
+    env: &[(String, String)],
+) -> Result<SrunArgs, OptError> {
+    let table = if prog == "salloc" {
+        sbatch_args::SALLOC_ENV
+    } else {
+        sbatch_args::SRUN_ENV
+    };
+    let mut from_env = sbatch_args::ResLayer::default();
+    for &(var, long) in table {
+        let Some(value) = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+        else {
+            continue;
+        };
+        match sbatch_args::apply_res(&mut from_env, long, value) {
+            // Help asked for in a variable is not a request to act on.
+            Ok(_) => {}
+            Err(e) => return Err(format!("srun: {e}").into()),
         }
-        e
-    })
+    }
+    // Only --mem-per-gpu is read from the environment by canopy's srun, so
+    // only the command line can hold two memory kinds.
+    let cli = sbatch_args::MemKinds {
+        mem: a.mem_mb.is_some(),
+        per_cpu: a.mem_per_cpu_mb.is_some(),
+        per_gpu: a.res_cli.mem_per_gpu_mb.is_some(),
+    };
+    let envk = sbatch_args::MemKinds {
+        per_gpu: from_env.mem_per_gpu_mb.is_some(),
+        ..Default::default()
+    };
+    let mem_from_cli =
+        sbatch_args::settle_memory(cli, envk).map_err(|e| fatal(format!("srun: {e}")))?;
+    let (mut req, note) = sbatch_args::resolve_resources(
+        std::mem::take(&mut a.res_cli),
+        from_env,
+        Default::default(),
+        mem_from_cli,
+        prog,
+    );
+    // srun binds to threads by default when --threads-per-core is given.
+    if prog == "srun" && req.threads_per_core.is_some() {
+        match req.cpu_bind.as_deref() {
+            None => req.cpu_bind = Some("threads".into()),
+            Some(b) if b.eq_ignore_ascii_case("verbose") => {
+                req.cpu_bind = Some("threads,verbose".into())
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(note) = note.filter(|_| a.verbose > 0) {
+        a.warnings.push(note);
+    }
+    a.resources = req;
+    Ok(a)
 }
 
 pub(super) fn parse_table(args: &[String], prog: &'static str) -> Result<SrunArgs, OptError> {

@@ -70,7 +70,7 @@ fn bad_input_is_refused_with_slurm_messages() {
         .contains("requires an argument"));
     assert!(p(&["-l"]).unwrap_err().message.contains("No command given"));
     let a = p(&["--gres=gpu:1", "true"]).unwrap();
-    assert_eq!(a.warnings.len(), 1);
+    assert!(a.warnings.is_empty());
     // Option checks as srun 22.05 words them.
     let e = p(&["-b", "garbage", "true"]).unwrap_err();
     assert_eq!(e.code, 255);
@@ -110,7 +110,8 @@ fn every_slurm_option_is_known_with_its_argument_kind() {
     .unwrap();
     assert_eq!(a.command, ["hostname"]);
     assert!(a.multi_prog);
-    assert_eq!(a.warnings.len(), 5, "{:?}", a.warnings);
+    // --gpus-per-task is honoured now (resources): four warnings.
+    assert_eq!(a.warnings.len(), 4, "{:?}", a.warnings);
     assert_eq!(
         a.warnings[0],
         "srun: warning: option --contiguous is not supported by canopy yet; ignored"
@@ -118,10 +119,10 @@ fn every_slurm_option_is_known_with_its_argument_kind() {
     // salloc has its own table: -K is --kill-command there, and srun's
     // I/O options are not salloc's.
     let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let s = parse_options(&args(&["-K", "--bell", "sleep", "1"]), "salloc").unwrap();
+    let s = parse_options_env(&args(&["-K", "--bell", "sleep", "1"]), "salloc", &[]).unwrap();
     assert!(!s.kill_on_bad_exit);
     assert_eq!(s.command, ["sleep", "1"]);
-    let e = parse_options(&args(&["--label", "true"]), "salloc").unwrap_err();
+    let e = parse_options_env(&args(&["--label", "true"]), "salloc", &[]).unwrap_err();
     assert_eq!(
         e.message,
         "salloc: unrecognized option '--label'\nTry \"salloc --help\" for more information"
@@ -245,4 +246,204 @@ fn exits_are_reported_per_node_and_status() {
         Some("Killed")
     );
     assert_eq!(exit_message(&ExitStatus::default()), None);
+}
+
+// -- resource options ----------------------------------------------------------
+
+fn pe(args: &[&str], env: &[(&str, &str)]) -> Result<SrunArgs, OptError> {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    parse_env(
+        &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        &env,
+    )
+}
+
+#[test]
+fn resource_options_reach_the_request() {
+    use crate::model::tres::{GresFlags, Hint};
+    let a = p(&[
+        "--gres=gpu:a100:1",
+        "--gpus-per-task=1",
+        "--cpus-per-gpu=4",
+        "--mem-per-gpu=1G",
+        "--gres-flags=disable-binding",
+        "--hint=memory_bound",
+        "--cpu-bind=verbose",
+        "-m",
+        "cyclic",
+        "--gpu-bind=closest",
+        "--ntasks-per-socket=1",
+        "true",
+    ])
+    .unwrap();
+    let r = &a.resources;
+    assert_eq!(r.gres[0].type_.as_deref(), Some("a100"));
+    assert_eq!(r.gpus_per_task.as_ref().map(|g| g.count), Some(1));
+    assert_eq!(
+        (r.cpus_per_gpu, r.mem_per_gpu_mb, r.gres_flags, r.hint),
+        (
+            Some(4),
+            Some(1024),
+            Some(GresFlags::DisableBinding),
+            Some(Hint::MemoryBound)
+        )
+    );
+    // --cpu-bind=verbose is no rival of --hint.
+    assert_eq!(r.cpu_bind.as_deref(), Some("verbose"));
+    assert_eq!(r.distribution.as_deref(), Some("cyclic"));
+    assert_eq!(r.gpu_bind.as_deref(), Some("closest"));
+    assert_eq!(r.ntasks_per_socket, Some(1));
+    assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    let a = p(&["-B", "1:2:1", "true"]).unwrap();
+    assert_eq!(
+        (
+            a.resources.sockets_per_node,
+            a.resources.cores_per_socket,
+            a.resources.threads_per_core
+        ),
+        (Some(1), Some(2), Some(1))
+    );
+}
+
+#[test]
+fn threads_per_core_binds_to_threads_by_default() {
+    let r = p(&["--threads-per-core=1", "true"]).unwrap().resources;
+    assert_eq!(r.cpu_bind.as_deref(), Some("threads"));
+    let r = p(&["--threads-per-core=1", "--cpu-bind=verbose", "true"])
+        .unwrap()
+        .resources;
+    assert_eq!(r.cpu_bind.as_deref(), Some("threads,verbose"));
+    let r = p(&["--threads-per-core=1", "--cpu-bind=cores", "true"])
+        .unwrap()
+        .resources;
+    assert_eq!(r.cpu_bind.as_deref(), Some("cores"));
+    // salloc has no binding of its own.
+    let s = parse_options_env(&["--threads-per-core=1".to_string()], "salloc", &[]).unwrap();
+    assert_eq!(s.resources.cpu_bind, None);
+}
+
+#[test]
+fn steps_inherit_the_jobs_requests_through_the_environment() {
+    use crate::model::tres::Hint;
+    let env = [
+        ("SLURM_GPUS_PER_NODE", "a100:2"),
+        ("SLURM_GPUS", "4"),
+        ("SLURM_GPUS_PER_TASK", "1"),
+        ("SLURM_GPUS_PER_SOCKET", "1"),
+        ("SLURM_CPUS_PER_GPU", "6"),
+        ("SLURM_MEM_PER_GPU", "2048"),
+        ("SLURM_GRES", "gpu:2"),
+        ("SLURM_GRES_FLAGS", "enforce-binding"),
+        ("SLURM_HINT", "nomultithread"),
+        ("SLURM_DISTRIBUTION", "block"),
+        ("SLURM_GPU_BIND", "closest"),
+        ("SLURM_CPU_BIND", "verbose"),
+        ("SLURM_NSOCKETS_PER_NODE", "2"),
+        ("SLURM_NCORES_PER_SOCKET", "4"),
+    ];
+    let r = pe(&["true"], &env).unwrap().resources;
+    assert_eq!(
+        r.gpus_per_node.as_ref().and_then(|g| g.type_.as_deref()),
+        Some("a100")
+    );
+    assert_eq!(r.gpus.as_ref().map(|g| g.count), Some(4));
+    assert_eq!((r.cpus_per_gpu, r.mem_per_gpu_mb), (Some(6), Some(2048)));
+    assert_eq!(r.gres.len(), 1);
+    assert_eq!(r.hint, Some(Hint::Nomultithread));
+    assert_eq!((r.sockets_per_node, r.cores_per_socket), (Some(2), Some(4)));
+    assert_eq!(r.distribution.as_deref(), Some("block"));
+    // The command line wins; --mem on it drops SLURM_MEM_PER_GPU.
+    let a = pe(&["--gpus-per-node=1", "--mem=1G", "true"], &env).unwrap();
+    assert_eq!(a.resources.gpus_per_node.as_ref().map(|g| g.count), Some(1));
+    assert_eq!(a.resources.mem_per_gpu_mb, None);
+    // A rival on the command line drops SLURM_HINT.
+    let r = pe(&["--ntasks-per-core=1", "true"], &env)
+        .unwrap()
+        .resources;
+    assert_eq!(r.hint, None);
+    // salloc reads SALLOC_* (and SLURM_HINT), not srun's SLURM_GPUS.
+    let env = vars(&[
+        ("SALLOC_GPUS", "3"),
+        ("SLURM_GPUS", "9"),
+        ("SLURM_HINT", "multithread"),
+    ]);
+    let s = parse_options_env(&[], "salloc", &env).unwrap();
+    assert_eq!(s.resources.gpus.as_ref().map(|g| g.count), Some(3));
+    assert_eq!(s.resources.hint, Some(Hint::Multithread));
+}
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn resource_refusals_name_the_option() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--gres=gpu:1:2:3"],
+            "srun: error: Invalid generic resource (gres) specification",
+        ),
+        (&["-G", "0"], "srun: error: Invalid --gpus specification"),
+        (
+            &["--gres-flags=x"],
+            "srun: error: Invalid --gres-flags specification",
+        ),
+        (
+            &["--hint=x"],
+            "srun: error: unrecognized --hint argument \"x\", see --hint=help",
+        ),
+        (
+            &["-B", "2:x"],
+            "srun: error: Invalid numeric value \"x\" for second arg of -B.",
+        ),
+        (
+            &["--cpu-bind="],
+            "srun: error: Invalid --cpu-bind specification",
+        ),
+        (
+            &["--cores-per-socket=0"],
+            "srun: error: Invalid numeric value \"0\" for --cores-per-socket.",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = args.to_vec();
+        all.push("true");
+        assert_eq!(p(&all).unwrap_err().message, *want, "{args:?}");
+    }
+    let e = p(&["--mem-per-cpu=1G", "--mem-per-gpu=1G", "true"]).unwrap_err();
+    assert_eq!(
+        (e.message.as_str(), e.code),
+        (
+            "srun: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.",
+            255
+        )
+    );
+    let e = pe(&["true"], &[("SLURM_GRES_FLAGS", "nope")]).unwrap_err();
+    assert_eq!(e.message, "srun: error: Invalid --gres-flags specification");
+    let e = parse_options_env(&["--gres-flags=x".to_string()], "salloc", &[]).unwrap_err();
+    assert_eq!(
+        e.message,
+        "salloc: error: Invalid --gres-flags specification"
+    );
+}
+
+#[test]
+fn gres_and_hint_help_are_informational() {
+    use crate::cli::sbatch_args::ResHelp;
+    assert_eq!(
+        p(&["--hint=help"]).unwrap().info,
+        Some(Info::Resource(ResHelp::Hint))
+    );
+    assert_eq!(
+        p(&["--gres=list"]).unwrap().info,
+        Some(Info::Resource(ResHelp::Gres))
+    );
+    // In the environment, help is not a request.
+    assert_eq!(pe(&["true"], &[("SLURM_HINT", "help")]).unwrap().info, None);
 }
