@@ -86,7 +86,12 @@ impl Core {
             .map(|t| t.max_depth())
             .unwrap_or(1);
         let nodes = super::nodes::initial_nodes(&conf, node_admin, now);
-        let slots = conf.nodes.iter().map(NodeSlot::for_node).collect();
+        let slots = conf
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, nc)| NodeSlot::for_node(nc, conf.node_gres(i)))
+            .collect();
         let (part_ranks, node_parts) = partition_layout(&conf);
         let priority = BasicPriority::recover(jobs.iter().map(|j| (j.priority, j.priority_set)));
         let next_job_id = next_job_id

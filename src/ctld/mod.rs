@@ -30,6 +30,8 @@ mod mailer;
 mod nodes;
 mod reconfig;
 mod steps;
+#[cfg(test)]
+mod tres_tests;
 mod views;
 
 pub use self::command::{Command, Effect, Output, Reply, StartJob};

@@ -119,6 +119,40 @@ pub fn check_partition(
 /// Admit a submission as far as policy goes: who may submit it, what a
 /// user may not ask for, Slurm's normal forms of its fields, reservations
 /// and licenses, and its partition's limits. `s` is normalised in place.
+/// GRES asked for must be ones the cluster has (`GresTypes`), and the
+/// per-socket GPU count needs a socket count, as Slurm's controller says.
+pub fn check_gres(
+    r: &crate::model::tres::ResourceRequest,
+    conf: &Config,
+) -> Result<(), ErrorReply> {
+    let invalid = || {
+        refused(
+            ErrorCode::InvalidRequest,
+            "Invalid generic resource (gres) specification",
+        )
+    };
+    let names = r
+        .gres
+        .iter()
+        .map(|g| g.name.as_str())
+        .chain(r.wants_gpus().then_some("gpu"));
+    for name in names {
+        if !conf.gres_types.iter().any(|t| t == name) {
+            return Err(invalid());
+        }
+    }
+    if r.gpus_per_socket.is_some() && r.sockets_per_node.is_none() {
+        return Err(refused(
+            ErrorCode::InvalidRequest,
+            "--gpus-per-socket option requires --sockets-per-node specification",
+        ));
+    }
+    if r.cpus_per_gpu.is_some() && !r.wants_gpus() {
+        return Err(invalid());
+    }
+    Ok(())
+}
+
 pub fn admit(s: &mut JobSubmit, caller: Caller, conf: &Config) -> Result<Admitted, ErrorReply> {
     // The credential, not the request body, says who is submitting (an
     // operator may submit on behalf of another uid).
@@ -151,6 +185,7 @@ pub fn admit(s: &mut JobSubmit, caller: Caller, conf: &Config) -> Result<Admitte
             }
         }
     }
+    check_gres(&s.resources, conf)?;
     // No reservations exist yet, and only configured licenses may be asked
     // for (their counts are not enforced yet): Slurm's refusals otherwise.
     if s.reservation.is_some() {

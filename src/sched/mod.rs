@@ -51,7 +51,10 @@ impl NodeSlot {
     }
 
     /// A configured node, nothing held, not yet available.
-    pub fn for_node(nc: &crate::config::NodeConf) -> NodeSlot {
+    pub fn for_node(
+        nc: &crate::config::NodeConf,
+        gres: Option<&crate::config::NodeGres>,
+    ) -> NodeSlot {
         NodeSlot {
             cpus: nc.cpus,
             mem_mb: nc.real_memory_mb,
@@ -65,7 +68,7 @@ impl NodeSlot {
                 nc.threads_per_core,
             ),
             used: IdSet::default(),
-            gres: gres_slots(&nc.gres),
+            gres: gres.map(gres_slots).unwrap_or_default(),
         }
     }
 
@@ -77,46 +80,41 @@ impl NodeSlot {
     }
 }
 
-/// A node's `Gres=` (`gpu:a100:4,bw:no_consume:10G`) as slots: GPUs get
-/// indices 0..n (so allocations name them), anything else is a count.
-/// Malformed items were refused when the configuration was read.
-fn gres_slots(text: &str) -> Vec<GresSlot> {
-    let mut out = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let mut fields: Vec<&str> = item.split(':').collect();
-        let no_consume = fields.iter().any(|f| f.eq_ignore_ascii_case("no_consume"));
-        fields.retain(|f| !f.eq_ignore_ascii_case("no_consume"));
-        let Ok(req) = crate::model::tres::parse_gres_item(&fields.join(":")) else {
-            continue;
+/// A node's configured GRES (slurm.conf `Gres=` filled in from gres.conf)
+/// as slots: devices by (name, type) with their indices and cores, pools
+/// as counts.
+fn gres_slots(g: &crate::config::NodeGres) -> Vec<GresSlot> {
+    let mut out: Vec<GresSlot> = Vec::new();
+    for d in &g.devices {
+        let dev = GresDev {
+            index: d.index,
+            cores: d.cores.clone(),
+            used: false,
         };
-        let next = out
-            .iter()
-            .filter(|s: &&GresSlot| s.name == req.name)
-            .map(GresSlot::total)
-            .sum::<u64>() as u32;
-        let kind = if req.name == "gpu" && req.count <= 4096 {
-            GresKind::Devices(
-                (0..req.count as u32)
-                    .map(|i| GresDev {
-                        index: next + i,
-                        cores: None,
-                        used: false,
-                    })
-                    .collect(),
-            )
-        } else {
-            GresKind::Count {
-                total: req.count,
-                used: 0,
-                no_consume,
-            }
-        };
-        out.push(GresSlot {
-            name: req.name,
-            type_: req.type_,
-            kind,
-        });
+        match out
+            .iter_mut()
+            .find(|s| s.name == d.name && s.type_ == d.type_)
+        {
+            Some(GresSlot {
+                kind: GresKind::Devices(devs),
+                ..
+            }) => devs.push(dev),
+            _ => out.push(GresSlot {
+                name: d.name.clone(),
+                type_: d.type_.clone(),
+                kind: GresKind::Devices(vec![dev]),
+            }),
+        }
     }
+    out.extend(g.pools.iter().map(|p| GresSlot {
+        name: p.name.clone(),
+        type_: p.type_.clone(),
+        kind: GresKind::Count {
+            total: p.count,
+            used: 0,
+            no_consume: p.no_consume,
+        },
+    }));
     out
 }
 
