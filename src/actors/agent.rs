@@ -143,6 +143,8 @@ struct LocalJob {
     /// The srun steps started here, for their kill notes.
     steps: Vec<crate::exec::tasks::StartedStep>,
     finished: Option<ExitStatus>,
+    /// The job's cgroup here (proctrack/cgroup), torn down with the job.
+    cgroup: Option<Arc<crate::exec::contain::JobCgroup>>,
 }
 
 impl LocalJob {
@@ -158,6 +160,7 @@ impl LocalJob {
             tasks: Vec::new(),
             steps: Vec::new(),
             finished: None,
+            cgroup: None,
         }
     }
 
@@ -215,6 +218,8 @@ pub struct NodeAgent {
     adopted: Vec<Adopted>,
     /// The daemon's runtime, which step supervisors register children with.
     runtime: Option<tokio::runtime::Handle>,
+    /// How jobs are tracked, confined and bound here (real nodes).
+    leaf: Option<Arc<crate::exec::leaf::Leaf>>,
     next_seq: u64,
     stats: Arc<ActorStats>,
 }
@@ -249,9 +254,16 @@ impl NodeAgent {
             records: None,
             adopted: Vec::new(),
             runtime: None,
+            leaf: None,
             next_seq: 1,
             stats,
         }
+    }
+
+    /// Track, confine and bind jobs as `leaf` says.
+    pub fn with_leaf(mut self, leaf: Arc<crate::exec::leaf::Leaf>) -> Self {
+        self.leaf = Some(leaf);
+        self
     }
 
     /// Give the agent the key it signs step I/O links with.
@@ -389,7 +401,15 @@ impl NodeAgent {
         let seq = job.seq;
         let abort = Abort::new();
         let node = self.node.clone();
-        let rx = match supervise_step(l.clone(), node.clone(), index, runtime, abort.clone()) {
+        let rx = match supervise_step(
+            l.clone(),
+            node.clone(),
+            index,
+            runtime,
+            abort.clone(),
+            self.leaf.clone(),
+            job.cgroup.clone(),
+        ) {
             Ok(rx) => rx,
             Err(e) => return now(Err(format!("cannot start the step's supervisor: {e}"))),
         };
@@ -428,7 +448,10 @@ impl NodeAgent {
                 ));
             };
             job.starting.retain(|s| s.id != id);
-            let forked = forked?;
+            let mut forked = forked?;
+            if let Some(cg) = forked.cgroup.take() {
+                job.cgroup.get_or_insert(cg);
+            }
             if abort.is_cancelled() {
                 forked.kill();
                 return Err(format!(
@@ -498,6 +521,7 @@ impl NodeAgent {
                     node_index: node_index(&l.nodelist, &self.node),
                     conf_path: conf_path.clone(),
                     spool: spool.clone(),
+                    leaf: self.leaf.clone(),
                 };
                 let BatchSupervisor { started, exited } = match supervise_batch(req, abort.clone())
                 {
@@ -583,6 +607,9 @@ impl NodeAgent {
                 );
                 signal_group(p.pid, Signal::SIGKILL);
                 remove_spool_dir(job_id, p.spool_dir);
+                if let Some(cg) = p.cgroup {
+                    end_job_cgroup(cg);
+                }
             }
             let _ = reply.send(Err(format!("job {job_id} ended while it was starting")));
             return;
@@ -595,6 +622,7 @@ impl NodeAgent {
                 job.batch_proc = Some(p.proc);
                 job.batch_stderr = Some(p.stderr);
                 job.spool_dir = Some(p.spool_dir);
+                job.cgroup = p.cgroup;
                 self.record(job_id);
                 let me = ctx.address();
                 actix::spawn(async move {
@@ -646,6 +674,18 @@ impl NodeAgent {
 
 /// Cancel a launch and knock it out of a blocking call, repeatedly until it
 /// settles (a signal can land just before its thread blocks).
+/// Kill what is left of a job's cgroup and remove it, on a thread of its
+/// own (it waits for the kernel).
+fn end_job_cgroup(cg: Arc<crate::exec::contain::JobCgroup>) {
+    let job_id = cg.job_id();
+    let spawned = std::thread::Builder::new()
+        .name(format!("job{job_id}-cgroup"))
+        .spawn(move || crate::exec::leaf::end_job(cg));
+    if let Err(e) = spawned {
+        tracing::warn!(job_id, error = %e, "cannot start the job's cgroup teardown");
+    }
+}
+
 fn cancel_launch(abort: Abort) {
     abort.cancel();
     actix::spawn(async move {
@@ -948,9 +988,17 @@ impl Handler<RunCommand> for NodeAgent {
                     }
                     .into_actor(self)
                     .map(move |_, act, _| {
-                        let spool = act.jobs.remove(&job_id).and_then(|j| j.spool_dir);
+                        let gone = act.jobs.remove(&job_id);
+                        let (spool, cgroup) = gone
+                            .map(|j| (j.spool_dir, j.cgroup))
+                            .unwrap_or((None, None));
                         if let Some(dir) = spool {
                             remove_spool_dir(job_id, dir);
+                        }
+                        // Whatever escaped the process groups (a double
+                        // fork out of the session) dies with the job.
+                        if let Some(cg) = cgroup {
+                            end_job_cgroup(cg);
                         }
                         if let Some(book) = &act.records {
                             book.remove(job_id);

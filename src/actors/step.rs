@@ -328,9 +328,16 @@ impl Handler<ScriptExited> for StepActor {
     type Result = ();
     fn handle(&mut self, msg: ScriptExited, ctx: &mut Context<Self>) {
         self.stats.handled();
-        let s = msg.0;
+        let mut s = msg.0;
         self.usage = msg.1;
-        let (state, reason) = if s.signal != 0 {
+        let (state, reason) = if self.usage.oom_kills > 0 {
+            // Slurm's OOM ending: exit 0:125 whatever the script returned.
+            s = ExitStatus {
+                code: 0,
+                signal: 125,
+            };
+            (JobState::OutOfMemory, JobReason::OutOfMemory)
+        } else if s.signal != 0 {
             (JobState::Failed, JobReason::RaisedSignal(s.signal))
         } else if s.code != 0 {
             (JobState::Failed, JobReason::NonZeroExitCode)

@@ -493,6 +493,9 @@ impl Builder {
                 mail_domain: None,
                 gres_types: Vec::new(),
                 select_params: Default::default(),
+                proctrack_cgroup: true,
+                task_plugins: Vec::new(),
+                task_plugin_param: String::new(),
                 licenses: Vec::new(),
                 enable_user_top: false,
                 max_script_size: DEFAULT_MAX_SCRIPT_SIZE,
@@ -862,6 +865,32 @@ impl Builder {
             GlobalKey::SlurmUser => cfg.slurm_user = Some(non_empty(loc, item, "a user name")?),
             GlobalKey::MailDomain => cfg.mail_domain = Some(non_empty(loc, item, "a domain")?),
             GlobalKey::GresTypes => cfg.gres_types = name_list(&item.value),
+            GlobalKey::ProctrackType => {
+                let v = item.value.trim().to_ascii_lowercase();
+                cfg.proctrack_cgroup = match v.as_str() {
+                    "proctrack/cgroup" => true,
+                    "proctrack/linuxproc" | "proctrack/pgid" => false,
+                    _ => {
+                        return Err(loc.error(
+                            "ProctrackType",
+                            "expected proctrack/cgroup, proctrack/linuxproc or proctrack/pgid",
+                        ))
+                    }
+                }
+            }
+            GlobalKey::TaskPlugin => {
+                let plugins = name_list(&item.value.to_ascii_lowercase());
+                for p in &plugins {
+                    if !["task/none", "task/affinity", "task/cgroup"].contains(&p.as_str()) {
+                        return Err(loc.error(
+                            "TaskPlugin",
+                            format!("unknown task plugin {p:?} (task/affinity, task/cgroup or task/none)"),
+                        ));
+                    }
+                }
+                cfg.task_plugins = plugins;
+            }
+            GlobalKey::TaskPluginParam => cfg.task_plugin_param = item.value.trim().to_string(),
             GlobalKey::SelectTypeParameters => {
                 cfg.select_params = crate::model::tres::CrParams::parse(&item.value)
                     .map_err(|e| loc.error("SelectTypeParameters", e))?

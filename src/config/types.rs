@@ -80,6 +80,14 @@ pub struct Config {
     /// `SelectTypeParameters` (default `CR_Core_Memory`): the allocation
     /// unit and whether memory is consumed.
     pub select_params: crate::model::tres::CrParams,
+    /// `ProctrackType=proctrack/cgroup` (Slurm's default): node daemons
+    /// track and kill a job's processes by cgroup.
+    pub proctrack_cgroup: bool,
+    /// `TaskPlugin` (lower case): `task/cgroup` confines to the job's CPUs,
+    /// memory and devices per cgroup.conf; `task/affinity` binds tasks.
+    pub task_plugins: Vec<String>,
+    /// `TaskPluginParam` (e.g. `autobind=cores`).
+    pub task_plugin_param: String,
     /// `Licenses`: the license names jobs may ask for (counts not kept:
     /// canopy does not schedule by licenses yet).
     pub licenses: Vec<String>,

@@ -101,6 +101,10 @@ pub async fn start(
     // Jobs an earlier daemon on this node left running, found before the
     // first registration so that it reports them (reading the spool blocks:
     // off the event loop).
+    let leaf_spool = match &opts.mode {
+        ExecMode::Real { spool, .. } => Some(spool.clone()),
+        ExecMode::Simulated { .. } => None,
+    };
     let records = match &opts.mode {
         ExecMode::Real { spool, .. } => {
             let dir = records_dir(spool);
@@ -128,6 +132,16 @@ pub async fn start(
     .with_key_path(conf.auth_key_path.clone());
     if let Some((book, adopted)) = records {
         agent = agent.with_records(book, adopted);
+    }
+    if let Some(spool) = leaf_spool {
+        // cgroup.conf, the cgroup mount and hwloc are read off the loop.
+        let (c, node) = (conf.clone(), nc.name.clone());
+        let leaf = tokio::task::spawn_blocking(move || {
+            crate::exec::leaf::Leaf::for_node(&c, &node, rank as usize, &spool)
+        })
+        .await
+        .map_err(|e| NodedError::Config(format!("node set-up failed: {e}")))?;
+        agent = agent.with_leaf(Arc::new(leaf));
     }
     let agent = agent.start();
     let relay_stats = ActorStats::new();

@@ -9,6 +9,7 @@ pub mod contain;
 pub mod env;
 pub mod hw;
 pub mod identity;
+pub mod leaf;
 pub mod multiprog;
 pub mod pattern;
 pub mod process;

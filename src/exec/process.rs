@@ -75,13 +75,30 @@ pub fn spawn_batch(
     conf_path: &str,
     spool: &Path,
     abort: &Abort,
+    confine: Confinement,
 ) -> Result<BatchProcess, ExecError> {
     let dir = spool.join(format!("job{:05}", launch.job_id));
-    let started = start_batch(launch, node, node_index, conf_path, dir.clone(), abort);
+    let started = start_batch(
+        launch,
+        node,
+        node_index,
+        conf_path,
+        dir.clone(),
+        abort,
+        confine,
+    );
     if started.is_err() {
         let _ = fs::remove_dir_all(&dir);
     }
     started
+}
+
+/// How a batch script is confined: the cgroup it joins before it runs, and
+/// whether its GPUs are fenced (and so renumbered from 0).
+#[derive(Default)]
+pub struct Confinement {
+    pub attach: Option<super::contain::Attach>,
+    pub renumber_gpus: bool,
 }
 
 fn start_batch(
@@ -91,7 +108,12 @@ fn start_batch(
     conf_path: &str,
     dir: PathBuf,
     abort: &Abort,
+    confine: Confinement,
 ) -> Result<BatchProcess, ExecError> {
+    let Confinement {
+        attach,
+        renumber_gpus,
+    } = confine;
     let spool_err = |source| ExecError::Spool {
         path: dir.clone(),
         source,
@@ -166,18 +188,37 @@ fn start_batch(
         source,
     })?;
 
+    let mut env = batch_env(launch, node, conf_path);
+    if renumber_gpus {
+        // Devices are fenced: the script sees its GPUs as 0..n.
+        let gpus = launch
+            .held
+            .get(node_index as usize)
+            .map(|h| h.gpus())
+            .unwrap_or_default();
+        for (k, v) in super::env::gpu_vars(&gpus, "SLURM_JOB_GPUS", true) {
+            env.retain(|(key, _)| *key != k);
+            env.push((k, v));
+        }
+    }
     let mut cmd = std::process::Command::new(&script);
     cmd.args(&launch.script_args)
         .env_clear()
-        .envs(batch_env(launch, node, conf_path))
+        .envs(env)
         .stdin(files.stdin.map(Stdio::from).unwrap_or_else(Stdio::null))
         .stdout(files.stdout)
         .stderr(files.stderr);
-    // SAFETY: setsid, setgroups/setgid/setuid and chdir are async-signal-safe
-    // and use only memory prepared before the fork. The directory is entered
-    // after root is given up, so the user's own rights decide.
+    // SAFETY: setsid, setgroups/setgid/setuid, chdir and the cgroup
+    // attach's write to descriptors opened before the fork are
+    // async-signal-safe and use only memory prepared before the fork. The
+    // script joins its cgroup first, so everything it starts is tracked;
+    // the directory is entered after root is given up, so the user's own
+    // rights decide.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(a) = &attach {
+                a.apply()?;
+            }
             nix::unistd::setsid().map_err(std::io::Error::from)?;
             user.become_in_child()?;
             cwd.enter_in_child()
@@ -266,6 +307,7 @@ pub fn wait_with_usage(pid: i32) -> (ExitStatus, Usage) {
         max_rss_kb: ru.ru_maxrss.max(0) as u64,
         user_cpu_ms: ms(ru.ru_utime),
         system_cpu_ms: ms(ru.ru_stime),
+        oom_kills: 0,
     };
     (exit, usage)
 }

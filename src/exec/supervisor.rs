@@ -44,6 +44,8 @@ pub struct BatchStarted {
     /// The script's stderr as opened for the user (for the node's notes).
     pub stderr: File,
     pub spool_dir: PathBuf,
+    /// The job's cgroup on this node, when the node tracks by cgroup.
+    pub cgroup: Option<std::sync::Arc<super::contain::JobCgroup>>,
 }
 
 /// The two things a batch supervisor reports.
@@ -61,6 +63,8 @@ pub struct BatchRequest {
     pub node_index: u32,
     pub conf_path: String,
     pub spool: PathBuf,
+    /// How the node tracks, confines and binds (`None`: plain processes).
+    pub leaf: Option<std::sync::Arc<super::leaf::Leaf>>,
 }
 
 /// Start `req`'s batch script on a thread of its own, which then reaps it.
@@ -71,6 +75,29 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
     std::thread::Builder::new()
         .name(format!("job{job_id}-stepd"))
         .spawn(move || {
+            // The job's cgroup and its batch step, before the script: what
+            // it starts is tracked from its first instruction.
+            let share = req.launch.held.get(req.node_index as usize);
+            let (cgroup, step, attach) = match &req.leaf {
+                Some(leaf) => match leaf.job(job_id, req.launch.uid, share) {
+                    Ok(Some(job)) => match super::leaf::batch_step(&job) {
+                        Ok((step, attach)) => (Some(job), Some(step), Some(attach)),
+                        Err(e) => {
+                            abort.settle();
+                            let _ = started_tx.send(Err(e));
+                            return;
+                        }
+                    },
+                    Ok(None) => (None, None, None),
+                    Err(e) => {
+                        abort.settle();
+                        let _ = started_tx.send(Err(e));
+                        return;
+                    }
+                },
+                None => (None, None, None),
+            };
+            let renumber = req.leaf.as_ref().is_some_and(|l| l.renumbers_gpus());
             let r = spawn_batch(
                 &req.launch,
                 &req.node,
@@ -78,6 +105,10 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
                 &req.conf_path,
                 &req.spool,
                 &abort,
+                super::process::Confinement {
+                    attach,
+                    renumber_gpus: renumber,
+                },
             );
             abort.settle();
             let p = match r {
@@ -96,11 +127,15 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
                 );
                 signal_group(p.pid, Signal::SIGKILL);
                 wait_with_usage(p.pid);
+                if let Some(step) = step {
+                    super::leaf::end_step(step, job_id);
+                }
                 let _ = std::fs::remove_dir_all(&p.spool_dir);
                 let _ = started_tx.send(Err("the job was cancelled while it was starting".into()));
                 return;
             }
             let pid = p.pid;
+            let note = p.stderr.try_clone().ok();
             let started = BatchStarted {
                 pid,
                 proc: Proc {
@@ -109,10 +144,38 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
                 },
                 stderr: p.stderr,
                 spool_dir: p.spool_dir,
+                cgroup,
             };
             // If the agent is gone (the daemon is stopping) the script runs on.
             let _ = started_tx.send(Ok(started));
-            let _ = exited_tx.send(wait_with_usage(pid));
+            let (status, mut usage) = wait_with_usage(pid);
+            if let Some(step) = step {
+                // The cgroup counts every process of the step, not only
+                // those the script waited for; and it alone knows OOM kills.
+                let u = step.usage();
+                usage.oom_kills = step.oom_kills();
+                if let (n @ 1.., Some(mut f)) = (usage.oom_kills, note) {
+                    use std::io::Write;
+                    // slurmstepd's words, in the job's stderr.
+                    let _ = writeln!(
+                        f,
+                        "slurmstepd: error: Detected {n} oom_kill event{} in StepId={job_id}.batch. \
+                         Some of the step tasks have been OOM Killed.",
+                        if n == 1 { "" } else { "s" }
+                    );
+                }
+                if let Some(b) = u.max_rss_bytes {
+                    usage.max_rss_kb = usage.max_rss_kb.max(b / 1024);
+                }
+                if let (Some(user), Some(sys)) = (u.user_cpu_us, u.system_cpu_us) {
+                    usage.user_cpu_ms = usage.user_cpu_ms.max(user / 1000);
+                    usage.system_cpu_ms = usage.system_cpu_ms.max(sys / 1000);
+                }
+                // What the script left behind ends with it, as under
+                // proctrack/cgroup.
+                super::leaf::end_step(step, job_id);
+            }
+            let _ = exited_tx.send((status, usage));
         })?;
     Ok(BatchSupervisor { started, exited })
 }
@@ -127,13 +190,22 @@ pub fn supervise_step(
     node_index: usize,
     runtime: tokio::runtime::Handle,
     abort: Abort,
+    leaf: Option<std::sync::Arc<super::leaf::Leaf>>,
+    job_cgroup: Option<std::sync::Arc<super::contain::JobCgroup>>,
 ) -> io::Result<oneshot::Receiver<Result<super::tasks::ForkedStep, String>>> {
     let (tx, rx) = oneshot::channel();
     std::thread::Builder::new()
         .name(format!("step{}.{}", launch.job_id, launch.step_id))
         .spawn(move || {
             let _entered = runtime.enter();
-            let r = super::tasks::fork_tasks(&launch, &node, node_index, &abort);
+            let r = super::tasks::fork_tasks(
+                &launch,
+                &node,
+                node_index,
+                &abort,
+                leaf.as_deref(),
+                job_cgroup,
+            );
             abort.settle();
             let r = match r {
                 Ok(forked) if abort.is_cancelled() => {

@@ -225,6 +225,11 @@ type PtyEnds = (
 /// A step's tasks forked on this node, before their I/O is served.
 pub struct ForkedStep {
     pub tasks: Vec<ForkedTask>,
+    /// The job's cgroup, when this step made it (the first on a node
+    /// that does not run the batch script): the agent keeps it.
+    pub cgroup: Option<Arc<super::contain::JobCgroup>>,
+    /// The step's cgroups, torn down when its tasks are done.
+    pub guard: Option<Arc<super::leaf::StepGuard>>,
 }
 
 impl ForkedStep {
@@ -254,8 +259,27 @@ pub fn fork_tasks(
     node: &str,
     node_index: usize,
     abort: &Abort,
+    leaf: Option<&super::leaf::Leaf>,
+    job_cgroup: Option<Arc<super::contain::JobCgroup>>,
 ) -> Result<ForkedStep, String> {
     let ranks = local_ranks(&l.tasks_per_node, node_index);
+    // Binding, GPUs and cgroups are settled before any task starts: a
+    // request that cannot be met fails the step, not half of it.
+    let mut setups: Vec<super::leaf::TaskSetup> = match leaf {
+        Some(leaf) => leaf.tasks(l, node_index, ranks.clone())?,
+        None => ranks.clone().map(|_| Default::default()).collect(),
+    };
+    let made = match (leaf, &job_cgroup) {
+        (Some(leaf), None) => leaf.job(l.job_id, l.uid, l.held.get(node_index))?,
+        _ => None,
+    };
+    let (guard, mut attaches) = match made.as_ref().or(job_cgroup.as_ref()) {
+        Some(job) => {
+            let (g, a) = super::leaf::StepGuard::new(job, l.job_id, l.step_id, ranks.len() as u32)?;
+            (Some(Arc::new(g)), a.into_iter().map(Some).collect())
+        }
+        None => (None, ranks.clone().map(|_| None).collect::<Vec<_>>()),
+    };
     // Each task's command line: the step's, or its own (--multi-prog).
     let argv_of = |rank: u32| -> Result<Vec<String>, String> {
         let argv = match &l.multi_prog {
@@ -269,7 +293,11 @@ pub fn fork_tasks(
         Ok(argv)
     };
     let cwd = Path::new(&l.cwd);
-    let mut forked = ForkedStep { tasks: Vec::new() };
+    let mut forked = ForkedStep {
+        tasks: Vec::new(),
+        cgroup: made,
+        guard,
+    };
     let abort_step = |forked: ForkedStep, e: String| -> Result<ForkedStep, String> {
         forked.kill();
         Err(e)
@@ -322,10 +350,17 @@ pub fn fork_tasks(
             Err(e) => return abort_step(forked, e),
         };
         let program = &argv[0];
+        let setup = std::mem::take(&mut setups[local]);
+        let attach = attaches[local].take();
+        let mut env = task_env(l, node, node_index, rank, local as u32);
+        for (k, v) in setup.env {
+            env.retain(|(key, _)| *key != k);
+            env.push((k, v));
+        }
         let mut cmd = std::process::Command::new(program);
         cmd.args(&argv[1..])
             .env_clear()
-            .envs(task_env(l, node, node_index, rank, local as u32))
+            .envs(env)
             .stdin(if l.stdin.includes(rank) {
                 Stdio::piped()
             } else {
@@ -359,7 +394,20 @@ pub fn fork_tasks(
         // before the fork.
         unsafe {
             let (user, workdir) = (user.clone(), workdir.clone());
+            let (affinity, verbose) = (setup.affinity, setup.verbose);
             cmd.pre_exec(move || {
+                // Into the task's cgroup first, so all it starts is
+                // tracked; then its CPUs (task/affinity), whose verbose
+                // line goes to the task's stderr as slurmstepd writes it.
+                if let Some(a) = &attach {
+                    a.apply()?;
+                }
+                if let Some(m) = &affinity {
+                    m.apply()?;
+                }
+                if let Some((head, tail)) = &verbose {
+                    super::leaf::write_verbose_in_child(head.as_bytes(), tail.as_bytes());
+                }
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
                 if controlling_tty {
                     super::pty::take_as_controlling_in_child()?;
@@ -416,6 +464,9 @@ pub fn start_step_io(
     let mut stdins: Vec<mpsc::Sender<Vec<u8>>> = Vec::new();
     // --pty: task 0's terminal, kept for srun's window resizes.
     let mut pty_master: Option<std::os::fd::OwnedFd> = None;
+    // Each task's waiter holds the step's cgroups; the last to finish
+    // tears them down.
+    let guard = forked.guard.clone();
     for task in forked.tasks {
         let ForkedTask {
             rank,
@@ -459,7 +510,9 @@ pub fn start_step_io(
             }
         }
         let tx = tx.clone();
+        let held = guard.clone();
         actix::spawn(async move {
+            let _held = held;
             let waited = child.wait().await;
             let drained = futures::future::join_all(pumps);
             let _ = tokio::time::timeout(OUTPUT_DRAIN, drained).await;

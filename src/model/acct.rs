@@ -13,6 +13,10 @@ pub struct Usage {
     pub max_rss_kb: u64,
     pub user_cpu_ms: u64,
     pub system_cpu_ms: u64,
+    /// Processes the kernel's OOM killer ended in the step's cgroup: the
+    /// step (and a batch job) then ends OUT_OF_MEMORY, as in Slurm.
+    #[serde(default)]
+    pub oom_kills: u64,
 }
 
 /// One job as `sacct` shows it: the allocation plus its steps. Kept by the

@@ -44,11 +44,13 @@ pub enum JobReason {
     SystemFailure,
     /// Ended: the launch did not reach every node.
     JobLaunchFailure,
+    /// Ended: the kernel's OOM killer ended a process of the job.
+    OutOfMemory,
 }
 
 impl JobReason {
     /// Every reason without a parameter, for parsing.
-    const PLAIN: [JobReason; 16] = [
+    const PLAIN: [JobReason; 17] = [
         JobReason::None,
         JobReason::Priority,
         JobReason::Resources,
@@ -65,6 +67,7 @@ impl JobReason {
         JobReason::NodeDown,
         JobReason::SystemFailure,
         JobReason::JobLaunchFailure,
+        JobReason::OutOfMemory,
     ];
 
     /// Slurm's word for a reason without a parameter.
@@ -87,6 +90,7 @@ impl JobReason {
             JobReason::NodeDown => "NodeDown",
             JobReason::SystemFailure => "SystemFailure",
             JobReason::JobLaunchFailure => "JobLaunchFailure",
+            JobReason::OutOfMemory => "OutOfMemory",
         }
     }
 }

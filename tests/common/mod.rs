@@ -62,7 +62,25 @@ impl Cluster {
         extra: &str,
         node_extra: &[&str],
     ) -> Cluster {
+        Self::start_with_files(nodes, tree_width, slurmd_timeout, extra, node_extra, &[])
+    }
+
+    /// As `start_with_nodes`, with `files` (name, text) written beside
+    /// slurm.conf first (`gres.conf`, `cgroup.conf`); `{dir}` in their text
+    /// is the cluster's directory.
+    pub fn start_with_files(
+        nodes: u32,
+        tree_width: u32,
+        slurmd_timeout: u32,
+        extra: &str,
+        node_extra: &[&str],
+        files: &[(&str, &str)],
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let text = text.replace("{dir}", &dir.path().display().to_string());
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
         let conf = dir.path().join("slurm.conf");
         let ports = ports(nodes as usize + 1);
         let mut text = format!(
