@@ -60,7 +60,8 @@ MinJobAge=600
 SlurmdTimeout=120
 ReturnToService=1
 MaxArraySize=64
-NodeName=n[1-8] CPUs=4 RealMemory=4000
+GresTypes=gpu
+NodeName=n[1-8] Sockets=2 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:2
 PartitionName=batch Nodes=n[1-8] Default=YES MaxTime=600
 PartitionName=short Nodes=n[5-8] MaxTime=30 MaxNodes=2
 ";
@@ -519,6 +520,16 @@ impl Sim {
         if r.gen_ratio(1, 3) {
             s.time_limit_min = Some([0, 5, 20, 60, 700][r.gen_range(0..5)]);
         }
+        // GPUs, per node or per task, from the nodes' two each.
+        match r.gen_range(0..10) {
+            0 => s.resources.gres = vec![canopy::model::tres::parse_gres_item("gpu:1").unwrap()],
+            1 => s.resources.gres = vec![canopy::model::tres::parse_gres_item("gpu:2").unwrap()],
+            2 => {
+                s.resources.gpus_per_task =
+                    Some(canopy::model::tres::parse_gpus("1", "gpus-per-task").unwrap())
+            }
+            _ => {}
+        }
         s.hold = r.gen_ratio(1, 10);
         if r.gen_ratio(1, 12) {
             s.exclusive = Some(Exclusive::Node);
@@ -736,6 +747,60 @@ impl Sim {
             for (i, &r) in a.ranks.iter().enumerate() {
                 cpus[r as usize] += a.cpus[i];
                 mem[r as usize] += a.mem_mb;
+            }
+        }
+        // By identity: no CPU id or GPU index held by two running jobs, each
+        // within the node, each job's ids as many as its CPUs, and the
+        // node's record of what is held is exactly their union (across
+        // restarts too).
+        let mut held_cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
+        let mut held_gpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
+        for j in jobs.running() {
+            let Some(a) = &j.alloc else { continue };
+            for (i, &r) in a.ranks.iter().enumerate() {
+                let ids = a.cpu_ids.get(i).cloned().unwrap_or_default();
+                if ids.len() as u32 != a.cpus[i] {
+                    self.fail(format!(
+                        "job {} holds {} CPUs on n{} but {} CPU ids",
+                        j.job_id,
+                        a.cpus[i],
+                        r + 1,
+                        ids.len()
+                    ));
+                }
+                for id in ids {
+                    if id >= 4 || !held_cpus[r as usize].insert(id) {
+                        self.fail(format!("CPU {id} of n{} held twice or out of range", r + 1));
+                    }
+                }
+                for g in a.gres.get(i).into_iter().flatten() {
+                    for &idx in &g.indices {
+                        if idx >= 2 || !held_gpus[r as usize].insert(idx) {
+                            self.fail(format!("GPU {idx} of n{} held twice or out of range", r + 1));
+                        }
+                    }
+                }
+            }
+        }
+        for (rank, slot) in self.core.slots().iter().enumerate() {
+            let used: BTreeSet<u32> = (0..4).filter(|&c| slot.used.contains(c)).collect();
+            let gpus: BTreeSet<u32> = slot
+                .gres
+                .iter()
+                .flat_map(|g| match &g.kind {
+                    sched::GresKind::Devices(d) => {
+                        d.iter().filter(|d| d.used).map(|d| d.index).collect::<Vec<_>>()
+                    }
+                    sched::GresKind::Count { .. } => Vec::new(),
+                })
+                .collect();
+            if used != held_cpus[rank] || gpus != held_gpus[rank] {
+                self.fail(format!(
+                    "node n{} holds CPUs {used:?} GPUs {gpus:?}; its jobs hold {:?} {:?}",
+                    rank + 1,
+                    held_cpus[rank],
+                    held_gpus[rank]
+                ));
             }
         }
         for (rank, slot) in self.core.slots().iter().enumerate() {
