@@ -25,6 +25,6 @@ pub mod units;
 mod tests;
 
 pub use types::{
-    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData, RateLimitConf,
-    DEFAULT_CONF_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID,
+    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData, PrologConf,
+    RateLimitConf, DEFAULT_CONF_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID,
 };

@@ -1042,9 +1042,14 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (46: PriorityType, GresTypes and
-    // SlurmUser are read) plus the backup controller, each naming its line.
-    assert_eq!(cfg.warnings.len(), 46, "{:#?}", cfg.warnings);
+    // One warning per ignored key (43: PriorityType, GresTypes, SlurmUser,
+    // Prolog, Epilog and PrologFlags are read) plus the backup controller,
+    // each naming its line.
+    assert_eq!(cfg.warnings.len(), 43, "{:#?}", cfg.warnings);
+    assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));
+    assert_eq!(cfg.prolog.epilog.as_deref(), Some("/etc/slurm/epilog.d/*"));
+    assert!(cfg.prolog.alloc && cfg.prolog.contain && !cfg.prolog.serial);
+    assert_eq!(cfg.prolog.timeout_s, None);
     assert_eq!(cfg.slurm_user.as_deref(), Some("slurm"));
     assert_eq!(cfg.gres_types, ["gpu"]);
     assert_eq!(cfg.priority_type, "priority/multifactor");
