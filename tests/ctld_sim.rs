@@ -289,7 +289,10 @@ impl Sim {
                 Effect::SignalJob { .. }
                 | Effect::Fanout { .. }
                 | Effect::Mail(_)
-                | Effect::Reconfigured(_) => {}
+                | Effect::Reconfigured(_)
+                // The simulation configures no prolog scripts.
+                | Effect::RunCtldScript(_)
+                | Effect::ReleaseLaunch { .. } => {}
             }
         }
         if reschedule {

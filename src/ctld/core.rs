@@ -58,6 +58,9 @@ pub struct Core {
     /// recovery); an entry for an earlier run of a requeued job is stale
     /// and ignored.
     pub(super) deadlines: std::collections::BTreeSet<(UnixTime, u32, UnixTime, Deadline)>,
+    /// Jobs CONFIGURING: started, their PrologSlurmctld running, their
+    /// launch held (job id → the run, its restart count). Not persisted.
+    pub(super) configuring: std::collections::BTreeMap<u32, u32>,
 }
 
 /// What falls due at a deadline.
@@ -117,6 +120,7 @@ impl Core {
             counters: Counters::default(),
             unconfirmed: Default::default(),
             deadlines: Default::default(),
+            configuring: Default::default(),
         };
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);
@@ -203,6 +207,12 @@ impl Core {
             } => self.update_nodes(&update, &user, caller, now, &mut out),
             Command::Tick => self.tick(now, &mut out),
             Command::Reconfigure { conf } => self.reconfigure(conf, &mut out),
+            Command::NodeScriptFailed { failure } => {
+                self.node_script_failed(&failure, now, &mut out)
+            }
+            Command::CtldPrologDone { job_id, run, ok } => {
+                self.ctld_prolog_done(job_id, run, ok, &mut out)
+            }
         }
         out
     }
@@ -231,6 +241,7 @@ impl Core {
             job_id: id,
             ranks: RankSet::from_ranks(alloc.ranks.iter().copied()),
             launch: launch.then(|| Box::new(self.launch_message(job))),
+            held: launch && self.configuring.contains_key(&id),
         })));
         self.arm_deadlines(id, out);
     }

@@ -116,6 +116,11 @@ pub async fn start(
         }
         ExecMode::Simulated { .. } => None,
     };
+    // Only real jobs get a Prolog and an Epilog.
+    let script_conf = match &opts.mode {
+        ExecMode::Real { conf_path, .. } => Some(conf_path.clone()),
+        ExecMode::Simulated { .. } => None,
+    };
     let mut agent = NodeAgent::new(
         nc.name.clone(),
         rank,
@@ -128,6 +133,9 @@ pub async fn start(
     .with_key_path(conf.auth_key_path.clone());
     if let Some((book, adopted)) = records {
         agent = agent.with_records(book, adopted);
+    }
+    if let Some(conf_path) = script_conf {
+        agent = agent.with_scripts(conf.prolog.clone(), conf_path);
     }
     let agent = agent.start();
     let relay_stats = ActorStats::new();

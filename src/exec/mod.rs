@@ -9,6 +9,7 @@ pub mod identity;
 pub mod multiprog;
 pub mod pattern;
 pub mod process;
+pub mod prolog;
 pub mod pty;
 pub mod record;
 pub mod supervisor;

@@ -44,11 +44,15 @@ pub enum JobReason {
     SystemFailure,
     /// Ended: the launch did not reach every node.
     JobLaunchFailure,
+    /// Pending, held: a node's Prolog failed and the job was requeued
+    /// (Slurm's `WAIT_HELD_USER` with this description, which is what its
+    /// squeue and scontrol show; the owner may release it).
+    LaunchFailedRequeuedHeld,
 }
 
 impl JobReason {
     /// Every reason without a parameter, for parsing.
-    const PLAIN: [JobReason; 16] = [
+    const PLAIN: [JobReason; 17] = [
         JobReason::None,
         JobReason::Priority,
         JobReason::Resources,
@@ -65,6 +69,7 @@ impl JobReason {
         JobReason::NodeDown,
         JobReason::SystemFailure,
         JobReason::JobLaunchFailure,
+        JobReason::LaunchFailedRequeuedHeld,
     ];
 
     /// Slurm's word for a reason without a parameter.
@@ -87,6 +92,7 @@ impl JobReason {
             JobReason::NodeDown => "NodeDown",
             JobReason::SystemFailure => "SystemFailure",
             JobReason::JobLaunchFailure => "JobLaunchFailure",
+            JobReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
         }
     }
 }
