@@ -292,7 +292,8 @@ impl Sim {
                 | Effect::Reconfigured(_)
                 // The simulation configures no prolog scripts.
                 | Effect::RunCtldScript(_)
-                | Effect::ReleaseLaunch { .. } => {}
+                | Effect::ReleaseLaunch { .. }
+                | Effect::StopCtldPrologs { .. } => {}
             }
         }
         if reschedule {

@@ -233,7 +233,7 @@ fn prolog_slurmctld_holds_the_job_configuring_and_its_failure_requeues() {
         s.path(),
         "pctld",
         &format!(
-            "[ \"$SLURM_JOB_NAME\" = bad ] && exit 1\ni=0\nwhile [ ! -e {d}/go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done\nexit 0"
+            "echo $$ > {d}/pctld.pid.$SLURM_JOB_ID\n[ \"$SLURM_JOB_NAME\" = bad ] && exit 1\ni=0\nwhile [ ! -e {d}/go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done\nexit 0"
         ),
     );
     let epilog = recorder(s.path(), "ectld", "exit 0");
@@ -256,6 +256,30 @@ fn prolog_slurmctld_holds_the_job_configuring_and_its_failure_requeues() {
     assert_eq!(get(&env, "SLURM_SCRIPT_CONTEXT"), "prolog_slurmctld");
     assert_eq!(get(&env, "SLURM_JOB_NAME"), "good");
     assert_eq!(get(&env, "SLURM_JOB_NODELIST"), "n1");
+    // Cancelled while CONFIGURING: its PrologSlurmctld is killed, and its
+    // script never runs.
+    let gone = c.sbatch(w.path(), &["-J", "gone", script.to_str().unwrap()]);
+    c.wait_for(LIMIT, "the second job CONFIGURING", |c| {
+        squeue_state(c, w.path(), gone) == "CF"
+            && s.path().join(format!("pctld.pid.{gone}")).exists()
+    });
+    assert!(c
+        .cli(w.path(), "scancel", &[&gone.to_string()])
+        .status
+        .success());
+    assert_eq!(c.wait_done(gone, LIMIT).state, JobState::Cancelled);
+    let pid: i32 = std::fs::read_to_string(s.path().join(format!("pctld.pid.{gone}")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    c.wait_for(
+        Duration::from_secs(5),
+        "the cancelled job's PrologSlurmctld killed",
+        |_| !alive(pid),
+    );
+    assert!(!s.path().join(format!("script-ran.{gone}")).exists());
+
     std::fs::write(s.path().join("go"), "").unwrap();
     let j = c.wait_done(id, LIMIT);
     assert_eq!(j.state, JobState::Completed, "{j:?}");

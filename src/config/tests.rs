@@ -1219,7 +1219,10 @@ fn prolog_keys_are_read() {
     assert!(cfg.prolog.alloc && cfg.prolog.contain);
     assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
     let err = parse(&format!("{base}PrologFlags=Alloc,Sometimes\n")).unwrap_err();
-    assert!(err.to_string().contains("unknown flag 'Sometimes'"), "{err}");
+    assert!(
+        err.to_string().contains("unknown flag 'Sometimes'"),
+        "{err}"
+    );
     let err = parse(&format!("{base}PrologEpilogTimeout=soon\n")).unwrap_err();
     assert!(err.to_string().contains("PrologEpilogTimeout"), "{err}");
 }

@@ -173,6 +173,10 @@ pub enum Effect {
     ReleaseLaunch {
         job_id: u32,
     },
+    /// Kill job `job_id`'s PrologSlurmctld: the job ended while CONFIGURING.
+    StopCtldPrologs {
+        job_id: u32,
+    },
 }
 
 /// What one command produced.

@@ -85,7 +85,10 @@ impl Core {
     /// Job `id` is over: nothing of it is CONFIGURING any more, and the
     /// EpilogSlurmctld runs.
     pub(super) fn prolog_job_ended(&mut self, id: u32, out: &mut Output) {
-        self.configuring.remove(&id);
+        if self.configuring.remove(&id).is_some() {
+            // As slurmctld flushes a cancelled CONFIGURING job's scripts.
+            out.effect(Effect::StopCtldPrologs { job_id: id });
+        }
         let Some(pattern) = self.conf.prolog.epilog_slurmctld.clone() else {
             return;
         };

@@ -74,6 +74,23 @@ pub struct ScriptRun {
     pub timeout: Option<Duration>,
     /// `PrologFlags=Serial`.
     pub serial: bool,
+    /// Set from outside to kill the run (its job was cancelled).
+    pub stop: Option<Stop>,
+}
+
+/// Kills a run from outside: a cancelled job's PrologSlurmctld, as
+/// slurmctld flushes the scripts of a job cancelled while CONFIGURING.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Stop {
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// How a run ended. Only [`Outcome::Done`] is a success.
@@ -88,6 +105,8 @@ pub enum Outcome {
     TimedOut { script: PathBuf, after: Duration },
     /// Nothing could run: no script matched, or one could not start.
     NotRun(String),
+    /// Killed from outside ([`Stop`]).
+    Stopped,
 }
 
 impl Outcome {
@@ -114,6 +133,7 @@ impl std::fmt::Display for Outcome {
                 after.as_secs()
             ),
             Outcome::NotRun(why) => f.write_str(why),
+            Outcome::Stopped => f.write_str("stopped: its job ended"),
         }
     }
 }
@@ -218,6 +238,12 @@ fn run_one(script: &Path, req: &ScriptRun) -> Result<Outcome, ScriptError> {
                     status,
                 }
             });
+        }
+        if req.stop.as_ref().is_some_and(Stop::is_stopped) {
+            signal_group(pgid, Signal::SIGKILL);
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Outcome::Stopped);
         }
         if let Some(limit) = req.timeout {
             if started.elapsed() >= limit {
@@ -448,6 +474,7 @@ mod tests {
             env,
             timeout,
             serial: false,
+            stop: None,
         }
     }
 
@@ -531,6 +558,20 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(gone, "the background sleep survived the timeout");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_stopped_run_is_killed() {
+        let d = tmp("stop");
+        let s = script(&d, "hang", "sleep 30");
+        let stop = Stop::default();
+        let mut r = req(&s, vec![], None);
+        r.stop = Some(stop.clone());
+        let t = std::thread::spawn(move || run(&r));
+        std::thread::sleep(Duration::from_millis(200));
+        stop.stop();
+        assert_eq!(t.join().unwrap(), Outcome::Stopped);
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -108,6 +108,7 @@ impl NodeAgent {
             env: node_env(&info, &node, &conf_path, ScriptContext::PrologSlurmd, None),
             timeout,
             serial,
+            stop: None,
         };
         tracing::info!(job_id, node = %node, "running the Prolog");
         let me = ctx.address();
@@ -181,6 +182,7 @@ impl NodeAgent {
             ),
             timeout: scripts.timeout(),
             serial: scripts.conf.serial,
+            stop: None,
         };
         let prolog = known.prolog;
         Some(

@@ -171,7 +171,23 @@ impl ControllerActor {
                     });
                 }
                 Effect::RunCtldScript(s) => {
-                    deferred.push(Deferred::CtldScript(s, ctx.address()));
+                    let stop = crate::exec::prolog::Stop::default();
+                    if s.prolog {
+                        self.ctld_prologs.insert((s.job_id, s.run), stop.clone());
+                    }
+                    deferred.push(Deferred::CtldScript(s, stop, ctx.address()));
+                }
+                Effect::StopCtldPrologs { job_id } => {
+                    self.ctld_prologs.retain(|&(id, _), stop| {
+                        if id == job_id {
+                            tracing::info!(
+                                job_id,
+                                "job ended while CONFIGURING; killing its PrologSlurmctld"
+                            );
+                            stop.stop();
+                        }
+                        id != job_id
+                    });
                 }
                 Effect::ReleaseLaunch { job_id } => {
                     if let Some(h) = self.steps.get(&job_id) {
@@ -352,7 +368,11 @@ enum Deferred {
         me: Addr<ControllerActor>,
     },
     Mail(crate::mail::Sender, crate::mail::Mail),
-    CtldScript(Box<CtldScript>, Addr<ControllerActor>),
+    CtldScript(
+        Box<CtldScript>,
+        crate::exec::prolog::Stop,
+        Addr<ControllerActor>,
+    ),
     Release(Addr<StepActor>),
 }
 
@@ -423,7 +443,7 @@ impl Deferred {
                     return Err(format!("step launch failed: {e}"));
                 }
             }
-            Deferred::CtldScript(s, me) => {
+            Deferred::CtldScript(s, stop, me) => {
                 let run = ScriptRun {
                     context: if s.prolog {
                         ScriptContext::PrologSlurmctld
@@ -435,6 +455,7 @@ impl Deferred {
                     env: s.env,
                     timeout: s.timeout,
                     serial: false,
+                    stop: Some(stop),
                 };
                 let (job_id, run_no, prolog) = (s.job_id, s.run, s.prolog);
                 actix::spawn(async move {
@@ -503,6 +524,7 @@ struct CtldPrologFinished {
 impl Handler<CtldPrologFinished> for ControllerActor {
     type Result = ();
     fn handle(&mut self, msg: CtldPrologFinished, ctx: &mut Context<Self>) {
+        self.ctld_prologs.remove(&(msg.job_id, msg.run));
         let cmd = Command::CtldPrologDone {
             job_id: msg.job_id,
             run: msg.run,
