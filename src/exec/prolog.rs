@@ -203,21 +203,27 @@ pub fn run(req: &ScriptRun) -> Outcome {
     Outcome::Done
 }
 
+/// How often a script that is "text file busy" is tried again: a file
+/// just written (by an administrator's tools, or a forked process that
+/// still holds it open for writing) is briefly not executable.
+const BUSY_RETRIES: u32 = 20;
+
 fn run_one(script: &Path, req: &ScriptRun) -> Result<Outcome, ScriptError> {
-    let mut child = Command::new(script)
-        .env_clear()
-        .envs(req.env.iter().map(|(k, v)| (k, v)))
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        // Its own group: the timeout kills what it left in the background too.
-        .process_group(0)
-        .spawn()
-        .map_err(|source| ScriptError::Spawn {
-            path: script.to_path_buf(),
-            source,
-        })?;
+    let mut tries = 0;
+    let mut child = loop {
+        match start(script, req) {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < BUSY_RETRIES => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => {
+                break r.map_err(|source| ScriptError::Spawn {
+                    path: script.to_path_buf(),
+                    source,
+                })?
+            }
+        }
+    };
     let pgid = i32::try_from(child.id()).unwrap_or(0);
     let started = Instant::now();
     let wait_err = |source| ScriptError::Wait {
@@ -258,6 +264,20 @@ fn run_one(script: &Path, req: &ScriptRun) -> Result<Outcome, ScriptError> {
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// Start one script: its own process group, only `req.env`, no stdio.
+fn start(script: &Path, req: &ScriptRun) -> std::io::Result<std::process::Child> {
+    Command::new(script)
+        .env_clear()
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own group: the timeout kills what it left in the background too.
+        .process_group(0)
+        .spawn()
 }
 
 /// The scripts `pattern` names, sorted, as `glob(3)` would: `*`, `?` and
