@@ -13,6 +13,9 @@
 //! runs here is recorded in the spool (`crate::exec::record`), so a daemon
 //! restarted after `kill -9` finds its jobs' processes again, reports them
 //! in its registration, and still reports a batch script's end.
+//!
+//! The Prolog and Epilog (when they run, and what a failure sends up) are
+//! `agent/prolog.rs`'s.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,9 +38,9 @@ use crate::wire::messages::{
     NodeCommand, NodeReply, NodeResources, Registration, ScriptJob, StepLaunch, Usage,
     PROTOCOL_VERSION,
 };
+use crate::wire::types::UnixTime;
 
 mod prolog;
-use crate::wire::types::UnixTime;
 
 const MAILBOX: usize = 1024;
 /// How long a batch launch's reply waits for the script to start. Most

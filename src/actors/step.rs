@@ -5,7 +5,11 @@
 //! controller core's decision; it ends the job through this actor.
 //!
 //! Phases: `Launching` → `Running` → `Ending` (Terminate fanned out to every
-//! node) → the controller is told `StepEnded` and the actor stops.
+//! node) → the controller is told `StepEnded` and the actor stops. A launch
+//! may wait, while `Launching`, for the job's PrologSlurmctld
+//! ([`ReleaseLaunch`]) and, with `PrologFlags=Alloc`, for every node's
+//! Prolog ([`NodeCommand::Prolog`]); a teardown's budget grows by what an
+//! Epilog may take.
 
 use std::sync::Arc;
 use std::time::Duration;
