@@ -152,6 +152,21 @@ fn a_failing_prolog_drains_and_requeues_held_and_a_failing_epilog_drains() {
     let j = c.job(id).unwrap();
     assert_eq!(j.reason, "launch failed requeued held");
     assert_eq!(j.priority, 0);
+    let out = c.cli(w.path(), "scontrol", &["show", "job", &id.to_string()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("JobState=PENDING Reason=launch_failed_requeued_held"),
+        "{text}"
+    );
+    let out = c.cli(
+        w.path(),
+        "squeue",
+        &["-h", "-o", "%t %r", "-j", &id.to_string()],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "PD launch failed requeued held"
+    );
     assert!(!s.path().join(format!("script-ran.{id}")).exists());
     let n = c.node("n1");
     assert!(n.drain, "{n:?}");
