@@ -365,3 +365,47 @@ fn a_hanging_prolog_is_killed_at_the_timeout() {
         |_| !alive(pid),
     );
 }
+
+/// A controller killed while a job is CONFIGURING runs the job's
+/// PrologSlurmctld again when it restarts (the launch never left), and the
+/// job then runs normally.
+#[test]
+fn a_restarted_controller_runs_a_configuring_jobs_prolog_slurmctld_again() {
+    let s = tempfile::tempdir().unwrap();
+    let d = s.path().display().to_string();
+    let prolog = recorder(
+        s.path(),
+        "pctld",
+        &format!(
+            "echo run >> {d}/runs.$SLURM_JOB_ID\ni=0\nwhile [ ! -e {d}/go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done\nexit 0"
+        ),
+    );
+    let extra = format!("PrologSlurmctld={prolog}\n");
+    let mut c = Cluster::start_with(1, 2, 30, &extra);
+    let w = tempfile::tempdir().unwrap();
+    let script = write_script(
+        w.path(),
+        "a.sh",
+        &format!("#!/bin/sh\ntouch {d}/script-ran.$SLURM_JOB_ID\n"),
+    );
+    let id = c.sbatch(w.path(), &[script.to_str().unwrap()]);
+    let runs = |n: usize| {
+        std::fs::read_to_string(s.path().join(format!("runs.{id}")))
+            .unwrap_or_default()
+            .lines()
+            .count()
+            >= n
+    };
+    c.wait_for(LIMIT, "the job CONFIGURING", |c| {
+        squeue_state(c, w.path(), id) == "CF" && runs(1)
+    });
+    c.kill_ctld();
+    c.start_ctld();
+    c.wait_for(LIMIT, "the PrologSlurmctld run again", |c| {
+        runs(2) && squeue_state(c, w.path(), id) == "CF"
+    });
+    std::fs::write(s.path().join("go"), "").unwrap();
+    let j = c.wait_done(id, LIMIT);
+    assert_eq!(j.state, JobState::Completed, "{j:?}");
+    assert!(s.path().join(format!("script-ran.{id}")).exists());
+}

@@ -58,9 +58,6 @@ pub struct Core {
     /// recovery); an entry for an earlier run of a requeued job is stale
     /// and ignored.
     pub(super) deadlines: std::collections::BTreeSet<(UnixTime, u32, UnixTime, Deadline)>,
-    /// Jobs CONFIGURING: started, their PrologSlurmctld running, their
-    /// launch held (job id → the run, its restart count). Not persisted.
-    pub(super) configuring: std::collections::BTreeMap<u32, u32>,
 }
 
 /// What falls due at a deadline.
@@ -120,7 +117,6 @@ impl Core {
             counters: Counters::default(),
             unconfirmed: Default::default(),
             deadlines: Default::default(),
-            configuring: Default::default(),
         };
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);
@@ -154,11 +150,19 @@ impl Core {
                 job.ending_as,
                 job.requeue.is_some().then_some(KillCause::Requeue),
             );
-            if let (None, Some(&host)) = (ending, job.alloc.as_ref().and_then(|a| a.ranks.first()))
-            {
-                self.unconfirmed.entry(host).or_default().push(id);
+            if job.configuring {
+                // Its launch never left: held again while its
+                // PrologSlurmctld runs again, as slurmctld does.
+                self.start_job_effect(id, true, out);
+                self.rerun_prolog_slurmctld(id, out);
+            } else {
+                if let (None, Some(&host)) =
+                    (ending, job.alloc.as_ref().and_then(|a| a.ranks.first()))
+                {
+                    self.unconfirmed.entry(host).or_default().push(id);
+                }
+                self.start_job_effect(id, false, out);
             }
-            self.start_job_effect(id, false, out);
             if let Some(state) = ending {
                 out.effect(Effect::EndJob {
                     job_id: id,
@@ -241,7 +245,7 @@ impl Core {
             job_id: id,
             ranks: RankSet::from_ranks(alloc.ranks.iter().copied()),
             launch: launch.then(|| Box::new(self.launch_message(job))),
-            held: launch && self.configuring.contains_key(&id),
+            held: launch && job.configuring,
         })));
         self.arm_deadlines(id, out);
     }

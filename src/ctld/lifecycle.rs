@@ -46,9 +46,9 @@ impl Core {
         }
         self.mail_started(&started, out);
         self.counters.started += started.len() as u64;
-        self.put_jobs(&started, out);
         // With a PrologSlurmctld they are CONFIGURING, their launch held.
         self.begin_configuring(&started, out);
+        self.put_jobs(&started, out);
         // The job actors exist at once, so a cancel or an srun step that
         // comes next finds them; each launches once the start is on disk.
         for &id in &started {
@@ -189,8 +189,8 @@ impl Core {
             signal = exit.signal,
             "job ended"
         );
-        self.persist_final(&[id], usage, out);
         self.prolog_job_ended(id, out);
+        self.persist_final(&[id], usage, out);
         if let Some(j) = self.jobs.get(id).filter(|_| state == JobState::Timeout) {
             if j.mail_sent & mail::TIME_LIMIT == 0 {
                 let run = run_secs(j, now);

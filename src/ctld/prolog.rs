@@ -31,49 +31,56 @@ use crate::wire::messages::{KillCause, NodeScript, ScriptFailure};
 impl Core {
     /// Whether job `id` is CONFIGURING (its PrologSlurmctld runs).
     pub fn is_configuring(&self, id: u32) -> bool {
-        self.configuring.contains_key(&id)
+        self.jobs.get(id).is_some_and(|j| {
+            j.configuring
+                && matches!(j.state, JobState::Running | JobState::Suspended)
+                && j.ending_as.is_none()
+        })
     }
 
     /// Jobs that just started: with a PrologSlurmctld each is CONFIGURING
-    /// (its launch held) and the script is run for it.
+    /// (its launch held) and the script is run for it. Called before the
+    /// jobs are written, so the flag is written with them.
     pub(super) fn begin_configuring(&mut self, started: &[u32], out: &mut Output) {
-        let Some(pattern) = self.conf.prolog.prolog_slurmctld.clone() else {
+        if self.conf.prolog.prolog_slurmctld.is_none() {
             return;
-        };
+        }
         for &id in started {
-            let Some(job) = self.jobs.get(id) else {
-                continue;
-            };
-            let run = job.restarts;
-            let env = self.script_env(job, true);
+            self.jobs.modify(id, |j| j.configuring = true);
             tracing::info!(job_id = id, "job CONFIGURING: PrologSlurmctld running");
-            self.configuring.insert(id, run);
-            out.effect(Effect::RunCtldScript(Box::new(CtldScript {
-                job_id: id,
-                run,
-                prolog: true,
-                pattern: pattern.clone(),
-                env,
-                timeout: self.script_timeout(),
-            })));
+            self.rerun_prolog_slurmctld(id, out);
         }
     }
 
-    /// The PrologSlurmctld of run `run` of job `id` ended. A stale report
-    /// (the job was cancelled or requeued meanwhile) changes nothing.
+    /// Run job `id`'s PrologSlurmctld (again, after a controller restart).
+    pub(super) fn rerun_prolog_slurmctld(&self, id: u32, out: &mut Output) {
+        let (Some(pattern), Some(job)) = (&self.conf.prolog.prolog_slurmctld, self.jobs.get(id))
+        else {
+            return;
+        };
+        out.effect(Effect::RunCtldScript(Box::new(CtldScript {
+            job_id: id,
+            run: job.restarts,
+            prolog: true,
+            pattern: pattern.clone(),
+            env: self.script_env(job, true),
+            timeout: self.script_timeout(),
+        })));
+    }
+
+    /// The PrologSlurmctld of run `run` (the job's restart count) of job
+    /// `id` ended. A stale report (the job was cancelled or requeued
+    /// meanwhile) changes nothing.
     pub(super) fn ctld_prolog_done(&mut self, id: u32, run: u32, ok: bool, out: &mut Output) {
-        if self.configuring.get(&id) != Some(&run) {
+        let current = self.is_configuring(id) && self.jobs.get(id).map(|j| j.restarts) == Some(run);
+        if !current {
             return;
         }
-        self.configuring.remove(&id);
-        let live = self.jobs.get(id).is_some_and(|j| {
-            matches!(j.state, JobState::Running | JobState::Suspended) && j.ending_as.is_none()
-        });
-        if !live {
-            return;
-        }
+        self.jobs.modify(id, |j| j.configuring = false);
         if ok {
             tracing::info!(job_id = id, "PrologSlurmctld done; launching");
+            // The release leaves once the record says so.
+            self.put_jobs(&[id], out);
             out.effect(Effect::ReleaseLaunch { job_id: id });
             return;
         }
@@ -82,10 +89,11 @@ impl Core {
         self.requeue_or_cancel(id, None, out);
     }
 
-    /// Job `id` is over: nothing of it is CONFIGURING any more, and the
-    /// EpilogSlurmctld runs.
+    /// Job `id` is over (called before its final record is written):
+    /// nothing of it is CONFIGURING any more, and the EpilogSlurmctld runs.
     pub(super) fn prolog_job_ended(&mut self, id: u32, out: &mut Output) {
-        if self.configuring.remove(&id).is_some() {
+        if self.jobs.get(id).is_some_and(|j| j.configuring) {
+            self.jobs.modify(id, |j| j.configuring = false);
             // As slurmctld flushes a cancelled CONFIGURING job's scripts.
             out.effect(Effect::StopCtldPrologs { job_id: id });
         }
@@ -452,6 +460,7 @@ mod tests {
         );
         assert!(matches!(out.effects[..], [Effect::ReleaseLaunch { job_id }] if job_id == id));
         assert!(!c.is_configuring(id));
+        assert!(!c.jobs().get(id).unwrap().configuring);
         // The job's end runs the EpilogSlurmctld with its exit status.
         let out = c.apply(
             1003,
@@ -476,6 +485,53 @@ mod tests {
             env.get("SLURM_JOB_EXIT_CODE").map(String::as_str),
             Some("768")
         );
+    }
+
+    /// A controller that restarts while a job is CONFIGURING launches it
+    /// held again and runs its PrologSlurmctld again (its launch never
+    /// left), rather than adopting it as running.
+    #[test]
+    fn a_restart_runs_the_prolog_slurmctld_of_a_configuring_job_again() {
+        let mut job = running(5, 0);
+        job.configuring = true;
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n[1-2] CPUs=2\nPartitionName=p Nodes=n[1-2]\nPrologSlurmctld=/p\n";
+        let conf = Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let (mut c, out) = Core::recover(Arc::new(conf), vec![job], None, &HashMap::new(), 1000);
+        let held = out
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::StartJob(s) if s.held && s.launch.is_some()));
+        assert!(held, "{:?}", out.effects);
+        assert!(out
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::RunCtldScript(s) if s.prolog && s.job_id == 5)));
+        assert!(c.is_configuring(5));
+        // Its batch host does not know it: no NODE_FAIL for that.
+        let out = c.apply(
+            1000,
+            Command::NodeRegistered {
+                hello: Box::new(crate::ctld::fixtures::hello(0, &[])),
+                via: None,
+            },
+        );
+        assert!(crate::ctld::fixtures::node_failed(&out).is_empty());
+        let out = c.apply(
+            1001,
+            Command::CtldPrologDone {
+                job_id: 5,
+                run: 0,
+                ok: true,
+            },
+        );
+        assert!(matches!(
+            out.effects[..],
+            [Effect::ReleaseLaunch { job_id: 5 }]
+        ));
+        assert!(out
+            .persist
+            .iter()
+            .any(|op| matches!(op, crate::state::store::Op::PutJob(j) if !j.configuring)));
     }
 
     /// A failed PrologSlurmctld requeues a batch job (not held) and
