@@ -122,6 +122,24 @@ fn prolog_and_epilog_run_where_and_when_slurm_runs_them() {
     assert!(seen.contains(&format!("prolog.n2.{id}")), "{seen}");
     // Once per node, however many steps.
     assert!(s.path().join(format!("prolog.n1.{id}")).exists());
+
+    // `scontrol reconfigure` takes a new Prolog to the node daemons.
+    let newer = recorder(s.path(), "newer", "exit 0");
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    std::fs::write(&c.conf, text.replace(&prolog, &newer)).unwrap();
+    let out = c.cli(w.path(), "scontrol", &["reconfigure"]);
+    assert!(out.status.success(), "{out:?}");
+    let script = write_script(
+        w.path(),
+        "c.sh",
+        "#!/bin/sh
+true
+",
+    );
+    let id = c.sbatch(w.path(), &[script.to_str().unwrap()]);
+    c.wait_done(id, LIMIT);
+    assert!(s.path().join(format!("newer.n1.{id}")).exists());
+    assert!(!s.path().join(format!("prolog.n1.{id}")).exists());
 }
 
 /// A failing Prolog drains its node with Slurm's reason and requeues the

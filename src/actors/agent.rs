@@ -265,7 +265,11 @@ impl NodeAgent {
 
     /// Run `conf`'s Prolog and Epilog for the jobs here (`SLURM_CONF` is
     /// `conf_path` for them).
-    pub fn with_scripts(mut self, conf: crate::config::PrologConf, conf_path: String) -> Self {
+    pub fn with_scripts(
+        mut self,
+        conf: crate::wire::messages::NodeScriptConf,
+        conf_path: String,
+    ) -> Self {
         self.scripts = Some(prolog::NodeScripts::new(conf, conf_path));
         self
     }
@@ -923,6 +927,13 @@ impl Handler<RunCommand> for NodeAgent {
                     }
                     _ => self.run_step(*l),
                 }
+            }
+            NodeCommand::SetScripts(conf) => {
+                if let Some(s) = &mut self.scripts {
+                    tracing::info!(node = %self.node, prolog = ?conf.prolog, epilog = ?conf.epilog, "Prolog and Epilog changed");
+                    s.conf = *conf;
+                }
+                now(Ok(NodeReply::Ack))
             }
             NodeCommand::Prolog(job) => {
                 // PrologFlags=Alloc: the controller launches once every

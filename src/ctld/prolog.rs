@@ -22,11 +22,14 @@ use std::time::Duration;
 
 use super::command::{CtldScript, Effect, Output};
 use super::core::Core;
+use crate::config::Config;
+use crate::exec::prolog::node_script_conf;
 use crate::model::job::{JobRecord, JobState};
 use crate::model::node::Reason;
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
-use crate::wire::messages::{KillCause, NodeScript, ScriptFailure};
+use crate::tree::rankset::RankSet;
+use crate::wire::messages::{KillCause, NodeCommand, NodeScript, ScriptFailure};
 
 impl Core {
     /// Whether job `id` is CONFIGURING (its PrologSlurmctld runs).
@@ -191,6 +194,21 @@ impl Core {
             Some(KillCause::Requeue),
             out,
         );
+    }
+
+    /// `scontrol reconfigure` changed the node daemons' Prolog or Epilog:
+    /// every node is told (a node that misses it reads the file when it
+    /// restarts; the controller's own scripts follow `new` at once).
+    pub(super) fn push_node_scripts(&self, new: &Config, out: &mut Output) {
+        let scripts = node_script_conf(&new.prolog);
+        if node_script_conf(&self.conf.prolog) == scripts || new.nodes.is_empty() {
+            return;
+        }
+        out.effect(Effect::Fanout {
+            targets: RankSet::from_range(0..new.nodes.len() as u32),
+            cmd: NodeCommand::SetScripts(Box::new(scripts)),
+            budget: Duration::from_secs(10),
+        });
     }
 
     fn script_timeout(&self) -> Option<Duration> {
@@ -532,6 +550,49 @@ mod tests {
             .persist
             .iter()
             .any(|op| matches!(op, crate::state::store::Op::PutJob(j) if !j.configuring)));
+    }
+
+    /// `scontrol reconfigure` tells every node daemon a changed Prolog or
+    /// Epilog, and nothing when only the controller's scripts changed.
+    #[test]
+    fn reconfigure_pushes_changed_node_scripts() {
+        let mut c = core("Prolog=/a\n", vec![]);
+        let reconf = |c: &mut Core, extra: &str| {
+            let text = format!(
+                "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n[1-2] CPUs=2\nPartitionName=p Nodes=n[1-2]\n{extra}"
+            );
+            let conf = Config::parse_str(&text, std::path::Path::new("/x/slurm.conf")).unwrap();
+            let out = c.apply(
+                1000,
+                Command::Reconfigure {
+                    conf: Arc::new(conf),
+                },
+            );
+            assert!(matches!(
+                out.reply,
+                Some(crate::ctld::Reply::Reconfigure(Ok(())))
+            ));
+            out.effects
+                .into_iter()
+                .filter_map(|e| match e {
+                    Effect::Fanout {
+                        targets,
+                        cmd: crate::wire::messages::NodeCommand::SetScripts(s),
+                        ..
+                    } => Some((targets.len(), *s)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert!(reconf(&mut c, "Prolog=/a\nPrologSlurmctld=/x\n").is_empty());
+        let pushed = reconf(&mut c, "Prolog=/b\nEpilog=/e\nPrologEpilogTimeout=5\n");
+        assert_eq!(pushed.len(), 1);
+        let (n, s) = &pushed[0];
+        assert_eq!(*n, 2);
+        assert_eq!(
+            (s.prolog.as_deref(), s.epilog.as_deref(), s.timeout_s),
+            (Some("/b"), Some("/e"), Some(5))
+        );
     }
 
     /// A failed PrologSlurmctld requeues a batch job (not held) and

@@ -135,7 +135,8 @@ pub async fn start(
         agent = agent.with_records(book, adopted);
     }
     if let Some(conf_path) = script_conf {
-        agent = agent.with_scripts(conf.prolog.clone(), conf_path);
+        let scripts = crate::exec::prolog::node_script_conf(&conf.prolog);
+        agent = agent.with_scripts(scripts, conf_path);
     }
     let agent = agent.start();
     let relay_stats = ActorStats::new();

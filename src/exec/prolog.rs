@@ -27,7 +27,8 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use super::process::signal_group;
-use crate::wire::messages::{ExitStatus, ScriptJob};
+use crate::config::PrologConf;
+use crate::wire::messages::{ExitStatus, NodeScriptConf, ScriptJob};
 
 /// How often a running script is checked for its end.
 const POLL: Duration = Duration::from_millis(20);
@@ -400,6 +401,16 @@ fn class(pat: &[u8], c: u8) -> Option<(bool, &[u8])> {
         }
     }
     None
+}
+
+/// What a node daemon needs of `conf`.
+pub fn node_script_conf(conf: &PrologConf) -> NodeScriptConf {
+    NodeScriptConf {
+        prolog: conf.prolog.clone(),
+        epilog: conf.epilog.clone(),
+        timeout_s: conf.timeout_s,
+        serial: conf.serial,
+    }
 }
 
 /// The wait(2) status Slurm's `SLURM_JOB_EXIT_CODE` carries.

@@ -519,6 +519,18 @@ impl ScriptJob {
     }
 }
 
+/// What a node daemon runs as Prolog and Epilog, and how (sent again when
+/// `scontrol reconfigure` changes it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeScriptConf {
+    pub prolog: Option<String>,
+    pub epilog: Option<String>,
+    /// `PrologEpilogTimeout` (seconds); `None` waits for ever.
+    pub timeout_s: Option<u32>,
+    /// `PrologFlags=Serial`.
+    pub serial: bool,
+}
+
 /// Which node script failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeScript {
@@ -788,6 +800,8 @@ pub enum NodeCommand {
     /// launch; answered `Ack`, or `PrologFailed` (the failure itself comes
     /// up as a [`ScriptFailure`]).
     Prolog(Box<ScriptJob>),
+    /// Run these Prolog and Epilog from now on (`scontrol reconfigure`).
+    SetScripts(Box<NodeScriptConf>),
 }
 
 /// Why a running job is killed.

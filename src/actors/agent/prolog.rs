@@ -24,16 +24,17 @@ use actix::prelude::*;
 use futures::future::{BoxFuture, FutureExt, Shared};
 
 use super::NodeAgent;
-use crate::config::PrologConf;
 use crate::exec::prolog::{node_env, spawn, Context as ScriptContext, ScriptRun};
-use crate::wire::messages::{Body, ExitStatus, NodeScript, ScriptFailure, ScriptJob};
+use crate::wire::messages::{
+    Body, ExitStatus, NodeScript, NodeScriptConf, ScriptFailure, ScriptJob,
+};
 
 /// One shared Prolog run: `true` once it has succeeded.
 pub(super) type PrologRun = Shared<BoxFuture<'static, bool>>;
 
 /// The agent's scripts and what it knows of each job for them.
 pub(super) struct NodeScripts {
-    conf: PrologConf,
+    pub(super) conf: NodeScriptConf,
     conf_path: String,
     /// Jobs this node knows, with their Prolog run once started.
     jobs: HashMap<u32, JobScripts>,
@@ -46,7 +47,7 @@ struct JobScripts {
 }
 
 impl NodeScripts {
-    pub(super) fn new(conf: PrologConf, conf_path: String) -> NodeScripts {
+    pub(super) fn new(conf: NodeScriptConf, conf_path: String) -> NodeScripts {
         NodeScripts {
             conf,
             conf_path,
