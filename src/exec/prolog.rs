@@ -13,8 +13,9 @@
 //! As in Slurm, scripts get no search path and their output goes nowhere
 //! (Slurm keeps it only for its log line); stdin, stdout and stderr are
 //! `/dev/null`, so a chatty script can never block on a full pipe. Each
-//! script is its own process group, so a timeout kills whatever it
-//! started in the background too.
+//! script is its own process group, which gets Slurm's SIGTERM and, 10 ms
+//! later, SIGKILL at the timeout, and also once the script has exited: what
+//! it left running in the background does not outlive it.
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -233,6 +234,8 @@ fn run_one(script: &Path, req: &ScriptRun) -> Result<Outcome, ScriptError> {
     };
     loop {
         if let Some(status) = child.try_wait().map_err(wait_err)? {
+            // What it left running in its group goes with it, as in Slurm.
+            kill_group(pgid);
             let status = ExitStatus {
                 code: status.code().unwrap_or(0),
                 signal: status.signal().unwrap_or(0),
@@ -247,14 +250,14 @@ fn run_one(script: &Path, req: &ScriptRun) -> Result<Outcome, ScriptError> {
             });
         }
         if req.stop.as_ref().is_some_and(Stop::is_stopped) {
-            signal_group(pgid, Signal::SIGKILL);
+            kill_group(pgid);
             let _ = child.kill();
             let _ = child.wait();
             return Ok(Outcome::Stopped);
         }
         if let Some(limit) = req.timeout {
             if started.elapsed() >= limit {
-                signal_group(pgid, Signal::SIGKILL);
+                kill_group(pgid);
                 let _ = child.kill();
                 let _ = child.wait();
                 return Ok(Outcome::TimedOut {
@@ -264,6 +267,15 @@ fn run_one(script: &Path, req: &ScriptRun) -> Result<Outcome, ScriptError> {
             }
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Slurm's end for a script's process group: SIGTERM, and SIGKILL 10 ms
+/// later.
+fn kill_group(pgid: i32) {
+    if signal_group(pgid, Signal::SIGTERM) {
+        std::thread::sleep(Duration::from_millis(10));
+        signal_group(pgid, Signal::SIGKILL);
     }
 }
 
@@ -603,6 +615,34 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         stop.stop();
         assert_eq!(t.join().unwrap(), Outcome::Stopped);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn what_a_script_leaves_behind_is_killed_when_it_exits() {
+        let d = tmp("leftover");
+        let pidfile = d.join("bg.pid");
+        let s = script(
+            &d,
+            "bg",
+            &format!("sleep 30 &\necho $! > {}", pidfile.display()),
+        );
+        assert_eq!(run(&req(&s, vec![], None)), Outcome::Done);
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let mut gone = false;
+        for _ in 0..50 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                gone = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(gone, "the background sleep outlived its script");
         let _ = std::fs::remove_dir_all(&d);
     }
 
