@@ -386,7 +386,7 @@ fn a_hanging_prolog_is_killed_at_the_timeout() {
 
 /// A controller killed while a job is CONFIGURING runs the job's
 /// PrologSlurmctld again when it restarts (the launch never left), and the
-/// job then runs normally.
+/// job then runs normally, once its node is back.
 #[test]
 fn a_restarted_controller_runs_a_configuring_jobs_prolog_slurmctld_again() {
     let s = tempfile::tempdir().unwrap();
@@ -417,12 +417,18 @@ fn a_restarted_controller_runs_a_configuring_jobs_prolog_slurmctld_again() {
     c.wait_for(LIMIT, "the job CONFIGURING", |c| {
         squeue_state(c, w.path(), id) == "CF" && runs(1)
     });
+    // The node daemon goes too, and comes back only later: the launch
+    // waits for it rather than fail.
     c.kill_ctld();
+    c.kill_node("n1");
     c.start_ctld();
     c.wait_for(LIMIT, "the PrologSlurmctld run again", |c| {
         runs(2) && squeue_state(c, w.path(), id) == "CF"
     });
     std::fs::write(s.path().join("go"), "").unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(squeue_state(&c, w.path(), id), "CF");
+    c.start_node("n1");
     let j = c.wait_done(id, LIMIT);
     assert_eq!(j.state, JobState::Completed, "{j:?}");
     assert!(s.path().join(format!("script-ran.{id}")).exists());

@@ -58,6 +58,9 @@ pub struct Core {
     /// recovery); an entry for an earlier run of a requeued job is stale
     /// and ignored.
     pub(super) deadlines: std::collections::BTreeSet<(UnixTime, u32, UnixTime, Deadline)>,
+    /// CONFIGURING jobs whose PrologSlurmctld succeeded, waiting for all
+    /// their nodes to be reachable before their launch is released.
+    pub(super) launch_waiting: std::collections::BTreeSet<u32>,
 }
 
 /// What falls due at a deadline.
@@ -117,6 +120,7 @@ impl Core {
             counters: Counters::default(),
             unconfirmed: Default::default(),
             deadlines: Default::default(),
+            launch_waiting: Default::default(),
         };
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);

@@ -25,6 +25,7 @@ impl Core {
     /// their chains), then start what fits, in priority order.
     pub(super) fn schedule(&mut self, now: UnixTime, out: &mut Output) {
         self.node_deadlines_due(now, out);
+        self.release_ready_launches(out);
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
         let parts: Vec<PartitionView<'_>> = self
@@ -260,6 +261,8 @@ impl Core {
             .jobs
             .running()
             .filter(|j| j.state == JobState::Running && j.ending_as.is_none())
+            // A CONFIGURING job's launch has not left: no node has it yet.
+            .filter(|j| !j.configuring)
             .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
             .filter(|j| j.start_time.unwrap_or(0) < hello.started)
             .filter(|j| !reported(j.job_id))

@@ -79,17 +79,51 @@ impl Core {
         if !current {
             return;
         }
-        self.jobs.modify(id, |j| j.configuring = false);
         if ok {
-            tracing::info!(job_id = id, "PrologSlurmctld done; launching");
-            // The release leaves once the record says so.
-            self.put_jobs(&[id], out);
-            out.effect(Effect::ReleaseLaunch { job_id: id });
+            tracing::info!(job_id = id, "PrologSlurmctld done");
+            self.launch_waiting.insert(id);
+            self.release_ready_launches(out);
             return;
         }
+        self.jobs.modify(id, |j| j.configuring = false);
         tracing::error!(job_id = id, "PrologSlurmctld failed");
         // Slurm's job_requeue here is a plain one: back to PENDING, not held.
         self.requeue_or_cancel(id, None, out);
+    }
+
+    /// Release the launch of each job whose PrologSlurmctld succeeded and
+    /// whose nodes are all reachable (after a controller restart they may
+    /// not have registered again yet: the launch waits for them, the job
+    /// still CONFIGURING, rather than fail). Node changes bring a
+    /// scheduling pass, which calls this.
+    pub(super) fn release_ready_launches(&mut self, out: &mut Output) {
+        let waiting: Vec<u32> = self.launch_waiting.iter().copied().collect();
+        for id in waiting {
+            if !self.is_configuring(id) {
+                self.launch_waiting.remove(&id);
+                continue;
+            }
+            let up = self
+                .jobs
+                .get(id)
+                .and_then(|j| j.alloc.as_ref())
+                .is_some_and(|a| {
+                    a.ranks.iter().all(|&r| {
+                        self.nodes.get(r as usize).is_some_and(|st| {
+                            st.registered && st.responding && st.admin.down.is_none()
+                        })
+                    })
+                });
+            if !up {
+                continue;
+            }
+            self.launch_waiting.remove(&id);
+            self.jobs.modify(id, |j| j.configuring = false);
+            tracing::info!(job_id = id, "launching after its PrologSlurmctld");
+            // The release leaves once the record says so.
+            self.put_jobs(&[id], out);
+            out.effect(Effect::ReleaseLaunch { job_id: id });
+        }
     }
 
     /// Job `id` is over (called before its final record is written):
@@ -542,14 +576,29 @@ mod tests {
                 ok: true,
             },
         );
-        assert!(matches!(
-            out.effects[..],
-            [Effect::ReleaseLaunch { job_id: 5 }]
-        ));
+        // Done while the node is not reachable yet: the launch waits for
+        // it (still CONFIGURING) instead of failing.
+        assert!(out.effects.is_empty(), "{:?}", out.effects);
+        assert!(c.is_configuring(5));
+        c.apply(
+            1002,
+            Command::NodeReachability {
+                added: vec![0],
+                removed: vec![],
+            },
+        );
+        let out = c.apply(1002, Command::Schedule);
+        let released = out
+            .effects
+            .iter()
+            .filter(|e| matches!(e, Effect::ReleaseLaunch { job_id: 5 }))
+            .count();
+        assert_eq!(released, 1, "{:?}", out.effects);
         assert!(out
             .persist
             .iter()
             .any(|op| matches!(op, crate::state::store::Op::PutJob(j) if !j.configuring)));
+        assert!(!c.is_configuring(5));
     }
 
     /// `scontrol reconfigure` tells every node daemon a changed Prolog or
