@@ -284,6 +284,10 @@ fn prolog_slurmctld_holds_the_job_configuring_and_its_failure_requeues() {
     });
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(squeue_state(&c, w.path(), id), "CF");
+    let out = c.cli(w.path(), "scontrol", &["show", "job", &id.to_string()]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("JobState=CONFIGURING"));
+    let out = c.cli(w.path(), "squeue", &["-h", "-t", "CF", "-o", "%i"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), id.to_string());
     assert!(!s.path().join(format!("script-ran.{id}")).exists());
     let env = env_of(&s.path().join(format!("pctld.ctld.{id}")));
     assert_eq!(get(&env, "SLURM_SCRIPT_CONTEXT"), "prolog_slurmctld");
