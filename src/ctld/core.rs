@@ -158,7 +158,9 @@ impl Core {
                 // Its launch never left: held again while its
                 // PrologSlurmctld runs again, as slurmctld does.
                 self.start_job_effect(id, true, out);
-                self.rerun_prolog_slurmctld(id, out);
+                if ending.is_none() {
+                    self.rerun_prolog_slurmctld(id, out);
+                }
             } else {
                 if let (None, Some(&host)) =
                     (ending, job.alloc.as_ref().and_then(|a| a.ranks.first()))
