@@ -235,7 +235,7 @@ fn prolog_flags_alloc_runs_every_nodes_prolog_before_the_script() {
     let prolog = recorder(
         s.path(),
         "prolog",
-        "[ \"$SLURMD_NODENAME\" = n2 ] && sleep 1; exit 0",
+        "[ \"$SLURMD_NODENAME\" = n2 ] && sleep 2; exit 0",
     );
     let extra = format!("Prolog={prolog}\nPrologFlags=Alloc,Serial\n");
     let c = Cluster::start_with(2, 2, 30, &extra);
@@ -246,8 +246,14 @@ fn prolog_flags_alloc_runs_every_nodes_prolog_before_the_script() {
         &format!("#!/bin/sh\nls {d} > {d}/seen-by-script.$SLURM_JOB_ID\n"),
     );
     let id = c.sbatch(w.path(), &["-N", "2", script.to_str().unwrap()]);
+    // Slurm's reason while the Prologs run.
+    c.wait_for(LIMIT, "Reason=Prolog", |c| {
+        c.job(id)
+            .is_some_and(|j| j.state == JobState::Running && j.reason == "Prolog")
+    });
     let j = c.wait_done(id, LIMIT);
     assert_eq!(j.state, JobState::Completed, "{j:?}");
+    assert_eq!(j.reason, "None");
     let seen = std::fs::read_to_string(s.path().join(format!("seen-by-script.{id}"))).unwrap();
     for n in ["n1", "n2"] {
         assert!(seen.contains(&format!("prolog.{n}.{id}")), "{n}: {seen}");

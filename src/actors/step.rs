@@ -76,6 +76,15 @@ pub struct SignalStep {
 #[rtype(result = "StepStatus")]
 pub struct GetStepStatus;
 
+/// `PrologFlags=Alloc`: every node's Prolog of run `run` (the job's
+/// restart count) succeeded; told to the controller.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct PrologsDone {
+    pub job_id: u32,
+    pub run: u32,
+}
+
 /// The held launch may go: the job's PrologSlurmctld succeeded.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -133,6 +142,8 @@ pub struct StepActor {
     alloc_prolog: bool,
     /// Time a Prolog or Epilog may take on top of each phase's budget.
     script_slack: Duration,
+    /// Told when every node's Prolog succeeded (`PrologFlags=Alloc`).
+    prologs_done: Option<Recipient<PrologsDone>>,
 }
 
 impl StepActor {
@@ -175,6 +186,7 @@ impl StepActor {
             held: false,
             alloc_prolog: false,
             script_slack: Duration::ZERO,
+            prologs_done: None,
         }
     }
 
@@ -186,9 +198,15 @@ impl StepActor {
 
     /// With `alloc`, run every node's Prolog first (`PrologFlags=Alloc`);
     /// `slack` is how long a Prolog or Epilog may take.
-    pub fn with_prologs(mut self, alloc: bool, slack: Duration) -> Self {
+    pub fn with_prologs(
+        mut self,
+        alloc: bool,
+        slack: Duration,
+        done: Recipient<PrologsDone>,
+    ) -> Self {
         self.alloc_prolog = alloc;
         self.script_slack = slack;
+        self.prologs_done = Some(done);
         self
     }
 
@@ -400,6 +418,16 @@ impl StepActor {
             if failed_prolog {
                 tracing::warn!(job_id = act.job_id, "a node's Prolog failed; not launching");
                 return;
+            }
+            if let Some(done) = &act.prologs_done {
+                let msg = PrologsDone {
+                    job_id: act.job_id,
+                    run: launch.restarts,
+                };
+                let done = done.clone();
+                actix::spawn(async move {
+                    let _ = done.send(msg).await;
+                });
             }
             act.launch = Some(launch);
             act.launch(ctx);

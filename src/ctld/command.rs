@@ -80,6 +80,9 @@ pub enum Command {
     /// The PrologSlurmctld of run `run` (the job's restart count) of job
     /// `job_id` ended, successfully or not; the shell ran it.
     CtldPrologDone { job_id: u32, run: u32, ok: bool },
+    /// `PrologFlags=Alloc`: every node's Prolog of run `run` of job
+    /// `job_id` succeeded (the job's step actor saw them; it launches now).
+    NodePrologsDone { job_id: u32, run: u32 },
 }
 
 /// The reply to the command's caller.

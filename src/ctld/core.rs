@@ -223,6 +223,9 @@ impl Core {
             Command::CtldPrologDone { job_id, run, ok } => {
                 self.ctld_prolog_done(job_id, run, ok, &mut out)
             }
+            Command::NodePrologsDone { job_id, run } => {
+                self.node_prologs_done(job_id, run, &mut out)
+            }
         }
         out
     }

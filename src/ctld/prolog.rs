@@ -41,10 +41,18 @@ impl Core {
         })
     }
 
-    /// Jobs that just started: with a PrologSlurmctld each is CONFIGURING
-    /// (its launch held) and the script is run for it. Called before the
-    /// jobs are written, so the flag is written with them.
+    /// Jobs that just started: with `PrologFlags=Alloc` their reason is
+    /// `Prolog` until every node's Prolog has run; with a PrologSlurmctld
+    /// each is CONFIGURING (its launch held) and the script is run for it.
+    /// Called before the jobs are written, so all this is written with them.
     pub(super) fn begin_configuring(&mut self, started: &[u32], out: &mut Output) {
+        let p = &self.conf.prolog;
+        if p.alloc && !p.no_hold && p.prolog.is_some() {
+            // Slurm's WAIT_PROLOG while the nodes' Prologs run.
+            for &id in started {
+                self.jobs.modify(id, |j| j.reason = JobReason::Prolog);
+            }
+        }
         if self.conf.prolog.prolog_slurmctld.is_none() {
             return;
         }
@@ -123,6 +131,20 @@ impl Core {
             // The release leaves once the record says so.
             self.put_jobs(&[id], out);
             out.effect(Effect::ReleaseLaunch { job_id: id });
+        }
+    }
+
+    /// Every node's Prolog of run `run` of job `id` succeeded: its reason
+    /// is no longer `Prolog`.
+    pub(super) fn node_prologs_done(&mut self, id: u32, run: u32, out: &mut Output) {
+        let current = self.jobs.get(id).is_some_and(|j| {
+            j.restarts == run
+                && j.reason == JobReason::Prolog
+                && matches!(j.state, JobState::Running | JobState::Suspended)
+        });
+        if current {
+            self.jobs.modify(id, |j| j.reason = JobReason::None);
+            self.put_jobs(&[id], out);
         }
     }
 
@@ -642,6 +664,21 @@ mod tests {
             (s.prolog.as_deref(), s.epilog.as_deref(), s.timeout_s),
             (Some("/b"), Some("/e"), Some(5))
         );
+    }
+
+    /// PrologFlags=Alloc: the job's reason is `Prolog` until its step
+    /// actor reports every node's Prolog done (for the current run only).
+    #[test]
+    fn alloc_prologs_show_as_the_prolog_reason() {
+        let mut c = core("Prolog=/p\nPrologFlags=Alloc\n", vec![]);
+        let id = submit(&mut c);
+        c.apply(1001, Command::Schedule);
+        assert_eq!(c.jobs().get(id).unwrap().reason, JobReason::Prolog);
+        c.apply(1002, Command::NodePrologsDone { job_id: id, run: 7 });
+        assert_eq!(c.jobs().get(id).unwrap().reason, JobReason::Prolog);
+        let out = c.apply(1002, Command::NodePrologsDone { job_id: id, run: 0 });
+        assert_eq!(c.jobs().get(id).unwrap().reason, JobReason::None);
+        assert!(!out.persist.is_empty());
     }
 
     /// A failed PrologSlurmctld requeues a batch job (not held) and

@@ -197,6 +197,14 @@ pub fn run(req: &ScriptRun) -> Outcome {
             Ok(o) => o,
             Err(e) => Outcome::NotRun(e.to_string()),
         };
+        if outcome == Outcome::Stopped {
+            tracing::info!(
+                job_id = req.job_id,
+                script = req.context.name(),
+                "script stopped: its job ended"
+            );
+            return outcome;
+        }
         if !outcome.ok() {
             tracing::error!(job_id = req.job_id, script = req.context.name(), outcome = %outcome, "script failed");
             return outcome;

@@ -48,11 +48,13 @@ pub enum JobReason {
     /// (Slurm's `WAIT_HELD_USER` with this description, which is what its
     /// squeue and scontrol show; the owner may release it).
     LaunchFailedRequeuedHeld,
+    /// Running, its nodes' Prologs still running (`PrologFlags=Alloc`).
+    Prolog,
 }
 
 impl JobReason {
     /// Every reason without a parameter, for parsing.
-    const PLAIN: [JobReason; 17] = [
+    const PLAIN: [JobReason; 18] = [
         JobReason::None,
         JobReason::Priority,
         JobReason::Resources,
@@ -70,6 +72,7 @@ impl JobReason {
         JobReason::SystemFailure,
         JobReason::JobLaunchFailure,
         JobReason::LaunchFailedRequeuedHeld,
+        JobReason::Prolog,
     ];
 
     /// Slurm's word for a reason without a parameter.
@@ -93,6 +96,7 @@ impl JobReason {
             JobReason::SystemFailure => "SystemFailure",
             JobReason::JobLaunchFailure => "JobLaunchFailure",
             JobReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
+            JobReason::Prolog => "Prolog",
         }
     }
 }

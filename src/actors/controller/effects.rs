@@ -288,7 +288,7 @@ impl ControllerActor {
             self.topo.max_depth(),
         )
         .held(s.held)
-        .with_prologs(alloc, slack);
+        .with_prologs(alloc, slack, ctx.address().recipient());
         let (open, gate) = tokio::sync::oneshot::channel();
         let addr = if launching {
             actor.with_gate(gate).start()
@@ -509,6 +509,18 @@ impl Handler<LaunchFailed> for ControllerActor {
         Box::pin(async move {
             done.await;
         })
+    }
+}
+
+impl Handler<crate::actors::step::PrologsDone> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::actors::step::PrologsDone, ctx: &mut Context<Self>) {
+        let cmd = Command::NodePrologsDone {
+            job_id: msg.job_id,
+            run: msg.run,
+        };
+        let done = self.run(cmd, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
     }
 }
 
