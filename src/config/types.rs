@@ -142,7 +142,8 @@ pub struct PrologConf {
     pub prolog: Option<String>,
     /// `Epilog`: the same, run on every node of the job once it is over there.
     pub epilog: Option<String>,
-    /// `PrologSlurmctld`: run by the controller as its own user at allocation.
+    /// `PrologSlurmctld`: a path (no glob, as in Slurm 22.05), run by the
+    /// controller as its own user at allocation.
     pub prolog_slurmctld: Option<String>,
     /// `EpilogSlurmctld`: run by the controller once the job is over.
     pub epilog_slurmctld: Option<String>,

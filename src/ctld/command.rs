@@ -117,7 +117,7 @@ pub struct CtldScript {
     /// The job's restart count: which run of the job this is for.
     pub run: u32,
     pub prolog: bool,
-    /// A path or a glob.
+    /// The script's path (slurmctld runs it as given, no glob).
     pub pattern: String,
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,

@@ -1,6 +1,8 @@
 //! Running a Prolog or Epilog (node side) and a PrologSlurmctld or
-//! EpilogSlurmctld (controller side): the scripts a `Prolog=` value names
-//! (a path or a glob, as Slurm's `glob(3)`), one after another, as the
+//! EpilogSlurmctld (controller side): the scripts a `Prolog=` or `Epilog=`
+//! value names (a path or a glob, as slurmd's `glob(3)`; the controller's
+//! are a single path), one after another (in reverse glob order, as slurmd
+//! runs them), as the
 //! daemon's own user (root, or SlurmdUser / SlurmUser), with Slurm's
 //! environment and nothing else, each bounded by `PrologEpilogTimeout`.
 //!
@@ -183,16 +185,23 @@ pub fn spawn(req: ScriptRun) -> impl std::future::Future<Output = Outcome> + Sen
 }
 
 /// Run `req` here and now (blocking): each script in turn, stopping at the
-/// first that fails.
+/// first that fails. N.B. the order is glob's, reversed: slurmd pushes each
+/// match onto the front of its list, so `/etc/slurm/prolog.d/*` runs `20-b`
+/// before `10-a`.
 pub fn run(req: &ScriptRun) -> Outcome {
     let _serial = req
         .serial
         .then(|| SERIAL.lock().unwrap_or_else(|p| p.into_inner()));
-    let scripts = match expand(&req.pattern) {
-        Ok(s) => s,
-        Err(e) => return Outcome::NotRun(e.to_string()),
+    // slurmd globs its Prolog and Epilog; slurmctld runs its scripts by
+    // their path as given.
+    let scripts = match req.context {
+        Context::PrologSlurmctld | Context::EpilogSlurmctld => vec![PathBuf::from(&req.pattern)],
+        Context::PrologSlurmd | Context::EpilogSlurmd => match expand(&req.pattern) {
+            Ok(s) => s,
+            Err(e) => return Outcome::NotRun(e.to_string()),
+        },
     };
-    for script in scripts {
+    for script in scripts.into_iter().rev() {
         let outcome = match run_one(&script, req) {
             Ok(o) => o,
             Err(e) => Outcome::NotRun(e.to_string()),
@@ -552,14 +561,16 @@ mod tests {
     #[test]
     fn the_exit_status_and_the_first_failure_stop_the_run() {
         let d = tmp("status");
-        let marker = d.join("ran-b");
-        script(&d, "a", "exit 3");
-        script(&d, "b", &format!("touch {}", marker.display()));
+        // Reverse glob order, as slurmd: b runs first, and a failure stops
+        // the run before a.
+        let marker = d.join("ran-a");
+        script(&d, "a", &format!("touch {}", marker.display()));
+        script(&d, "b", "exit 3");
         let o = run(&req(&d.join("*"), vec![], None));
         assert_eq!(
             o,
             Outcome::Failed {
-                script: d.join("a"),
+                script: d.join("b"),
                 status: ExitStatus { code: 3, signal: 0 }
             }
         );
@@ -576,6 +587,19 @@ mod tests {
             ),
             "{o:?}"
         );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_globs_scripts_run_in_reverse_order() {
+        let d = tmp("order");
+        let log = d.join("log");
+        for n in ["10-a", "20-b", "30-c"] {
+            script(&d, n, &format!("echo {n} >> {}", log.display()));
+        }
+        assert_eq!(run(&req(&d.join("[0-9]*"), vec![], None)), Outcome::Done);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(text, "30-c\n20-b\n10-a\n");
         let _ = std::fs::remove_dir_all(&d);
     }
 
