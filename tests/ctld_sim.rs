@@ -290,7 +290,11 @@ impl Sim {
                 Effect::SignalJob { .. }
                 | Effect::Fanout { .. }
                 | Effect::Mail(_)
-                | Effect::Reconfigured(_) => {}
+                | Effect::Reconfigured(_)
+                // The simulation configures no prolog scripts.
+                | Effect::RunCtldScript(_)
+                | Effect::ReleaseLaunch { .. }
+                | Effect::StopCtldPrologs { .. } => {}
             }
         }
         if reschedule {
@@ -776,7 +780,10 @@ impl Sim {
                 for g in a.gres.get(i).into_iter().flatten() {
                     for &idx in &g.indices {
                         if idx >= 2 || !held_gpus[r as usize].insert(idx) {
-                            self.fail(format!("GPU {idx} of n{} held twice or out of range", r + 1));
+                            self.fail(format!(
+                                "GPU {idx} of n{} held twice or out of range",
+                                r + 1
+                            ));
                         }
                     }
                 }
@@ -788,9 +795,11 @@ impl Sim {
                 .gres
                 .iter()
                 .flat_map(|g| match &g.kind {
-                    sched::GresKind::Devices(d) => {
-                        d.iter().filter(|d| d.used).map(|d| d.index).collect::<Vec<_>>()
-                    }
+                    sched::GresKind::Devices(d) => d
+                        .iter()
+                        .filter(|d| d.used)
+                        .map(|d| d.index)
+                        .collect::<Vec<_>>(),
                     sched::GresKind::Count { .. } => Vec::new(),
                 })
                 .collect();

@@ -134,24 +134,25 @@ fn a_double_forked_process_dies_with_its_job() {
         !common::alive(pid)
     });
     // The job's cgroups are gone too, in every hierarchy.
+    let root = format!(
+        "canopy_{}",
+        canopy::exec::leaf::root_id("n1", &w.join("spool").join("n1"))
+    );
+    assert!(
+        Path::new("/sys/fs/cgroup/freezer").join(&root).exists(),
+        "the node's root {root} is where the test looks"
+    );
     c.wait_for(Duration::from_secs(15), "no job cgroup left", |_| {
-        job_cgroups().is_empty()
+        job_cgroups(&root).is_empty()
     });
 }
 
-/// Job cgroups of this process's clusters still present (any node, any
-/// hierarchy).
-fn job_cgroups() -> Vec<std::path::PathBuf> {
+/// Job cgroups under the node daemon's root `root`, in any hierarchy.
+fn job_cgroups(root: &str) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for h in ["freezer", "memory", "cpuset", "devices", "cpuacct"] {
-        let Ok(roots) = std::fs::read_dir(Path::new("/sys/fs/cgroup").join(h)) else {
-            continue;
-        };
-        for root in roots.flatten() {
-            if !root.file_name().to_string_lossy().starts_with("canopy_n") {
-                continue;
-            }
-            let Ok(uids) = std::fs::read_dir(root.path()) else {
+        {
+            let Ok(uids) = std::fs::read_dir(Path::new("/sys/fs/cgroup").join(h).join(root)) else {
                 continue;
             };
             for uid in uids.flatten().filter(|e| e.path().is_dir()) {

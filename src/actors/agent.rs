@@ -13,6 +13,9 @@
 //! runs here is recorded in the spool (`crate::exec::record`), so a daemon
 //! restarted after `kill -9` finds its jobs' processes again, reports them
 //! in its registration, and still reports a batch script's end.
+//!
+//! The Prolog and Epilog (when they run, and what a failure sends up) are
+//! `agent/prolog.rs`'s.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -32,9 +35,12 @@ use crate::exec::supervisor::{
 };
 use crate::wire::messages::{
     BatchFinished, Body, ExitStatus, Hello, JobLaunch, JobOnNode, JobReport, KillCause,
-    NodeCommand, NodeReply, NodeResources, Registration, StepLaunch, Usage, PROTOCOL_VERSION,
+    NodeCommand, NodeReply, NodeResources, Registration, ScriptJob, StepLaunch, Usage,
+    PROTOCOL_VERSION,
 };
 use crate::wire::types::UnixTime;
+
+mod prolog;
 
 const MAILBOX: usize = 1024;
 /// How long a batch launch's reply waits for the script to start. Most
@@ -222,6 +228,8 @@ pub struct NodeAgent {
     leaf: Option<Arc<crate::exec::leaf::Leaf>>,
     next_seq: u64,
     stats: Arc<ActorStats>,
+    /// The Prolog and Epilog (real jobs only; see `agent/prolog.rs`).
+    scripts: Option<prolog::NodeScripts>,
 }
 
 /// A reply a handler gives later.
@@ -257,12 +265,24 @@ impl NodeAgent {
             leaf: None,
             next_seq: 1,
             stats,
+            scripts: None,
         }
     }
 
     /// Track, confine and bind jobs as `leaf` says.
     pub fn with_leaf(mut self, leaf: Arc<crate::exec::leaf::Leaf>) -> Self {
         self.leaf = Some(leaf);
+        self
+    }
+
+    /// Run `conf`'s Prolog and Epilog for the jobs here (`SLURM_CONF` is
+    /// `conf_path` for them).
+    pub fn with_scripts(
+        mut self,
+        conf: crate::wire::messages::NodeScriptConf,
+        conf_path: String,
+    ) -> Self {
+        self.scripts = Some(prolog::NodeScripts::new(conf, conf_path));
         self
     }
 
@@ -506,12 +526,62 @@ impl NodeAgent {
         }
         let job_id = l.job_id;
         let seq = self.seq();
+        self.note_script_job(ScriptJob::from_launch(l));
         if l.batch_host != self.node || l.interactive {
             // Holding the allocation; srun steps may start processes later.
             self.jobs.insert(job_id, LocalJob::new(seq));
             self.record(job_id);
             return now(Ok(NodeReply::Launched));
         }
+        if matches!(self.mode, ExecMode::Real { .. }) && !self.prolog_done(job_id) {
+            if let Some(run) = self.prolog_run(job_id, ctx) {
+                return self.batch_after_prolog(l.clone(), seq, run, ctx);
+            }
+        }
+        self.start_batch(l, seq, ctx)
+    }
+
+    /// The batch script waits for this node's Prolog, which runs first
+    /// (the default: at the job's first launch here). The launch is
+    /// answered now: a failed Prolog is reported by itself, and a batch
+    /// script that then cannot start ends the job as a late launch failure.
+    fn batch_after_prolog(
+        &mut self,
+        l: JobLaunch,
+        seq: u64,
+        run: prolog::PrologRun,
+        ctx: &mut Context<Self>,
+    ) -> Reply {
+        let job_id = l.job_id;
+        self.jobs.insert(job_id, LocalJob::new(seq));
+        self.record(job_id);
+        ctx.spawn(run.into_actor(self).map(move |ok, act, ctx| {
+            let current = act.jobs.get(&job_id).is_some_and(|j| j.seq == seq);
+            if !ok || !current {
+                // A failed Prolog: the controller requeues or cancels the
+                // job, and its Terminate cleans up here.
+                return;
+            }
+            let start = act.start_batch(&l, seq, ctx);
+            ctx.spawn(start.map(move |r, act, ctx| {
+                if let Err(e) = r {
+                    tracing::error!(job_id, error = %e, "batch script could not start after the Prolog");
+                    act.jobs.entry(job_id).or_insert_with(|| LocalJob::new(seq));
+                    ctx.notify(ProcessExited {
+                        job_id,
+                        seq,
+                        status: LATE_LAUNCH_FAILURE,
+                        usage: Usage::default(),
+                    });
+                }
+            }));
+        }));
+        now(Ok(NodeReply::Launched))
+    }
+
+    /// Start the batch script of `l` (launch number `seq`) here.
+    fn start_batch(&mut self, l: &JobLaunch, seq: u64, ctx: &mut Context<Self>) -> Reply {
+        let job_id = l.job_id;
         match &self.mode {
             ExecMode::Real { spool, conf_path } => {
                 let abort = Abort::new();
@@ -879,7 +949,51 @@ impl Handler<RunCommand> for NodeAgent {
                 now(Ok(NodeReply::Ack))
             }
             NodeCommand::Launch(l) => self.launch(&l, ctx),
-            NodeCommand::RunStep(l) => self.run_step(*l),
+            NodeCommand::RunStep(l) => {
+                // The job's first process here waits for this node's Prolog.
+                let run = (!self.prolog_done(l.job_id))
+                    .then(|| self.prolog_run(l.job_id, ctx))
+                    .flatten();
+                match run {
+                    Some(run) if matches!(self.mode, ExecMode::Real { .. }) => {
+                        let node = self.node.clone();
+                        Box::pin(run.into_actor(self).then(move |ok, act, _| {
+                            if ok {
+                                act.run_step(*l)
+                            } else {
+                                now(Err(format!("Prolog failed on {node}")))
+                            }
+                        }))
+                    }
+                    _ => self.run_step(*l),
+                }
+            }
+            NodeCommand::SetScripts(conf) => {
+                if let Some(s) = &mut self.scripts {
+                    tracing::info!(node = %self.node, prolog = ?conf.prolog, epilog = ?conf.epilog, "Prolog and Epilog changed");
+                    s.conf = *conf;
+                }
+                now(Ok(NodeReply::Ack))
+            }
+            NodeCommand::Prolog(job) => {
+                // PrologFlags=Alloc: the controller launches once every
+                // node has answered.
+                let job_id = job.job_id;
+                self.note_script_job(*job);
+                match self.prolog_run(job_id, ctx) {
+                    None => now(Ok(NodeReply::Ack)),
+                    Some(run) => Box::pin(
+                        async move {
+                            Ok(if run.await {
+                                NodeReply::Ack
+                            } else {
+                                NodeReply::PrologFailed
+                            })
+                        }
+                        .into_actor(self),
+                    ),
+                }
+            }
             NodeCommand::Signal {
                 job_id,
                 signal,
@@ -947,9 +1061,24 @@ impl Handler<RunCommand> for NodeAgent {
                 job_id,
                 kill_wait_s,
                 cause,
+                exit,
             } => {
                 let Some(job) = self.jobs.get_mut(&job_id) else {
-                    return now(Ok(NodeReply::Terminated));
+                    // Nothing runs here, but a Prolog may have: the Epilog
+                    // runs on every node that knew the job.
+                    if !self.knows_script_job(job_id) {
+                        return now(Ok(NodeReply::Terminated));
+                    }
+                    return match self.epilog_run(job_id, exit, ctx) {
+                        None => now(Ok(NodeReply::Terminated)),
+                        Some(epilog) => Box::pin(
+                            async move {
+                                epilog.await;
+                                Ok(NodeReply::Terminated)
+                            }
+                            .into_actor(self),
+                        ),
+                    };
                 };
                 // Launches still blocked give up; one that starts its
                 // processes anyway kills them (the job is gone by then).
@@ -987,7 +1116,7 @@ impl Handler<RunCommand> for NodeAgent {
                         term_then_kill(&groups, wait).await
                     }
                     .into_actor(self)
-                    .map(move |_, act, _| {
+                    .then(move |_, act, ctx| {
                         let gone = act.jobs.remove(&job_id);
                         let (spool, cgroup) = gone
                             .map(|j| (j.spool_dir, j.cgroup))
@@ -995,16 +1124,29 @@ impl Handler<RunCommand> for NodeAgent {
                         if let Some(dir) = spool {
                             remove_spool_dir(job_id, dir);
                         }
-                        // Whatever escaped the process groups (a double
-                        // fork out of the session) dies with the job.
-                        if let Some(cg) = cgroup {
-                            end_job_cgroup(cg);
-                        }
                         if let Some(book) = &act.records {
                             book.remove(job_id);
                         }
                         tracing::info!(job_id, "job terminated on node");
-                        Ok(NodeReply::Terminated)
+                        // Its processes are gone: the Epilog runs, and the
+                        // node answers once it is done (the job is CG until then).
+                        let epilog = act.epilog_run(job_id, exit, ctx);
+                        async move {
+                            // Whatever escaped the process groups (a double
+                            // fork out of the session) dies first, with its
+                            // cgroup, so the Epilog finds the node clean.
+                            if let Some(cg) = cgroup {
+                                let _ = tokio::task::spawn_blocking(move || {
+                                    crate::exec::leaf::end_job(cg)
+                                })
+                                .await;
+                            }
+                            if let Some(e) = epilog {
+                                e.await;
+                            }
+                            Ok(NodeReply::Terminated)
+                        }
+                        .into_actor(act)
                     }),
                 )
             }

@@ -26,7 +26,7 @@ use crate::tree::rankset::RankSet;
 use crate::tree::topology::Topology;
 use crate::wire::messages::{
     BatchFinished, Body, Forward, ForwardReply, HealthDelta, Hello, NodeCommand, NodeReply,
-    Outcome, Registration,
+    Outcome, Registration, ScriptFailure,
 };
 
 /// Mailbox bound: network readers wait (back-pressure) once it is full.
@@ -54,6 +54,8 @@ pub enum UpEvent {
         removed: RankSet,
     },
     BatchFinished(BatchFinished),
+    /// A node's Prolog or Epilog failed.
+    ScriptFailed(ScriptFailure),
 }
 
 /// A descendant's link came up (after its Hello was accepted).
@@ -341,7 +343,10 @@ impl RelayActor {
         // Registrations and job ends must not be lost while the parent link is
         // down or congested: hold them until a parent is attached. Health is
         // re-sent in full on attach, and replies are moot once the asker is gone.
-        if matches!(body, Body::Register(_) | Body::BatchFinished(_)) {
+        if matches!(
+            body,
+            Body::Register(_) | Body::BatchFinished(_) | Body::ScriptFailed(_)
+        ) {
             if self.held.len() >= DETACHED_QUEUE {
                 self.held.pop_front();
                 tracing::warn!("upward queue full; dropping the oldest held message");
@@ -550,6 +555,10 @@ impl Handler<FromChild> for RelayActor {
             Body::BatchFinished(b) => match &self.up {
                 Upstream::Controller(_) => self.emit(UpEvent::BatchFinished(b), ctx),
                 Upstream::Node { .. } => self.send_parent(Body::BatchFinished(b), ctx),
+            },
+            Body::ScriptFailed(f) => match &self.up {
+                Upstream::Controller(_) => self.emit(UpEvent::ScriptFailed(f), ctx),
+                Upstream::Node { .. } => self.send_parent(Body::ScriptFailed(f), ctx),
             },
             Body::Keepalive => {}
             other => {

@@ -5,7 +5,11 @@
 //! controller core's decision; it ends the job through this actor.
 //!
 //! Phases: `Launching` → `Running` → `Ending` (Terminate fanned out to every
-//! node) → the controller is told `StepEnded` and the actor stops.
+//! node) → the controller is told `StepEnded` and the actor stops. A launch
+//! may wait, while `Launching`, for the job's PrologSlurmctld
+//! ([`ReleaseLaunch`]) and, with `PrologFlags=Alloc`, for every node's
+//! Prolog ([`NodeCommand::Prolog`]); a teardown's budget grows by what an
+//! Epilog may take.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +76,20 @@ pub struct SignalStep {
 #[rtype(result = "StepStatus")]
 pub struct GetStepStatus;
 
+/// `PrologFlags=Alloc`: every node's Prolog of run `run` (the job's
+/// restart count) succeeded; told to the controller.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct PrologsDone {
+    pub job_id: u32,
+    pub run: u32,
+}
+
+/// The held launch may go: the job's PrologSlurmctld succeeded.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReleaseLaunch;
+
 /// Wait until the job's launch has reached every node (`true`), or failed or
 /// was overtaken by the job's end (`false`). An srun step travels as a fanout
 /// of its own, and must not reach a node before the job it belongs to.
@@ -116,6 +134,16 @@ pub struct StepActor {
     launch_waiters: Vec<tokio::sync::oneshot::Sender<bool>>,
     /// The launch waits for this (the job's start being on disk).
     gate: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// The gate has opened (or there was none).
+    gate_open: bool,
+    /// The launch also waits for [`ReleaseLaunch`] (PrologSlurmctld).
+    held: bool,
+    /// `PrologFlags=Alloc`: every node runs its Prolog before the launch.
+    alloc_prolog: bool,
+    /// Time a Prolog or Epilog may take on top of each phase's budget.
+    script_slack: Duration,
+    /// Told when every node's Prolog succeeded (`PrologFlags=Alloc`).
+    prologs_done: Option<Recipient<PrologsDone>>,
 }
 
 impl StepActor {
@@ -154,7 +182,32 @@ impl StepActor {
             tree_depth,
             launch_waiters: Vec::new(),
             gate: None,
+            gate_open: false,
+            held: false,
+            alloc_prolog: false,
+            script_slack: Duration::ZERO,
+            prologs_done: None,
         }
+    }
+
+    /// Launch only after [`ReleaseLaunch`] too (the job is CONFIGURING).
+    pub fn held(mut self, held: bool) -> Self {
+        self.held = held;
+        self
+    }
+
+    /// With `alloc`, run every node's Prolog first (`PrologFlags=Alloc`);
+    /// `slack` is how long a Prolog or Epilog may take.
+    pub fn with_prologs(
+        mut self,
+        alloc: bool,
+        slack: Duration,
+        done: Recipient<PrologsDone>,
+    ) -> Self {
+        self.alloc_prolog = alloc;
+        self.script_slack = slack;
+        self.prologs_done = Some(done);
+        self
     }
 
     /// Launch only once `gate` fires (or its sender is dropped). A cancel
@@ -229,7 +282,10 @@ impl StepActor {
             self.finish(ctx);
             return;
         }
-        let budget = self.budget(Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK);
+        // The nodes' Epilogs run before they answer.
+        let budget = self.budget(
+            Duration::from_secs(u64::from(self.kill_wait_s)) + TEARDOWN_SLACK + self.script_slack,
+        );
         let cause = self.cause.or(match state {
             JobState::Cancelled => Some(KillCause::Cancelled),
             JobState::Timeout => Some(KillCause::TimeLimit),
@@ -240,6 +296,7 @@ impl StepActor {
             job_id: self.job_id,
             kill_wait_s: self.kill_wait_s,
             cause,
+            exit: Some(exit),
         };
         self.fanout(cmd, budget, ctx, |act, outcomes, ctx| {
             for o in outcomes.iter().filter(|o| o.result.is_err()) {
@@ -286,14 +343,97 @@ impl Actor for StepActor {
         }
         match self.gate.take() {
             Some(gate) => {
-                ctx.spawn(gate.into_actor(self).map(|_, act, ctx| act.launch(ctx)));
+                ctx.spawn(gate.into_actor(self).map(|_, act, ctx| {
+                    act.gate_open = true;
+                    act.try_launch(ctx)
+                }));
             }
-            None => self.launch(ctx),
+            None => {
+                self.gate_open = true;
+                self.try_launch(ctx)
+            }
         }
     }
 }
 
+impl Handler<ReleaseLaunch> for StepActor {
+    type Result = ();
+    fn handle(&mut self, _msg: ReleaseLaunch, ctx: &mut Context<Self>) {
+        self.stats.handled();
+        self.held = false;
+        self.try_launch(ctx);
+    }
+}
+
 impl StepActor {
+    /// Launch once nothing holds it any more: the start is on disk and no
+    /// PrologSlurmctld runs. With `PrologFlags=Alloc` every node's Prolog
+    /// runs first.
+    fn try_launch(&mut self, ctx: &mut Context<Self>) {
+        if !self.gate_open || self.held || self.phase != Phase::Launching {
+            return;
+        }
+        if self.alloc_prolog {
+            self.run_prologs(ctx);
+        } else {
+            self.launch(ctx);
+        }
+    }
+
+    /// `PrologFlags=Alloc`: every node runs its Prolog; the batch script
+    /// is launched only once all have succeeded. A node whose Prolog failed
+    /// answers `PrologFailed` and reports why to the controller, whose core
+    /// then requeues or cancels the job (this actor waits for that).
+    fn run_prologs(&mut self, ctx: &mut Context<Self>) {
+        // Out of `launch` meanwhile: a job ended now is torn down on its
+        // nodes (their Epilogs run), not just forgotten.
+        let Some(launch) = self.launch.take() else {
+            return;
+        };
+        let job = crate::wire::messages::ScriptJob::from_launch(&launch);
+        let cmd = NodeCommand::Prolog(Box::new(job));
+        let budget = self.budget(LAUNCH_BASE + self.script_slack);
+        self.fanout(cmd, budget, ctx, move |act, outcomes, ctx| {
+            if act.phase != Phase::Launching {
+                return;
+            }
+            let failed_prolog = outcomes
+                .iter()
+                .any(|o| o.result == Ok(crate::wire::messages::NodeReply::PrologFailed));
+            let unreachable: Vec<&Outcome> =
+                outcomes.iter().filter(|o| o.result.is_err()).collect();
+            if !unreachable.is_empty() {
+                act.failed_nodes = unreachable.iter().map(|o| o.ranks.len()).sum();
+                for o in &unreachable {
+                    tracing::error!(job_id = act.job_id, nodes = o.ranks.len(), error = ?o.result, "prolog request failed");
+                }
+                act.begin_end(
+                    JobState::Failed,
+                    ExitStatus { code: 1, signal: 0 },
+                    JobReason::JobLaunchFailure,
+                    ctx,
+                );
+                return;
+            }
+            if failed_prolog {
+                tracing::warn!(job_id = act.job_id, "a node's Prolog failed; not launching");
+                return;
+            }
+            if let Some(done) = &act.prologs_done {
+                let msg = PrologsDone {
+                    job_id: act.job_id,
+                    run: launch.restarts,
+                };
+                let done = done.clone();
+                actix::spawn(async move {
+                    let _ = done.send(msg).await;
+                });
+            }
+            act.launch = Some(launch);
+            act.launch(ctx);
+        });
+    }
+
     /// Fan the job's launch out to its nodes; the job runs once all answer.
     fn launch(&mut self, ctx: &mut Context<Self>) {
         let Some(launch) = self.launch.take() else {

@@ -506,6 +506,7 @@ impl Builder {
                 read_timeout_s: None,
                 operators: Vec::new(),
                 rate_limit: RateLimitConf::default(),
+                prolog: Default::default(),
                 auth_key_path: dir.join("slurm.key"),
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
@@ -594,6 +595,7 @@ impl Builder {
         self.cfg.enable_user_top = false;
         self.cfg.max_script_size = DEFAULT_MAX_SCRIPT_SIZE;
         self.cfg.max_submit_jobs_per_user = None;
+        self.cfg.prolog.nohold_on_fail = false;
         for p in item
             .value
             .split(',')
@@ -615,6 +617,7 @@ impl Builder {
             };
             match name.to_ascii_lowercase().as_str() {
                 "enable_user_top" => self.cfg.enable_user_top = true,
+                "nohold_on_prolog_fail" => self.cfg.prolog.nohold_on_fail = true,
                 "disable_user_top" => self.cfg.enable_user_top = false,
                 "max_script_size" => {
                     self.cfg.max_script_size = number(1, MAX_SCRIPT_SIZE_LIMIT)?;
@@ -639,6 +642,59 @@ impl Builder {
                 ),
             );
         }
+        Ok(())
+    }
+
+    /// `PrologFlags`: a comma list. `Contain` and `X11` imply `Alloc`, as in
+    /// Slurm; `DeferBatch` and `ForceRequeueOnFail` are accepted with a
+    /// warning (canopy's Alloc already waits for every node); an unknown
+    /// flag is an error, as slurmctld refuses to start with one.
+    pub(super) fn prolog_flags(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        // A repeated line replaces the flags, as for any scalar key.
+        let mut flags = self.cfg.prolog.clone();
+        flags.alloc = false;
+        flags.contain = false;
+        flags.serial = false;
+        flags.no_hold = false;
+        let mut ignored = Vec::new();
+        for f in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+        {
+            match f.to_ascii_lowercase().as_str() {
+                "alloc" => flags.alloc = true,
+                "contain" => {
+                    flags.contain = true;
+                    flags.alloc = true;
+                }
+                "x11" => {
+                    flags.contain = true;
+                    flags.alloc = true;
+                    ignored.push(f.to_string());
+                }
+                "serial" => flags.serial = true,
+                "nohold" => flags.no_hold = true,
+                "deferbatch" | "forcerequeueonfail" | "runinjob" => ignored.push(f.to_string()),
+                _ => {
+                    return Err(loc.error(
+                        &item.key,
+                        format!("PrologFlags: unknown flag '{f}' (expected Alloc, Contain, DeferBatch, ForceRequeueOnFail, NoHold, RunInJob, Serial or X11)"),
+                    ))
+                }
+            }
+        }
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "PrologFlags {} not used by canopy yet; ignored",
+                    ignored.join(", ")
+                ),
+            );
+        }
+        self.cfg.prolog = flags;
         Ok(())
     }
 
@@ -929,6 +985,18 @@ impl Builder {
                 }
             },
             GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item)?,
+            GlobalKey::Prolog => cfg.prolog.prolog = Some(non_empty(loc, item, "a program")?),
+            GlobalKey::Epilog => cfg.prolog.epilog = Some(non_empty(loc, item, "a program")?),
+            GlobalKey::PrologSlurmctld => {
+                cfg.prolog.prolog_slurmctld = Some(non_empty(loc, item, "a program")?)
+            }
+            GlobalKey::EpilogSlurmctld => {
+                cfg.prolog.epilog_slurmctld = Some(non_empty(loc, item, "a program")?)
+            }
+            GlobalKey::PrologFlags => self.prolog_flags(loc, item)?,
+            GlobalKey::PrologEpilogTimeout => {
+                cfg.prolog.timeout_s = Some(secs_in(loc, item, 0, MAX_TIMEOUT_S)?)
+            }
             GlobalKey::PrivateData => self.private_data(loc, item),
             GlobalKey::AuthType => match item.value.as_str() {
                 "auth/canopy" | "auth/slurm" | "auth/munge" => {

@@ -1042,11 +1042,17 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (45: PriorityType, GresTypes,
-    // SelectTypeParameters and SlurmUser are read) plus the backup
-    // controller, each naming its line.
-    assert_eq!(cfg.warnings.len(), 45, "{:#?}", cfg.warnings);
+    // One warning per ignored key (40: PriorityType, GresTypes,
+    // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
+    // Epilog and PrologFlags are read) plus the backup controller, each
+    // naming its line.
+    assert_eq!(cfg.warnings.len(), 40, "{:#?}", cfg.warnings);
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
+    assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
+    assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));
+    assert_eq!(cfg.prolog.epilog.as_deref(), Some("/etc/slurm/epilog.d/*"));
+    assert!(cfg.prolog.alloc && cfg.prolog.contain && !cfg.prolog.serial);
+    assert_eq!(cfg.prolog.timeout_s, None);
     assert_eq!(cfg.slurm_user.as_deref(), Some("slurm"));
     assert_eq!(cfg.gres_types, ["gpu"]);
     assert_eq!(cfg.priority_type, "priority/multifactor");
@@ -1190,4 +1196,36 @@ fn canopy_operators_are_read_from_slurmctld_parameters() {
     let err = parse("SlurmctldHost=h\nSlurmctldParameters=canopy_operators=\nNodeName=n1 CPUs=1\n")
         .unwrap_err();
     assert!(err.to_string().contains("user names or @groups"), "{err}");
+}
+
+#[test]
+fn prolog_keys_are_read() {
+    let base = "SlurmctldHost=h\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n";
+    let cfg = parse(&format!(
+        "{base}Prolog=/etc/slurm/prolog.d/*\nEpilog=/e\nPrologSlurmctld=/pc\nEpilogSlurmctld=/ec\n\
+         PrologFlags=contain,Serial,NoHold\nPrologEpilogTimeout=30\n\
+         SchedulerParameters=nohold_on_prolog_fail\n"
+    ))
+    .unwrap();
+    let p = &cfg.prolog;
+    assert_eq!(p.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));
+    assert_eq!(p.epilog.as_deref(), Some("/e"));
+    assert_eq!(p.prolog_slurmctld.as_deref(), Some("/pc"));
+    assert_eq!(p.epilog_slurmctld.as_deref(), Some("/ec"));
+    // Contain implies Alloc, as in Slurm.
+    assert!(p.alloc && p.contain && p.serial && p.no_hold);
+    assert_eq!(p.timeout_s, Some(30));
+    assert!(p.nohold_on_fail);
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    // X11 implies Contain and Alloc (and is itself not used yet).
+    let cfg = parse(&format!("{base}PrologFlags=X11\n")).unwrap();
+    assert!(cfg.prolog.alloc && cfg.prolog.contain);
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    let err = parse(&format!("{base}PrologFlags=Alloc,Sometimes\n")).unwrap_err();
+    assert!(
+        err.to_string().contains("unknown flag 'Sometimes'"),
+        "{err}"
+    );
+    let err = parse(&format!("{base}PrologEpilogTimeout=soon\n")).unwrap_err();
+    assert!(err.to_string().contains("PrologEpilogTimeout"), "{err}");
 }

@@ -123,6 +123,11 @@ pub struct Config {
     /// `SlurmctldParameters=rl_enable` and its `rl_*` knobs.
     #[serde(default)]
     pub rate_limit: RateLimitConf,
+    /// `Prolog`, `Epilog`, `PrologSlurmctld`, `EpilogSlurmctld`,
+    /// `PrologFlags`, `PrologEpilogTimeout` and
+    /// `SchedulerParameters=nohold_on_prolog_fail`.
+    #[serde(default)]
+    pub prolog: PrologConf,
     /// `<dir of main file>/slurm.key`: the shared HMAC key (the signing
     /// one; `slurm.key.alt` beside it, if present, is also accepted).
     pub auth_key_path: PathBuf,
@@ -141,6 +146,36 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// Node name → index into `nodes`, built at load.
     pub(super) node_by_name: HashMap<String, usize>,
+}
+
+/// The prolog and epilog scripts and how they run (see `exec::prolog`
+/// for the node side, `ctld::prolog` for the controller's decisions).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrologConf {
+    /// `Prolog`: a path or a glob (`/etc/slurm/prolog.d/*`), run by each
+    /// node daemon as its own user (root) before the job's first process.
+    pub prolog: Option<String>,
+    /// `Epilog`: the same, run on every node of the job once it is over there.
+    pub epilog: Option<String>,
+    /// `PrologSlurmctld`: a path (no glob, as in Slurm 22.05), run by the
+    /// controller as its own user at allocation.
+    pub prolog_slurmctld: Option<String>,
+    /// `EpilogSlurmctld`: run by the controller once the job is over.
+    pub epilog_slurmctld: Option<String>,
+    /// `PrologFlags=Alloc` (or `Contain`/`X11`, which imply it): the Prolog
+    /// runs on every node at allocation, before the batch script starts.
+    pub alloc: bool,
+    /// `PrologFlags=Contain` (the extern step is the cgroup helper's business).
+    pub contain: bool,
+    /// `PrologFlags=Serial`: a node runs its prologs and epilogs one at a time.
+    pub serial: bool,
+    /// `PrologFlags=NoHold` (only changes salloc's wait in Slurm; accepted).
+    pub no_hold: bool,
+    /// `PrologEpilogTimeout` in seconds; `None` waits for ever (Slurm's default).
+    pub timeout_s: Option<u32>,
+    /// `SchedulerParameters=nohold_on_prolog_fail`: a job whose Prolog
+    /// failed is requeued without the hold.
+    pub nohold_on_fail: bool,
 }
 
 /// `PrivateData`'s flags: what a non-operator is kept from seeing.

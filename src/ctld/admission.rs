@@ -315,6 +315,7 @@ fn new_record(
         requeue: None,
         priority_set: false,
         mail_sent: 0,
+        configuring: false,
     }
 }
 

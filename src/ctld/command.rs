@@ -17,7 +17,8 @@ use crate::state::store::Op;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{
     CancelReply, CancelRequest, ErrorReply, Hello, JobLaunch, JobUpdate, KillCause, NodeCommand,
-    NodeUpdate, StepCancel, StepComplete, StepLaunch, StepLaunched, StepRequest, SubmitReply,
+    NodeUpdate, ScriptFailure, StepCancel, StepComplete, StepLaunch, StepLaunched, StepRequest,
+    SubmitReply,
 };
 
 /// Everything that can change the controller's state. Each carries what it
@@ -74,6 +75,14 @@ pub enum Command {
     /// scontrol reconfigure, with the file already read and parsed (the
     /// shell reads it: reading a file is I/O).
     Reconfigure { conf: Arc<Config> },
+    /// A node's Prolog or Epilog failed (see `prolog.rs`).
+    NodeScriptFailed { failure: ScriptFailure },
+    /// The PrologSlurmctld of run `run` (the job's restart count) of job
+    /// `job_id` ended, successfully or not; the shell ran it.
+    CtldPrologDone { job_id: u32, run: u32, ok: bool },
+    /// `PrologFlags=Alloc`: every node's Prolog of run `run` of job
+    /// `job_id` succeeded (the job's step actor saw them; it launches now).
+    NodePrologsDone { job_id: u32, run: u32 },
 }
 
 /// The reply to the command's caller.
@@ -95,6 +104,23 @@ pub struct StartJob {
     /// The launch to fan out once the start is on disk; `None` adopts a
     /// job already running (after a controller restart).
     pub launch: Option<Box<JobLaunch>>,
+    /// The launch also waits for [`Effect::ReleaseLaunch`] (the job is
+    /// CONFIGURING while its PrologSlurmctld runs).
+    pub held: bool,
+}
+
+/// A PrologSlurmctld or EpilogSlurmctld for the shell to run, off its
+/// event loop, as the controller's own user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CtldScript {
+    pub job_id: u32,
+    /// The job's restart count: which run of the job this is for.
+    pub run: u32,
+    pub prolog: bool,
+    /// The script's path (slurmctld runs it as given, no glob).
+    pub pattern: String,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
 }
 
 /// Something the shell must carry out once the command's records are on
@@ -143,6 +169,17 @@ pub enum Effect {
     Reschedule,
     /// The configuration changed: routing and partition actors follow it.
     Reconfigured(Arc<Config>),
+    /// Run a PrologSlurmctld (its end comes back as
+    /// [`Command::CtldPrologDone`]) or an EpilogSlurmctld (only logged).
+    RunCtldScript(Box<CtldScript>),
+    /// A held launch may go (the PrologSlurmctld succeeded).
+    ReleaseLaunch {
+        job_id: u32,
+    },
+    /// Kill job `job_id`'s PrologSlurmctld: the job ended while CONFIGURING.
+    StopCtldPrologs {
+        job_id: u32,
+    },
 }
 
 /// What one command produced.

@@ -58,6 +58,9 @@ pub struct Core {
     /// recovery); an entry for an earlier run of a requeued job is stale
     /// and ignored.
     pub(super) deadlines: std::collections::BTreeSet<(UnixTime, u32, UnixTime, Deadline)>,
+    /// CONFIGURING jobs whose PrologSlurmctld succeeded, waiting for all
+    /// their nodes to be reachable before their launch is released.
+    pub(super) launch_waiting: std::collections::BTreeSet<u32>,
 }
 
 /// What falls due at a deadline.
@@ -112,6 +115,7 @@ impl Core {
             counters: Counters::default(),
             unconfirmed: Default::default(),
             deadlines: Default::default(),
+            launch_waiting: Default::default(),
         };
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);
@@ -145,11 +149,21 @@ impl Core {
                 job.ending_as,
                 job.requeue.is_some().then_some(KillCause::Requeue),
             );
-            if let (None, Some(&host)) = (ending, job.alloc.as_ref().and_then(|a| a.ranks.first()))
-            {
-                self.unconfirmed.entry(host).or_default().push(id);
+            if job.configuring {
+                // Its launch never left: held again while its
+                // PrologSlurmctld runs again, as slurmctld does.
+                self.start_job_effect(id, true, out);
+                if ending.is_none() {
+                    self.rerun_prolog_slurmctld(id, out);
+                }
+            } else {
+                if let (None, Some(&host)) =
+                    (ending, job.alloc.as_ref().and_then(|a| a.ranks.first()))
+                {
+                    self.unconfirmed.entry(host).or_default().push(id);
+                }
+                self.start_job_effect(id, false, out);
             }
-            self.start_job_effect(id, false, out);
             if let Some(state) = ending {
                 out.effect(Effect::EndJob {
                     job_id: id,
@@ -198,6 +212,15 @@ impl Core {
             } => self.update_nodes(&update, &user, caller, now, &mut out),
             Command::Tick => self.tick(now, &mut out),
             Command::Reconfigure { conf } => self.reconfigure(conf, &mut out),
+            Command::NodeScriptFailed { failure } => {
+                self.node_script_failed(&failure, now, &mut out)
+            }
+            Command::CtldPrologDone { job_id, run, ok } => {
+                self.ctld_prolog_done(job_id, run, ok, &mut out)
+            }
+            Command::NodePrologsDone { job_id, run } => {
+                self.node_prologs_done(job_id, run, &mut out)
+            }
         }
         out
     }
@@ -226,6 +249,7 @@ impl Core {
             job_id: id,
             ranks: RankSet::from_ranks(alloc.ranks.iter().copied()),
             launch: launch.then(|| Box::new(self.launch_message(job))),
+            held: launch && job.configuring,
         })));
         self.arm_deadlines(id, out);
     }

@@ -34,6 +34,7 @@ pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
         requeue: None,
         priority_set: false,
         mail_sent: 0,
+        configuring: false,
     }
 }
 

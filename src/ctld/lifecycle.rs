@@ -25,6 +25,7 @@ impl Core {
     /// their chains), then start what fits, in priority order.
     pub(super) fn schedule(&mut self, now: UnixTime, out: &mut Output) {
         self.node_deadlines_due(now, out);
+        self.release_ready_launches(out);
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
         let parts: Vec<PartitionView<'_>> = self
@@ -46,6 +47,8 @@ impl Core {
         }
         self.mail_started(&started, out);
         self.counters.started += started.len() as u64;
+        // With a PrologSlurmctld they are CONFIGURING, their launch held.
+        self.begin_configuring(&started, out);
         self.put_jobs(&started, out);
         // The job actors exist at once, so a cancel or an srun step that
         // comes next finds them; each launches once the start is on disk.
@@ -187,6 +190,7 @@ impl Core {
             signal = exit.signal,
             "job ended"
         );
+        self.prolog_job_ended(id, out);
         self.persist_final(&[id], usage, out);
         if let Some(j) = self.jobs.get(id).filter(|_| state == JobState::Timeout) {
             if j.mail_sent & mail::TIME_LIMIT == 0 {
@@ -257,6 +261,8 @@ impl Core {
             .jobs
             .running()
             .filter(|j| j.state == JobState::Running && j.ending_as.is_none())
+            // A CONFIGURING job's launch has not left: no node has it yet.
+            .filter(|j| !j.configuring)
             .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
             .filter(|j| j.start_time.unwrap_or(0) < hello.started)
             .filter(|j| !reported(j.job_id))
@@ -274,6 +280,7 @@ impl Core {
                     job_id: id,
                     kill_wait_s: self.conf.kill_wait_s,
                     cause: None,
+                    exit: None,
                 },
                 budget: std::time::Duration::from_secs(u64::from(self.conf.kill_wait_s) + 5),
             });

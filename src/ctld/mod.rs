@@ -28,13 +28,14 @@ mod job_control;
 mod lifecycle;
 mod mailer;
 mod nodes;
+mod prolog;
 mod reconfig;
 mod steps;
 #[cfg(test)]
 mod tres_tests;
 mod views;
 
-pub use self::command::{Command, Effect, Output, Reply, StartJob};
+pub use self::command::{Command, CtldScript, Effect, Output, Reply, StartJob};
 pub use self::core::{Core, Counters};
 pub use self::steps::step_layout;
 

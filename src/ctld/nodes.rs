@@ -288,7 +288,7 @@ impl Core {
     /// Change one node's status: a changed admin state is persisted (it
     /// survives a restart), placement follows whether it may take work,
     /// and `lost` (it just went DOWN) fails the jobs running on it.
-    fn change_node(
+    pub(super) fn change_node(
         &mut self,
         rank: u32,
         lost: bool,

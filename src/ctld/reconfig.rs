@@ -50,6 +50,7 @@ impl Core {
             nodes = new.nodes.len(),
             "configuration re-read and applied"
         );
+        self.push_node_scripts(&new, out);
         self.conf = new.clone();
         out.effect(Effect::Reconfigured(new));
         // A partition may have come up or grown.

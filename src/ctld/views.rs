@@ -41,6 +41,8 @@ impl Core {
         };
         let state = if j.ending_as.is_some() {
             JobState::Completing
+        } else if self.is_configuring(j.job_id) {
+            JobState::Configuring
         } else {
             j.state
         };

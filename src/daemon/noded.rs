@@ -120,6 +120,11 @@ pub async fn start(
         }
         ExecMode::Simulated { .. } => None,
     };
+    // Only real jobs get a Prolog and an Epilog.
+    let script_conf = match &opts.mode {
+        ExecMode::Real { conf_path, .. } => Some(conf_path.clone()),
+        ExecMode::Simulated { .. } => None,
+    };
     let mut agent = NodeAgent::new(
         nc.name.clone(),
         rank,
@@ -142,6 +147,10 @@ pub async fn start(
         .await
         .map_err(|e| NodedError::Config(format!("node set-up failed: {e}")))?;
         agent = agent.with_leaf(Arc::new(leaf));
+    }
+    if let Some(conf_path) = script_conf {
+        let scripts = crate::exec::prolog::node_script_conf(&conf.prolog);
+        agent = agent.with_scripts(scripts, conf_path);
     }
     let agent = agent.start();
     let relay_stats = ActorStats::new();

@@ -98,9 +98,8 @@ impl Leaf {
         for w in &cg.warnings {
             tracing::warn!(node, "{w}");
         }
-        let root = format!("{node}_{:08x}", fnv1a(spool.as_os_str().as_encoded_bytes()));
-        let containment =
-            (conf.proctrack_cgroup || confine).then(|| Arc::new(Containment::start(&cg, &root)));
+        let containment = (conf.proctrack_cgroup || confine)
+            .then(|| Arc::new(Containment::start(&cg, &root_id(node, spool))));
         let nc = conf.nodes.get(rank);
         let topo = machine_topology(nc, node);
         let devices = conf
@@ -311,6 +310,12 @@ pub struct TaskSetup {
     pub env: Vec<(String, String)>,
     /// `--cpu-bind=verbose`: the line's text before and after the pid.
     pub verbose: Option<(String, String)>,
+}
+
+/// What names a node daemon's cgroup root (`canopy_<this>`): the node and
+/// a tag of its spool directory.
+pub fn root_id(node: &str, spool: &std::path::Path) -> String {
+    format!("{node}_{:08x}", fnv1a(spool.as_os_str().as_encoded_bytes()))
 }
 
 /// FNV-1a, 32 bits: a short stable tag, not a security measure.

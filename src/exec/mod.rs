@@ -13,6 +13,7 @@ pub mod leaf;
 pub mod multiprog;
 pub mod pattern;
 pub mod process;
+pub mod prolog;
 pub mod pty;
 pub mod record;
 pub mod supervisor;

@@ -289,6 +289,11 @@ pub struct JobRecord {
     /// bits), so each goes once, a restart included.
     #[serde(default)]
     pub mail_sent: u32,
+    /// Running but CONFIGURING: its PrologSlurmctld has not ended yet (or
+    /// its nodes are not all back), so its launch has not left; a
+    /// restarted controller runs the script again.
+    #[serde(default)]
+    pub configuring: bool,
 }
 
 impl JobRecord {

@@ -46,11 +46,17 @@ pub enum JobReason {
     JobLaunchFailure,
     /// Ended: the kernel's OOM killer ended a process of the job.
     OutOfMemory,
+    /// Pending, held: a node's Prolog failed and the job was requeued
+    /// (Slurm's `WAIT_HELD_USER` with this description, which is what its
+    /// squeue and scontrol show; the owner may release it).
+    LaunchFailedRequeuedHeld,
+    /// Running, its nodes' Prologs still running (`PrologFlags=Alloc`).
+    Prolog,
 }
 
 impl JobReason {
     /// Every reason without a parameter, for parsing.
-    const PLAIN: [JobReason; 17] = [
+    const PLAIN: [JobReason; 19] = [
         JobReason::None,
         JobReason::Priority,
         JobReason::Resources,
@@ -68,6 +74,8 @@ impl JobReason {
         JobReason::SystemFailure,
         JobReason::JobLaunchFailure,
         JobReason::OutOfMemory,
+        JobReason::LaunchFailedRequeuedHeld,
+        JobReason::Prolog,
     ];
 
     /// Slurm's word for a reason without a parameter.
@@ -91,6 +99,8 @@ impl JobReason {
             JobReason::SystemFailure => "SystemFailure",
             JobReason::JobLaunchFailure => "JobLaunchFailure",
             JobReason::OutOfMemory => "OutOfMemory",
+            JobReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
+            JobReason::Prolog => "Prolog",
         }
     }
 }

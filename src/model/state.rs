@@ -12,6 +12,9 @@ pub enum JobState {
     Running,
     Suspended,
     Completing,
+    /// Shown for a running job whose PrologSlurmctld still runs (Slurm's
+    /// CONFIGURING flag); never stored as a job's state.
+    Configuring,
     Completed,
     Cancelled,
     Failed,
@@ -31,6 +34,7 @@ impl JobState {
             JobState::Running => "RUNNING",
             JobState::Suspended => "SUSPENDED",
             JobState::Completing => "COMPLETING",
+            JobState::Configuring => "CONFIGURING",
             JobState::Completed => "COMPLETED",
             JobState::Cancelled => "CANCELLED",
             JobState::Failed => "FAILED",
@@ -50,6 +54,7 @@ impl JobState {
             JobState::Running => "R",
             JobState::Suspended => "S",
             JobState::Completing => "CG",
+            JobState::Configuring => "CF",
             JobState::Completed => "CD",
             JobState::Cancelled => "CA",
             JobState::Failed => "F",
@@ -64,11 +69,12 @@ impl JobState {
 
     /// Parse either the long name or the compact code, case-insensitively.
     pub fn parse(s: &str) -> Option<JobState> {
-        const ALL: [JobState; 13] = [
+        const ALL: [JobState; 14] = [
             JobState::Pending,
             JobState::Running,
             JobState::Suspended,
             JobState::Completing,
+            JobState::Configuring,
             JobState::Completed,
             JobState::Cancelled,
             JobState::Failed,
@@ -87,7 +93,11 @@ impl JobState {
     pub fn is_finished(self) -> bool {
         !matches!(
             self,
-            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Completing
+            JobState::Pending
+                | JobState::Running
+                | JobState::Suspended
+                | JobState::Completing
+                | JobState::Configuring
         )
     }
 }

@@ -88,6 +88,7 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("Register", Role::Daemon),
     ("Health", Role::Daemon),
     ("BatchFinished", Role::Daemon),
+    ("ScriptFailed", Role::Daemon),
     ("ForwardReply", Role::Daemon),
     ("Keepalive", Role::Daemon),
 ];

@@ -788,6 +788,7 @@ mod tests {
             requeue: None,
             priority_set: false,
             mail_sent: 0,
+            configuring: false,
         }
     }
 

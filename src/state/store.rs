@@ -419,6 +419,7 @@ mod tests {
             requeue: None,
             priority_set: false,
             mail_sent: 0,
+            configuring: false,
         }
     }
 

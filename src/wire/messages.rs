@@ -506,6 +506,82 @@ impl NodeShare {
     }
 }
 
+/// What a node's Prolog and Epilog are told about a job (slurmd's job
+/// environment and the credential's fields): a launch without its script.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScriptJob {
+    pub job_id: u32,
+    pub cluster: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub partition: String,
+    pub nodelist: String,
+    pub num_nodes: u32,
+    pub cpus_per_node: Vec<u32>,
+    pub ntasks: u32,
+    pub workdir: String,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub stdin: Option<String>,
+    pub restarts: u32,
+    pub account: Option<String>,
+}
+
+impl ScriptJob {
+    pub fn from_launch(l: &JobLaunch) -> ScriptJob {
+        ScriptJob {
+            job_id: l.job_id,
+            cluster: l.cluster.clone(),
+            user: l.user.clone(),
+            uid: l.uid,
+            gid: l.gid,
+            partition: l.partition.clone(),
+            nodelist: l.nodelist.clone(),
+            num_nodes: l.num_nodes,
+            cpus_per_node: l.cpus_per_node.clone(),
+            ntasks: l.ntasks,
+            workdir: l.workdir.clone(),
+            stdout: (!l.interactive).then(|| l.stdout.clone()),
+            stderr: l.stderr.clone(),
+            stdin: l.stdin.clone(),
+            restarts: l.restarts,
+            account: l.account.clone(),
+        }
+    }
+}
+
+/// What a node daemon runs as Prolog and Epilog, and how (sent again when
+/// `scontrol reconfigure` changes it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeScriptConf {
+    pub prolog: Option<String>,
+    pub epilog: Option<String>,
+    /// `PrologEpilogTimeout` (seconds); `None` waits for ever.
+    pub timeout_s: Option<u32>,
+    /// `PrologFlags=Serial`.
+    pub serial: bool,
+}
+
+/// Which node script failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeScript {
+    Prolog,
+    Epilog,
+}
+
+/// node → controller: a Prolog or Epilog failed (non-zero exit, a signal,
+/// the timeout, or it could not run) on `node` for job `job_id`; the
+/// controller drains the node and, for a Prolog, requeues the job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptFailure {
+    pub job_id: u32,
+    pub node: String,
+    pub script: NodeScript,
+    /// What happened, for the log.
+    pub detail: String,
+}
+
 /// `srun`: run a step inside a running job's allocation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepRequest {
@@ -750,6 +826,9 @@ pub enum NodeCommand {
         /// to the batch script's stderr.
         #[serde(default)]
         cause: Option<KillCause>,
+        /// How the job ended, for the Epilog's `SLURM_JOB_EXIT_CODE`.
+        #[serde(default)]
+        exit: Option<ExitStatus>,
     },
     /// Send a fresh `Register` upward (after a relay re-attached, or the
     /// controller restarted).
@@ -758,6 +837,12 @@ pub enum NodeCommand {
     RunStep(Box<StepLaunch>),
     /// Re-read the key files (`scontrol reconfigure` after a key rotation).
     ReloadKeys,
+    /// `PrologFlags=Alloc`: run the Prolog for this job now, before its
+    /// launch; answered `Ack`, or `PrologFailed` (the failure itself comes
+    /// up as a [`ScriptFailure`]).
+    Prolog(Box<ScriptJob>),
+    /// Run these Prolog and Epilog from now on (`scontrol reconfigure`).
+    SetScripts(Box<NodeScriptConf>),
 }
 
 /// Why a running job is killed.
@@ -791,6 +876,8 @@ pub enum NodeReply {
         processes: u32,
     },
     Terminated,
+    /// This node's Prolog failed; the controller hears why separately.
+    PrologFailed,
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -884,6 +971,8 @@ pub enum Body {
     Keepalive,
     Health(HealthDelta),
     BatchFinished(BatchFinished),
+    /// A Prolog or Epilog failed on a node (travels up like `BatchFinished`).
+    ScriptFailed(ScriptFailure),
     Forward(Box<Forward>),
     ForwardReply(ForwardReply),
 }
@@ -935,6 +1024,7 @@ impl Body {
             Body::Keepalive => "Keepalive",
             Body::Health(_) => "Health",
             Body::BatchFinished(_) => "BatchFinished",
+            Body::ScriptFailed(_) => "ScriptFailed",
             Body::Forward(_) => "Forward",
             Body::ForwardReply(_) => "ForwardReply",
         }

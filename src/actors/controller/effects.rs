@@ -16,10 +16,17 @@ use super::{ControllerActor, RunSchedule, StepHandle};
 use crate::actors::partition::{JobCounts, PartitionActor, SetPartitionConf};
 use crate::actors::relay::{Fanout, RelayActor};
 use crate::actors::stats::{ActorStats, Counted};
-use crate::actors::step::{AwaitLaunch, EndStep, ScriptExited, SignalStep, StepActor};
+use crate::actors::step::{
+    AwaitLaunch, EndStep, ReleaseLaunch, ScriptExited, SignalStep, StepActor,
+};
 use crate::config::Config;
-use crate::ctld::{Command, Effect, Output, Reply, StartJob};
+use crate::ctld::{Command, CtldScript, Effect, Output, Reply, StartJob};
+use crate::exec::prolog::{Context as ScriptContext, ScriptRun};
 use crate::wire::messages::{ErrorCode, ErrorReply};
+
+/// How long a node's Prolog or Epilog may hold a launch or a teardown up
+/// when `PrologEpilogTimeout` is not set (Slurm then waits for ever).
+const SCRIPT_SLACK: Duration = Duration::from_secs(60);
 
 impl ControllerActor {
     /// Write the output's records, make local changes at once (step actors,
@@ -163,6 +170,31 @@ impl ControllerActor {
                         me: ctx.address(),
                     });
                 }
+                Effect::RunCtldScript(s) => {
+                    let stop = crate::exec::prolog::Stop::default();
+                    if s.prolog {
+                        self.ctld_prologs.insert((s.job_id, s.run), stop.clone());
+                    }
+                    deferred.push(Deferred::CtldScript(s, stop, ctx.address()));
+                }
+                Effect::StopCtldPrologs { job_id } => {
+                    self.ctld_prologs.retain(|&(id, _), stop| {
+                        if id == job_id {
+                            tracing::info!(
+                                job_id,
+                                "job ended while CONFIGURING; killing its PrologSlurmctld"
+                            );
+                            stop.stop();
+                        }
+                        id != job_id
+                    });
+                }
+                Effect::ReleaseLaunch { job_id } => {
+                    if let Some(h) = self.steps.get(&job_id) {
+                        h.stats.sent();
+                        deferred.push(Deferred::Release(h.addr.clone()));
+                    }
+                }
                 Effect::Mail(m) => {
                     let conf = self.core.conf();
                     let sender = crate::mail::Sender {
@@ -235,6 +267,15 @@ impl ControllerActor {
     ) -> Option<tokio::sync::oneshot::Sender<()>> {
         let st = ActorStats::new();
         let launching = s.launch.is_some();
+        let prolog = &self.core.conf().prolog;
+        // How long a node's Prolog or Epilog may hold a phase up: the
+        // timeout, or (Slurm waits for ever) a generous bound.
+        let slack = match (&prolog.prolog, &prolog.epilog, prolog.timeout_s) {
+            (None, None, _) => Duration::ZERO,
+            (_, _, Some(t)) if t > 0 => Duration::from_secs(u64::from(t)),
+            _ => SCRIPT_SLACK,
+        };
+        let alloc = prolog.alloc && prolog.prolog.is_some();
         let actor = StepActor::new(
             s.job_id,
             s.ranks,
@@ -245,7 +286,9 @@ impl ControllerActor {
             Counted::new(ctx.address().recipient(), self.stats.clone()),
             st.clone(),
             self.topo.max_depth(),
-        );
+        )
+        .held(s.held)
+        .with_prologs(alloc, slack, ctx.address().recipient());
         let (open, gate) = tokio::sync::oneshot::channel();
         let addr = if launching {
             actor.with_gate(gate).start()
@@ -325,6 +368,12 @@ enum Deferred {
         me: Addr<ControllerActor>,
     },
     Mail(crate::mail::Sender, crate::mail::Mail),
+    CtldScript(
+        Box<CtldScript>,
+        crate::exec::prolog::Stop,
+        Addr<ControllerActor>,
+    ),
+    Release(Addr<StepActor>),
 }
 
 impl Deferred {
@@ -394,6 +443,44 @@ impl Deferred {
                     return Err(format!("step launch failed: {e}"));
                 }
             }
+            Deferred::CtldScript(s, stop, me) => {
+                let run = ScriptRun {
+                    context: if s.prolog {
+                        ScriptContext::PrologSlurmctld
+                    } else {
+                        ScriptContext::EpilogSlurmctld
+                    },
+                    job_id: s.job_id,
+                    pattern: s.pattern,
+                    env: s.env,
+                    timeout: s.timeout,
+                    serial: false,
+                    stop: Some(stop),
+                };
+                let (job_id, run_no, prolog) = (s.job_id, s.run, s.prolog);
+                actix::spawn(async move {
+                    let outcome = crate::exec::prolog::spawn(run).await;
+                    if !prolog {
+                        // Slurm only logs an EpilogSlurmctld's failure.
+                        if !outcome.ok() {
+                            tracing::error!(job_id, outcome = %outcome, "EpilogSlurmctld failed");
+                        }
+                        return;
+                    }
+                    let _ = me
+                        .send(CtldPrologFinished {
+                            job_id,
+                            run: run_no,
+                            ok: outcome.ok(),
+                        })
+                        .await;
+                });
+            }
+            Deferred::Release(a) => {
+                actix::spawn(async move {
+                    let _ = a.send(ReleaseLaunch).await;
+                });
+            }
             Deferred::Mail(sender, m) => {
                 tracing::info!(to = %m.to, subject = %m.subject, "mailing");
                 crate::mail::send(sender, m);
@@ -422,5 +509,40 @@ impl Handler<LaunchFailed> for ControllerActor {
         Box::pin(async move {
             done.await;
         })
+    }
+}
+
+impl Handler<crate::actors::step::PrologsDone> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::actors::step::PrologsDone, ctx: &mut Context<Self>) {
+        let cmd = Command::NodePrologsDone {
+            job_id: msg.job_id,
+            run: msg.run,
+        };
+        let done = self.run(cmd, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
+    }
+}
+
+/// A PrologSlurmctld ended (run on its own thread).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct CtldPrologFinished {
+    job_id: u32,
+    run: u32,
+    ok: bool,
+}
+
+impl Handler<CtldPrologFinished> for ControllerActor {
+    type Result = ();
+    fn handle(&mut self, msg: CtldPrologFinished, ctx: &mut Context<Self>) {
+        self.ctld_prologs.remove(&(msg.job_id, msg.run));
+        let cmd = Command::CtldPrologDone {
+            job_id: msg.job_id,
+            run: msg.run,
+            ok: msg.ok,
+        };
+        let done = self.run(cmd, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
     }
 }

@@ -233,6 +233,9 @@ pub struct ControllerActor {
     stopping: bool,
     /// Wake-up times already armed (`--begin` times), each once.
     armed: std::collections::BTreeSet<i64>,
+    /// Running PrologSlurmctld scripts, by job and run (its restart
+    /// count), to kill if the job ends.
+    ctld_prologs: HashMap<(u32, u32), crate::exec::prolog::Stop>,
 }
 
 impl ControllerActor {
@@ -321,6 +324,7 @@ impl ControllerActor {
                 unlaunched: Arc::default(),
                 stopping: false,
                 armed: Default::default(),
+                ctld_prologs: HashMap::new(),
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));

@@ -55,6 +55,7 @@ impl Handler<UpEvent> for ControllerActor {
                 added: added.iter().collect(),
                 removed: removed.iter().collect(),
             },
+            UpEvent::ScriptFailed(failure) => Command::NodeScriptFailed { failure },
             UpEvent::BatchFinished(b) => {
                 self.stats.handled();
                 let step = self

@@ -116,7 +116,6 @@ pub(super) const OTHER_SLURM_STATES: &[(&str, &str, bool)] = &[
     ("RESIZING", "RS", true),
     ("REVOKED", "RV", true),
     ("STAGE_OUT", "SO", false),
-    ("CONFIGURING", "CF", false),
     ("REQUEUE_FED", "RF", false),
     ("REQUEUE_HOLD", "RH", false),
     ("SPECIAL_EXIT", "SE", false),
@@ -127,8 +126,9 @@ pub(super) const OTHER_SLURM_STATES: &[(&str, &str, bool)] = &[
 
 pub(super) fn classify_state(name: &str) -> StateName {
     match JobState::parse(name) {
-        // COMPLETING is a flag in Slurm, and accounting does not keep flags.
-        Some(JobState::Completing) => StateName::NotAccounted,
+        // COMPLETING and CONFIGURING are flags in Slurm, and accounting
+        // does not keep flags.
+        Some(JobState::Completing | JobState::Configuring) => StateName::NotAccounted,
         Some(state) => StateName::Recorded(state),
         None => OTHER_SLURM_STATES
             .iter()

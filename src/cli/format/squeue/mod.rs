@@ -497,7 +497,6 @@ fn wait_status((code, signal): (i32, i32)) -> i32 {
 /// States the job-state list may name that canopy jobs never enter (flag
 /// states in Slurm); accepted so `-t` behaves as in Slurm, matching nothing.
 const FLAG_STATES: &[(&str, &str)] = &[
-    ("CONFIGURING", "CF"),
     ("RESIZING", "RS"),
     ("REQUEUED", "RQ"),
     ("REQUEUE_FED", "RF"),
@@ -510,12 +509,13 @@ const FLAG_STATES: &[(&str, &str)] = &[
     ("STAGE_OUT", "SO"),
 ];
 
-/// squeue's states when no `-t` is given: PD, R, S, CG (and SO).
+/// squeue's states when no `-t` is given: PD, R, S, CG, CF (and SO).
 const DEFAULT_STATES: &[JobState] = &[
     JobState::Pending,
     JobState::Running,
     JobState::Suspended,
     JobState::Completing,
+    JobState::Configuring,
 ];
 
 /// Keeps the jobs whose state is in `states` (squeue `-t`: a comma list of
