@@ -37,6 +37,7 @@ pub(super) enum GlobalKey {
     AuthType,
     AuthInfo,
     PrivateData,
+    SlurmdParameters,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -70,6 +71,7 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("AuthType", GlobalKey::AuthType),
     ("AuthInfo", GlobalKey::AuthInfo),
     ("PrivateData", GlobalKey::PrivateData),
+    ("SlurmdParameters", GlobalKey::SlurmdParameters),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -260,7 +262,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "SlurmctldTimeout",
     "SlurmdDebug",
     "SlurmdLogFile",
-    "SlurmdParameters",
     "SlurmdPidFile",
     "SlurmdSyslogDebug",
     "SlurmdUser",

@@ -1191,3 +1191,17 @@ fn canopy_operators_are_read_from_slurmctld_parameters() {
         .unwrap_err();
     assert!(err.to_string().contains("user names or @groups"), "{err}");
 }
+
+#[test]
+fn slurmd_parameters_read_config_overrides() {
+    assert!(!ok("").config_overrides);
+    let cfg = ok("SlurmdParameters=shutdown_on_reboot,config_overrides\n");
+    assert!(cfg.config_overrides);
+    assert_eq!(
+        cfg.warnings,
+        ["slurm.conf:2: SlurmdParameters shutdown_on_reboot not used by canopy yet; ignored"]
+    );
+    // A later line replaces the list, as the last value of a key wins.
+    let cfg = ok("SlurmdParameters=config_overrides\nSlurmdParameters=l3cache_as_socket\n");
+    assert!(!cfg.config_overrides);
+}
