@@ -152,6 +152,9 @@ pub fn render_config(spec: &Spec, ctld_port: u16, node_ports: &[u16]) -> String 
     let _ = writeln!(s, "KillWait=5");
     let _ = writeln!(s, "MinJobAge=300");
     let _ = writeln!(s, "AuthInfo=socket={dir}/authd.sock");
+    // Every node of a local cluster is this one machine, whatever --cpus
+    // and --mem say: the nodes are taken to have what is configured.
+    let _ = writeln!(s, "SlurmdParameters=config_overrides");
     let _ = writeln!(
         s,
         "NodeName=DEFAULT CPUs={} RealMemory={} State=UNKNOWN",

@@ -1204,4 +1204,7 @@ fn slurmd_parameters_read_config_overrides() {
     // A later line replaces the list, as the last value of a key wins.
     let cfg = ok("SlurmdParameters=config_overrides\nSlurmdParameters=l3cache_as_socket\n");
     assert!(!cfg.config_overrides);
+    // An empty list is none (how a test leaves its harness's default out).
+    let cfg = ok("SlurmdParameters=\n");
+    assert!(!cfg.config_overrides && cfg.warnings.is_empty());
 }
