@@ -590,6 +590,36 @@ mod tests {
         );
     }
 
+    /// A node daemon one version older sends no boards and no GPUs: its
+    /// registration still decodes.
+    #[test]
+    fn an_older_peers_resources_decode() {
+        #[derive(serde::Serialize)]
+        struct Old {
+            cpus: u32,
+            sockets: u32,
+            cores_per_socket: u32,
+            threads_per_core: u32,
+            real_memory_mb: u64,
+        }
+        let old = Old {
+            cpus: 8,
+            sockets: 2,
+            cores_per_socket: 4,
+            threads_per_core: 1,
+            real_memory_mb: 1000,
+        };
+        let bytes = rmp_serde::to_vec_named(&old).unwrap();
+        let new: NodeResources = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(
+            new,
+            NodeResources {
+                boards: 0,
+                ..exact()
+            }
+        );
+    }
+
     /// A typed item takes only GPUs whose type name contains its type.
     #[test]
     fn typed_items_take_matching_gpus() {
