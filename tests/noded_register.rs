@@ -54,10 +54,22 @@ fn a_node_with_less_hardware_than_configured_is_drained() {
     let out = c.cli(&cwd, "sinfo", &["-R", "-h", "-o", "%E|%N"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(text.trim(), "Low socket*core*thread count, Low CPUs|n1");
-    assert!(
-        c.log_text("ctld").contains("INVALID_REG"),
+    assert_eq!(
+        c.log_text("ctld").matches("INVALID_REG").count(),
+        1,
         "the controller says why, once"
     );
+    // The drain is on disk: a restarted controller shows the same one
+    // (same time), though the node registers again with it.
+    let since = n1.reason_time;
+    c.kill_ctld();
+    c.start_ctld();
+    // Each controller run logs an invalid node once, when it registers.
+    c.wait_for(Duration::from_secs(60), "n1 registered again", |c| {
+        c.log_text("ctld").matches("INVALID_REG").count() == 2
+    });
+    assert_eq!(c.node("n1").reason_time, since);
+    assert!(c.node("n1").scontrol_state().contains("DRAIN"));
     // The operator resumes it: it takes work again (until it registers
     // again, which drains it again).
     let out = c.cli(&cwd, "scontrol", &["update", "NodeName=n1", "State=RESUME"]);
