@@ -37,7 +37,7 @@ use canopy::ctld::{Command, Core, Effect, Output, Reply};
 use canopy::model::acct::Usage;
 use canopy::model::dependency::Outcome;
 use canopy::model::job::{ArraySpec, Exclusive, ExitStatus, JobRecord, JobState, JobSubmit};
-use canopy::model::node::{AdminState, NodeResources};
+use canopy::model::node::AdminState;
 use canopy::model::partition::PartitionState;
 use canopy::model::reason::JobReason;
 use canopy::policy::authz::Caller;
@@ -405,7 +405,8 @@ impl Sim {
             boot_id: if fresh { self.now as u64 } else { rank as u64 },
             started: if fresh { self.now } else { self.now - 100_000 },
             version: "sim".into(),
-            resources: NodeResources::default(),
+            // As a simulated node daemon: what slurm.conf says it has.
+            resources: canopy::daemon::hardware::configured(&self.conf.nodes[rank]),
             jobs: if fresh {
                 Vec::new()
             } else {

@@ -244,6 +244,7 @@ fn hello_for(node: &str, rank: u32) -> Hello {
             cores_per_socket: 2,
             threads_per_core: 1,
             real_memory_mb: 1000,
+            ..Default::default()
         },
         jobs: Vec::new(),
     }

@@ -152,6 +152,9 @@ pub fn render_config(spec: &Spec, ctld_port: u16, node_ports: &[u16]) -> String 
     let _ = writeln!(s, "KillWait=5");
     let _ = writeln!(s, "MinJobAge=300");
     let _ = writeln!(s, "AuthInfo=socket={dir}/authd.sock");
+    // Every node of a local cluster is this one machine, whatever --cpus
+    // and --mem say: the nodes are taken to have what is configured.
+    let _ = writeln!(s, "SlurmdParameters=config_overrides");
     let _ = writeln!(
         s,
         "NodeName=DEFAULT CPUs={} RealMemory={} State=UNKNOWN",
@@ -409,6 +412,26 @@ pub fn down(dir: &Path) -> Result<(), String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// Every node of a local cluster is this machine: whatever `--cpus` says,
+    /// the written config takes the nodes to have it.
+    #[test]
+    fn the_config_takes_nodes_to_have_what_it_says() {
+        let spec = Spec {
+            nodes: 2,
+            tree_width: 2,
+            dir: PathBuf::from("/tmp/x"),
+            cpus: 64,
+            mem_mb: 1_000_000,
+            slurmd_timeout: 30,
+        };
+        let text = render_config(&spec, 7000, &[7001, 7002]);
+        let conf =
+            crate::config::Config::parse_str(&text, std::path::Path::new("/tmp/x/slurm.conf"))
+                .unwrap();
+        assert!(conf.config_overrides);
+        assert_eq!(conf.nodes[1].cpus, 64);
+    }
 
     /// `up` works only in a directory that is ours and nobody else's to
     /// write: another user could plant a key or a symlink in `log/`.

@@ -502,6 +502,7 @@ impl Builder {
                 max_submit_jobs_per_user: None,
                 private_data: PrivateData::default(),
                 slurm_user: None,
+                config_overrides: false,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
                 read_timeout_s: None,
                 operators: Vec::new(),
@@ -815,6 +816,34 @@ impl Builder {
         Ok(())
     }
 
+    /// `SlurmdParameters`: a comma list, of which canopy reads
+    /// `config_overrides`; the rest earn one warning naming them.
+    fn slurmd_parameters(&mut self, loc: &Loc, item: &Item) {
+        self.cfg.config_overrides = false;
+        let mut ignored = Vec::new();
+        for p in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            if p.eq_ignore_ascii_case("config_overrides") {
+                self.cfg.config_overrides = true;
+            } else {
+                ignored.push(p.to_string());
+            }
+        }
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "SlurmdParameters {} not used by canopy yet; ignored",
+                    ignored.join(", ")
+                ),
+            );
+        }
+    }
+
     /// One of `conmgr_read_timeout=N`, `rl_enable` and the `rl_*` knobs, or
     /// false when `name` is none of them. Values are checked here (Slurm
     /// falls back to the default on a bad one; an error names it instead).
@@ -1020,6 +1049,7 @@ impl Builder {
                 }
             },
             GlobalKey::AuthInfo => self.auth_info(loc, item)?,
+            GlobalKey::SlurmdParameters => self.slurmd_parameters(loc, item),
             // Handled before `require_set`.
             GlobalKey::SlurmctldParameters => {}
         }

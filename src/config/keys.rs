@@ -46,6 +46,7 @@ pub(super) enum GlobalKey {
     EpilogSlurmctld,
     PrologFlags,
     PrologEpilogTimeout,
+    SlurmdParameters,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -88,6 +89,7 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("AuthType", GlobalKey::AuthType),
     ("AuthInfo", GlobalKey::AuthInfo),
     ("PrivateData", GlobalKey::PrivateData),
+    ("SlurmdParameters", GlobalKey::SlurmdParameters),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -271,7 +273,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "SlurmctldTimeout",
     "SlurmdDebug",
     "SlurmdLogFile",
-    "SlurmdParameters",
     "SlurmdPidFile",
     "SlurmdSyslogDebug",
     "SlurmdUser",

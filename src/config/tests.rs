@@ -1229,3 +1229,20 @@ fn prolog_keys_are_read() {
     let err = parse(&format!("{base}PrologEpilogTimeout=soon\n")).unwrap_err();
     assert!(err.to_string().contains("PrologEpilogTimeout"), "{err}");
 }
+
+#[test]
+fn slurmd_parameters_read_config_overrides() {
+    assert!(!ok("").config_overrides);
+    let cfg = ok("SlurmdParameters=shutdown_on_reboot,config_overrides\n");
+    assert!(cfg.config_overrides);
+    assert_eq!(
+        cfg.warnings,
+        ["slurm.conf:2: SlurmdParameters shutdown_on_reboot not used by canopy yet; ignored"]
+    );
+    // A later line replaces the list, as the last value of a key wins.
+    let cfg = ok("SlurmdParameters=config_overrides\nSlurmdParameters=l3cache_as_socket\n");
+    assert!(!cfg.config_overrides);
+    // An empty list is none (how a test leaves its harness's default out).
+    let cfg = ok("SlurmdParameters=\n");
+    assert!(!cfg.config_overrides && cfg.warnings.is_empty());
+}

@@ -106,6 +106,11 @@ pub struct Config {
     /// `SlurmUser`: the account the controller's helpers (MailProg) run
     /// as when the controller runs as root; `None`: not set.
     pub slurm_user: Option<String>,
+    /// `SlurmdParameters=config_overrides`: nodes are taken to have what
+    /// slurm.conf says, and a registration reporting less does not drain
+    /// them (Slurm's FastSchedule=2; for tests and oversubscribed hosts).
+    #[serde(default)]
+    pub config_overrides: bool,
     /// `SlurmctldParameters=conmgr_max_connections=N`: connections each
     /// daemon listener serves at once (node links count too); more are
     /// refused with an error frame. canopy applies it to node daemons' listeners too.

@@ -2,6 +2,7 @@
 
 use crate::ctld::{Effect, Output};
 use crate::model::job::{Allocation, JobRecord, JobState, JobSubmit};
+use crate::model::node::NodeResources;
 use crate::wire::messages::{Hello, JobOnNode, JobReport};
 
 /// Job `id`, running since t=10 on node `rank` with one CPU.
@@ -39,7 +40,9 @@ pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
 }
 
 /// Node `n{rank+1}`'s registration, reporting `jobs` as running. Its daemon
-/// has run since long before (t=1): only the controller restarted.
+/// has run since long before (t=1): only the controller restarted. It
+/// reports more hardware than any test configures, so that the
+/// registration is valid (`register.rs`'s tests report less).
 pub(crate) fn hello(rank: u32, jobs: &[u32]) -> Hello {
     Hello {
         node: format!("n{}", rank + 1),
@@ -47,7 +50,15 @@ pub(crate) fn hello(rank: u32, jobs: &[u32]) -> Hello {
         boot_id: 1,
         started: 1,
         version: "t".into(),
-        resources: Default::default(),
+        resources: NodeResources {
+            cpus: 4096,
+            sockets: 16,
+            cores_per_socket: 128,
+            threads_per_core: 2,
+            real_memory_mb: 1 << 30,
+            boards: 1,
+            gpus: Vec::new(),
+        },
         jobs: jobs
             .iter()
             .map(|&job_id| JobReport {

@@ -16,7 +16,8 @@
 //! `--test-only`), `job_control.rs` (cancel, hold, update, requeue,
 //! suspend, top), `lifecycle.rs` (schedule, end, reconcile, timers),
 //! `nodes.rs` (node health: registration, not responding → DOWN,
-//! ReturnToService, DRAIN/DOWN/RESUME), `steps.rs` (srun steps), `mailer.rs` (which mail goes when),
+//! ReturnToService, DRAIN/DOWN/RESUME), `register.rs` (a registration's
+//! hardware checked against slurm.conf; autodetected GPUs), `steps.rs` (srun steps), `mailer.rs` (which mail goes when),
 //! `views.rs` (what clients are shown), `reconfig.rs`.
 
 mod admission;
@@ -30,6 +31,7 @@ mod mailer;
 mod nodes;
 mod prolog;
 mod reconfig;
+mod register;
 mod steps;
 #[cfg(test)]
 mod tres_tests;

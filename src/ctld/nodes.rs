@@ -60,6 +60,7 @@ pub(super) fn initial_nodes(
                 boot_time: None,
                 attached_to: None,
                 future: nc.state == ConfNodeState::Future,
+                invalid_reg: false,
             }
         })
         .collect()
@@ -107,6 +108,8 @@ impl Core {
             return;
         }
         let rtos = self.conf.return_to_service;
+        // As slurmctld: an invalid registration revives nothing (`register.rs`).
+        let invalid = self.validate_registration(rank, &hello.resources);
         self.change_node(rank, false, out, |st| {
             if st.registered && st.boot_id != hello.boot_id {
                 tracing::info!(node = %hello.node, boot_id = hello.boot_id, "node daemon restarted");
@@ -116,8 +119,14 @@ impl Core {
             st.boot_time = Some(hello.started);
             st.resources = Some(hello.resources.clone());
             st.attached_to = via;
-            revive(st, rtos, &hello.node);
+            if invalid.is_none() {
+                st.invalid_reg = false;
+                revive(st, rtos, &hello.node);
+            }
         });
+        if let Some(reason) = invalid {
+            self.drain_invalid(rank, reason, now, out);
+        }
         // Revived (or never timed) while the tree does not reach it yet: if
         // the reachability never comes, it goes DOWN again at the timeout.
         if self
@@ -347,6 +356,10 @@ impl Core {
 
 /// `ReturnToService`: 1 revives nodes DOWN for not responding, 2 any DOWN.
 fn revive(st: &mut NodeStatus, return_to_service: u8, name: &str) {
+    // A node that registered with less than configured stays DOWN.
+    if st.invalid_reg {
+        return;
+    }
     let revive = match &st.admin.down {
         Some(r) if r.text == NOT_RESPONDING => return_to_service >= 1,
         Some(_) => return_to_service >= 2,

@@ -7,6 +7,7 @@
 
 pub mod ctld;
 pub mod guard;
+pub mod hardware;
 pub mod limit;
 pub mod link;
 pub mod listen;

@@ -28,7 +28,7 @@ use crate::tree::topology::Topology;
 use crate::wire::auth::{AuthError, Authenticator};
 use crate::wire::connection::Connection;
 use crate::wire::error::WireError;
-use crate::wire::messages::{Body, NodeResources};
+use crate::wire::messages::Body;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -91,12 +91,10 @@ pub async fn start(
             .map_err(|e| NodedError::Config(e.to_string()))?,
     );
     let boot_id = super::new_boot_id();
-    let resources = NodeResources {
-        cpus: nc.cpus,
-        sockets: nc.sockets,
-        cores_per_socket: nc.cores_per_socket,
-        threads_per_core: nc.threads_per_core,
-        real_memory_mb: nc.real_memory_mb,
+    // What the node registers with: real hardware, found once now.
+    let resources = match &opts.mode {
+        ExecMode::Real { .. } => super::hardware::report(&nc).await,
+        ExecMode::Simulated { .. } => super::hardware::configured(&nc),
     };
     // Jobs an earlier daemon on this node left running, found before the
     // first registration so that it reports them (reading the spool blocks:

@@ -38,6 +38,27 @@ pub struct NodeResources {
     pub cores_per_socket: u32,
     pub threads_per_core: u32,
     pub real_memory_mb: u64,
+    /// Fields added later default, so a peer one version older still
+    /// decodes (0 boards: it did not say).
+    #[serde(default)]
+    pub boards: u32,
+    /// GPUs the node's NVML found, in NVML index order.
+    #[serde(default)]
+    pub gpus: Vec<ReportedGpu>,
+}
+
+/// One GPU as a node daemon reports it at registration (what Slurm's
+/// gpu/nvml plugin sends upward: index, type, file, local cores).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedGpu {
+    /// NVML's index.
+    pub index: u32,
+    /// Slurm's type name (`nvidia_a100-sxm4-80gb`).
+    pub type_name: String,
+    /// Device file (`/dev/nvidia0`).
+    pub file: String,
+    /// Abstract core ids local to the GPU; empty when unknown.
+    pub cores: Vec<u32>,
 }
 
 /// Why a node is unusable, and who said so.
@@ -69,6 +90,11 @@ pub struct NodeStatus {
     pub attached_to: Option<u32>,
     /// Future nodes never run jobs and are hidden in most views.
     pub future: bool,
+    /// Slurm's INVALID_REG: the last registration reported less than
+    /// slurm.conf says (`ctld/register.rs`). Not persisted: every
+    /// registration decides it again.
+    #[serde(default)]
+    pub invalid_reg: bool,
 }
 
 impl NodeStatus {

@@ -76,6 +76,53 @@ impl Cluster {
         node_extra: &[&str],
         files: &[(&str, &str)],
     ) -> Cluster {
+        let mut c =
+            Self::configure_with_files(nodes, tree_width, slurmd_timeout, extra, node_extra, files);
+        c.start_authd();
+        c.start_ctld();
+        for i in 1..=nodes {
+            c.start_node(&format!("n{i}"));
+        }
+        c.wait_for(Duration::from_secs(60), "all nodes IDLE", |c| {
+            c.nodes_info()
+                .iter()
+                .filter(|n| n.scontrol_state() == "IDLE")
+                .count()
+                == nodes as usize
+        });
+        c.wait_for(
+            Duration::from_secs(30),
+            "every node on its natural parent",
+            |c| {
+                c.nodes_info()
+                    .iter()
+                    .all(|n| n.attached_to == c.natural_parent(&n.name))
+            },
+        );
+        c
+    }
+
+    /// As `start_with_nodes`, but only writes the config and directories:
+    /// the test starts the daemons it wants, as it wants them.
+    pub fn configure(
+        nodes: u32,
+        tree_width: u32,
+        slurmd_timeout: u32,
+        extra: &str,
+        node_extra: &[&str],
+    ) -> Cluster {
+        Self::configure_with_files(nodes, tree_width, slurmd_timeout, extra, node_extra, &[])
+    }
+
+    /// As `configure`, with `files` written beside slurm.conf.
+    pub fn configure_with_files(
+        nodes: u32,
+        tree_width: u32,
+        slurmd_timeout: u32,
+        extra: &str,
+        node_extra: &[&str],
+        files: &[(&str, &str)],
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in files {
             let text = text.replace("{dir}", &dir.path().display().to_string());
@@ -93,6 +140,12 @@ impl Cluster {
             dir.path().display(),
             dir.path().display()
         );
+        // The nodes are all this machine, which may have fewer CPUs than a
+        // test configures: no registration check, unless the test sets
+        // SlurmdParameters itself (an empty value leaves it out).
+        if !extra.contains("SlurmdParameters") {
+            text.push_str("SlurmdParameters=config_overrides\n");
+        }
         text.push_str(extra);
         for i in 1..=nodes {
             let more = node_extra.get(i as usize - 1).copied().unwrap_or("");
@@ -119,7 +172,7 @@ impl Cluster {
             .enable_all()
             .build()
             .unwrap();
-        let mut c = Cluster {
+        Cluster {
             dir,
             conf,
             nodes,
@@ -127,29 +180,7 @@ impl Cluster {
             noded: HashMap::new(),
             authd: None,
             rt,
-        };
-        c.start_authd();
-        c.start_ctld();
-        for i in 1..=nodes {
-            c.start_node(&format!("n{i}"));
         }
-        c.wait_for(Duration::from_secs(60), "all nodes IDLE", |c| {
-            c.nodes_info()
-                .iter()
-                .filter(|n| n.scontrol_state() == "IDLE")
-                .count()
-                == nodes as usize
-        });
-        c.wait_for(
-            Duration::from_secs(30),
-            "every node on its natural parent",
-            |c| {
-                c.nodes_info()
-                    .iter()
-                    .all(|n| n.attached_to == c.natural_parent(&n.name))
-            },
-        );
-        c
     }
 
     /// The node `name` hangs under in the relay tree's arithmetic (`None` = controller).
@@ -172,10 +203,16 @@ impl Cluster {
     /// Start daemon `exe` with this cluster's config and `args`, logging
     /// to `log/<log>.log`.
     fn spawn_daemon(&self, exe: &str, args: &[&str], log: &str) -> Child {
+        self.spawn_daemon_env(exe, args, log, &[])
+    }
+
+    /// As `spawn_daemon`, with extra environment variables.
+    fn spawn_daemon_env(&self, exe: &str, args: &[&str], log: &str, env: &[(&str, &str)]) -> Child {
         Command::new(bin(exe))
             .args(["-f", self.conf.to_str().unwrap()])
             .args(args)
             .env("CANOPY_LOG", "debug,sled=info")
+            .envs(env.iter().copied())
             .stdout(self.log(log))
             .stderr(self.log(log))
             .spawn()
@@ -202,7 +239,13 @@ impl Cluster {
     }
 
     pub fn start_node(&mut self, name: &str) {
-        let child = self.spawn_daemon("canopy-noded", &["-N", name], name);
+        self.start_node_env(name, &[]);
+    }
+
+    /// Start a node daemon with extra environment variables
+    /// (`CANOPY_TOPOLOGY` to give it other hardware).
+    pub fn start_node_env(&mut self, name: &str, env: &[(&str, &str)]) {
+        let child = self.spawn_daemon_env("canopy-noded", &["-N", name], name, env);
         self.noded.insert(name.to_string(), child);
     }
 
