@@ -51,6 +51,7 @@ fn a_node_with_less_hardware_than_configured_is_drained() {
         text.contains("Reason=Low socket*core*thread count, Low CPUs [root@"),
         "{text}"
     );
+    assert!(text.contains("State=IDLE+DRAIN+INVALID_REG "), "{text}");
     let out = c.cli(&cwd, "sinfo", &["-R", "-h", "-o", "%E|%N"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(text.trim(), "Low socket*core*thread count, Low CPUs|n1");

@@ -276,6 +276,8 @@ impl Core {
                 NodeUpdateState::Resume | NodeUpdateState::Idle => {
                     st.admin.drain = None;
                     st.admin.down = None;
+                    // The operator vouches for it until it registers again.
+                    st.invalid_reg = false;
                 }
                 NodeUpdateState::Undrain => st.admin.drain = None,
             });

@@ -198,6 +198,7 @@ impl Core {
                 .filter(|(_, n)| *n > 0)
                 .collect(),
             gres_used: gres_used(&slot.gres),
+            invalid_reg: st.invalid_reg,
         })
     }
 

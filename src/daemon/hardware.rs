@@ -26,23 +26,24 @@ pub fn configured(nc: &NodeConf) -> NodeResources {
     }
 }
 
-/// This machine's hardware (blocking: hwloc and NVML).
-pub fn detect() -> Result<NodeResources, HwError> {
+/// This machine's hardware (blocking: hwloc and NVML), and the topology
+/// it was read from (task binding maps CPU ids with it).
+pub fn detect() -> Result<(NodeResources, topology::Topology), HwError> {
     let topo = topology::detect()?;
     let found = gpu::detect(&topo);
     if let Some(reason) = &found.reason {
         // A node without the NVIDIA driver is not an error.
         tracing::debug!(reason = %reason, "no GPUs detected");
     }
-    Ok(NodeResources {
+    let found_gpus = found.gpus;
+    let resources = NodeResources {
         cpus: topo.cpus(),
         sockets: topo.sockets,
         cores_per_socket: topo.cores_per_socket,
         threads_per_core: topo.threads_per_core,
         real_memory_mb: topology::real_memory_mb(),
         boards: topo.boards,
-        gpus: found
-            .gpus
+        gpus: found_gpus
             .into_iter()
             .map(|g| ReportedGpu {
                 index: g.index,
@@ -51,15 +52,16 @@ pub fn detect() -> Result<NodeResources, HwError> {
                 cores: g.cores,
             })
             .collect(),
-    })
+    };
+    Ok((resources, topo))
 }
 
 /// What a real node reports: its detected hardware, or slurm.conf's
-/// values (logged once) when detection fails.
-pub async fn report(nc: &NodeConf) -> NodeResources {
+/// values (logged once) when detection fails; and the topology detected.
+pub async fn report(nc: &NodeConf) -> (NodeResources, Option<topology::Topology>) {
     let node = nc.name.clone();
     match tokio::task::spawn_blocking(detect).await {
-        Ok(Ok(r)) => {
+        Ok(Ok((r, topo))) => {
             tracing::info!(
                 node = %node,
                 cpus = r.cpus,
@@ -70,15 +72,15 @@ pub async fn report(nc: &NodeConf) -> NodeResources {
                 gpus = r.gpus.len(),
                 "hardware detected"
             );
-            r
+            (r, Some(topo))
         }
         Ok(Err(e)) => {
             tracing::warn!(node = %node, error = %e, "hardware detection failed; reporting slurm.conf's values");
-            configured(nc)
+            (configured(nc), None)
         }
         Err(e) => {
             tracing::warn!(node = %node, error = %e, "hardware detection did not finish; reporting slurm.conf's values");
-            configured(nc)
+            (configured(nc), None)
         }
     }
 }

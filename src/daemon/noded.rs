@@ -92,9 +92,9 @@ pub async fn start(
     );
     let boot_id = super::new_boot_id();
     // What the node registers with: real hardware, found once now.
-    let resources = match &opts.mode {
+    let (resources, detected) = match &opts.mode {
         ExecMode::Real { .. } => super::hardware::report(&nc).await,
-        ExecMode::Simulated { .. } => super::hardware::configured(&nc),
+        ExecMode::Simulated { .. } => (super::hardware::configured(&nc), None),
     };
     // Jobs an earlier daemon on this node left running, found before the
     // first registration so that it reports them (reading the spool blocks:
@@ -140,7 +140,7 @@ pub async fn start(
         // cgroup.conf, the cgroup mount and hwloc are read off the loop.
         let (c, node) = (conf.clone(), nc.name.clone());
         let leaf = tokio::task::spawn_blocking(move || {
-            crate::exec::leaf::Leaf::for_node(&c, &node, rank as usize, &spool)
+            crate::exec::leaf::Leaf::for_node(&c, &node, rank as usize, &spool, detected)
         })
         .await
         .map_err(|e| NodedError::Config(format!("node set-up failed: {e}")))?;

@@ -83,6 +83,7 @@ impl Leaf {
         node: &str,
         rank: usize,
         spool: &std::path::Path,
+        detected: Option<Topology>,
     ) -> Leaf {
         let plugins = &conf.task_plugins;
         let confine = plugins.iter().any(|p| p == "task/cgroup");
@@ -101,7 +102,7 @@ impl Leaf {
         let containment = (conf.proctrack_cgroup || confine)
             .then(|| Arc::new(Containment::start(&cg, &root_id(node, spool))));
         let nc = conf.nodes.get(rank);
-        let topo = machine_topology(nc, node);
+        let topo = machine_topology(nc, node, detected);
         let devices = conf
             .node_gres(rank)
             .map(|g| {
@@ -329,11 +330,19 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 /// slurm.conf gives the node; else the configured shape numbered as Slurm
 /// numbers it (a node configured unlike its host, as simulated and test
 /// nodes are), whose CPUs the host lacks are then left out of masks.
-fn machine_topology(nc: Option<&crate::config::NodeConf>, node: &str) -> Topology {
+fn machine_topology(
+    nc: Option<&crate::config::NodeConf>,
+    node: &str,
+    detected: Option<Topology>,
+) -> Topology {
     let layout = nc.map(|n| {
         crate::sched::Layout::of(n.cpus, n.sockets, n.cores_per_socket, n.threads_per_core)
     });
-    let detected = super::hw::topology::detect();
+    // The daemon detected it already for its registration; else ask now.
+    let detected = match detected {
+        Some(t) => Ok(t),
+        None => super::hw::topology::detect(),
+    };
     match (detected, layout) {
         (Ok(t), Some(l))
             if t.sockets == l.sockets

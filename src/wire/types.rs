@@ -151,6 +151,10 @@ pub struct NodeInfo {
     /// `GresUsed=gpu:a100:2(IDX:0-1)`.
     #[serde(default)]
     pub gres_used: String,
+    /// Its last registration had less than slurm.conf says (Slurm's
+    /// INVALID_REG flag).
+    #[serde(default)]
+    pub invalid_reg: bool,
 }
 
 impl NodeInfo {
@@ -160,6 +164,9 @@ impl NodeInfo {
         let mut s = self.base.name().to_string();
         if self.drain {
             s.push_str("+DRAIN");
+        }
+        if self.invalid_reg {
+            s.push_str("+INVALID_REG");
         }
         if self.not_responding {
             s.push_str("+NOT_RESPONDING");

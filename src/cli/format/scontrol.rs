@@ -676,6 +676,7 @@ mod tests {
             cfg_gres: Vec::new(),
             alloc_gres: Vec::new(),
             gres_used: String::new(),
+            invalid_reg: false,
         }
     }
 

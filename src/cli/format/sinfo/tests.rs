@@ -41,6 +41,7 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         cfg_gres: Vec::new(),
         alloc_gres: Vec::new(),
         gres_used: String::new(),
+        invalid_reg: false,
     }
 }
 
