@@ -411,7 +411,9 @@ fn step_share(
         .collect();
     let job_gres = alloc.gres.get(i).cloned().unwrap_or_default();
     let asked = crate::sched::placement::node_gres_need(&res.gres, tasks, res, None);
-    let gres = if asked.is_empty() {
+    let gres = if asked.is_empty() && res.gres_none {
+        Vec::new()
+    } else if asked.is_empty() {
         job_gres
     } else {
         asked
@@ -447,7 +449,44 @@ fn step_share(
 
 #[cfg(test)]
 mod tests {
-    use super::step_layout;
+    use super::{step_layout, step_share};
+    use crate::model::job::Allocation;
+    use crate::model::tres::{parse_gres, GresAlloc, ResourceRequest};
+
+    /// A step's share of its job's node: CPUs for its tasks (whole cores),
+    /// and all, none or some of the job's GPUs.
+    #[test]
+    fn steps_take_their_share_of_the_jobs_node() {
+        let alloc = Allocation {
+            ranks: vec![0],
+            cpus: vec![8],
+            tasks: vec![4],
+            mem_mb: 100,
+            cpu_ids: vec![vec![4, 5, 6, 7, 8, 9, 10, 11]],
+            gres: vec![vec![GresAlloc {
+                name: "gpu".into(),
+                type_: None,
+                indices: vec![2, 3],
+                count: 2,
+            }]],
+        };
+        let layout = Some(crate::sched::Layout::of(16, 2, 4, 2));
+        let all = step_share(&alloc, 0, 1, 1, layout, &ResourceRequest::default());
+        assert_eq!((all.cpu_ids, all.mem_mb), (vec![4, 5], 100));
+        assert_eq!(all.gres[0].indices, vec![2, 3]);
+        let one = ResourceRequest {
+            gres: parse_gres("gpu:1").unwrap(),
+            ..Default::default()
+        };
+        let s = step_share(&alloc, 0, 3, 1, layout, &one);
+        assert_eq!(s.cpu_ids, vec![4, 5, 6, 7]);
+        assert_eq!((s.gres[0].indices.clone(), s.gres[0].count), (vec![2], 1));
+        let none = ResourceRequest {
+            gres_none: true,
+            ..Default::default()
+        };
+        assert!(step_share(&alloc, 0, 1, 1, layout, &none).gres.is_empty());
+    }
 
     #[test]
     fn layout_blocks_tasks_over_nodes() {

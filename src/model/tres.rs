@@ -199,6 +199,9 @@ impl GresFlags {
 pub struct ResourceRequest {
     /// `--gres`: per node.
     pub gres: Vec<GresRequest>,
+    /// `--gres=none`: a step takes none of its job's GRES (without it, a
+    /// step that names none gets them all).
+    pub gres_none: bool,
     /// `-G/--gpus`: for the whole job.
     pub gpus: Option<GresRequest>,
     pub gpus_per_node: Option<GresRequest>,

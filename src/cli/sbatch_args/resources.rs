@@ -409,6 +409,7 @@ pub(crate) fn resolve(
     };
     let r = cmd.over(env).over(dir);
     let req = ResourceRequest {
+        gres_none: r.gres.as_ref().is_some_and(Vec::is_empty),
         gres: r.gres.unwrap_or_default(),
         gpus: r.gpus,
         gpus_per_node: r.gpus_per_node,
