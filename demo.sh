@@ -3,6 +3,16 @@
 # on it through the relay tree. Safe to run again: it restarts the cluster.
 set -euo pipefail
 cd "$(dirname "$0")"
+# The node daemon reads the machine's topology with hwloc: its headers (and
+# pkg-config, which also wants libudev's) are needed to build.
+if ! pkg-config --exists hwloc libudev 2>/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pkg-config libhwloc-dev libudev-dev >/dev/null
+    else
+        echo "demo.sh: install pkg-config, libhwloc-dev and libudev-dev first" >&2
+        exit 1
+    fi
+fi
 cargo build --release --quiet
 BIN="$PWD/target/release"
 DIR="${CANOPY_DEMO_DIR:-/tmp/canopy-demo}"
