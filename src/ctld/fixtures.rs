@@ -83,3 +83,30 @@ pub(crate) fn node_failed(out: &Output) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Node `rank` registers with the jobs the core placed on it.
+pub(crate) fn register(core: &mut crate::ctld::Core, rank: u32, now: i64) -> Output {
+    let jobs: Vec<u32> = core
+        .jobs()
+        .running()
+        .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
+        .map(|j| j.job_id)
+        .collect();
+    core.apply(
+        now,
+        crate::ctld::Command::NodeRegistered {
+            hello: Box::new(hello(rank, &jobs)),
+            via: None,
+        },
+    )
+}
+
+/// The relay tree reports node `rank` reachable (`live`) or not.
+pub(crate) fn reach(core: &mut crate::ctld::Core, rank: u32, live: bool, now: i64) -> Output {
+    let (added, removed) = if live {
+        (vec![rank], vec![])
+    } else {
+        (vec![], vec![rank])
+    };
+    core.apply(now, crate::ctld::Command::NodeReachability { added, removed })
+}

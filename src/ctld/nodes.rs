@@ -399,31 +399,7 @@ mod tests {
         Core::recover(Arc::new(conf), jobs, None, &HashMap::new(), T0)
     }
 
-    /// The node registers with the jobs the core placed on it.
-    fn register(core: &mut Core, rank: u32, now: i64) -> Output {
-        let jobs: Vec<u32> = core
-            .jobs()
-            .running()
-            .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
-            .map(|j| j.job_id)
-            .collect();
-        core.apply(
-            now,
-            Command::NodeRegistered {
-                hello: Box::new(hello(rank, &jobs)),
-                via: None,
-            },
-        )
-    }
-
-    fn reach(core: &mut Core, rank: u32, live: bool, now: i64) -> Output {
-        let (added, removed) = if live {
-            (vec![rank], vec![])
-        } else {
-            (vec![], vec![rank])
-        };
-        core.apply(now, Command::NodeReachability { added, removed })
-    }
+    use crate::ctld::fixtures::{reach, register};
 
     fn update(core: &mut Core, caller: Caller, state: NodeUpdateState, now: i64) -> Output {
         core.apply(

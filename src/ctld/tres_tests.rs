@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::ctld::fixtures::hello;
+use crate::ctld::fixtures::{reach, register};
 use crate::ctld::{Command, Core, Reply};
 use crate::model::job::{JobState, JobSubmit};
 use crate::model::tres::{parse_gpus, GresRequest};
@@ -32,27 +32,9 @@ fn cluster() -> Config {
 fn start(conf: Config, jobs: Vec<crate::model::job::JobRecord>) -> Core {
     let (mut core, _) = Core::recover(Arc::new(conf), jobs, None, &HashMap::new(), 1000);
     for rank in 0..2 {
-        let jobs: Vec<u32> = core
-            .jobs()
-            .running()
-            .filter(|j| j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank)))
-            .map(|j| j.job_id)
-            .collect();
-        core.apply(
-            1000,
-            Command::NodeRegistered {
-                hello: Box::new(hello(rank, &jobs)),
-                via: None,
-            },
-        );
+        register(&mut core, rank, 1000);
+        reach(&mut core, rank, true, 1000);
     }
-    core.apply(
-        1000,
-        Command::NodeReachability {
-            added: vec![0, 1],
-            removed: vec![],
-        },
-    );
     core
 }
 
