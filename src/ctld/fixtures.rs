@@ -108,5 +108,8 @@ pub(crate) fn reach(core: &mut crate::ctld::Core, rank: u32, live: bool, now: i6
     } else {
         (vec![], vec![rank])
     };
-    core.apply(now, crate::ctld::Command::NodeReachability { added, removed })
+    core.apply(
+        now,
+        crate::ctld::Command::NodeReachability { added, removed },
+    )
 }

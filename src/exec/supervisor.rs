@@ -171,9 +171,15 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
                     usage.user_cpu_ms = usage.user_cpu_ms.max(user / 1000);
                     usage.system_cpu_ms = usage.system_cpu_ms.max(sys / 1000);
                 }
-                // What the script left behind ends with it, as under
-                // proctrack/cgroup.
-                super::leaf::end_step(step, job_id);
+                let _ = exited_tx.send((status, usage));
+                // What the script left behind (an srun still printing its
+                // steps' notes, a daemon that double-forked away) ends with
+                // the job, when the node empties the job's cgroup; here the
+                // step's cgroup only goes if it is empty already.
+                if let Err(e) = step.remove() {
+                    tracing::debug!(job_id, error = %e, "batch step cgroup left to the job's end");
+                }
+                return;
             }
             let _ = exited_tx.send((status, usage));
         })?;

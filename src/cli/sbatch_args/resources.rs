@@ -250,13 +250,23 @@ pub(crate) fn apply_res(
             None => return Ok(Some(ResHelp::Hint)),
             h => r.hint = h,
         },
-        "cpu-bind" => r.cpu_bind = Some(not_empty(long)?),
-        "distribution" => r.distribution = Some(not_empty(long)?),
+        // Read here with the nodes' own parsers, so a bad value is the
+        // client's error with Slurm's words, not a failed launch.
+        "cpu-bind" => {
+            let v = not_empty(long)?;
+            crate::model::binding::CpuBind::parse(&v).map_err(|e| format!("error: {e}"))?;
+            r.cpu_bind = Some(v)
+        }
+        "distribution" => {
+            let v = not_empty(long)?;
+            crate::model::binding::Distribution::parse(&v).map_err(|e| format!("error: {e}"))?;
+            r.distribution = Some(v)
+        }
         "gpu-bind" => {
-            r.gpu_bind = Some(
-                not_empty(long)
-                    .map_err(|_| format!("error: Invalid --gpu-bind argument: {value}"))?,
-            )
+            let v = not_empty(long)
+                .map_err(|_| format!("error: Invalid --gpu-bind argument: {value}"))?;
+            crate::model::binding::GpuBind::parse(&v).map_err(|e| format!("error: {e}"))?;
+            r.gpu_bind = Some(v)
         }
         _ => {}
     }
