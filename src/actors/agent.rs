@@ -458,6 +458,21 @@ impl NodeAgent {
                     "step {job_id}.{step_id} was cancelled while starting"
                 ));
             }
+            if let (Some(guard), Some(relay)) = (&forked.guard, &act.relay) {
+                // The step's usage goes up once, from the teardown thread,
+                // when its last task here has ended. `do_send`: one message
+                // per step and node, not fed by the network.
+                let relay = relay.clone();
+                guard.on_end(Box::new(move |usage| {
+                    relay.do_send(SendUp(Body::StepUsage(
+                        crate::wire::messages::StepUsageReport {
+                            job_id,
+                            step_id,
+                            usage,
+                        },
+                    )));
+                }));
+            }
             let procs: Vec<Proc> = forked.tasks.iter().map(|t| t.proc).collect();
             let step = crate::exec::tasks::start_step_io(forked, &l, &node, index, auth);
             tracing::info!(
@@ -880,6 +895,35 @@ impl Handler<RunCommand> for NodeAgent {
             }
             NodeCommand::Launch(l) => self.launch(&l, ctx),
             NodeCommand::RunStep(l) => self.run_step(*l),
+            NodeCommand::StatSteps { job_id, steps } => {
+                use crate::wire::messages::StatStep;
+                let guards: Vec<_> = self
+                    .jobs
+                    .get(&job_id)
+                    .map(|j| {
+                        j.steps
+                            .iter()
+                            .filter_map(|s| s.guard.as_ref()?.upgrade())
+                            .filter(|g| steps.contains(&StatStep::Numbered(g.step_id())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                // Reading cgroup files blocks: off the event loop.
+                Box::pin(
+                    async move {
+                        let read = tokio::task::spawn_blocking(move || {
+                            guards
+                                .iter()
+                                .map(|g| (StatStep::Numbered(g.step_id()), g.usage(), g.pids()))
+                                .collect::<Vec<_>>()
+                        })
+                        .await;
+                        read.map(NodeReply::StepStats)
+                            .map_err(|e| format!("step usage not read: {e}"))
+                    }
+                    .into_actor(self),
+                )
+            }
             NodeCommand::Signal {
                 job_id,
                 signal,

@@ -54,6 +54,7 @@ pub enum UpEvent {
         removed: RankSet,
     },
     BatchFinished(BatchFinished),
+    StepUsage(crate::wire::messages::StepUsageReport),
 }
 
 /// A descendant's link came up (after its Hello was accepted).
@@ -341,7 +342,10 @@ impl RelayActor {
         // Registrations and job ends must not be lost while the parent link is
         // down or congested: hold them until a parent is attached. Health is
         // re-sent in full on attach, and replies are moot once the asker is gone.
-        if matches!(body, Body::Register(_) | Body::BatchFinished(_)) {
+        if matches!(
+            body,
+            Body::Register(_) | Body::BatchFinished(_) | Body::StepUsage(_)
+        ) {
             if self.held.len() >= DETACHED_QUEUE {
                 self.held.pop_front();
                 tracing::warn!("upward queue full; dropping the oldest held message");
@@ -550,6 +554,10 @@ impl Handler<FromChild> for RelayActor {
             Body::BatchFinished(b) => match &self.up {
                 Upstream::Controller(_) => self.emit(UpEvent::BatchFinished(b), ctx),
                 Upstream::Node { .. } => self.send_parent(Body::BatchFinished(b), ctx),
+            },
+            Body::StepUsage(u) => match &self.up {
+                Upstream::Controller(_) => self.emit(UpEvent::StepUsage(u), ctx),
+                Upstream::Node { .. } => self.send_parent(Body::StepUsage(u), ctx),
             },
             Body::Keepalive => {}
             other => {

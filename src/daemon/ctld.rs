@@ -301,6 +301,7 @@ fn is_node_message(body: &Body) -> bool {
             | Body::Register(_)
             | Body::Health(_)
             | Body::BatchFinished(_)
+            | Body::StepUsage(_)
             | Body::ForwardReply(_)
     )
 }

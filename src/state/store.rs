@@ -101,6 +101,13 @@ pub enum Op {
     },
     /// The accounting record of a finished job (kept for good).
     PutAcct(Box<AcctJob>),
+    /// Replace one step of a finished job's stored accounting record (a
+    /// node's usage report that came after the job's end); nothing if the
+    /// record or step is not there.
+    PutAcctStep {
+        job_id: u32,
+        step: Box<crate::model::acct::AcctStep>,
+    },
 }
 
 struct Batch {
@@ -318,6 +325,19 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
                     .insert(key, &[] as &[u8])
                     .map_err(|e| e.to_string())?;
             }
+        }
+        Op::PutAcctStep { job_id, step } => {
+            let key = job_id.to_be_bytes();
+            let Some(v) = t.acct.get(key).map_err(|e| e.to_string())? else {
+                return Ok(());
+            };
+            let mut rec = decode_acct(&v, *job_id).map_err(|e| e.to_string())?;
+            let Some(slot) = rec.steps.iter_mut().find(|s| s.kind == step.kind) else {
+                return Ok(());
+            };
+            *slot = step.as_ref().clone();
+            let bytes = encode(&rec)?;
+            t.acct.insert(&key, bytes).map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {

@@ -55,6 +55,11 @@ impl Handler<UpEvent> for ControllerActor {
                 added: added.iter().collect(),
                 removed: removed.iter().collect(),
             },
+            UpEvent::StepUsage(u) => Command::StepUsage {
+                job_id: u.job_id,
+                step_id: u.step_id,
+                usage: u.usage,
+            },
             UpEvent::BatchFinished(b) => {
                 self.stats.handled();
                 let step = self
@@ -271,6 +276,14 @@ impl Handler<GetRanks> for ControllerActor {
             }
         }
         GetRanksReply(Ok(ranks))
+    }
+}
+
+impl Handler<super::StatTargets> for ControllerActor {
+    type Result = Result<Vec<(crate::wire::messages::StatStep, RankSet)>, ErrorReply>;
+    fn handle(&mut self, msg: super::StatTargets, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        self.core.stat_targets(&msg.req, msg.caller)
     }
 }
 
