@@ -513,7 +513,8 @@ mod tests {
         ]))
         .unwrap();
         let text = entry_text(a.jobs[0], Ok(vec![stat(1, 61_440)]), &a).unwrap();
-        assert_eq!(text, "7.0|61440K|n1|0|61440K|1|00:02.000\n");
+        // Sizes in the largest exact unit, CPU times as sacct prints them.
+        assert_eq!(text, "7.0|60M|n1|0|60M|1|00:00:02\n");
     }
 
     #[test]

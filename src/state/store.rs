@@ -337,7 +337,7 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
             };
             *slot = step.as_ref().clone();
             let bytes = encode(&rec)?;
-            t.acct.insert(&key, bytes).map_err(|e| e.to_string())?;
+            t.acct.insert(key, bytes).map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {
