@@ -186,6 +186,25 @@ fn sstat_reads_a_running_step_and_refuses_a_finished_job() {
     assert!(head.starts_with("JobID         MaxVMSize"), "{text}");
     assert!(lines.nth(1).is_some_and(|l| l.starts_with(&step)), "{text}");
 
+    // `-a`: the batch step (the script's shell) too, first.
+    let o = c.cli(
+        w,
+        "sstat",
+        &[
+            "-a",
+            "-j",
+            &id.to_string(),
+            "-n",
+            "-P",
+            "-o",
+            "JobID,NTasks,MaxRSSNode",
+        ],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    let ids: Vec<&str> = text.lines().filter_map(|l| l.split('|').next()).collect();
+    assert_eq!(ids, vec![format!("{id}.batch"), step.clone()], "{text}");
+    assert!(text.starts_with(&format!("{id}.batch|1|n1")), "{text}");
+
     let j = c.wait_done(id, Duration::from_secs(60));
     assert_eq!(j.state.name(), "COMPLETED");
     let o = c.cli(w, "sstat", &["-j", &id.to_string(), "-n"]);

@@ -145,6 +145,8 @@ struct LocalJob {
     finished: Option<ExitStatus>,
     /// The job's cgroup here (proctrack/cgroup), torn down with the job.
     cgroup: Option<Arc<crate::exec::contain::JobCgroup>>,
+    /// The batch step's cgroup while the script runs (`sstat J.batch`).
+    batch_step: Option<crate::exec::leaf::SharedStep>,
 }
 
 impl LocalJob {
@@ -161,6 +163,7 @@ impl LocalJob {
             steps: Vec::new(),
             finished: None,
             cgroup: None,
+            batch_step: None,
         }
     }
 
@@ -638,6 +641,7 @@ impl NodeAgent {
                 job.batch_stderr = Some(p.stderr);
                 job.spool_dir = Some(p.spool_dir);
                 job.cgroup = p.cgroup;
+                job.batch_step = p.batch_step;
                 self.record(job_id);
                 let me = ctx.address();
                 actix::spawn(async move {
@@ -897,9 +901,12 @@ impl Handler<RunCommand> for NodeAgent {
             NodeCommand::RunStep(l) => self.run_step(*l),
             NodeCommand::StatSteps { job_id, steps } => {
                 use crate::wire::messages::StatStep;
-                let guards: Vec<_> = self
-                    .jobs
-                    .get(&job_id)
+                let job = self.jobs.get(&job_id);
+                let batch = job
+                    .and_then(|j| j.batch_step.clone())
+                    .filter(|_| steps.contains(&StatStep::Batch));
+                let node = self.node.clone();
+                let guards: Vec<_> = job
                     .map(|j| {
                         j.steps
                             .iter()
@@ -912,9 +919,14 @@ impl Handler<RunCommand> for NodeAgent {
                 Box::pin(
                     async move {
                         let read = tokio::task::spawn_blocking(move || {
-                            guards
-                                .iter()
-                                .map(|g| (StatStep::Numbered(g.step_id()), g.usage(), g.pids()))
+                            let batch = batch
+                                .and_then(|b| crate::exec::leaf::batch_usage(&b, &node))
+                                .map(|(u, pids)| (StatStep::Batch, u, pids));
+                            batch
+                                .into_iter()
+                                .chain(guards.iter().map(|g| {
+                                    (StatStep::Numbered(g.step_id()), g.usage(), g.pids())
+                                }))
                                 .collect::<Vec<_>>()
                         })
                         .await;

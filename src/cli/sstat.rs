@@ -9,8 +9,9 @@
 //! go on (the exit status stays 0, as Slurm's does). The layout is sacct's
 //! field engine with sstat's default field list.
 //!
-//! Not yet: the batch and extern steps' usage (`J.batch` answers "not found
-//! running"), `-i/--pidformat`, and the fields canopy does not measure
+//! `J.batch` (and `-a`) read the batch script's step cgroup. Not yet: the
+//! extern step (canopy has none), `-i/--pidformat`, and the fields canopy
+//! does not measure
 //! (virtual memory, pages, disk I/O, energy, CPU frequency), which print
 //! empty or zero as sacct prints them.
 

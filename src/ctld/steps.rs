@@ -335,29 +335,36 @@ impl Core {
         if job.state != JobState::Running {
             return Ok(Vec::new());
         }
-        let running = job.steps.iter().filter_map(|s| match s.kind {
-            StepKind::Numbered(id) if s.state == JobState::Running => Some((id, s)),
-            _ => None,
-        });
-        let chosen: Vec<_> = match req.step {
-            Some(StatStep::Numbered(want)) => running.filter(|(id, _)| *id == want).collect(),
-            // The batch step's usage is not measured on request (yet).
-            Some(StatStep::Batch) => Vec::new(),
-            None if req.all => running.collect(),
-            None => running.take(1).collect(),
-        };
-        Ok(chosen
-            .into_iter()
-            .map(|(id, s)| {
+        // The batch step runs on the allocation's first node while the
+        // script does (a batch job that is running).
+        let batch = job
+            .alloc
+            .as_ref()
+            .and_then(|a| a.ranks.first())
+            .filter(|_| !job.submit.interactive)
+            .map(|&r| (StatStep::Batch, RankSet::from_ranks([r])));
+        let mut running = job.steps.iter().filter_map(|s| match s.kind {
+            StepKind::Numbered(id) if s.state == JobState::Running => {
                 let ranks = RankSet::from_ranks(
                     crate::config::hostlist::expand(&s.nodes)
                         .unwrap_or_default()
                         .iter()
                         .filter_map(|n| self.conf.node_index(n).map(|r| r as u32)),
                 );
-                (StatStep::Numbered(id), ranks)
-            })
-            .collect())
+                Some((StatStep::Numbered(id), ranks))
+            }
+            _ => None,
+        });
+        Ok(match req.step {
+            Some(StatStep::Numbered(want)) => running
+                .filter(|(s, _)| *s == StatStep::Numbered(want))
+                .collect(),
+            Some(StatStep::Batch) => batch.into_iter().collect(),
+            // `-a`: the batch step too, listed first as Slurm lists it.
+            None if req.all => batch.into_iter().chain(running).collect(),
+            // Slurm skips the special steps when none is named.
+            None => running.next().into_iter().collect(),
+        })
     }
 
     /// A step's launch did not reach every node: it ends failed, and the
@@ -717,6 +724,11 @@ mod tests {
         assert!(ask(&core, Some(StatStep::Numbered(1)), false)
             .unwrap()
             .is_empty());
+        // `-a` adds the batch step, on the batch host, first.
+        let all = ask(&core, None, true).unwrap();
+        let steps: Vec<StatStep> = all.iter().map(|t| t.0).collect();
+        assert_eq!(steps, vec![StatStep::Batch, StatStep::Numbered(0)]);
+        assert_eq!(all[0].1.iter().collect::<Vec<_>>(), vec![0]);
         // Another user may not look.
         let other = Caller {
             uid: 4242,
@@ -731,7 +743,7 @@ mod tests {
         // Unknown job: an error (sstat: "couldn't get steps").
         let unknown = StepStatRequest { job_id: 99, ..req };
         assert!(core.stat_targets(&unknown, Caller::ROOT).is_err());
-        // Ended step: nothing running.
+        // Ended step: nothing running but the script.
         core.apply(
             50,
             Command::StepDone {
@@ -745,7 +757,10 @@ mod tests {
                 caller: Caller::ROOT,
             },
         );
-        assert!(ask(&core, None, true).unwrap().is_empty());
+        assert!(ask(&core, None, false).unwrap().is_empty());
+        let all = ask(&core, None, true).unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].0, StatStep::Batch);
     }
 
     #[test]

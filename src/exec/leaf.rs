@@ -412,6 +412,20 @@ pub fn end_job(job: Arc<JobCgroup>) {
     }
 }
 
+/// A step cgroup shared with readers (`sstat` of the batch step): its
+/// owner takes it out to tear it down, after which readers find `None`.
+pub type SharedStep = Arc<std::sync::Mutex<Option<StepCgroup>>>;
+
+/// The batch step's usage now (one task, rank 0), and its processes; `None`
+/// once the script has ended. Blocking (reads cgroup files).
+pub fn batch_usage(step: &SharedStep, node: &str) -> Option<(NodeUsage, Vec<u32>)> {
+    let held = step.lock().unwrap_or_else(|e| e.into_inner());
+    let s = held.as_ref()?;
+    let u = s.usage();
+    let pids = s.pids().into_iter().map(|p| p as u32).collect();
+    Some((node_usage(node, 0, u, &[u], s.oom_kills()), pids))
+}
+
 /// Where a step's usage goes when its last task has ended here.
 pub type UsageSink = Box<dyn FnOnce(NodeUsage) + Send>;
 
