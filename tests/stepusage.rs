@@ -224,3 +224,71 @@ fn sstat_reads_a_running_step_and_refuses_a_finished_job() {
         "sstat: error: couldn't get steps for job 99999"
     );
 }
+
+/// srun's own allocation ends with its step, usually before the nodes'
+/// reports arrive: the job's stored accounting record is patched. Over two
+/// nodes, MaxRSS is the bigger task's, with its node and step-wide rank.
+#[test]
+fn an_interactive_steps_usage_over_two_nodes_reaches_sacct() {
+    if !cgroups_ready() {
+        return;
+    }
+    let c = Cluster::start_with_files(
+        2,
+        16,
+        30,
+        "TaskPlugin=task/cgroup,task/affinity\nProctrackType=proctrack/cgroup\n",
+        &[],
+        &[],
+    );
+    let w = c.dir.path();
+    // Task 1 (on n2) holds 80 MB, task 0 (on n1) 20 MB.
+    let o = c.cli(
+        w,
+        "srun",
+        &[
+            "-N",
+            "2",
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            "python3 -c \"import os, time; b = b'x' * ((80 if os.environ['SLURM_PROCID'] == '1' else 20) << 20); time.sleep(0.5)\"",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let row = loop {
+        let o = c.cli(
+            w,
+            "sacct",
+            &[
+                "-j",
+                "1",
+                "-n",
+                "-P",
+                "-o",
+                "JobID,MaxRSS,MaxRSSNode,MaxRSSTask,AveRSS,NTasks",
+            ],
+        );
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("1.0|"))
+            .map(str::to_string);
+        match row {
+            // Both nodes reported: the average covers both tasks.
+            Some(r)
+                if kib(r.split('|').nth(1).unwrap_or("")) >= 70 * 1024
+                    && kib(r.split('|').nth(4).unwrap_or("")) < 70 * 1024 =>
+            {
+                break r
+            }
+            _ if Instant::now() > deadline => panic!("no usage for 1.0 in sacct:\n{text}"),
+            _ => std::thread::sleep(Duration::from_millis(300)),
+        }
+    };
+    let f: Vec<&str> = row.split('|').collect();
+    assert_eq!((f[2], f[3], f[5]), ("n2", "1", "2"), "{row}");
+    assert!(kib(f[4]) >= 40 * 1024, "AveRSS {row}");
+}
