@@ -205,6 +205,17 @@ fn sstat_reads_a_running_step_and_refuses_a_finished_job() {
     assert_eq!(ids, vec![format!("{id}.batch"), step.clone()], "{text}");
     assert!(text.starts_with(&format!("{id}.batch|1|n1")), "{text}");
 
+    // `-i`: the step's processes on its node.
+    let o = c.cli(w, "sstat", &["-i", "-j", &step, "-n", "-P"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let f: Vec<&str> = text.trim_end().split('|').collect();
+    assert_eq!(&f[..2], &[step.as_str(), "n1"], "{text}");
+    assert!(
+        f.get(2)
+            .is_some_and(|p| p.split(',').all(|p| p.parse::<u32>().is_ok())),
+        "{text}"
+    );
+
     let j = c.wait_done(id, Duration::from_secs(60));
     assert_eq!(j.state.name(), "COMPLETED");
     let o = c.cli(w, "sstat", &["-j", &id.to_string(), "-n"]);

@@ -9,9 +9,10 @@
 //! go on (the exit status stays 0, as Slurm's does). The layout is sacct's
 //! field engine with sstat's default field list.
 //!
-//! `J.batch` (and `-a`) read the batch script's step cgroup. Not yet: the
-//! extern step (canopy has none), `-i/--pidformat`, and the fields canopy
-//! does not measure
+//! `J.batch` (and `-a`) read the batch script's step cgroup. `-i` prints
+//! Slurm's pid layout (JobID, Nodelist, Pids: one line per node). Not yet:
+//! the extern step (canopy has none), `-o` together with `-i`, and the
+//! fields canopy does not measure
 //! (virtual memory, pages, disk I/O, energy, CPU frequency), which print
 //! empty or zero as sacct prints them.
 
@@ -86,6 +87,8 @@ pub struct SstatArgs {
     trailing: bool,
     units: Option<char>,
     noconvert: bool,
+    /// `-i`: one line per node with its pids.
+    pub pid_format: bool,
 }
 
 /// Why sstat stops before asking anything. `Display` is the line for stderr.
@@ -100,7 +103,7 @@ pub enum SstatArgsError {
     BadStep(String),
     #[error("sstat: error: Invalid --units value: {0}")]
     BadUnits(String),
-    #[error("sstat: error: -i/--pidformat is not supported by canopy yet")]
+    #[error("sstat: error: -o/--format with -i/--pidformat is not supported by canopy yet")]
     PidFormat,
     /// `-h`/`-V`: text for stdout, exit 0.
     #[error("{0}")]
@@ -113,6 +116,7 @@ Options:
   -a, --allsteps   print all steps for the given job(s) when no step is specified
   -e, --helpformat print a list of fields that can be specified with the '--format' option
   -h, --help       print this description of use
+  -i, --pidformat  return the pids running for the job or step
   -j, --jobs       comma separated list of jobs or job steps
   -n, --noheader   no header will be added to the beginning of output
       --noconvert  don't convert units from their original type
@@ -155,6 +159,7 @@ pub fn parse(args: &[String]) -> Result<SstatArgs, SstatArgsError> {
         trailing: false,
         units: None,
         noconvert: false,
+        pid_format: false,
     };
     let mut fields: Option<String> = None;
     let mut i = 0;
@@ -193,7 +198,7 @@ pub fn parse(args: &[String]) -> Result<SstatArgs, SstatArgsError> {
                             a.delimiter = Some("|".into());
                             a.trailing = false;
                         }
-                        Opt::PidFormat => return Err(SstatArgsError::PidFormat),
+                        Opt::PidFormat => a.pid_format = true,
                         Opt::NoConvert => a.noconvert = true,
                         Opt::Units => {
                             let c = v.chars().next().map(|c| c.to_ascii_uppercase());
@@ -223,6 +228,9 @@ pub fn parse(args: &[String]) -> Result<SstatArgs, SstatArgsError> {
         }
     }
     if let Some(f) = fields {
+        if a.pid_format {
+            return Err(SstatArgsError::PidFormat);
+        }
         a.format = SacctFormat::parse(&f)?;
     }
     Ok(a)
@@ -330,9 +338,77 @@ pub fn entry_text(
             }
         });
     }
+    if args.pid_format {
+        return Ok(pid_lines(&steps, args));
+    }
     let jobs: Vec<AcctJob> = steps.iter().map(as_acct).collect();
     let quiet = SstatNoHeader(args);
     Ok(render(&jobs, &quiet, 0))
+}
+
+/// `-i`'s columns (Slurm's `STAT_FIELDS_PID`) and their widths (negative:
+/// left-justified).
+const PID_COLUMNS: [(&str, i32); 3] = [("JobID", -12), ("Nodelist", 20), ("Pids", 20)];
+
+/// One `-i` line of `cells`, fixed-width (a cut value ends in `+`) or
+/// delimited.
+fn pid_line(cells: &[String], args: &SstatArgs) -> String {
+    let mut out = String::new();
+    match &args.delimiter {
+        Some(d) => {
+            out.push_str(&cells.join(d));
+            if args.trailing {
+                out.push_str(d);
+            }
+        }
+        None => {
+            for (cell, (_, width)) in cells.iter().zip(PID_COLUMNS) {
+                let w = width.unsigned_abs() as usize;
+                let text: String = if cell.chars().count() > w {
+                    cell.chars().take(w - 1).chain(['+']).collect()
+                } else {
+                    cell.clone()
+                };
+                if width < 0 {
+                    out.push_str(&format!("{text:<w$} "));
+                } else {
+                    out.push_str(&format!("{text:>w$} "));
+                }
+            }
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// `-i`'s header (and dash line).
+pub fn pid_header(args: &SstatArgs) -> String {
+    let names: Vec<String> = PID_COLUMNS.iter().map(|(n, _)| n.to_string()).collect();
+    let mut out = pid_line(&names, args);
+    if args.delimiter.is_none() {
+        for (_, width) in PID_COLUMNS {
+            out.push_str(&"-".repeat(width.unsigned_abs() as usize));
+            out.push(' ');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `-i`'s lines: one per node of each step.
+fn pid_lines(steps: &[StepStat], args: &SstatArgs) -> String {
+    let mut out = String::new();
+    for s in steps {
+        let id = match s.step {
+            StatStep::Batch => format!("{}.batch", s.job_id),
+            StatStep::Numbered(n) => format!("{}.{n}", s.job_id),
+        };
+        for (node, pids) in &s.pids {
+            let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+            out.push_str(&pid_line(&[id.clone(), node.clone(), pids.join(",")], args));
+        }
+    }
+    out
 }
 
 /// The same layout without the header (printed once, before every entry).
@@ -395,7 +471,9 @@ pub fn run(args: &[String]) -> i32 {
             Ok(c) => c,
             Err(e) => return super::report("sstat", &e),
         };
-        if a.header {
+        if a.header && a.pid_format {
+            print!("{}", pid_header(&a));
+        } else if a.header {
             print!("{}", render(&[], &a, 0));
         }
         for &sel in &a.jobs {
@@ -516,6 +594,32 @@ mod tests {
         let text = entry_text(a.jobs[0], Ok(vec![stat(1, 61_440)]), &a).unwrap();
         // Sizes in the largest exact unit, CPU times as sacct prints them.
         assert_eq!(text, "7.0|60M|n1|0|60M|1|00:00:02\n");
+    }
+
+    #[test]
+    fn pid_format_is_a_line_per_node() {
+        let a = parse(&args(&["-j", "7", "-i"])).unwrap();
+        let mut s = stat(2, 10);
+        s.pids = vec![("n1".into(), vec![11, 12]), ("n2".into(), vec![13])];
+        let text = format!(
+            "{}{}",
+            pid_header(&a),
+            entry_text(a.jobs[0], Ok(vec![s]), &a).unwrap()
+        );
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "JobID                    Nodelist                 Pids",
+                "------------ -------------------- --------------------",
+                "7.0                            n1                11,12",
+                "7.0                            n2                   13",
+            ]
+        );
+        assert!(matches!(
+            parse(&args(&["-j", "7", "-i", "-o", "jobid"])),
+            Err(SstatArgsError::PidFormat)
+        ));
     }
 
     #[test]
