@@ -360,7 +360,7 @@ impl Core {
                 .filter(|(s, _)| *s == StatStep::Numbered(want))
                 .collect(),
             Some(StatStep::Batch) => batch.into_iter().collect(),
-            // `-a`: the batch step too, listed first as Slurm lists it.
+            // `-a`: the batch step too, listed first.
             None if req.all => batch.into_iter().chain(running).collect(),
             // Slurm skips the special steps when none is named.
             None => running.next().into_iter().collect(),
