@@ -303,3 +303,53 @@ fn an_interactive_steps_usage_over_two_nodes_reaches_sacct() {
     assert_eq!((f[2], f[3], f[5]), ("n2", "1", "2"), "{row}");
     assert!(kib(f[4]) >= 40 * 1024, "AveRSS {row}");
 }
+
+/// A step its cgroup's OOM killer hit ends OUT_OF_MEMORY, as Slurm's does.
+#[test]
+fn an_oom_killed_step_ends_out_of_memory() {
+    if !cgroups_ready() {
+        return;
+    }
+    let c = Cluster::start_with_files(
+        1,
+        16,
+        30,
+        "TaskPlugin=task/cgroup,task/affinity\nProctrackType=proctrack/cgroup\n",
+        &[],
+        &[(
+            "cgroup.conf",
+            "ConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n",
+        )],
+    );
+    let w = c.dir.path();
+    let script = write_script(
+        w,
+        "hog.sh",
+        "#!/bin/sh\nsrun python3 -c 'b = b\"x\" * (100 << 20)'\necho after\n",
+    );
+    let id = c.sbatch(w, &["--mem=50", "-o", "hog.out", script.to_str().unwrap()]);
+    c.wait_done(id, Duration::from_secs(60));
+    let want = format!("{id}.0|");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let o = c.cli(
+            w,
+            "sacct",
+            &["-j", &id.to_string(), "-n", "-P", "-o", "JobID,State"],
+        );
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        if text
+            .lines()
+            .any(|l| l.starts_with(&want) && l.ends_with("|OUT_OF_MEMORY"))
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "{id}.0 not OUT_OF_MEMORY:\n{text}\n{}",
+                std::fs::read_to_string(w.join("hog.out")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
