@@ -116,6 +116,9 @@ impl Disk {
             Op::PutAcct(a) => {
                 *self.acct_writes.entry((a.job_id, a.restarts)).or_default() += 1;
             }
+            // A late step-usage patch of a record already written: not a
+            // new end.
+            Op::PutAcctStep { .. } => {}
         }
     }
 }

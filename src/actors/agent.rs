@@ -151,6 +151,8 @@ struct LocalJob {
     finished: Option<ExitStatus>,
     /// The job's cgroup here (proctrack/cgroup), torn down with the job.
     cgroup: Option<Arc<crate::exec::contain::JobCgroup>>,
+    /// The batch step's cgroup while the script runs (`sstat J.batch`).
+    batch_step: Option<crate::exec::leaf::SharedStep>,
 }
 
 impl LocalJob {
@@ -167,6 +169,7 @@ impl LocalJob {
             steps: Vec::new(),
             finished: None,
             cgroup: None,
+            batch_step: None,
         }
     }
 
@@ -478,6 +481,21 @@ impl NodeAgent {
                     "step {job_id}.{step_id} was cancelled while starting"
                 ));
             }
+            if let (Some(guard), Some(relay)) = (&forked.guard, &act.relay) {
+                // The step's usage goes up once, from the teardown thread,
+                // when its last task here has ended. `do_send`: one message
+                // per step and node, not fed by the network.
+                let relay = relay.clone();
+                guard.on_end(Box::new(move |usage| {
+                    relay.do_send(SendUp(Body::StepUsage(
+                        crate::wire::messages::StepUsageReport {
+                            job_id,
+                            step_id,
+                            usage,
+                        },
+                    )));
+                }));
+            }
             let procs: Vec<Proc> = forked.tasks.iter().map(|t| t.proc).collect();
             let step = crate::exec::tasks::start_step_io(forked, &l, &node, index, auth);
             tracing::info!(
@@ -693,6 +711,7 @@ impl NodeAgent {
                 job.batch_stderr = Some(p.stderr);
                 job.spool_dir = Some(p.spool_dir);
                 job.cgroup = p.cgroup;
+                job.batch_step = p.batch_step;
                 self.record(job_id);
                 let me = ctx.address();
                 actix::spawn(async move {
@@ -993,6 +1012,43 @@ impl Handler<RunCommand> for NodeAgent {
                         .into_actor(self),
                     ),
                 }
+            }
+            NodeCommand::StatSteps { job_id, steps } => {
+                use crate::wire::messages::StatStep;
+                let job = self.jobs.get(&job_id);
+                let batch = job
+                    .and_then(|j| j.batch_step.clone())
+                    .filter(|_| steps.contains(&StatStep::Batch));
+                let node = self.node.clone();
+                let guards: Vec<_> = job
+                    .map(|j| {
+                        j.steps
+                            .iter()
+                            .filter_map(|s| s.guard.as_ref()?.upgrade())
+                            .filter(|g| steps.contains(&StatStep::Numbered(g.step_id())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                // Reading cgroup files blocks: off the event loop.
+                Box::pin(
+                    async move {
+                        let read = tokio::task::spawn_blocking(move || {
+                            let batch = batch
+                                .and_then(|b| crate::exec::leaf::batch_usage(&b, &node))
+                                .map(|(u, pids)| (StatStep::Batch, u, pids));
+                            batch
+                                .into_iter()
+                                .chain(guards.iter().map(|g| {
+                                    (StatStep::Numbered(g.step_id()), g.usage(), g.pids())
+                                }))
+                                .collect::<Vec<_>>()
+                        })
+                        .await;
+                        read.map(NodeReply::StepStats)
+                            .map_err(|e| format!("step usage not read: {e}"))
+                    }
+                    .into_actor(self),
+                )
             }
             NodeCommand::Signal {
                 job_id,

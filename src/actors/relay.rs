@@ -56,6 +56,7 @@ pub enum UpEvent {
     BatchFinished(BatchFinished),
     /// A node's Prolog or Epilog failed.
     ScriptFailed(ScriptFailure),
+    StepUsage(crate::wire::messages::StepUsageReport),
 }
 
 /// A descendant's link came up (after its Hello was accepted).
@@ -345,7 +346,7 @@ impl RelayActor {
         // re-sent in full on attach, and replies are moot once the asker is gone.
         if matches!(
             body,
-            Body::Register(_) | Body::BatchFinished(_) | Body::ScriptFailed(_)
+            Body::Register(_) | Body::BatchFinished(_) | Body::ScriptFailed(_) | Body::StepUsage(_)
         ) {
             if self.held.len() >= DETACHED_QUEUE {
                 self.held.pop_front();
@@ -559,6 +560,10 @@ impl Handler<FromChild> for RelayActor {
             Body::ScriptFailed(f) => match &self.up {
                 Upstream::Controller(_) => self.emit(UpEvent::ScriptFailed(f), ctx),
                 Upstream::Node { .. } => self.send_parent(Body::ScriptFailed(f), ctx),
+            },
+            Body::StepUsage(u) => match &self.up {
+                Upstream::Controller(_) => self.emit(UpEvent::StepUsage(u), ctx),
+                Upstream::Node { .. } => self.send_parent(Body::StepUsage(u), ctx),
             },
             Body::Keepalive => {}
             other => {

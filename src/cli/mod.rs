@@ -21,6 +21,7 @@ pub mod sprio;
 pub mod squeue;
 pub mod srun;
 pub mod sshare;
+pub mod sstat;
 pub mod status;
 pub mod terminal;
 
@@ -31,7 +32,7 @@ use client::CliError;
 /// The Slurm commands canopy answers to when invoked under their names.
 pub const SLURM_COMMANDS: &[&str] = &[
     "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag", "srun", "salloc",
-    "sshare", "sprio",
+    "sshare", "sprio", "sstat",
 ];
 
 /// Whether a user-typed job id names a job: `N` names job N and every task
@@ -200,6 +201,7 @@ pub fn main() -> i32 {
         "salloc" => salloc::run(&rest),
         "sshare" => sshare::run(&rest),
         "sprio" => sprio::run(&rest),
+        "sstat" => sstat::run(&rest),
         "status" => status::run(&rest),
         "cluster" => cluster::run(&rest),
         "-h" | "--help" | "help" => {
@@ -220,7 +222,7 @@ pub fn main() -> i32 {
 const USAGE: &str = "usage: canopy <command> [args]
 
 Slurm commands (also available under their own names):
-  sbatch, squeue, sinfo, scancel, scontrol, sacct, sdiag, srun
+  sbatch, squeue, sinfo, scancel, scontrol, sacct, sdiag, srun, sstat
 Operator commands:
   status                         print the live actor tree and relay tree
   cluster up --nodes N [--tree-width W] [--dir DIR]

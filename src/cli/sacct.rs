@@ -110,6 +110,7 @@ mod tests {
             system_cpu_ms: sys_ms,
             srun_host: String::new(),
             srun_pid: 0,
+            usage: Default::default(),
         }
     }
 

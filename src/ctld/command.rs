@@ -47,6 +47,13 @@ pub enum Command {
     StepLaunchFailed { job_id: u32, step_id: u32 },
     /// srun: a step ended (and, for its own allocation, the job too).
     StepDone { done: StepComplete, caller: Caller },
+    /// A node measured an srun step's processes as the step ended there
+    /// (its cgroup's peak memory and CPU times).
+    StepUsage {
+        job_id: u32,
+        step_id: u32,
+        usage: crate::model::acct::NodeUsage,
+    },
     /// A scheduling pass (the shell coalesces requests for one).
     Schedule,
     /// A job is over on every node.

@@ -191,6 +191,11 @@ impl Core {
                 self.step_launch_failed(job_id, step_id, now, &mut out)
             }
             Command::StepDone { done, caller } => self.step_done(&done, caller, now, &mut out),
+            Command::StepUsage {
+                job_id,
+                step_id,
+                usage,
+            } => self.step_usage(job_id, step_id, &usage, &mut out),
             Command::Schedule => self.schedule(now, &mut out),
             Command::JobEnded {
                 job_id,

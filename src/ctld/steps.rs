@@ -226,6 +226,7 @@ impl Core {
             system_cpu_ms: 0,
             srun_host: r.srun_host.clone(),
             srun_pid: r.srun_pid,
+            usage: Default::default(),
         };
         self.jobs.modify(r.job_id, |j| {
             j.next_step += 1;
@@ -247,7 +248,11 @@ impl Core {
                 .iter_mut()
                 .find(|s| s.kind == StepKind::Numbered(step_id))
             {
-                s.state = if exit.signal != 0 {
+                s.state = if s.usage.oom_kills > 0 {
+                    // Slurm's state for a step its cgroup's OOM killer hit,
+                    // whatever signal or code it died with.
+                    JobState::OutOfMemory
+                } else if exit.signal != 0 {
                     JobState::Cancelled
                 } else if exit.code != 0 {
                     JobState::Failed
@@ -258,6 +263,108 @@ impl Core {
                 s.end_time = Some(now);
             }
         });
+    }
+
+    /// One node's measurement of a step as it ended there: folded into the
+    /// step's record (MaxRSS the highest, CPU times summed, AveRSS over all
+    /// tasks). Reports may come before or after srun's StepComplete; an
+    /// OOM kill makes an ended step OUT_OF_MEMORY either way. A job already
+    /// finished has its stored accounting record patched too.
+    pub(super) fn step_usage(
+        &mut self,
+        job_id: u32,
+        step_id: u32,
+        usage: &crate::model::acct::NodeUsage,
+        out: &mut Output,
+    ) {
+        let mut found = None;
+        self.jobs.modify(job_id, |j| {
+            let Some(s) = j
+                .steps
+                .iter_mut()
+                .find(|s| s.kind == StepKind::Numbered(step_id))
+            else {
+                return;
+            };
+            s.usage.add(usage);
+            s.max_rss_kb = s.usage.max_rss_kb;
+            s.user_cpu_ms = s.usage.user_cpu_ms;
+            s.system_cpu_ms = s.usage.system_cpu_ms;
+            if s.usage.oom_kills > 0 && s.state.is_finished() {
+                s.state = JobState::OutOfMemory;
+            }
+            found = Some((s.clone(), j.state.is_finished()));
+        });
+        let Some((step, job_finished)) = found else {
+            tracing::debug!(job_id, step_id, node = %usage.node, "usage of an unknown step ignored");
+            return;
+        };
+        tracing::debug!(
+            job_id,
+            step_id,
+            node = %usage.node,
+            max_rss_kb = usage.max_rss_kb,
+            "step usage recorded"
+        );
+        self.put_jobs(&[job_id], out);
+        if job_finished {
+            out.persist.push(crate::state::store::Op::PutAcctStep {
+                job_id,
+                step: Box::new(step),
+            });
+        }
+    }
+
+    /// `sstat`: which of a job's running srun steps to ask, and their
+    /// nodes. As Slurm's sstat picks them: the named step; else with `all`
+    /// every running step; else the first. An empty answer is "nothing
+    /// running" (the CLI words it); an unknown job is `InvalidJobId`.
+    /// Read-only: the fan-out to the nodes is the shell's.
+    pub fn stat_targets(
+        &self,
+        req: &crate::wire::messages::StepStatRequest,
+        caller: Caller,
+    ) -> Result<Vec<(crate::wire::messages::StatStep, RankSet)>, ErrorReply> {
+        use crate::wire::messages::StatStep;
+        let job = self
+            .jobs
+            .get(req.job_id)
+            .ok_or_else(|| refused(ErrorCode::InvalidJobId, "Invalid job id specified"))?;
+        authz::check(caller, Action::Step, Some(job.submit.uid))
+            .map_err(|d| refused(ErrorCode::PermissionDenied, d.0))?;
+        if job.state != JobState::Running {
+            return Ok(Vec::new());
+        }
+        // The batch step runs on the allocation's first node while the
+        // script does (a batch job that is running).
+        let batch = job
+            .alloc
+            .as_ref()
+            .and_then(|a| a.ranks.first())
+            .filter(|_| !job.submit.interactive)
+            .map(|&r| (StatStep::Batch, RankSet::from_ranks([r])));
+        let mut running = job.steps.iter().filter_map(|s| match s.kind {
+            StepKind::Numbered(id) if s.state == JobState::Running => {
+                let ranks = RankSet::from_ranks(
+                    crate::config::hostlist::expand(&s.nodes)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|n| self.conf.node_index(n).map(|r| r as u32)),
+                );
+                Some((StatStep::Numbered(id), ranks))
+            }
+            _ => None,
+        });
+        Ok(match req.step {
+            Some(StatStep::Numbered(want)) => running
+                .filter(|(s, _)| *s == StatStep::Numbered(want))
+                .collect(),
+            Some(StatStep::Batch) => batch.into_iter().collect(),
+            // `-a`: the batch step too, listed first.
+            None if req.all => batch.into_iter().chain(running).collect(),
+            // Slurm skips the special steps when none is named.
+            None => running.next().into_iter().collect(),
+        })
     }
 
     /// A step's launch did not reach every node: it ends failed, and the
@@ -450,8 +557,17 @@ fn step_share(
 #[cfg(test)]
 mod tests {
     use super::{step_layout, step_share};
-    use crate::model::job::Allocation;
+    use crate::config::Config;
+    use crate::ctld::fixtures::running;
+    use crate::ctld::{Command, Core};
+    use crate::model::acct::NodeUsage;
+    use crate::model::job::{Allocation, ExitStatus, JobState, StepKind};
     use crate::model::tres::{parse_gres, GresAlloc, ResourceRequest};
+    use crate::policy::authz::Caller;
+    use crate::state::store::Op;
+    use crate::wire::messages::{StatStep, StepComplete, StepRequest, StepStatRequest};
+    use std::collections::HashMap;
+    use std::sync::Arc;
 
     /// A step's share of its job's node: CPUs for its tasks (whole cores),
     /// and all, none or some of the job's GPUs.
@@ -486,6 +602,203 @@ mod tests {
             ..Default::default()
         };
         assert!(step_share(&alloc, 0, 1, 1, layout, &none).gres.is_empty());
+    }
+
+    /// Job 5 on n1 and n2 (two tasks each) with step 5.0 of three tasks
+    /// running (two on n1, one on n2).
+    fn core_with_step() -> Core {
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n[1-2] CPUs=4\nPartitionName=p Nodes=n[1-2]\n";
+        let conf = Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let mut job = running(5, 0);
+        job.alloc = Some(Allocation {
+            ranks: vec![0, 1],
+            cpus: vec![2, 2],
+            tasks: vec![2, 2],
+            ..Default::default()
+        });
+        let (mut core, _) = Core::recover(Arc::new(conf), vec![job], None, &HashMap::new(), 20);
+        let req = StepRequest {
+            job_id: 5,
+            ntasks: Some(3),
+            argv: vec!["true".into()],
+            ..Default::default()
+        };
+        core.apply(
+            30,
+            Command::StartStep {
+                req: Box::new(req),
+                caller: Caller::ROOT,
+            },
+        );
+        core
+    }
+
+    fn report(
+        node: &str,
+        tasks: u32,
+        first: u32,
+        peak_kb: u64,
+        cpu_ms: u64,
+        oom: u64,
+    ) -> NodeUsage {
+        NodeUsage {
+            node: node.into(),
+            tasks,
+            max_rss_kb: peak_kb + 10,
+            max_rss_task: first,
+            max_rss_task_kb: peak_kb,
+            rss_sum_kb: peak_kb * u64::from(tasks),
+            user_cpu_ms: cpu_ms,
+            system_cpu_ms: cpu_ms / 10,
+            oom_kills: oom,
+        }
+    }
+
+    fn usage(core: &mut Core, u: NodeUsage) -> crate::ctld::Output {
+        core.apply(
+            40,
+            Command::StepUsage {
+                job_id: 5,
+                step_id: 0,
+                usage: u,
+            },
+        )
+    }
+
+    fn step0(core: &Core) -> crate::model::acct::AcctStep {
+        core.jobs().get(5).unwrap().steps[0].clone()
+    }
+
+    #[test]
+    fn node_reports_fold_into_the_step_max_sum_and_average() {
+        let mut core = core_with_step();
+        assert_eq!(step0(&core).kind, StepKind::Numbered(0));
+        let out = usage(&mut core, report("n1", 2, 0, 1000, 2000, 0));
+        assert!(
+            out.persist.iter().any(|op| matches!(op, Op::PutJob(_))),
+            "the step record is persisted"
+        );
+        usage(&mut core, report("n2", 1, 2, 3000, 500, 0));
+        let s = step0(&core);
+        // MaxRSS: the highest task anywhere, with its node and task.
+        assert_eq!(s.max_rss_kb, 3000);
+        assert_eq!(s.usage.max_rss_node, "n2");
+        assert_eq!(s.usage.max_rss_task, Some(2));
+        // CPU times: summed over nodes.
+        assert_eq!(s.user_cpu_ms, 2500);
+        assert_eq!(s.system_cpu_ms, 250);
+        // AveRSS: the tasks' peaks averaged over all three tasks.
+        assert_eq!(s.usage.tasks, 3);
+        assert_eq!(s.usage.ave_rss_kb(), (2 * 1000 + 3000) / 3);
+        assert_eq!(s.state, JobState::Running);
+    }
+
+    #[test]
+    fn an_oom_kill_ends_the_step_out_of_memory_whichever_comes_first() {
+        // The report before srun's end...
+        let mut core = core_with_step();
+        usage(&mut core, report("n1", 2, 0, 1000, 10, 1));
+        let done = StepComplete {
+            job_id: 5,
+            step_id: 0,
+            exit: ExitStatus { code: 0, signal: 9 },
+            start_time: 30,
+            release: false,
+        };
+        core.apply(
+            50,
+            Command::StepDone {
+                done: done.clone(),
+                caller: Caller::ROOT,
+            },
+        );
+        assert_eq!(step0(&core).state, JobState::OutOfMemory);
+        // ...or after it.
+        let mut core = core_with_step();
+        core.apply(
+            50,
+            Command::StepDone {
+                done,
+                caller: Caller::ROOT,
+            },
+        );
+        assert_eq!(step0(&core).state, JobState::Cancelled);
+        usage(&mut core, report("n2", 1, 2, 1000, 10, 1));
+        assert_eq!(step0(&core).state, JobState::OutOfMemory);
+    }
+
+    #[test]
+    fn a_report_for_an_unknown_step_changes_nothing() {
+        let mut core = core_with_step();
+        let out = core.apply(
+            40,
+            Command::StepUsage {
+                job_id: 5,
+                step_id: 9,
+                usage: report("n1", 1, 0, 1, 1, 0),
+            },
+        );
+        assert!(out.persist.is_empty());
+        assert_eq!(step0(&core).max_rss_kb, 0);
+    }
+
+    #[test]
+    fn sstat_asks_the_running_steps_nodes() {
+        let mut core = core_with_step();
+        let ask = |core: &Core, step, all| {
+            core.stat_targets(
+                &StepStatRequest {
+                    job_id: 5,
+                    step,
+                    all,
+                },
+                Caller::ROOT,
+            )
+        };
+        let t = ask(&core, None, false).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].0, StatStep::Numbered(0));
+        assert_eq!(t[0].1.iter().collect::<Vec<_>>(), vec![0, 1]);
+        assert!(ask(&core, Some(StatStep::Numbered(1)), false)
+            .unwrap()
+            .is_empty());
+        // `-a` adds the batch step, on the batch host, first.
+        let all = ask(&core, None, true).unwrap();
+        let steps: Vec<StatStep> = all.iter().map(|t| t.0).collect();
+        assert_eq!(steps, vec![StatStep::Batch, StatStep::Numbered(0)]);
+        assert_eq!(all[0].1.iter().collect::<Vec<_>>(), vec![0]);
+        // Another user may not look.
+        let other = Caller {
+            uid: 4242,
+            operator: false,
+        };
+        let req = StepStatRequest {
+            job_id: 5,
+            step: None,
+            all: false,
+        };
+        assert!(core.stat_targets(&req, other).is_err());
+        // Unknown job: an error (sstat: "couldn't get steps").
+        let unknown = StepStatRequest { job_id: 99, ..req };
+        assert!(core.stat_targets(&unknown, Caller::ROOT).is_err());
+        // Ended step: nothing running but the script.
+        core.apply(
+            50,
+            Command::StepDone {
+                done: StepComplete {
+                    job_id: 5,
+                    step_id: 0,
+                    exit: ExitStatus::default(),
+                    start_time: 30,
+                    release: false,
+                },
+                caller: Caller::ROOT,
+            },
+        );
+        assert!(ask(&core, None, false).unwrap().is_empty());
+        let all = ask(&core, None, true).unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].0, StatStep::Batch);
     }
 
     #[test]

@@ -302,6 +302,7 @@ fn is_node_message(body: &Body) -> bool {
             | Body::Health(_)
             | Body::BatchFinished(_)
             | Body::ScriptFailed(_)
+            | Body::StepUsage(_)
             | Body::ForwardReply(_)
     )
 }

@@ -233,6 +233,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::Broadcast(req) => broadcast(req, h).await,
+        Body::QueryStepStats(req) => step_stats(req, caller, h).await,
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),
@@ -459,6 +460,77 @@ async fn broadcast(req: BroadcastRequest, h: &ControllerHandles) -> Body {
     reply.missing = targets.difference(&covered).len();
     reply.duplicates = seen.saturating_sub(covered.len());
     Body::BroadcastReply(reply)
+}
+
+/// `sstat`: ask the chosen steps' nodes for their usage now and fold the
+/// answers per step (MaxRSS the highest task's, CPU summed, AveRSS over
+/// tasks). Nodes that fail to answer are left out, as Slurm's sstat leaves
+/// out a node whose slurmd does not answer.
+async fn step_stats(
+    req: crate::wire::messages::StepStatRequest,
+    caller: Caller,
+    h: &ControllerHandles,
+) -> Body {
+    use crate::wire::messages::{NodeReply, StepStat};
+    let job_id = req.job_id;
+    let msg = crate::actors::controller::StatTargets { req, caller };
+    let targets = match send_counted(&h.controller, &h.controller_stats, msg).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Body::Error(e),
+        Err(_) => return gone(),
+    };
+    if targets.is_empty() {
+        return Body::StepStats(Vec::new());
+    }
+    let ranks = targets
+        .iter()
+        .fold(RankSet::new(), |acc, (_, r)| acc.union(r));
+    let steps: Vec<_> = targets.iter().map(|(s, _)| *s).collect();
+    let msg = Fanout {
+        targets: ranks,
+        cmd: NodeCommand::StatSteps {
+            job_id,
+            steps: steps.clone(),
+        },
+        budget: std::time::Duration::from_secs(10),
+    };
+    let Ok(outcomes) = send_counted(&h.relay, &h.relay_stats, msg).await else {
+        return gone();
+    };
+    let mut out: Vec<StepStat> = steps
+        .iter()
+        .map(|&step| StepStat {
+            job_id,
+            step,
+            nodes: String::new(),
+            totals: Default::default(),
+            pids: Vec::new(),
+        })
+        .collect();
+    for o in outcomes {
+        match o.result {
+            Ok(NodeReply::StepStats(v)) => {
+                for (step, usage, pids) in v {
+                    if let Some(s) = out.iter_mut().find(|s| s.step == step) {
+                        s.totals.add(&usage);
+                        s.pids.push((usage.node.clone(), pids));
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(job_id, ranks = ?o.ranks, error = %e, "sstat: nodes did not answer")
+            }
+        }
+    }
+    for s in &mut out {
+        s.pids.sort();
+        let names: Vec<&str> = s.pids.iter().map(|(n, _)| n.as_str()).collect();
+        s.nodes = crate::config::hostlist::compress(&names);
+    }
+    // A step that ended between the choice and the question is not running.
+    out.retain(|s| s.totals.nodes > 0);
+    Body::StepStats(out)
 }
 
 async fn acct(q: AcctQuery, h: &ControllerHandles) -> Body {

@@ -21,9 +21,10 @@ use std::sync::Arc;
 
 use super::bind::{self, AffinityMask, AutoBind, GpuAffinity};
 use super::contain::{
-    Attach, Containment, DeviceRules, JobCgroup, JobLimits, StepCgroup, StepName,
+    Attach, CgroupUsage, Containment, DeviceRules, JobCgroup, JobLimits, StepCgroup, StepName,
 };
 use super::hw::topology::Topology;
+use crate::model::acct::NodeUsage;
 use crate::model::binding::{CpuBind, Distribution, GpuBind};
 use crate::wire::messages::{NodeShare, StepLaunch};
 
@@ -425,15 +426,77 @@ pub fn end_job(job: Arc<JobCgroup>) {
     }
 }
 
+/// A step cgroup shared with readers (`sstat` of the batch step): its
+/// owner takes it out to tear it down, after which readers find `None`.
+pub type SharedStep = Arc<std::sync::Mutex<Option<StepCgroup>>>;
+
+/// The batch step's usage now (one task, rank 0), and its processes; `None`
+/// once the script has ended. Blocking (reads cgroup files).
+pub fn batch_usage(step: &SharedStep, node: &str) -> Option<(NodeUsage, Vec<u32>)> {
+    let held = step.lock().unwrap_or_else(|e| e.into_inner());
+    let s = held.as_ref()?;
+    let u = s.usage();
+    let pids = s.pids().into_iter().map(|p| p as u32).collect();
+    Some((node_usage(node, 0, u, &[u], s.oom_kills()), pids))
+}
+
+/// Where a step's usage goes when its last task has ended here.
+pub type UsageSink = Box<dyn FnOnce(NodeUsage) + Send>;
+
 /// A step's cgroups on this node, held while its tasks run: when the last
-/// task has exited (the last holder drops), what is left in the step is
+/// task has exited (the last holder drops), its usage is read and handed to
+/// the sink (see [`StepGuard::on_end`]), then what is left in the step is
 /// killed and the cgroup removed, on a thread of its own.
 pub struct StepGuard {
     job_id: u32,
+    step_id: u32,
+    node: String,
+    /// Step-wide rank of this node's first task (MaxRSSTask is step-wide).
+    first_rank: u32,
     step: Option<StepCgroup>,
     /// Kept so their (still empty at fork) directories are not removed
-    /// before the tasks are inside.
+    /// before the tasks are inside; read for per-task peaks.
     _tasks: Vec<super::contain::TaskCgroup>,
+    sink: std::sync::Mutex<Option<UsageSink>>,
+}
+
+/// One node's usage of a step from its cgroup's numbers and its tasks':
+/// MaxRSS per task (the highest one, step-wide rank), CPU times of the step.
+/// Pure, so the aggregation rules are testable without cgroups.
+pub fn node_usage(
+    node: &str,
+    first_rank: u32,
+    step: CgroupUsage,
+    tasks: &[CgroupUsage],
+    oom_kills: u64,
+) -> NodeUsage {
+    let kb = |b: Option<u64>| b.unwrap_or(0) / 1024;
+    let ms = |us: Option<u64>| us.unwrap_or(0) / 1000;
+    let (mut max_task, mut max_task_kb, mut sum) = (first_rank, 0u64, 0u64);
+    for (i, t) in tasks.iter().enumerate() {
+        let peak = kb(t.max_rss_bytes);
+        sum = sum.saturating_add(peak);
+        if peak > max_task_kb {
+            (max_task, max_task_kb) = (first_rank + i as u32, peak);
+        }
+    }
+    // cpuacct.stat may be missing where cpuacct.usage is not: then the
+    // total counts as user time, so TotalCPU stays right.
+    let (user, system) = match (step.user_cpu_us, step.system_cpu_us) {
+        (None, None) => (step.total_cpu_us, None),
+        (u, s) => (u, s),
+    };
+    NodeUsage {
+        node: node.to_string(),
+        tasks: tasks.len() as u32,
+        max_rss_kb: kb(step.max_rss_bytes),
+        max_rss_task: max_task,
+        max_rss_task_kb: max_task_kb,
+        rss_sum_kb: sum,
+        user_cpu_ms: ms(user),
+        system_cpu_ms: ms(system),
+        oom_kills,
+    }
 }
 
 impl StepGuard {
@@ -443,8 +506,10 @@ impl StepGuard {
         job: &JobCgroup,
         job_id: u32,
         step_id: u32,
-        tasks: u32,
+        node: &str,
+        ranks: std::ops::Range<u32>,
     ) -> Result<(StepGuard, Vec<Attach>), String> {
+        let tasks = ranks.len() as u32;
         let err = |e: super::contain::ContainError| format!("cannot set up the step's cgroup: {e}");
         let step = job
             .step(StepName::Numbered(step_id), &JobLimits::default())
@@ -463,11 +528,48 @@ impl StepGuard {
         Ok((
             StepGuard {
                 job_id,
+                step_id,
+                node: node.to_string(),
+                first_rank: ranks.start,
                 step: Some(step),
                 _tasks: cgs,
+                sink: std::sync::Mutex::new(None),
             },
             attaches,
         ))
+    }
+
+    /// Where the step's usage goes when its last task here has ended.
+    pub fn on_end(&self, sink: UsageSink) {
+        *self.sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+    }
+
+    /// The step's usage here so far. Blocking (reads cgroup files): call it
+    /// off the event loop.
+    pub fn usage(&self) -> NodeUsage {
+        let Some(step) = &self.step else {
+            return NodeUsage::default();
+        };
+        let tasks: Vec<CgroupUsage> = self._tasks.iter().map(|t| t.usage()).collect();
+        node_usage(
+            &self.node,
+            self.first_rank,
+            step.usage(),
+            &tasks,
+            step.oom_kills(),
+        )
+    }
+
+    /// The step's processes here (`sstat -i`). Blocking.
+    pub fn pids(&self) -> Vec<u32> {
+        self.step
+            .as_ref()
+            .map(|s| s.pids().into_iter().map(|p| p as u32).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn step_id(&self) -> u32 {
+        self.step_id
     }
 }
 
@@ -478,9 +580,24 @@ impl Drop for StepGuard {
         };
         let job_id = self.job_id;
         let tasks = std::mem::take(&mut self._tasks);
+        let sink = self
+            .sink
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let (node, first_rank, step_id) = (self.node.clone(), self.first_rank, self.step_id);
         let spawned = std::thread::Builder::new()
             .name(format!("job{job_id}-stepend"))
             .spawn(move || {
+                // Measured before the cgroups go: the kernel's numbers go
+                // with them.
+                if let Some(sink) = sink {
+                    let per_task: Vec<CgroupUsage> = tasks.iter().map(|t| t.usage()).collect();
+                    let usage =
+                        node_usage(&node, first_rank, step.usage(), &per_task, step.oom_kills());
+                    tracing::debug!(job_id, step_id, node = %node, max_rss_kb = usage.max_rss_kb, "step usage measured");
+                    sink(usage);
+                }
                 drop(tasks);
                 end_step(step, job_id);
             });
@@ -501,5 +618,46 @@ impl Drop for Leaf {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cg(
+        peak: u64,
+        user_us: Option<u64>,
+        sys_us: Option<u64>,
+        total_us: Option<u64>,
+    ) -> CgroupUsage {
+        CgroupUsage {
+            max_rss_bytes: Some(peak),
+            current_rss_bytes: None,
+            user_cpu_us: user_us,
+            system_cpu_us: sys_us,
+            total_cpu_us: total_us,
+        }
+    }
+
+    #[test]
+    fn a_nodes_usage_names_its_highest_task_step_wide() {
+        let step = cg(300 << 20, Some(1_500_000), Some(250_000), Some(1_750_000));
+        let tasks = [
+            cg(100 << 20, None, None, None),
+            cg(200 << 20, None, None, None),
+        ];
+        let u = node_usage("n2", 4, step, &tasks, 0);
+        assert_eq!(u.tasks, 2);
+        assert_eq!(u.max_rss_kb, 300 << 10);
+        assert_eq!((u.max_rss_task, u.max_rss_task_kb), (5, 200 << 10));
+        assert_eq!(u.rss_sum_kb, 300 << 10);
+        assert_eq!((u.user_cpu_ms, u.system_cpu_ms), (1500, 250));
+    }
+
+    #[test]
+    fn without_cpuacct_stat_the_total_counts_as_user_time() {
+        let u = node_usage("n1", 0, cg(0, None, None, Some(2_000_000)), &[], 1);
+        assert_eq!((u.user_cpu_ms, u.system_cpu_ms, u.oom_kills), (2000, 0, 1));
     }
 }

@@ -46,6 +46,9 @@ pub struct BatchStarted {
     pub spool_dir: PathBuf,
     /// The job's cgroup on this node, when the node tracks by cgroup.
     pub cgroup: Option<std::sync::Arc<super::contain::JobCgroup>>,
+    /// The batch step's cgroup while the script runs, for `sstat`; the
+    /// supervisor takes it back (leaving `None`) to tear it down.
+    pub batch_step: Option<super::leaf::SharedStep>,
 }
 
 /// The two things a batch supervisor reports.
@@ -136,6 +139,7 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
             }
             let pid = p.pid;
             let note = p.stderr.try_clone().ok();
+            let step = step.map(|s| std::sync::Arc::new(std::sync::Mutex::new(Some(s))));
             let started = BatchStarted {
                 pid,
                 proc: Proc {
@@ -145,10 +149,12 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
                 stderr: p.stderr,
                 spool_dir: p.spool_dir,
                 cgroup,
+                batch_step: step.clone(),
             };
             // If the agent is gone (the daemon is stopping) the script runs on.
             let _ = started_tx.send(Ok(started));
             let (status, mut usage) = wait_with_usage(pid);
+            let step = step.and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
             if let Some(step) = step {
                 // The cgroup counts every process of the step, not only
                 // those the script waited for; and it alone knows OOM kills.

@@ -182,6 +182,9 @@ pub struct StartedStep {
     /// keep the link open once the tasks are done.
     pub first_rank: u32,
     pub notes: mpsc::WeakSender<Body>,
+    /// The step's cgroups while its tasks run (`sstat` reads them). Weak:
+    /// the last task's end must still tear them down.
+    pub guard: Option<std::sync::Weak<super::leaf::StepGuard>>,
 }
 
 impl StartedStep {
@@ -275,7 +278,8 @@ pub fn fork_tasks(
     };
     let (guard, mut attaches) = match made.as_ref().or(job_cgroup.as_ref()) {
         Some(job) => {
-            let (g, a) = super::leaf::StepGuard::new(job, l.job_id, l.step_id, ranks.len() as u32)?;
+            let (g, a) =
+                super::leaf::StepGuard::new(job, l.job_id, l.step_id, node, ranks.clone())?;
             (Some(Arc::new(g)), a.into_iter().map(Some).collect())
         }
         None => (None, ranks.clone().map(|_| None).collect::<Vec<_>>()),
@@ -551,6 +555,7 @@ pub fn start_step_io(
         groups,
         first_rank,
         notes,
+        guard: guard.as_ref().map(Arc::downgrade),
     }
 }
 

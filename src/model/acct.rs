@@ -19,6 +19,78 @@ pub struct Usage {
     pub oom_kills: u64,
 }
 
+/// What one node measured of one srun step's processes (its cgroup, and
+/// one cgroup per task): sent up when the step ends there, and answered to
+/// `sstat` while it runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeUsage {
+    pub node: String,
+    /// The step's tasks on this node.
+    pub tasks: u32,
+    /// Peak resident memory of the whole step on this node, KiB.
+    pub max_rss_kb: u64,
+    /// The task (step-wide rank) with the highest peak, and that peak (KiB):
+    /// sacct's MaxRSSTask and, over nodes, MaxRSS's node.
+    pub max_rss_task: u32,
+    pub max_rss_task_kb: u64,
+    /// Sum of the tasks' peaks, KiB: AveRSS is this summed over nodes and
+    /// divided by the step's tasks.
+    pub rss_sum_kb: u64,
+    pub user_cpu_ms: u64,
+    pub system_cpu_ms: u64,
+    pub oom_kills: u64,
+}
+
+/// A step's usage over its nodes, as sacct and sstat show it: MaxRSS is the
+/// highest node's (with that node and its task), CPU times are summed, and
+/// AveRSS averages the tasks' peaks over all the step's tasks (Slurm's rules
+/// for jobacct_gather's aggregates).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepTotals {
+    pub max_rss_kb: u64,
+    pub max_rss_node: String,
+    pub max_rss_task: Option<u32>,
+    pub rss_sum_kb: u64,
+    pub tasks: u32,
+    pub nodes: u32,
+    pub user_cpu_ms: u64,
+    pub system_cpu_ms: u64,
+    pub oom_kills: u64,
+}
+
+impl StepTotals {
+    /// Fold one node's report in.
+    pub fn add(&mut self, u: &NodeUsage) {
+        // The node's peak: its highest task's when tasks are tracked, else
+        // the whole step's on that node.
+        let peak = if u.max_rss_task_kb > 0 {
+            u.max_rss_task_kb
+        } else {
+            u.max_rss_kb
+        };
+        if self.nodes == 0 || peak > self.max_rss_kb {
+            self.max_rss_kb = peak;
+            self.max_rss_node = u.node.clone();
+            self.max_rss_task = Some(u.max_rss_task);
+        }
+        self.rss_sum_kb = self.rss_sum_kb.saturating_add(if u.rss_sum_kb > 0 {
+            u.rss_sum_kb
+        } else {
+            u.max_rss_kb
+        });
+        self.tasks = self.tasks.saturating_add(u.tasks);
+        self.nodes += 1;
+        self.user_cpu_ms = self.user_cpu_ms.saturating_add(u.user_cpu_ms);
+        self.system_cpu_ms = self.system_cpu_ms.saturating_add(u.system_cpu_ms);
+        self.oom_kills = self.oom_kills.saturating_add(u.oom_kills);
+    }
+
+    /// AveRSS, KiB: the tasks' peaks averaged over the tasks reported.
+    pub fn ave_rss_kb(&self) -> u64 {
+        self.rss_sum_kb / u64::from(self.tasks.max(1))
+    }
+}
+
 /// One job as `sacct` shows it: the allocation plus its steps. Kept by the
 /// controller for good (unlike squeue's view, which forgets after MinJobAge).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -106,6 +178,7 @@ impl JobRecord {
                 JobState::Cancelled | JobState::Timeout | JobState::NodeFail => JobState::Cancelled,
                 other => other,
             };
+            let host = batch_host.unwrap_or_default();
             steps.push(AcctStep {
                 kind: StepKind::Batch,
                 name: "batch".into(),
@@ -113,7 +186,7 @@ impl JobRecord {
                 exit_code: (self.exit.code, self.exit.signal),
                 start_time: Some(start),
                 end_time: self.end_time,
-                nodes: batch_host.unwrap_or_default(),
+                nodes: host.clone(),
                 num_nodes: 1,
                 num_tasks: 1,
                 alloc_cpus: alloc.cpus.first().copied().unwrap_or(0),
@@ -123,6 +196,19 @@ impl JobRecord {
                 system_cpu_ms: usage.system_cpu_ms,
                 srun_host: String::new(),
                 srun_pid: 0,
+                // The batch step is one task on one node: its cgroup's
+                // numbers are the task's.
+                usage: StepTotals {
+                    max_rss_kb: usage.max_rss_kb,
+                    max_rss_node: host,
+                    max_rss_task: (usage.max_rss_kb > 0).then_some(0),
+                    rss_sum_kb: usage.max_rss_kb,
+                    tasks: 1,
+                    nodes: u32::from(usage.max_rss_kb > 0),
+                    user_cpu_ms: usage.user_cpu_ms,
+                    system_cpu_ms: usage.system_cpu_ms,
+                    oom_kills: usage.oom_kills,
+                },
             });
         }
         AcctJob {

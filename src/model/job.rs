@@ -332,4 +332,9 @@ pub struct AcctStep {
     pub srun_host: String,
     #[serde(default)]
     pub srun_pid: u32,
+    /// What the step's nodes measured, folded together (empty until a node
+    /// reports; `max_rss_kb`, `user_cpu_ms` and `system_cpu_ms` above
+    /// mirror it).
+    #[serde(default)]
+    pub usage: super::acct::StepTotals,
 }

@@ -76,6 +76,7 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("QueryStatus", Role::Anyone),
     ("QueryStats", Role::Anyone),
     ("QueryAcct", Role::Anyone),
+    ("QueryStepStats", Role::Owner),
     ("CancelJobs", Role::Owner),
     ("CancelStep", Role::Owner),
     ("UpdateJobs", Role::Owner),
@@ -89,6 +90,7 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("Health", Role::Daemon),
     ("BatchFinished", Role::Daemon),
     ("ScriptFailed", Role::Daemon),
+    ("StepUsage", Role::Daemon),
     ("ForwardReply", Role::Daemon),
     ("Keepalive", Role::Daemon),
 ];

@@ -101,6 +101,13 @@ pub enum Op {
     },
     /// The accounting record of a finished job (kept for good).
     PutAcct(Box<AcctJob>),
+    /// Replace one step of a finished job's stored accounting record (a
+    /// node's usage report that came after the job's end); nothing if the
+    /// record or step is not there.
+    PutAcctStep {
+        job_id: u32,
+        step: Box<crate::model::acct::AcctStep>,
+    },
 }
 
 struct Batch {
@@ -319,6 +326,19 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
                     .map_err(|e| e.to_string())?;
             }
         }
+        Op::PutAcctStep { job_id, step } => {
+            let key = job_id.to_be_bytes();
+            let Some(v) = t.acct.get(key).map_err(|e| e.to_string())? else {
+                return Ok(());
+            };
+            let mut rec = decode_acct(&v, *job_id).map_err(|e| e.to_string())?;
+            let Some(slot) = rec.steps.iter_mut().find(|s| s.kind == step.kind) else {
+                return Ok(());
+            };
+            *slot = step.as_ref().clone();
+            let bytes = encode(&rec)?;
+            t.acct.insert(key, bytes).map_err(|e| e.to_string())?;
+        }
         Op::NodeAdmin { name, state } => {
             match state {
                 Some(bytes) => t.nodes.insert(name.as_bytes(), bytes.as_slice()),
@@ -435,6 +455,54 @@ mod tests {
         for w in &mut waits {
             assert_eq!(w.try_recv().ok(), Some(Ok(())));
         }
+    }
+
+    /// A node's usage report after the job's end replaces that step in the
+    /// stored accounting record, and nothing else.
+    #[tokio::test]
+    async fn a_late_step_report_patches_the_stored_record() {
+        use crate::model::acct::AcctJob;
+        use crate::model::job::{JobState, StepKind};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(dir.path()).unwrap();
+        let step = |kind, rss| crate::model::acct::AcctStep {
+            kind,
+            name: "s".into(),
+            state: JobState::Completed,
+            exit_code: (0, 0),
+            start_time: None,
+            end_time: None,
+            nodes: "n1".into(),
+            num_nodes: 1,
+            num_tasks: 1,
+            alloc_cpus: 1,
+            max_rss_kb: rss,
+            max_vmsize_kb: 0,
+            user_cpu_ms: 0,
+            system_cpu_ms: 0,
+            srun_host: String::new(),
+            srun_pid: 0,
+            usage: Default::default(),
+        };
+        let acct = AcctJob {
+            job_id: 4,
+            steps: vec![step(StepKind::Batch, 5), step(StepKind::Numbered(0), 0)],
+            ..Default::default()
+        };
+        store
+            .commit(vec![Op::PutAcct(Box::new(acct))])
+            .await
+            .unwrap();
+        let patch = |job_id| Op::PutAcctStep {
+            job_id,
+            step: Box::new(step(StepKind::Numbered(0), 777)),
+        };
+        // A job with no stored record: nothing to patch, no error.
+        store.commit(vec![patch(4), patch(5)]).await.unwrap();
+        let back = store.acct_get(4).unwrap().unwrap();
+        assert_eq!(back.steps[0].max_rss_kb, 5);
+        assert_eq!(back.steps[1].max_rss_kb, 777);
+        assert!(store.acct_get(5).unwrap().is_none());
     }
 
     #[tokio::test]

@@ -420,6 +420,45 @@ pub struct BatchFinished {
     pub usage: Usage,
 }
 
+/// A node's measurement of an srun step whose tasks there have all ended,
+/// read from the step's cgroups just before they are removed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepUsageReport {
+    pub job_id: u32,
+    pub step_id: u32,
+    pub usage: crate::model::acct::NodeUsage,
+}
+
+/// `sstat`: the running steps of one job (`step: None` = as `sstat -j J`
+/// picks them, see `all`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepStatRequest {
+    pub job_id: u32,
+    /// `J.S`; `J.batch` is [`StatStep::Batch`].
+    pub step: Option<StatStep>,
+    /// `-a`: every running step, the batch step included.
+    pub all: bool,
+}
+
+/// A step `sstat` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StatStep {
+    Batch,
+    Numbered(u32),
+}
+
+/// One running step's usage now, summed over its nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepStat {
+    pub job_id: u32,
+    pub step: StatStep,
+    /// The nodes that answered, compressed.
+    pub nodes: String,
+    pub totals: crate::model::acct::StepTotals,
+    /// The step's processes, per node (`sstat -i`).
+    pub pids: Vec<(String, Vec<u32>)>,
+}
+
 /// Everything the node needs to start a job's batch script (or, on the
 /// non-batch nodes, just to hold the allocation).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -843,6 +882,11 @@ pub enum NodeCommand {
     Prolog(Box<ScriptJob>),
     /// Run these Prolog and Epilog from now on (`scontrol reconfigure`).
     SetScripts(Box<NodeScriptConf>),
+    /// `sstat`: this node's current usage of these running steps of a job.
+    StatSteps {
+        job_id: u32,
+        steps: Vec<StatStep>,
+    },
 }
 
 /// Why a running job is killed.
@@ -878,6 +922,8 @@ pub enum NodeReply {
     Terminated,
     /// This node's Prolog failed; the controller hears why separately.
     PrologFailed,
+    /// `StatSteps`: each asked-for step running here, its usage and pids.
+    StepStats(Vec<(StatStep, crate::model::acct::NodeUsage, Vec<u32>)>),
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -973,6 +1019,11 @@ pub enum Body {
     BatchFinished(BatchFinished),
     /// A Prolog or Epilog failed on a node (travels up like `BatchFinished`).
     ScriptFailed(ScriptFailure),
+    /// node → controller (up the tree): an srun step's usage on a node.
+    StepUsage(StepUsageReport),
+    /// `sstat`; answered with `StepStats` (or `Error`).
+    QueryStepStats(StepStatRequest),
+    StepStats(Vec<StepStat>),
     Forward(Box<Forward>),
     ForwardReply(ForwardReply),
 }
@@ -1025,6 +1076,9 @@ impl Body {
             Body::Health(_) => "Health",
             Body::BatchFinished(_) => "BatchFinished",
             Body::ScriptFailed(_) => "ScriptFailed",
+            Body::StepUsage(_) => "StepUsage",
+            Body::QueryStepStats(_) => "QueryStepStats",
+            Body::StepStats(_) => "StepStats",
             Body::Forward(_) => "Forward",
             Body::ForwardReply(_) => "ForwardReply",
         }

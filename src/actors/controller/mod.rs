@@ -175,6 +175,17 @@ pub struct AcctReply {
     pub scan: Option<Store>,
 }
 
+/// `sstat`: the running steps to ask and their nodes (see
+/// `Core::stat_targets`).
+#[derive(Message)]
+#[rtype(
+    result = "Result<Vec<(crate::wire::messages::StatStep, RankSet)>, crate::wire::messages::ErrorReply>"
+)]
+pub struct StatTargets {
+    pub req: crate::wire::messages::StepStatRequest,
+    pub caller: Caller,
+}
+
 /// Compress a rank set to a hostlist of node names.
 #[derive(Message)]
 #[rtype(result = "String")]

@@ -56,6 +56,11 @@ impl Handler<UpEvent> for ControllerActor {
                 removed: removed.iter().collect(),
             },
             UpEvent::ScriptFailed(failure) => Command::NodeScriptFailed { failure },
+            UpEvent::StepUsage(u) => Command::StepUsage {
+                job_id: u.job_id,
+                step_id: u.step_id,
+                usage: u.usage,
+            },
             UpEvent::BatchFinished(b) => {
                 self.stats.handled();
                 let step = self
@@ -272,6 +277,14 @@ impl Handler<GetRanks> for ControllerActor {
             }
         }
         GetRanksReply(Ok(ranks))
+    }
+}
+
+impl Handler<super::StatTargets> for ControllerActor {
+    type Result = Result<Vec<(crate::wire::messages::StatStep, RankSet)>, ErrorReply>;
+    fn handle(&mut self, msg: super::StatTargets, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        self.core.stat_targets(&msg.req, msg.caller)
     }
 }
 

@@ -289,6 +289,7 @@ mod tests {
             system_cpu_ms: 0,
             srun_host: String::new(),
             srun_pid: 0,
+            usage: Default::default(),
         }
     }
 

@@ -82,6 +82,7 @@ enum Field {
     AllocNodes,
     AllocTres,
     AveCpu,
+    AveRss,
     Cluster,
     Comment,
     Constraints,
@@ -101,6 +102,8 @@ enum Field {
     JobIdRaw,
     JobName,
     MaxRss,
+    MaxRssNode,
+    MaxRssTask,
     MaxVmSize,
     NNodes,
     NodeList,
@@ -160,7 +163,7 @@ static FIELDS: FieldTable<Field> = FieldTable {
         def(14, "AveDiskRead", F::NotRecorded),
         def(14, "AveDiskWrite", F::NotRecorded),
         def(10, "AvePages", F::NotRecorded),
-        def(10, "AveRSS", F::NotRecorded),
+        def(10, "AveRSS", F::AveRss),
         def(10, "AveVMSize", F::NotRecorded),
         def(16, "BlockID", F::NotRecorded),
         def(10, "Cluster", F::Cluster),
@@ -198,8 +201,8 @@ static FIELDS: FieldTable<Field> = FieldTable {
         def(12, "MaxPagesNode", F::NotRecorded),
         def(14, "MaxPagesTask", F::NotRecorded),
         def(10, "MaxRSS", F::MaxRss),
-        def(10, "MaxRSSNode", F::NotRecorded),
-        def(10, "MaxRSSTask", F::NotRecorded),
+        def(10, "MaxRSSNode", F::MaxRssNode),
+        def(10, "MaxRSSTask", F::MaxRssTask),
         def(10, "MaxVMSize", F::MaxVmSize),
         def(14, "MaxVMSizeNode", F::NotRecorded),
         def(14, "MaxVMSizeTask", F::NotRecorded),
@@ -839,6 +842,22 @@ fn value(field: Field, row: Row<'_>, ctx: Ctx) -> Value {
         F::JobName => Value::Text(step.map_or(&job.name, |s| &s.name).clone()),
         F::MaxRss => Value::Text(step_size(step.map(|s| s.max_rss_kb), ctx.conv)),
         F::MaxVmSize => Value::Text(step_size(step.map(|s| s.max_vmsize_kb), ctx.conv)),
+        // Measured steps only (a node's report, or the batch step's cgroup).
+        F::AveRss => Value::Text(step_size(
+            step.filter(|s| s.usage.nodes > 0)
+                .map(|s| s.usage.ave_rss_kb()),
+            ctx.conv,
+        )),
+        F::MaxRssNode => Value::Text(
+            step.filter(|s| s.usage.nodes > 0)
+                .map(|s| s.usage.max_rss_node.clone())
+                .unwrap_or_default(),
+        ),
+        F::MaxRssTask => Value::Count(
+            step.filter(|s| s.usage.nodes > 0)
+                .and_then(|s| s.usage.max_rss_task)
+                .map(u64::from),
+        ),
         F::NNodes => Value::Count(Some(u64::from(match step {
             None if job.num_nodes == 0 => job.req_nodes.max(1),
             None => job.num_nodes,
