@@ -561,10 +561,27 @@ fn place_with(
                 let by_cores =
                     placement::tasks_by_cores(slot.layout, &slot.used, idle, cpt, &req.res, req.cr);
                 let mut tasks = req.tasks_fitting(cpus_of(slot)).min(by_cores).min(left);
-                // GRES per task or CPUs per GPU may fit fewer tasks than
-                // cores do: step down (a few tries, then the next node).
+                // GPUs per task bound the tasks as cores do (cheaply, so
+                // that a request no node can meet costs one look per node).
+                if let Some(g) = req.res.gpus_per_task.as_ref().filter(|g| g.count > 0) {
+                    let free: u64 = slot
+                        .gres
+                        .iter()
+                        .filter(|s| s.name == g.name && (g.type_.is_none() || s.type_ == g.type_))
+                        .map(|s| {
+                            if idle {
+                                s.total()
+                            } else {
+                                s.total() - s.used()
+                            }
+                        })
+                        .sum();
+                    tasks = tasks.min(u32::try_from(free / g.count).unwrap_or(u32::MAX));
+                }
+                // Other GRES or CPUs per GPU may fit fewer still: step down
+                // (a few tries, then the next node).
                 let mut tries = 0;
-                while tasks > 0 && tries < 64 {
+                while tasks > 0 && tries < 8 {
                     if take(&mut alloc, rank, slot, tasks) {
                         left -= tasks;
                         break;
