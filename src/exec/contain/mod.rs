@@ -538,6 +538,17 @@ impl Group {
         let Some(dir) = self.inner.procs_dir(&self.rel) else {
             return Ok(());
         };
+        // Nothing inside (the usual case when a step or job ends): no freeze. On v1 a
+        // freeze of a cgroup whose children were just removed stays FREEZING for tens
+        // of milliseconds, and it was most of a launch's teardown. A cgroup already
+        // gone (the job's teardown removed it under a step's) holds nothing either.
+        match fs::procs_tree(&dir) {
+            Ok(pids) if pids.is_empty() => return Ok(()),
+            Err(ContainError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Ok(())
+            }
+            _ => {}
+        }
         let started = Instant::now();
         // v2's cgroup.kill kills the whole subtree at once, forks in flight included.
         if let Backend::V2(v2) = &self.inner.backend {
