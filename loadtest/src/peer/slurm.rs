@@ -139,6 +139,7 @@ pub(super) struct SlurmSpec<'a> {
     pub(super) node_base_port: u16,
     pub(super) nodes: u32,
     pub(super) tree_width: u32,
+    pub(super) leaves: Leaves,
 }
 
 /// `n1`, or `n[1-K]` for several nodes.
@@ -182,8 +183,7 @@ pub(super) fn slurm_conf(spec: &SlurmSpec) -> String {
     let _ = writeln!(s, "SchedulerType=sched/backfill");
     let _ = writeln!(s, "SelectType=select/cons_tres");
     let _ = writeln!(s, "SelectTypeParameters=CR_Core_Memory");
-    let _ = writeln!(s, "ProctrackType=proctrack/linuxproc");
-    let _ = writeln!(s, "TaskPlugin=task/none");
+    s.push_str(spec.leaves.slurm_conf_lines());
     let _ = writeln!(s, "JobAcctGatherType=jobacct_gather/none");
     let _ = writeln!(s, "AccountingStorageType=accounting_storage/none");
     let _ = writeln!(s, "MpiDefault=none");
@@ -263,8 +263,13 @@ impl SlurmCluster {
                 node_base_port: base + 1,
                 nodes,
                 tree_width: ctx.tree_width,
+                leaves: ctx.leaves,
             }),
         )?;
+        // Read from beside slurm.conf.
+        if let Some(text) = ctx.leaves.cgroup_conf() {
+            write_file(&dir.join("cgroup.conf"), text)?;
+        }
         let mut cluster = SlurmCluster {
             dir,
             conf,
