@@ -112,6 +112,15 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2])]
         threads: Vec<u32>,
     },
+    /// Node-side launch set-up and teardown with cgroups and binding, against a plain node.
+    Leaf {
+        /// Set-ups and teardowns timed (half as many fork+exec pairs).
+        #[arg(long, default_value_t = 2000)]
+        iterations: u32,
+        /// Tasks of the step on the node.
+        #[arg(long, default_value_t = 2)]
+        tasks: u32,
+    },
     /// The same user-visible operations against real Slurm (Debian packages) and canopy.
     Peer {
         /// Node counts for the K-node launch test.
@@ -123,6 +132,10 @@ enum Scenario {
         submits: u32,
         #[arg(long, default_value_t = 2000)]
         queued: u32,
+        /// Both systems with proctrack/cgroup, task/cgroup,task/affinity and a cgroup.conf
+        /// (default: proctrack/linuxproc and task/none on both).
+        #[arg(long)]
+        confined: bool,
     },
 }
 
@@ -251,11 +264,19 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 progress,
             )
         }
+        Scenario::Leaf { iterations, tasks } => scenarios::leaf::run(
+            &scenarios::leaf::Opts {
+                iterations: if q { 50 } else { (*iterations).max(1) },
+                tasks: (*tasks).max(1),
+            },
+            progress,
+        ),
         Scenario::Peer {
             ks,
             tree_width,
             submits,
             queued,
+            confined,
         } => {
             if *tree_width < 2 {
                 bail!("--tree-width must be at least 2");
@@ -269,6 +290,11 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 submits: *submits,
                 queued: *queued,
                 quick: q,
+                leaves: if *confined {
+                    peer::Leaves::Confined
+                } else {
+                    peer::Leaves::Plain
+                },
             };
             match peer::run(&opts, progress) {
                 Ok(rows) => Ok(rows
@@ -277,7 +303,8 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                         let mut row = Row::new("peer")
                             .set("metric", r.metric)
                             .set("unit", r.unit)
-                            .set("tree_width", *tree_width);
+                            .set("tree_width", *tree_width)
+                            .set("leaves", opts.leaves.name());
                         if let Some(n) = r.nodes {
                             row = row.set("nodes", n);
                         }
@@ -300,7 +327,11 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                         .set("skipped", true)
                         .set("note", e.to_string())])
                 }
-                Err(e) => Err(e.into()),
+                // The run leaves a failed cluster's logs in its directory; keep them.
+                Err(e) => {
+                    let kept = work.keep();
+                    Err(anyhow::Error::from(e).context(format!("logs kept in {}", kept.display())))
+                }
             }
         }
     }

@@ -125,3 +125,37 @@ fn peer_runs_or_skips_cleanly() {
         }
     }
 }
+
+#[test]
+fn leaf_times_every_row() {
+    // In process: needs no daemon, so it does not go through `run`'s ctld check.
+    let exe = env!("CARGO_BIN_EXE_canopy-loadtest");
+    let out = Command::new(exe)
+        .args(["leaf", "--quick", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "leaf failed:\n{stderr}");
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let metrics: Vec<&str> = rows.iter().filter_map(|r| r["metric"].as_str()).collect();
+    assert_eq!(
+        metrics,
+        [
+            "setup_confined",
+            "setup_plain",
+            "teardown_confined",
+            "teardown_plain",
+            "fork_exec_confined",
+            "fork_exec_plain",
+            "added_launch",
+            "added_teardown"
+        ]
+    );
+    for r in rows.iter().filter(|r| r.get("n").is_some()) {
+        assert!(num(r, "n") > 0.0 && num(r, "p50_ms") > 0.0, "{r}");
+        assert!(num(r, "p50_ms") <= num(r, "p99_ms"), "{r}");
+    }
+}

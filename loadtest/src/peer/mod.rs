@@ -22,7 +22,7 @@ use std::os::unix::fs::{chown, OpenOptionsExt as _, PermissionsExt as _};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
 use std::thread;
@@ -59,6 +59,52 @@ pub struct PeerOpts {
     pub queued: u32,
     /// CI smoke mode: small fixed counts, and no attempt to install Slurm.
     pub quick: bool,
+    /// How both systems' nodes track, confine and bind tasks.
+    pub leaves: Leaves,
+}
+
+/// What the nodes of BOTH systems do around a task, stated explicitly on each side so
+/// that a comparison is like for like whatever either system's default is (canopy's
+/// default is proctrack/cgroup, as Slurm's; the Debian slurm.conf example's is not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leaves {
+    /// `ProctrackType=proctrack/linuxproc`, `TaskPlugin=task/none`: no cgroups, no masks.
+    Plain,
+    /// `ProctrackType=proctrack/cgroup`, `TaskPlugin=task/cgroup,task/affinity`, and
+    /// cgroup.conf's `ConstrainCores=yes ConstrainRAMSpace=yes`.
+    Confined,
+}
+
+impl Leaves {
+    pub fn name(self) -> &'static str {
+        match self {
+            Leaves::Plain => "linuxproc,task/none",
+            Leaves::Confined => "cgroup,task/cgroup+affinity",
+        }
+    }
+
+    /// The slurm.conf lines, the same text for Slurm and canopy (canopy's reader takes
+    /// both values).
+    pub(crate) fn slurm_conf_lines(self) -> &'static str {
+        match self {
+            Leaves::Plain => "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n",
+            Leaves::Confined => {
+                "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n"
+            }
+        }
+    }
+
+    /// cgroup.conf beside slurm.conf (both systems read it from there), or none. Slurm
+    /// 22.05 is told the hierarchy outright (its autodetection is newer than some of the
+    /// hosts it runs on); canopy reads the same file.
+    pub(crate) fn cgroup_conf(self) -> Option<&'static str> {
+        match self {
+            Leaves::Plain => None,
+            Leaves::Confined => {
+                Some("CgroupPlugin=cgroup/v1\nConstrainCores=yes\nConstrainRAMSpace=yes\n")
+            }
+        }
+    }
 }
 
 /// One side-by-side figure.
@@ -188,6 +234,7 @@ pub fn run(opts: &PeerOpts, progress: &mut dyn FnMut(&str)) -> Result<Vec<PeerRo
         canopy_exe,
         hostname: hostname(),
         tree_width: plan.tree_width,
+        leaves: opts.leaves,
     };
     let rows = measure_all(&ctx, &plan, progress)?;
     // Only empty when every cluster finished cleanly; otherwise logs stay for a look.
@@ -258,6 +305,7 @@ struct Ctx {
     canopy_exe: PathBuf,
     hostname: String,
     tree_width: u32,
+    leaves: Leaves,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -399,8 +447,9 @@ fn measure_all(
             &slurm,
             format!(
                 "`srun -N {k} true` on both: allocation, a task on every node, release; \
-                 TreeWidth {}, median of {reps}",
-                ctx.tree_width
+                 TreeWidth {}, {}, median of {reps}",
+                ctx.tree_width,
+                ctx.leaves.name()
             ),
         ));
     }

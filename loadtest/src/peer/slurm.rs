@@ -139,6 +139,7 @@ pub(super) struct SlurmSpec<'a> {
     pub(super) node_base_port: u16,
     pub(super) nodes: u32,
     pub(super) tree_width: u32,
+    pub(super) leaves: Leaves,
 }
 
 /// `n1`, or `n[1-K]` for several nodes.
@@ -182,8 +183,7 @@ pub(super) fn slurm_conf(spec: &SlurmSpec) -> String {
     let _ = writeln!(s, "SchedulerType=sched/backfill");
     let _ = writeln!(s, "SelectType=select/cons_tres");
     let _ = writeln!(s, "SelectTypeParameters=CR_Core_Memory");
-    let _ = writeln!(s, "ProctrackType=proctrack/linuxproc");
-    let _ = writeln!(s, "TaskPlugin=task/none");
+    s.push_str(spec.leaves.slurm_conf_lines());
     let _ = writeln!(s, "JobAcctGatherType=jobacct_gather/none");
     let _ = writeln!(s, "AccountingStorageType=accounting_storage/none");
     let _ = writeln!(s, "MpiDefault=none");
@@ -231,6 +231,9 @@ pub(super) fn idle_wait(k: u32) -> Duration {
     Duration::from_secs(120 + u64::from(k) / 2)
 }
 
+/// Where the next Slurm cluster's port search begins.
+static NEXT_PORT: AtomicU16 = AtomicU16::new(PORT_LO);
+
 /// A private slurmctld and K slurmd, all children of this process.
 pub(super) struct SlurmCluster {
     pub(super) dir: PathBuf,
@@ -240,13 +243,20 @@ pub(super) struct SlurmCluster {
 
 impl SlurmCluster {
     pub(super) fn start(ctx: &Ctx, dir: PathBuf, nodes: u32) -> Result<SlurmCluster, PeerError> {
-        let base = find_port_block(nodes + 1, PORT_LO, PORT_HI, &port_is_free).ok_or(
-            PeerError::NoPorts {
+        // Each cluster starts looking past the last one's block: a slurmd killed a
+        // moment ago can leave its port unbindable for slurmd (seen at K = 512 right
+        // after K = 128: "Unable to bind listen port (24001)"), though our test bind
+        // (SO_REUSEADDR) calls it free.
+        let from = NEXT_PORT.load(Ordering::Relaxed).clamp(PORT_LO, PORT_HI);
+        let base = find_port_block(nodes + 1, from, PORT_HI, &port_is_free)
+            .or_else(|| find_port_block(nodes + 1, PORT_LO, PORT_HI, &port_is_free))
+            .ok_or(PeerError::NoPorts {
                 count: nodes + 1,
                 lo: PORT_LO,
                 hi: PORT_HI,
-            },
-        )?;
+            })?;
+        let after = u32::from(base) + nodes + 1;
+        NEXT_PORT.store(u16::try_from(after).unwrap_or(PORT_LO), Ordering::Relaxed);
         for sub in ["state", "log", "run", "spool"] {
             create_dir(&dir.join(sub))?;
         }
@@ -263,8 +273,13 @@ impl SlurmCluster {
                 node_base_port: base + 1,
                 nodes,
                 tree_width: ctx.tree_width,
+                leaves: ctx.leaves,
             }),
         )?;
+        // Read from beside slurm.conf.
+        if let Some(text) = ctx.leaves.cgroup_conf() {
+            write_file(&dir.join("cgroup.conf"), text)?;
+        }
         let mut cluster = SlurmCluster {
             dir,
             conf,

@@ -14,6 +14,7 @@ fn opts() -> PeerOpts {
         submits: 200,
         queued: 2000,
         quick: false,
+        leaves: Leaves::Plain,
     }
 }
 
@@ -221,6 +222,7 @@ fn slurm_conf_keeps_everything_in_its_dir_and_lists_k_nodes() {
         node_base_port: 24001,
         nodes: 128,
         tree_width: 50,
+        leaves: Leaves::Plain,
     });
     for line in [
             "SlurmctldHost=vm(127.0.0.1)",
@@ -246,10 +248,96 @@ fn slurm_conf_keeps_everything_in_its_dir_and_lists_k_nodes() {
         node_base_port: 24001,
         nodes: 1,
         tree_width: 16,
+        leaves: Leaves::Plain,
     });
     assert!(one.contains("NodeName=n1 NodeHostname=vm NodeAddr=127.0.0.1 Port=24001 "));
     assert!(one.contains("PartitionName=debug Nodes=n1 "));
     assert!(one.contains("TreeWidth=16\n"));
+}
+
+#[test]
+fn leaves_are_stated_on_both_sides_and_confined_adds_cgroup_conf() {
+    let spec = |leaves| SlurmSpec {
+        dir: Path::new("/w/x"),
+        hostname: "vm",
+        ctld_port: 24000,
+        node_base_port: 24001,
+        nodes: 8,
+        tree_width: 50,
+        leaves,
+    };
+    let plain = slurm_conf(&spec(Leaves::Plain));
+    for line in ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none"] {
+        assert!(
+            plain.lines().any(|l| l == line),
+            "missing {line:?} in\n{plain}"
+        );
+    }
+    assert_eq!(Leaves::Plain.cgroup_conf(), None);
+    let confined = slurm_conf(&spec(Leaves::Confined));
+    for line in [
+        "ProctrackType=proctrack/cgroup",
+        "TaskPlugin=task/cgroup,task/affinity",
+    ] {
+        assert!(
+            confined.lines().any(|l| l == line),
+            "missing {line:?} in\n{confined}"
+        );
+    }
+    // Each key once: the leaf lines replace the old fixed ones, not add to them.
+    for conf in [&plain, &confined] {
+        for key in ["ProctrackType=", "TaskPlugin="] {
+            assert_eq!(
+                conf.lines().filter(|l| l.starts_with(key)).count(),
+                1,
+                "{conf}"
+            );
+        }
+    }
+    let cg = Leaves::Confined.cgroup_conf().unwrap();
+    for line in [
+        "CgroupPlugin=cgroup/v1",
+        "ConstrainCores=yes",
+        "ConstrainRAMSpace=yes",
+    ] {
+        assert!(cg.lines().any(|l| l == line), "missing {line:?} in\n{cg}");
+    }
+}
+
+#[test]
+fn canopy_reads_both_leaf_settings() {
+    // The same lines go into canopy's slurm.conf: its reader must take them, and make
+    // of them what Slurm does.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("slurm.conf");
+    for (leaves, cgroup, tasks) in [
+        (Leaves::Plain, false, vec![]),
+        (
+            Leaves::Confined,
+            true,
+            vec!["task/cgroup".to_string(), "task/affinity".to_string()],
+        ),
+    ] {
+        let text = format!(
+            "ClusterName=c\nSlurmctldHost=localhost(127.0.0.1)\n{}\
+             NodeName=n1 CPUs=2\nPartitionName=p Nodes=ALL\n",
+            leaves.slurm_conf_lines()
+        );
+        fs::write(&conf, text).unwrap();
+        let c = ::canopy::config::Config::load(&conf).unwrap();
+        assert_eq!(c.proctrack_cgroup, cgroup, "{leaves:?}");
+        let mut got = c.task_plugins.clone();
+        got.retain(|p| p != "task/none");
+        assert_eq!(got, tasks, "{leaves:?}");
+    }
+    let cg = dir.path().join("cgroup.conf");
+    fs::write(&cg, Leaves::Confined.cgroup_conf().unwrap()).unwrap();
+    let parsed = ::canopy::config::cgroup::CgroupConf::load(&cg).unwrap();
+    assert!(
+        parsed.constrain_cores && parsed.constrain_ram_space,
+        "{parsed:?}"
+    );
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 pub mod fanout;
 pub mod heartbeat;
+pub mod leaf;
 pub mod memory;
 pub mod rpc;
 pub mod signer;
