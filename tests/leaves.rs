@@ -295,3 +295,32 @@ fn srun_tasks_are_bound_as_task_affinity_binds_them() {
     assert!(err.contains("]: mask 0x1 set"), "{err}");
     assert!(err.contains("cpu-bind=MASK - n1, task  1  1 ["), "{err}");
 }
+
+/// A step narrows only itself: a one-CPU step first, then a two-task step
+/// of the same allocation still has both of the job's CPUs.
+#[test]
+fn a_step_does_not_narrow_its_jobs_cpus() {
+    if !cgroups_ready() {
+        return;
+    }
+    let c = cluster(1, CONFINED, &[], &[("cgroup.conf", "ConstrainCores=yes\n")]);
+    let w = c.dir.path();
+    let o = c.cli(
+        w,
+        "salloc",
+        &[
+            "-n2",
+            "sh",
+            "-c",
+            "srun -n1 grep Cpus_allowed_list /proc/self/status; \
+             srun -n2 -l --cpu-bind=none grep Cpus_allowed_list /proc/self/status",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}{err}");
+    // The first step: one CPU. The second: both, for each of its tasks.
+    assert!(out.contains("Cpus_allowed_list:\t0\n"), "{out}");
+    assert!(out.contains("0: Cpus_allowed_list:\t0-1\n"), "{out}");
+    assert!(out.contains("1: Cpus_allowed_list:\t0-1\n"), "{out}");
+}

@@ -473,7 +473,16 @@ impl NodeAgent {
             job.starting.retain(|s| s.id != id);
             let mut forked = forked?;
             if let Some(cg) = forked.cgroup.take() {
-                job.cgroup.get_or_insert(cg);
+                match &job.cgroup {
+                    None => job.cgroup = Some(cg),
+                    // Two steps of an adopted job raced to make it: the
+                    // second handle must not remove what the first holds.
+                    Some(_) => {
+                        if let Ok(cg) = Arc::try_unwrap(cg) {
+                            cg.keep();
+                        }
+                    }
+                }
             }
             if abort.is_cancelled() {
                 forked.kill();
@@ -549,7 +558,56 @@ impl NodeAgent {
             // Holding the allocation; srun steps may start processes later.
             self.jobs.insert(job_id, LocalJob::new(seq));
             self.record(job_id);
-            return now(Ok(NodeReply::Launched));
+            let leaf = self
+                .leaf
+                .clone()
+                .filter(|_| matches!(self.mode, ExecMode::Real { .. }));
+            let Some(leaf) = leaf else {
+                return now(Ok(NodeReply::Launched));
+            };
+            // The job's cgroup, with the job's share of this node, before
+            // the launch is answered: its steps (launched only once every
+            // node has answered) then live inside it, each narrowed to its
+            // own share, and none of them can narrow the job's.
+            let (uid, share) = (
+                l.uid,
+                l.held
+                    .get(node_index(&l.nodelist, &self.node) as usize)
+                    .cloned(),
+            );
+            return Box::pin(
+                async move {
+                    tokio::task::spawn_blocking(move || leaf.job(job_id, uid, share.as_ref()))
+                        .await
+                        .map_err(|e| format!("cannot set up the job's cgroup: {e}"))
+                        .and_then(|r| r)
+                }
+                .into_actor(self)
+                .map(move |made, act, _| {
+                    let current = act.jobs.get_mut(&job_id).filter(|j| j.seq == seq);
+                    match (made, current) {
+                        (Ok(cg), Some(job)) => {
+                            job.cgroup = cg;
+                            Ok(NodeReply::Launched)
+                        }
+                        (Ok(cg), None) => {
+                            // Ended while the cgroup was made.
+                            if let Some(cg) = cg {
+                                end_job_cgroup(cg);
+                            }
+                            Ok(NodeReply::Launched)
+                        }
+                        (Err(e), _) => {
+                            tracing::error!(job_id, error = %e, "job not set up on this node");
+                            act.jobs.remove(&job_id);
+                            if let Some(book) = &act.records {
+                                book.remove(job_id);
+                            }
+                            Err(e)
+                        }
+                    }
+                }),
+            );
         }
         if matches!(self.mode, ExecMode::Real { .. }) && !self.prolog_done(job_id) {
             if let Some(run) = self.prolog_run(job_id, ctx) {

@@ -510,7 +510,7 @@ fn step_share(
 ) -> NodeShare {
     let job_ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
     let threads = layout.map_or(1, |l| l.threads.max(1)) as usize;
-    let want = (tasks.max(1) * cpus_per_task.max(1)) as usize;
+    let want = (u64::from(tasks.max(1)) * u64::from(cpus_per_task.max(1))) as usize;
     let cpu_ids = job_ids
         .iter()
         .copied()

@@ -136,11 +136,6 @@ impl Leaf {
         self.containment.as_ref()
     }
 
-    /// Whether programs see their GPUs renumbered from 0.
-    pub fn renumbers_gpus(&self) -> bool {
-        self.fence_devices
-    }
-
     /// OS CPU ids of abstract ones this machine has.
     fn os_cpus(&self, ids: &[u32]) -> Vec<u32> {
         let mut v: Vec<u32> = ids
@@ -184,6 +179,31 @@ impl Leaf {
             mem_bytes: (share.mem_mb > 0).then(|| share.mem_mb.saturating_mul(1 << 20)),
             devices,
         }
+    }
+
+    /// The job's cgroup for tracking only, no limits written: for a step
+    /// whose job has none here (a job adopted after a daemon restart), so
+    /// that the job's own limits, if any, are left as they are.
+    pub fn track_job(&self, job_id: u32, uid: u32) -> Result<Option<Arc<JobCgroup>>, String> {
+        self.job(job_id, uid, None)
+    }
+
+    /// Whether programs given `share`'s GPUs should see them renumbered
+    /// from 0: only when the fence is really in place (a confined node
+    /// whose cgroups work, and a device file for every GPU held), else
+    /// `CUDA_VISIBLE_DEVICES` is all that steers a program to its own GPUs.
+    pub fn renumbers(&self, share: Option<&NodeShare>) -> bool {
+        let fenced = self.fence_devices
+            && self
+                .containment
+                .as_ref()
+                .is_some_and(|c| c.fences_devices());
+        fenced
+            && share.is_some_and(|s| {
+                s.gpus()
+                    .iter()
+                    .all(|&i| self.devices.iter().any(|d| d.name == "gpu" && d.index == i))
+            })
     }
 
     /// Make (or reopen) the job's cgroup. `Ok(None)`: this node does not
@@ -255,6 +275,7 @@ impl Leaf {
         }
         // GPUs: the step's, per task as --gpu-bind says.
         let gpus: Vec<u32> = share.map(NodeShare::gpus).unwrap_or_default();
+        let renumber = self.renumbers(share);
         if !gpus.is_empty() {
             let affinity: Vec<GpuAffinity> = gpus
                 .iter()
@@ -282,7 +303,7 @@ impl Leaf {
                 let visible: Vec<String> = mine
                     .iter()
                     .map(|g| {
-                        if self.fence_devices {
+                        if renumber {
                             gpus.iter().position(|x| x == g).unwrap_or(0).to_string()
                         } else {
                             g.to_string()
@@ -508,12 +529,11 @@ impl StepGuard {
         step_id: u32,
         node: &str,
         ranks: std::ops::Range<u32>,
+        limits: &JobLimits,
     ) -> Result<(StepGuard, Vec<Attach>), String> {
         let tasks = ranks.len() as u32;
         let err = |e: super::contain::ContainError| format!("cannot set up the step's cgroup: {e}");
-        let step = job
-            .step(StepName::Numbered(step_id), &JobLimits::default())
-            .map_err(err)?;
+        let step = job.step(StepName::Numbered(step_id), limits).map_err(err)?;
         let mut cgs = Vec::new();
         let mut attaches = Vec::new();
         for t in 0..tasks {

@@ -100,7 +100,7 @@ pub fn supervise_batch(req: BatchRequest, abort: Abort) -> io::Result<BatchSuper
                 },
                 None => (None, None, None),
             };
-            let renumber = req.leaf.as_ref().is_some_and(|l| l.renumbers_gpus());
+            let renumber = req.leaf.as_ref().is_some_and(|l| l.renumbers(share));
             let r = spawn_batch(
                 &req.launch,
                 &req.node,

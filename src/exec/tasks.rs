@@ -272,17 +272,28 @@ pub fn fork_tasks(
         Some(leaf) => leaf.tasks(l, node_index, ranks.clone())?,
         None => ranks.clone().map(|_| Default::default()).collect(),
     };
+    // The job's cgroup is made at its launch with the job's share; one
+    // missing here (a job adopted after a daemon restart) is made for
+    // tracking only, never with this step's narrower limits.
     let made = match (leaf, &job_cgroup) {
-        (Some(leaf), None) => leaf.job(l.job_id, l.uid, l.held.get(node_index))?,
+        (Some(leaf), None) => leaf.track_job(l.job_id, l.uid)?,
         _ => None,
     };
-    let (guard, mut attaches) = match made.as_ref().or(job_cgroup.as_ref()) {
-        Some(job) => {
-            let (g, a) =
-                super::leaf::StepGuard::new(job, l.job_id, l.step_id, node, ranks.clone())?;
+    let (guard, mut attaches) = match (leaf, made.as_ref().or(job_cgroup.as_ref())) {
+        (Some(leaf), Some(job)) => {
+            // The step is confined to its own share within the job's.
+            let limits = leaf.limits(l.held.get(node_index));
+            let (g, a) = super::leaf::StepGuard::new(
+                job,
+                l.job_id,
+                l.step_id,
+                node,
+                ranks.clone(),
+                &limits,
+            )?;
             (Some(Arc::new(g)), a.into_iter().map(Some).collect())
         }
-        None => (None, ranks.clone().map(|_| None).collect::<Vec<_>>()),
+        _ => (None, ranks.clone().map(|_| None).collect::<Vec<_>>()),
     };
     // Each task's command line: the step's, or its own (--multi-prog).
     let argv_of = |rank: u32| -> Result<Vec<String>, String> {

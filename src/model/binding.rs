@@ -58,6 +58,8 @@ impl From<Vec<u32>> for IdSet {
 /// tasks than a node runs, and a bound on what a typo like `0*999999999`
 /// can make srun allocate.
 pub const MAX_LIST: usize = 1 << 16;
+/// The most characters a list may expand to (a 4,096-CPU mask is 1,024).
+pub const MAX_EXPANDED: usize = 1 << 18;
 
 impl IdSet {
     pub fn new(mut ids: Vec<u32>) -> Self {
@@ -213,6 +215,7 @@ fn is_value(rest: &str) -> bool {
 /// Expands `1*4,2` to `1,1,1,1,2`; `mask` lists take hex digits.
 fn expand_list(list: &str, kind: &'static str, mask: bool) -> Result<Vec<String>, BindError> {
     let mut out = Vec::new();
+    let mut held = 0usize;
     for tok in list.split(',').filter(|t| !t.is_empty()) {
         let (value, count) = match tok.split_once('*') {
             Some((v, n)) => {
@@ -258,12 +261,16 @@ fn expand_list(list: &str, kind: &'static str, mask: bool) -> Result<Vec<String>
                 ch: '*',
             });
         }
-        if out.len() + count > MAX_LIST {
+        // Bounded by what the expansion holds, not only by entries: a long
+        // mask repeated 65,536 times would otherwise be gigabytes.
+        let grown = held.saturating_add(digits.len().saturating_mul(count));
+        if out.len() + count > MAX_LIST || grown > MAX_EXPANDED {
             return Err(BindError::BadMultiplier {
                 kind,
                 value: tok.to_string(),
             });
         }
+        held = grown;
         out.extend(std::iter::repeat_n(digits.to_string(), count));
     }
     if out.is_empty() {

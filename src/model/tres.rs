@@ -297,7 +297,8 @@ impl GresAlloc {
 pub fn gres_totals(per_node: &[Vec<GresAlloc>]) -> Vec<(String, u64)> {
     let mut out: std::collections::BTreeMap<String, u64> = Default::default();
     for g in per_node.iter().flatten() {
-        *out.entry(g.name.clone()).or_default() += g.count;
+        let e = out.entry(g.name.clone()).or_default();
+        *e = e.saturating_add(g.count);
     }
     out.into_iter().collect()
 }
@@ -307,7 +308,8 @@ pub fn gres_totals(per_node: &[Vec<GresAlloc>]) -> Vec<(String, u64)> {
 pub fn gres_requested(r: &ResourceRequest, nodes: u32, tasks: u32) -> Vec<(String, u64)> {
     let mut out: std::collections::BTreeMap<String, u64> = Default::default();
     let mut add = |g: &GresRequest, times: u32| {
-        *out.entry(g.name.clone()).or_default() += g.count.saturating_mul(u64::from(times));
+        let e = out.entry(g.name.clone()).or_default();
+        *e = e.saturating_add(g.count.saturating_mul(u64::from(times)));
     };
     for g in &r.gres {
         add(g, nodes);
@@ -319,7 +321,10 @@ pub fn gres_requested(r: &ResourceRequest, nodes: u32, tasks: u32) -> Vec<(Strin
         add(g, tasks);
     }
     if let Some(g) = &r.gpus_per_socket {
-        add(g, nodes * r.sockets_per_node.unwrap_or(1).max(1));
+        add(
+            g,
+            nodes.saturating_mul(r.sockets_per_node.unwrap_or(1).max(1)),
+        );
     }
     if let Some(g) = &r.gpus {
         add(g, 1);

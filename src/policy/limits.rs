@@ -49,6 +49,39 @@ pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), ErrorReply>
     if value.len() > max {
         return Err(too_long(field, value.len(), max));
     }
+    // A NUL cannot reach a process's argv or environment (a Prolog given
+    // such a job's directory could not start, and would drain its node);
+    // Slurm's C strings cannot hold one either.
+    if value.contains('\0') {
+        return Err(ErrorReply {
+            code: ErrorCode::InvalidRequest,
+            message: format!("Invalid {field}: it contains a NUL byte"),
+        });
+    }
+    Ok(())
+}
+
+/// The binding options a job or step carries to its nodes: bounded, and
+/// read here as the nodes will read them, so a bad or oversized one is
+/// refused at the door rather than on every node.
+pub fn check_resources(r: &crate::model::tres::ResourceRequest) -> Result<(), ErrorReply> {
+    use crate::model::binding::{CpuBind, Distribution, GpuBind};
+    let invalid = |e: crate::model::binding::BindError| ErrorReply {
+        code: ErrorCode::InvalidRequest,
+        message: e.to_string(),
+    };
+    if let Some(v) = &r.cpu_bind {
+        check_len("--cpu-bind", v, MAX_STR_LEN)?;
+        CpuBind::parse(v).map_err(invalid)?;
+    }
+    if let Some(v) = &r.distribution {
+        check_len("--distribution", v, MAX_STR_LEN)?;
+        Distribution::parse(v).map_err(invalid)?;
+    }
+    if let Some(v) = &r.gpu_bind {
+        check_len("--gpu-bind", v, MAX_STR_LEN)?;
+        GpuBind::parse(v).map_err(invalid)?;
+    }
     Ok(())
 }
 
@@ -89,6 +122,7 @@ pub fn check_submit(s: &JobSubmit, max_script_size: u64) -> Result<(), ErrorRepl
         check_len(field, value, *max)?;
     }
     check_len("the submit host", &s.submit_host, MAX_STR_LEN)?;
+    check_resources(&s.resources)?;
     check_len("the submit line", &s.submit_line, MAX_SUBMIT_LINE_LEN)?;
     let args: usize = s.script_args.iter().map(|a| a.len() + 1).sum();
     if args > MAX_SUBMIT_LINE_LEN {
@@ -126,6 +160,7 @@ pub fn check_step(r: &crate::wire::messages::StepRequest) -> Result<(), ErrorRep
     for (field, value, max) in &fields {
         check_len(field, value, *max)?;
     }
+    check_resources(&r.resources)?;
     let args: usize = r.argv.iter().map(|a| a.len() + 1).sum();
     if args > MAX_SUBMIT_LINE_LEN {
         return Err(too_long("the command line", args, MAX_SUBMIT_LINE_LEN));

@@ -459,7 +459,7 @@ fn place_with(
                     if idle {
                         s.total()
                     } else {
-                        s.total() - s.used()
+                        s.total().saturating_sub(s.used())
                     }
                 })
                 .sum();
@@ -572,7 +572,7 @@ fn place_with(
                             if idle {
                                 s.total()
                             } else {
-                                s.total() - s.used()
+                                s.total().saturating_sub(s.used())
                             }
                         })
                         .sum();

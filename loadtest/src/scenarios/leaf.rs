@@ -127,8 +127,16 @@ fn set_up(leaf: &Leaf, l: &StepLaunch) -> Result<Made> {
         .map_err(anyhow::Error::msg)?;
     let (guard, attaches) = match &job {
         Some(j) => {
-            let (g, a) = StepGuard::new(j, l.job_id, l.step_id, l.tasks_per_node[0])
-                .map_err(anyhow::Error::msg)?;
+            let limits = leaf.limits(l.held.first());
+            let (g, a) = StepGuard::new(
+                j,
+                l.job_id,
+                l.step_id,
+                "n1",
+                0..l.tasks_per_node[0],
+                &limits,
+            )
+            .map_err(anyhow::Error::msg)?;
             (Some(g), a)
         }
         None => (None, Vec::new()),
@@ -229,10 +237,10 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("plain slurm.conf")?;
     let cpus = conf.nodes[0].cpus;
-    let confined = Leaf::for_node(&conf, "n1", 0, &cdir);
+    let confined = Leaf::for_node(&conf, "n1", 0, &cdir, None);
     // The same reader with linuxproc and task/none makes a plain leaf, as
     // `Leaf::plain` does for simulated nodes: no cgroups, no masks.
-    let plain = Leaf::for_node(&plain_conf, "n1", 0, &pdir);
+    let plain = Leaf::for_node(&plain_conf, "n1", 0, &pdir, None);
     if plain.containment().is_some() {
         bail!("proctrack/linuxproc with task/none still made a containment");
     }

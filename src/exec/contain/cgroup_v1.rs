@@ -135,6 +135,11 @@ impl V1 {
             .map(|(_, root)| under(root, rel))
     }
 
+    /// Whether the devices hierarchy is used (ConstrainDevices, mounted).
+    pub(super) fn fences_devices(&self) -> bool {
+        self.hiers.iter().any(|(c, _)| *c == Ctl::Devices)
+    }
+
     pub(super) fn freezer_dir(&self, rel: &Path) -> PathBuf {
         // start() refuses v1 without the freezer, so this is always found.
         self.dir(Ctl::Freezer, rel)

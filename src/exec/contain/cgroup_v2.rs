@@ -37,6 +37,11 @@ pub(super) struct V2 {
 }
 
 impl V2 {
+    /// Whether device programs are loaded (ConstrainDevices and a kernel that takes them).
+    pub(super) fn fences_devices(&self) -> bool {
+        self.devices
+    }
+
     /// Make this node's root under a cgroup2 mount; `Err` says why v2 is unusable.
     pub(super) fn start(conf: &CgroupConf, root_name: &str) -> Result<V2, String> {
         V2::open(conf, &conf.mountpoint, conf.mountpoint.join(root_name))

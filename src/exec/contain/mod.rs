@@ -263,6 +263,16 @@ impl Containment {
         }
     }
 
+    /// Whether jobs' device rules are enforced here (v1's devices controller, or v2's
+    /// device programs); without it a job may open any GPU.
+    pub fn fences_devices(&self) -> bool {
+        match &self.inner.backend {
+            Backend::Unconfined(_) => false,
+            Backend::V1(v1) => v1.fences_devices(),
+            Backend::V2(v2) => v2.fences_devices(),
+        }
+    }
+
     /// Why steps run unconfined; `None` when they are confined.
     pub fn unconfined_reason(&self) -> Option<&str> {
         match &self.inner.backend {
@@ -682,6 +692,12 @@ impl JobCgroup {
 
     pub fn usage(&self) -> CgroupUsage {
         self.group.usage()
+    }
+
+    /// Let go of this handle without removing anything: another handle to the same
+    /// job's cgroup (made by a racing launch) stays in charge of it.
+    pub fn keep(mut self) {
+        self.group.removed = true;
     }
 
     /// Remove the job's cgroups, steps first. Fails (naming the cgroup) while processes
