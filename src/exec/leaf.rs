@@ -56,20 +56,6 @@ pub struct Leaf {
 }
 
 impl Leaf {
-    /// No tracking, confinement or binding (simulated nodes, tests).
-    pub fn plain(node: &str, topo: Topology) -> Leaf {
-        Leaf {
-            node: node.to_string(),
-            containment: None,
-            confine: false,
-            fence_devices: false,
-            affinity: false,
-            autobind: AutoBind::Off,
-            topo: Arc::new(topo),
-            devices: Vec::new(),
-        }
-    }
-
     /// Settings from slurm.conf and cgroup.conf for node `node`: whether to
     /// track, confine and bind; the machine's topology for binding; the
     /// node's device files. Blocking (reads cgroup.conf, probes the cgroup

@@ -7,7 +7,8 @@
 //! (`StepGuard::new`); then the teardown as the daemon does it: the guard
 //! dropped (its thread kills what is left and removes the step), timed until
 //! the step's directories are gone, then `end_job`. The same set-up on a
-//! plain node (`Leaf::plain`: no cgroups, no binding) is the baseline, so the
+//! plain node (read from `proctrack/linuxproc`, `task/none`: no cgroups, no
+//! binding) is the baseline, so the
 //! difference is what the leaf work adds. A second pair times fork+exec of
 //! `true` moved into a task cgroup and bound, against a plain fork+exec.
 //!
@@ -238,8 +239,8 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         .context("plain slurm.conf")?;
     let cpus = conf.nodes[0].cpus;
     let confined = Leaf::for_node(&conf, "n1", 0, &cdir, None);
-    // The same reader with linuxproc and task/none makes a plain leaf, as
-    // `Leaf::plain` does for simulated nodes: no cgroups, no masks.
+    // The same reader with linuxproc and task/none makes a plain leaf: no
+    // cgroups, no masks.
     let plain = Leaf::for_node(&plain_conf, "n1", 0, &pdir, None);
     if plain.containment().is_some() {
         bail!("proctrack/linuxproc with task/none still made a containment");
