@@ -368,12 +368,17 @@ pub(crate) fn pick(
         }
         None => all_cores.collect(),
     };
-    // CR_CPU packs threads, partly used cores included.
-    let thread_order: Vec<u32> = order
-        .iter()
-        .flat_map(|&c| layout.core_cpus(c))
-        .filter(|&cpu| free(cpu))
-        .collect();
+    // CR_CPU packs threads, partly used cores included (only it needs
+    // the list: this runs for every candidate node of every pass).
+    let thread_order: Vec<u32> = if ask.cr.unit == CrUnit::Cpu {
+        order
+            .iter()
+            .flat_map(|&c| layout.core_cpus(c))
+            .filter(|&cpu| free(cpu))
+            .collect()
+    } else {
+        Vec::new()
+    };
     order.retain(|&c| core_free(c));
 
     let mut cpu_ids: Vec<u32> = Vec::new();
