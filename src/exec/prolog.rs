@@ -617,23 +617,30 @@ mod tests {
         let o = run(&req(&s, vec![], Some(Duration::from_millis(500))));
         assert!(matches!(o, Outcome::TimedOut { .. }), "{o:?}");
         assert!(t0.elapsed() < Duration::from_secs(5));
-        let pid: i32 = std::fs::read_to_string(&pidfile)
+        // Killed with its group (give the kernel a moment to reap it).
+        assert!(
+            gone_soon(&pidfile),
+            "the background sleep survived the timeout"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Whether the process whose pid `pidfile` holds is gone (or a zombie)
+    /// within a second.
+    fn gone_soon(pidfile: &std::path::Path) -> bool {
+        let pid: i32 = std::fs::read_to_string(pidfile)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        // Killed with its group (give the kernel a moment to reap it).
-        let mut gone = false;
-        for _ in 0..50 {
+        (0..50).any(|_| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat.is_empty() || stat.contains(") Z ") {
-                gone = true;
-                break;
+            let gone = stat.is_empty() || stat.contains(") Z ");
+            if !gone {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(gone, "the background sleep survived the timeout");
-        let _ = std::fs::remove_dir_all(&d);
+            gone
+        })
     }
 
     #[test]
@@ -660,21 +667,10 @@ mod tests {
             &format!("sleep 30 &\necho $! > {}", pidfile.display()),
         );
         assert_eq!(run(&req(&s, vec![], None)), Outcome::Done);
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let mut gone = false;
-        for _ in 0..50 {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat.is_empty() || stat.contains(") Z ") {
-                gone = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(gone, "the background sleep outlived its script");
+        assert!(
+            gone_soon(&pidfile),
+            "the background sleep outlived its script"
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 
