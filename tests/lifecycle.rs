@@ -70,8 +70,9 @@ fn ctld_sigterm_exits_zero_and_a_restart_finds_every_acknowledged_job() {
         )
         .unwrap();
     });
+    // Only the one signal above: a second would mean "exit at once".
     let status = c
-        .terminate_ctld(STOP_BOUND)
+        .wait_ctld_exit(STOP_BOUND)
         .expect("canopy-ctld exits after SIGTERM");
     assert!(status.success(), "{status:?}\n{}", c.log_text("ctld"));
     let log = c.log_text("ctld");
@@ -261,20 +262,11 @@ fn sigint_stops_the_controller_cleanly_too() {
     let mut c = Cluster::start(1, 2, 30);
     let w = tempfile::tempdir().unwrap();
     let id = c.sbatch(w.path(), &["--hold", "--wrap", "true"]);
-    let mut ctld = c.ctld.take().unwrap();
-    let pid = nix::unistd::Pid::from_raw(ctld.id() as i32);
+    let pid = nix::unistd::Pid::from_raw(c.ctld.as_ref().unwrap().id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let t = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = ctld.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < STOP_BOUND,
-            "canopy-ctld still running after SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = c
+        .wait_ctld_exit(STOP_BOUND)
+        .expect("canopy-ctld exits after SIGINT");
     assert!(status.success(), "{status:?}\n{}", c.log_text("ctld"));
     assert!(c.log_text("ctld").contains("signal=\"SIGINT\""));
     c.start_ctld();

@@ -271,6 +271,12 @@ impl Cluster {
         terminate(&mut c, limit)
     }
 
+    /// Wait for a controller the test already signalled to exit by itself.
+    pub fn wait_ctld_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let mut c = self.ctld.take()?;
+        wait_exit(&mut c, limit)
+    }
+
     /// As `terminate_ctld`, for one node daemon.
     pub fn terminate_node(
         &mut self,
@@ -479,6 +485,13 @@ pub fn run_as(
 pub fn terminate(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    wait_exit(child, limit)
+}
+
+/// Wait up to `limit` for `child` to exit on its own; past it, kill it and
+/// return `None`. Sends no signal first: for a test that signalled the
+/// daemon itself (a second SIGTERM means "exit at once", status 1).
+pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let t = Instant::now();
     while t.elapsed() < limit {
         if let Some(status) = child.try_wait().unwrap() {
