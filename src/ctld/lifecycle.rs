@@ -11,6 +11,7 @@ use crate::model::job::{ExitStatus, JobState};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched;
+use crate::sched::gate::NoGate;
 use crate::sched::table::PartitionView;
 use crate::state::store::Op;
 use crate::tree::rankset::RankSet;
@@ -39,9 +40,13 @@ impl Core {
                 ranks,
             })
             .collect();
-        let started = self
-            .jobs
-            .schedule(&parts, &mut self.slots, now, self.conf.as_ref());
+        let started = self.jobs.schedule(
+            &parts,
+            &mut self.slots,
+            now,
+            self.conf.as_ref(),
+            &mut NoGate,
+        );
         if started.is_empty() {
             return;
         }

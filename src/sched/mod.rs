@@ -9,6 +9,7 @@
 pub mod array;
 
 pub mod features;
+pub mod gate;
 pub mod placement;
 pub mod priority;
 pub mod table;

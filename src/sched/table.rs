@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::gate::StartGate;
 use super::{apply, place, NodeSlot, Request};
 use crate::model::dependency::{Outcome, Target, TargetJob};
 use crate::model::job::{Allocation, JobRecord};
@@ -446,12 +447,16 @@ impl JobTable {
     /// fit. Returns the started ids; their records are Running with `alloc`.
     /// `nodes` resolves the node names of `-w`/`-x` (a job naming an
     /// unknown node waits) and the features `--constraint` asks for.
+    /// `gate` is policy: a job it blocks waits with its reason (and, as a
+    /// job that does not fit, stops its partition's walk: FIFO within a
+    /// partition); the nodes it allows are the job's candidates.
     pub fn schedule(
         &mut self,
         parts: &[PartitionView<'_>],
         slots: &mut [NodeSlot],
         now: UnixTime,
         nodes: &dyn super::NodeDirectory,
+        gate: &mut dyn StartGate,
     ) -> Vec<u32> {
         let mut started = Vec::new();
         for p in parts {
@@ -507,23 +512,30 @@ impl JobTable {
                 if job.submit.begin_time.is_some_and(|t| t > now) {
                     continue;
                 }
-                let placed = Request::for_job(&job.submit, nodes)
-                    .ok()
-                    .and_then(|req| place(&req, p.ranks, slots));
+                let allowed = match gate.blocked(job, now) {
+                    Some(reason) => Err(reason),
+                    None => match gate.restrict(job, p.ranks, now) {
+                        None => Ok(std::borrow::Cow::Borrowed(p.ranks)),
+                        Some(Ok(v)) => Ok(std::borrow::Cow::Owned(v)),
+                        Some(Err(reason)) => Err(reason),
+                    },
+                };
+                let placed = allowed.and_then(|ranks| {
+                    Request::for_job(&job.submit, nodes)
+                        .ok()
+                        .and_then(|req| place(&req, &ranks, slots))
+                        .ok_or(JobReason::Resources)
+                });
                 match placed {
-                    Some(alloc) => {
+                    Ok(alloc) => {
                         apply(&alloc, slots);
+                        gate.started(job, &alloc, now);
                         self.start(id, alloc, now);
                         started.push(id);
                     }
-                    None => {
-                        self.blocked.insert(
-                            p.name.to_string(),
-                            Block {
-                                head: key,
-                                reason: JobReason::Resources,
-                            },
-                        );
+                    Err(reason) => {
+                        self.blocked
+                            .insert(p.name.to_string(), Block { head: key, reason });
                         break;
                     }
                 }
@@ -760,6 +772,7 @@ impl JobTable {
 mod tests {
     use super::*;
     use crate::model::job::JobSubmit;
+    use crate::sched::gate::{Gates, NoGate};
 
     fn job(id: u32, part: &str, nodes: u32, hold: bool) -> JobRecord {
         JobRecord {
@@ -796,6 +809,71 @@ mod tests {
         (0..n).map(|_| NodeSlot::plain(1, 100)).collect()
     }
 
+    /// Blocks job 1 and lets every other job use rank 1 only, counting
+    /// the starts it is told of.
+    struct Rule {
+        starts: Vec<u32>,
+    }
+
+    impl StartGate for Rule {
+        fn blocked(&self, job: &JobRecord, _: UnixTime) -> Option<JobReason> {
+            (job.job_id == 1).then_some(JobReason::Dependency)
+        }
+        fn restrict(
+            &self,
+            _: &JobRecord,
+            candidates: &[u32],
+            _: UnixTime,
+        ) -> Option<Result<Vec<u32>, JobReason>> {
+            Some(Ok(candidates.iter().copied().filter(|&r| r == 1).collect()))
+        }
+        fn started(&mut self, job: &JobRecord, alloc: &Allocation, _: UnixTime) {
+            assert_eq!(alloc.ranks, [1]);
+            self.starts.push(job.job_id);
+        }
+    }
+
+    #[test]
+    fn a_gate_holds_a_job_with_its_reason_and_narrows_the_nodes_of_others() {
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1],
+        }];
+        let mut t = JobTable::default();
+        t.admit(job(1, "p", 1, false));
+        let mut s = slots(2);
+        let mut rule = Rule { starts: vec![] };
+        assert!(t
+            .schedule(&parts, &mut s, 0, &|_: &str| None, &mut rule)
+            .is_empty());
+        assert_eq!(t.reason(t.get(1).unwrap(), 0), JobReason::Dependency);
+
+        // Two one-node jobs, one allowed node: the first takes it, the
+        // second waits for resources.
+        let mut t = JobTable::default();
+        t.admit(job(2, "p", 1, false));
+        t.admit(job(3, "p", 1, false));
+        let mut s = slots(2);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut rule),
+            vec![2]
+        );
+        assert_eq!(rule.starts, [2]);
+        assert_eq!(t.reason(t.get(3).unwrap(), 0), JobReason::Resources);
+        // Composed, the same rule twice narrows twice and hears each start.
+        let (mut a, mut b) = (Rule { starts: vec![] }, Rule { starts: vec![] });
+        let mut t = JobTable::default();
+        t.admit(job(4, "p", 1, false));
+        let mut s = slots(2);
+        let mut both = Gates(vec![&mut a, &mut b]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut both),
+            vec![4]
+        );
+        assert_eq!((a.starts, b.starts), (vec![4], vec![4]));
+    }
+
     #[test]
     fn fifo_stops_at_the_first_blocked_job_and_derives_reasons() {
         let mut t = JobTable::default();
@@ -809,7 +887,10 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0, 1],
         }];
-        assert_eq!(t.schedule(&parts, &mut s, 10, &|_: &str| None), vec![1]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 10, &|_: &str| None, &mut NoGate),
+            vec![1]
+        );
         // Job 2 needs both nodes: it blocks; job 3 (would fit) waits behind it.
         assert_eq!(t.reason(t.get(2).unwrap(), 0).to_string(), "Resources");
         assert_eq!(t.reason(t.get(3).unwrap(), 0).to_string(), "Priority");
@@ -832,7 +913,10 @@ mod tests {
             )
             .unwrap();
         super::super::release(&alloc, &mut s);
-        assert_eq!(t.schedule(&parts, &mut s, 21, &|_: &str| None), vec![2]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 21, &|_: &str| None, &mut NoGate),
+            vec![2]
+        );
         assert_eq!(
             t.counts("p"),
             Counts {
@@ -887,7 +971,10 @@ mod tests {
             },
         ];
         // Held job 1 is skipped; released job 2 runs in its new partition.
-        assert_eq!(t.schedule(&parts, &mut s, 0, &|_: &str| None), vec![2]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut NoGate),
+            vec![2]
+        );
         assert!(!t.modify(99, |_| {}));
         assert_eq!(t.active(), 2);
     }
@@ -903,7 +990,9 @@ mod tests {
             state: PartitionState::Down,
             ranks: &[0, 1],
         }];
-        assert!(t.schedule(&parts, &mut s, 0, &|_: &str| None).is_empty());
+        assert!(t
+            .schedule(&parts, &mut s, 0, &|_: &str| None, &mut NoGate)
+            .is_empty());
         assert_eq!(t.reason(t.get(1).unwrap(), 0).to_string(), "PartitionDown");
         assert_eq!(t.reason(t.get(2).unwrap(), 0).to_string(), "PartitionDown");
     }
@@ -952,7 +1041,10 @@ mod tests {
             ranks: &[0, 1],
         }];
         let mut s = slots(2);
-        assert_eq!(t.schedule(&parts, &mut s, 10, &|_: &str| None), vec![3, 2]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 10, &|_: &str| None, &mut NoGate),
+            vec![3, 2]
+        );
         assert_eq!(t.reason(t.get(1).unwrap(), 0).to_string(), "Resources");
         assert_eq!(t.reason(t.get(4).unwrap(), 0).to_string(), "Priority");
     }
@@ -988,7 +1080,7 @@ mod tests {
         }];
         // Two tasks (the throttle), then the plain job behind the array.
         assert_eq!(
-            t.schedule(&parts, &mut s, 0, &|_: &str| None),
+            t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut NoGate),
             vec![11, 12, 14]
         );
         assert_eq!(
@@ -1007,7 +1099,10 @@ mod tests {
             )
             .unwrap();
         super::super::release(&alloc, &mut s);
-        assert_eq!(t.schedule(&parts, &mut s, 2, &|_: &str| None), vec![13]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 2, &|_: &str| None, &mut NoGate),
+            vec![13]
+        );
         // Requeue: back in the queue under the same id, one restart more.
         assert!(t.requeue(11, None));
         let j = t.get(11).unwrap();
@@ -1042,7 +1137,10 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0, 1],
         }];
-        assert_eq!(t.schedule(&parts, &mut s, 0, &|_: &str| None), vec![1]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut NoGate),
+            vec![1]
+        );
         t.finish(
             1,
             JobState::Completed,
@@ -1053,7 +1151,10 @@ mod tests {
         let r = t.resolve_dependencies(5);
         assert_eq!((r.changed, r.killed), (vec![2], vec![3]));
         assert_eq!(t.get(3).unwrap().state, JobState::Cancelled);
-        assert_eq!(t.schedule(&parts, &mut s, 6, &|_: &str| None), vec![2]);
+        assert_eq!(
+            t.schedule(&parts, &mut s, 6, &|_: &str| None, &mut NoGate),
+            vec![2]
+        );
     }
 
     #[test]
@@ -1069,6 +1170,8 @@ mod tests {
             state: PartitionState::Up,
             ranks: &[0],
         }];
-        assert!(t.schedule(&parts, &mut s, 0, &|_: &str| None).is_empty());
+        assert!(t
+            .schedule(&parts, &mut s, 0, &|_: &str| None, &mut NoGate)
+            .is_empty());
     }
 }
