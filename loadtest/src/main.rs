@@ -121,6 +121,28 @@ enum Scenario {
         #[arg(long, default_value_t = 2)]
         tasks: u32,
     },
+    /// An SWF job trace (or a seeded generated one) through the controller core in
+    /// virtual time: utilization, waits and bounded slowdown per scheduler.
+    Replay {
+        /// A Standard Workload Format file; without one, a trace is generated.
+        trace: Option<std::path::PathBuf>,
+        /// Jobs of the generated trace.
+        #[arg(long, default_value_t = 20000)]
+        jobs: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 128)]
+        nodes: u32,
+        /// Cores per node.
+        #[arg(long, default_value_t = 32)]
+        cores: u32,
+        /// Offered load of the generated trace.
+        #[arg(long, default_value_t = 0.9)]
+        load: f64,
+        /// SchedulerType values to compare (comma list).
+        #[arg(long, value_delimiter = ',', default_values_t = ["sched/builtin".to_string(), "sched/backfill".to_string()])]
+        schedulers: Vec<String>,
+    },
     /// The same user-visible operations against real Slurm (Debian packages) and canopy.
     Peer {
         /// Node counts for the K-node launch test.
@@ -271,6 +293,31 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             },
             progress,
         ),
+        Scenario::Replay {
+            trace,
+            jobs,
+            seed,
+            nodes,
+            cores,
+            load,
+            schedulers,
+        } => {
+            if *nodes == 0 || *cores == 0 {
+                bail!("--nodes and --cores must be positive");
+            }
+            scenarios::replay::run(
+                &scenarios::replay::Opts {
+                    trace: trace.clone(),
+                    jobs: if q { 500 } else { (*jobs).max(1) },
+                    seed: *seed,
+                    nodes: if q { 16 } else { *nodes },
+                    cores: *cores,
+                    load: *load,
+                    schedulers: schedulers.clone(),
+                },
+                progress,
+            )
+        }
         Scenario::Peer {
             ks,
             tree_width,
