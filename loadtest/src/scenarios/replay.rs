@@ -399,11 +399,9 @@ impl World {
     fn take(&mut self, out: Output, now: i64) {
         for e in out.effects {
             match e {
-                Effect::StartJob(s) => {
-                    if s.launch.is_some() {
-                        self.started.insert(s.job_id, now);
-                        self.just_started.push((s.job_id, now));
-                    }
+                Effect::StartJob(s) if s.launch.is_some() => {
+                    self.started.insert(s.job_id, now);
+                    self.just_started.push((s.job_id, now));
                 }
                 Effect::EndJob {
                     job_id,
