@@ -61,9 +61,11 @@ SlurmdTimeout=120
 ReturnToService=1
 MaxArraySize=64
 GresTypes=gpu
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 NodeName=n[1-8] Sockets=2 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:2
-PartitionName=batch Nodes=n[1-8] Default=YES MaxTime=600
-PartitionName=short Nodes=n[5-8] MaxTime=30 MaxNodes=2
+PartitionName=batch Nodes=n[1-8] Default=YES MaxTime=600 GraceTime=30
+PartitionName=short Nodes=n[5-8] MaxTime=30 MaxNodes=2 PriorityTier=2
 ";
 
 const USERS: [Caller; 3] = [
@@ -151,6 +153,8 @@ struct Sim {
     srun_steps: Vec<(u32, u32)>,
     restarts: u32,
     store_failures: u32,
+    /// Jobs torn down PREEMPTED.
+    preemptions: u32,
     /// Inject failed writes (off for the directed tests).
     fail_writes: bool,
     step_no: usize,
@@ -182,6 +186,7 @@ impl Sim {
             srun_steps: Vec::new(),
             restarts: 0,
             store_failures: 0,
+            preemptions: 0,
             fail_writes: true,
             step_no: 0,
             log: Vec::new(),
@@ -252,6 +257,10 @@ impl Sim {
                     exit,
                     ..
                 } => {
+                    if state == JobState::Preempted {
+                        self.preemptions += 1;
+                        self.check_preemption(job_id);
+                    }
                     if let Some(s) = self.steps.get_mut(&job_id) {
                         // A step already ending keeps its first ending.
                         if s.ending.is_none() {
@@ -485,6 +494,33 @@ impl Sim {
             let down = self.core.nodes()[rank].admin.down.is_some();
             if was_down && !down && self.silent_since[rank].is_some() {
                 self.silent_since[rank] = Some(self.now);
+            }
+        }
+    }
+
+    /// A preempted job makes room for a waiting job of a partition with a
+    /// higher PriorityTier.
+    fn check_preemption(&mut self, id: u32) {
+        let tier = |part: &str| {
+            self.conf
+                .partitions
+                .iter()
+                .find(|p| p.name == part)
+                .map_or(1, |p| p.preempt.tier)
+        };
+        let jobs = self.core.jobs();
+        let Some(victim) = jobs.get(id) else {
+            self.fail(format!("preempted job {id} unknown"));
+        };
+        let Some(p) = victim.preempted else {
+            self.fail(format!("job {id} ended PREEMPTED without a preemption"));
+        };
+        let by = jobs.get(p.by).map(|j| (j.state, j.partition.clone()));
+        match by {
+            Some((JobState::Pending, part)) if tier(&part) > tier(&victim.partition) => {}
+            other => {
+                let msg = format!("job {id} preempted for {} ({other:?})", p.by);
+                self.fail(msg)
             }
         }
     }
@@ -1030,7 +1066,7 @@ fn transition_ok(from: JobState, to: JobState, r_from: u32, r_to: u32) -> bool {
     match (from, to) {
         (Pending, Running) | (Pending, Cancelled) => r_to == r_from,
         (Running, Suspended) | (Suspended, Running) => r_to == r_from,
-        (Running | Suspended, Completed | Failed | Cancelled | Timeout | NodeFail) => {
+        (Running | Suspended, Completed | Failed | Cancelled | Timeout | NodeFail | Preempted) => {
             r_to == r_from
         }
         // A requeue: back to PENDING with one more restart.
@@ -1063,15 +1099,17 @@ fn controller_core_keeps_its_invariants_under_random_commands() {
     eprintln!("ctld simulation: seed {seed}, {steps} steps (replay with CANOPY_SIM_SEED={seed})");
     let sim = run(seed, steps);
     eprintln!(
-        "ctld simulation: {} jobs acknowledged, {} restarts, {} failed writes",
+        "ctld simulation: {} jobs acknowledged, {} restarts, {} failed writes, {} preemptions",
         sim.acked.len(),
         sim.restarts,
-        sim.store_failures
+        sim.store_failures,
+        sim.preemptions
     );
     // A simulation that never exercised the interesting paths proves little.
     assert!(sim.restarts > 10, "seed {seed}: too few restarts");
     assert!(sim.store_failures > 0, "seed {seed}: no failed writes");
     assert!(sim.acked.len() > 100, "seed {seed}: too few jobs");
+    assert!(sim.preemptions > 0, "seed {seed}: no preemption");
 }
 
 #[test]

@@ -171,6 +171,20 @@ pub(super) fn time_limit(loc: &Loc, item: &Item) -> Result<Option<u32>, ConfigEr
     })
 }
 
+/// A `PreemptMode` value (global or a partition's).
+pub(super) fn preempt_mode(
+    loc: &Loc,
+    item: &Item,
+) -> Result<crate::config::preempt::PreemptMode, ConfigError> {
+    crate::config::preempt::parse_mode(&item.value).ok_or_else(|| {
+        bad_value(
+            loc,
+            item,
+            "one of OFF, CANCEL, REQUEUE or SUSPEND, optionally with GANG or WITHIN",
+        )
+    })
+}
+
 pub(super) fn yes_no(loc: &Loc, item: &Item) -> Result<bool, ConfigError> {
     match item.value.trim().to_ascii_uppercase().as_str() {
         "YES" | "TRUE" | "UP" | "1" => Ok(true),
@@ -397,6 +411,9 @@ pub(super) struct PartSpec {
     pub(super) max_nodes: Option<Option<u32>>,
     pub(super) min_nodes: Option<u32>,
     pub(super) state: Option<PartitionState>,
+    pub(super) tier: Option<u32>,
+    pub(super) preempt_mode: Option<crate::config::preempt::PreemptMode>,
+    pub(super) grace_s: Option<u32>,
 }
 
 impl PartSpec {
@@ -409,6 +426,9 @@ impl PartSpec {
             max_nodes: self.max_nodes.or(base.max_nodes),
             min_nodes: self.min_nodes.or(base.min_nodes),
             state: self.state.or(base.state),
+            tier: self.tier.or(base.tier),
+            preempt_mode: self.preempt_mode.or(base.preempt_mode),
+            grace_s: self.grace_s.or(base.grace_s),
         }
     }
 }
@@ -508,6 +528,7 @@ impl Builder {
                 operators: Vec::new(),
                 rate_limit: RateLimitConf::default(),
                 prolog: Default::default(),
+                preempt: Default::default(),
                 auth_key_path: dir.join("slurm.key"),
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
@@ -587,6 +608,50 @@ impl Builder {
     /// `max_submit_jobs_per_user=N`; the rest earn one warning naming them.
     /// (A repeated line warns and replaces the earlier one, as for any
     /// scalar.)
+    /// `PreemptParameters`: youngest_first, strict_order, reorder_count=N;
+    /// other (newer) words are named in one warning.
+    pub(super) fn preempt_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let p = &mut self.cfg.preempt;
+        p.youngest_first = false;
+        p.strict_order = false;
+        p.reorder_count = 1;
+        let mut ignored = Vec::new();
+        for word in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+        {
+            let (name, value) = word.split_once('=').unwrap_or((word, ""));
+            match name.to_ascii_lowercase().as_str() {
+                "youngest_first" => p.youngest_first = true,
+                "strict_order" => p.strict_order = true,
+                "reorder_count" => {
+                    p.reorder_count = digits(value.trim())
+                        .filter(|n| *n <= 5)
+                        .map(|n| n as u32)
+                        .ok_or_else(|| {
+                            loc.error(
+                                &item.key,
+                                format!(
+                                    "PreemptParameters {word}: expected an integer between 0 and 5"
+                                ),
+                            )
+                        })?
+                }
+                _ => ignored.push(word.to_string()),
+            }
+        }
+        if !ignored.is_empty() {
+            let w = format!(
+                "{loc}: PreemptParameters {} not used by canopy; ignored",
+                ignored.join(",")
+            );
+            self.cfg.warnings.push(w);
+        }
+        Ok(())
+    }
+
     pub(super) fn scheduler_parameters(
         &mut self,
         loc: &Loc,
@@ -1014,6 +1079,31 @@ impl Builder {
                 }
             },
             GlobalKey::SchedulerParameters => self.scheduler_parameters(loc, item)?,
+            GlobalKey::PreemptType => {
+                use crate::config::preempt::PreemptKind;
+                cfg.preempt.kind = match item.value.trim() {
+                    "preempt/none" => PreemptKind::None,
+                    "preempt/partition_prio" => PreemptKind::PartitionPrio,
+                    "preempt/qos" => PreemptKind::Qos,
+                    _ => {
+                        return Err(bad_value(
+                            loc,
+                            item,
+                            "preempt/none, preempt/partition_prio or preempt/qos",
+                        ))
+                    }
+                }
+            }
+            GlobalKey::PreemptMode => cfg.preempt.mode = preempt_mode(loc, item)?,
+            GlobalKey::PreemptExemptTime => {
+                cfg.preempt.exempt_time_s = if item.value.trim() == "-1" {
+                    None
+                } else {
+                    // A time limit's grammar; UNLIMITED exempts every job.
+                    Some(time_limit(loc, item)?.map_or(u64::MAX, |m| u64::from(m) * 60))
+                }
+            }
+            GlobalKey::PreemptParameters => self.preempt_parameters(loc, item)?,
             GlobalKey::Prolog => cfg.prolog.prolog = Some(non_empty(loc, item, "a program")?),
             GlobalKey::Epilog => cfg.prolog.epilog = Some(non_empty(loc, item, "a program")?),
             GlobalKey::PrologSlurmctld => {
@@ -1331,6 +1421,9 @@ impl Builder {
                 PartAttr::MaxNodes => spec.max_nodes = Some(max_nodes(loc, item)?),
                 PartAttr::MinNodes => spec.min_nodes = Some(int_in(loc, item, 0, u32::MAX.into())?),
                 PartAttr::State => spec.state = Some(partition_state(loc, item)?),
+                PartAttr::PriorityTier => spec.tier = Some(int_in(loc, item, 0, 65_533)?),
+                PartAttr::PreemptMode => spec.preempt_mode = Some(preempt_mode(loc, item)?),
+                PartAttr::GraceTime => spec.grace_s = Some(int_in(loc, item, 0, u32::MAX.into())?),
             }
         }
         let name = head.value.trim();
@@ -1358,6 +1451,11 @@ impl Builder {
                 max_nodes: spec.max_nodes.unwrap_or(None),
                 min_nodes: spec.min_nodes.unwrap_or(0),
                 state: spec.state.unwrap_or(PartitionState::Up),
+                preempt: crate::config::preempt::PartPreempt {
+                    tier: spec.tier.unwrap_or(1),
+                    mode: spec.preempt_mode,
+                    grace_s: spec.grace_s.unwrap_or(0),
+                },
             },
             nodes: spec.nodes,
             loc: loc.clone(),

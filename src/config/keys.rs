@@ -47,6 +47,10 @@ pub(super) enum GlobalKey {
     PrologFlags,
     PrologEpilogTimeout,
     SlurmdParameters,
+    PreemptType,
+    PreemptMode,
+    PreemptExemptTime,
+    PreemptParameters,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -90,6 +94,10 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("AuthInfo", GlobalKey::AuthInfo),
     ("PrivateData", GlobalKey::PrivateData),
     ("SlurmdParameters", GlobalKey::SlurmdParameters),
+    ("PreemptType", GlobalKey::PreemptType),
+    ("PreemptMode", GlobalKey::PreemptMode),
+    ("PreemptExemptTime", GlobalKey::PreemptExemptTime),
+    ("PreemptParameters", GlobalKey::PreemptParameters),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
@@ -213,10 +221,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "PlugStackConfig",
     "PowerParameters",
     "PowerPlugin",
-    "PreemptExemptTime",
-    "PreemptMode",
-    "PreemptParameters",
-    "PreemptType",
     "PrEpParameters",
     "PrEpPlugins",
     "PriorityCalcPeriod",
@@ -369,6 +373,9 @@ pub(super) enum PartAttr {
     MaxNodes,
     MinNodes,
     State,
+    PriorityTier,
+    PreemptMode,
+    GraceTime,
 }
 
 pub(super) const PART_ATTRS: &[(&str, PartAttr)] = &[
@@ -379,6 +386,9 @@ pub(super) const PART_ATTRS: &[(&str, PartAttr)] = &[
     ("MaxNodes", PartAttr::MaxNodes),
     ("MinNodes", PartAttr::MinNodes),
     ("State", PartAttr::State),
+    ("PriorityTier", PartAttr::PriorityTier),
+    ("PreemptMode", PartAttr::PreemptMode),
+    ("GraceTime", PartAttr::GraceTime),
 ];
 
 pub(super) const UNUSED_PART_ATTRS: &[&str] = &[
@@ -398,7 +408,6 @@ pub(super) const UNUSED_PART_ATTRS: &[&str] = &[
     "Exclusive",
     "ExclusiveTopo",
     "ExclusiveUser",
-    "GraceTime",
     "Hidden",
     "LLN",
     "MaxCPUsPerNode",
@@ -408,10 +417,8 @@ pub(super) const UNUSED_PART_ATTRS: &[&str] = &[
     "OverSubscribe",
     "OverTimeLimit",
     "PowerDownOnIdle",
-    "PreemptMode",
     "Priority",
     "PriorityJobFactor",
-    "PriorityTier",
     "QOS",
     "ReqResv",
     "ResumeTimeout",

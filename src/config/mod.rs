@@ -20,6 +20,7 @@ pub mod gres;
 pub mod hostlist;
 mod keys;
 mod parse;
+pub mod preempt;
 mod resolve;
 mod types;
 pub mod units;

@@ -21,6 +21,7 @@ impl Builder {
         let sets = self.resolve_nodesets()?;
         self.apply_down_nodes()?;
         self.resolve_partitions(&sets)?;
+        self.check_preempt()?;
         let origins: Vec<Loc> = self.node_origin.iter().map(|(l, _)| l.clone()).collect();
         super::gres::resolve(&mut self.cfg, &origins, gres)?;
         Ok(self.cfg)
@@ -155,6 +156,36 @@ impl Builder {
             }
         }
         Ok(())
+    }
+
+    /// The preemption keys together, as slurmctld checks them at start.
+    pub(super) fn check_preempt(&self) -> Result<(), ConfigError> {
+        let parts = self
+            .cfg
+            .partitions
+            .iter()
+            .filter_map(|p| p.preempt.mode.map(|m| (p.name.as_str(), m)));
+        super::preempt::validate(&self.cfg.preempt, parts).map_err(|message| {
+            let key = [GlobalKey::PreemptMode, GlobalKey::PreemptType]
+                .into_iter()
+                .find_map(|k| self.set_at.get(&k).map(|l| (k, l)));
+            match key {
+                Some((k, loc)) => loc.error(
+                    if k == GlobalKey::PreemptMode {
+                        "PreemptMode"
+                    } else {
+                        "PreemptType"
+                    },
+                    message,
+                ),
+                None => ConfigError {
+                    file: self.cfg.path.clone(),
+                    line: 0,
+                    key: "PreemptMode".into(),
+                    message,
+                },
+            }
+        })
     }
 
     pub(super) fn resolve_partitions(

@@ -1042,11 +1042,13 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (40: PriorityType, GresTypes,
+    // One warning per ignored key (39: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
-    // Epilog and PrologFlags are read) plus the backup controller, each
-    // naming its line.
-    assert_eq!(cfg.warnings.len(), 40, "{:#?}", cfg.warnings);
+    // Epilog, PrologFlags and PriorityTier are read) plus the backup
+    // controller, each naming its line.
+    assert_eq!(cfg.warnings.len(), 39, "{:#?}", cfg.warnings);
+    assert_eq!(partition(&cfg, "debug").preempt.tier, 10);
+    assert_eq!(partition(&cfg, "gpu").preempt.tier, 1);
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
     assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));
@@ -1245,4 +1247,73 @@ fn slurmd_parameters_read_config_overrides() {
     // An empty list is none (how a test leaves its harness's default out).
     let cfg = ok("SlurmdParameters=\n");
     assert!(!cfg.config_overrides && cfg.warnings.is_empty());
+}
+
+#[test]
+fn preemption_keys_are_read_and_checked_together() {
+    use crate::config::preempt::{PreemptAction, PreemptKind};
+    let cfg = ok("PreemptType=preempt/partition_prio\nPreemptMode=requeue\n\
+                  PreemptExemptTime=1:00:00\nPreemptParameters=youngest_first,reorder_count=3\n\
+                  NodeName=n1\nPartitionName=DEFAULT GraceTime=30\n\
+                  PartitionName=low Nodes=n1 PreemptMode=CANCEL\n\
+                  PartitionName=high Nodes=n1 PriorityTier=5 GraceTime=0\n");
+    assert_eq!(cfg.preempt.kind, PreemptKind::PartitionPrio);
+    assert_eq!(cfg.preempt.mode.action, PreemptAction::Requeue);
+    assert_eq!(cfg.preempt.exempt_time_s, Some(3600));
+    assert!(cfg.preempt.youngest_first && !cfg.preempt.strict_order);
+    assert_eq!(cfg.preempt.reorder_count, 3);
+    let low = &partition(&cfg, "low").preempt;
+    assert_eq!((low.tier, low.grace_s), (1, 30), "DEFAULT's GraceTime");
+    assert_eq!(low.mode.map(|m| m.action), Some(PreemptAction::Cancel));
+    let high = &partition(&cfg, "high").preempt;
+    assert_eq!((high.tier, high.grace_s, high.mode), (5, 0, None));
+    // Unset: no preemption, Slurm's defaults.
+    let plain = ok("");
+    assert!(!plain.preempt.enabled());
+    assert_eq!(plain.preempt.reorder_count, 1);
+
+    let e = err("PreemptMode=KILL\n");
+    assert_err(
+        &e,
+        2,
+        "PreemptMode",
+        "PreemptMode=KILL: expected one of OFF, CANCEL",
+    );
+    let e = err("PreemptType=preempt/fancy\n");
+    assert_err(
+        &e,
+        2,
+        "PreemptType",
+        "expected preempt/none, preempt/partition_prio",
+    );
+    let e = err("PreemptType=preempt/partition_prio\n");
+    assert_err(
+        &e,
+        2,
+        "PreemptType",
+        "PreemptType and PreemptMode values incompatible",
+    );
+    let e = err("PreemptType=preempt/partition_prio\nPreemptMode=SUSPEND\n");
+    assert_err(
+        &e,
+        3,
+        "PreemptMode",
+        "PreemptMode=SUSPEND requires GANG too",
+    );
+    let e = err("PreemptParameters=reorder_count=9\n");
+    assert_err(
+        &e,
+        2,
+        "PreemptParameters",
+        "reorder_count=9: expected an integer between 0 and 5",
+    );
+    let e = err("NodeName=n1\nPartitionName=p Nodes=n1 PreemptMode=often\n");
+    assert_err(&e, 3, "PreemptMode", "PreemptMode=often");
+    let e = err("NodeName=n1\nPartitionName=p Nodes=n1 PriorityTier=-1\n");
+    assert_err(
+        &e,
+        3,
+        "PriorityTier",
+        "expected an integer between 0 and 65533",
+    );
 }

@@ -133,6 +133,9 @@ pub struct Config {
     /// `SchedulerParameters=nohold_on_prolog_fail`.
     #[serde(default)]
     pub prolog: PrologConf,
+    /// PreemptType, PreemptMode, PreemptExemptTime, PreemptParameters.
+    #[serde(default)]
+    pub preempt: super::preempt::PreemptConf,
     /// `<dir of main file>/slurm.key`: the shared HMAC key (the signing
     /// one; `slurm.key.alt` beside it, if present, is also accepted).
     pub auth_key_path: PathBuf,
@@ -315,6 +318,9 @@ pub struct PartitionConf {
     pub max_nodes: Option<u32>,
     pub min_nodes: u32,
     pub state: PartitionState,
+    /// PriorityTier, PreemptMode and GraceTime.
+    #[serde(default)]
+    pub preempt: super::preempt::PartPreempt,
 }
 
 /// A configuration error at `file:line` (line 0 when it concerns the file as a whole).

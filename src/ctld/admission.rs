@@ -316,6 +316,7 @@ fn new_record(
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        preempted: None,
     }
 }
 

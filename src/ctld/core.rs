@@ -70,6 +70,8 @@ pub(super) enum Deadline {
     Warn,
     /// The time limit: the job ends TIMEOUT.
     TimeLimit,
+    /// A preempted job's grace time is over: it is cancelled or requeued.
+    Preempt,
 }
 
 impl Core {
@@ -259,17 +261,20 @@ impl Core {
         self.arm_deadlines(id, out);
     }
 
-    /// When job `id`'s time limit and `--signal` warning fall due for its
-    /// current run and limit (none for an unlimited or unstarted job).
+    /// When job `id`'s time limit, `--signal` warning and preemption grace
+    /// fall due for its current run (none for an unlimited, unstarted,
+    /// unpreempted job).
     pub(super) fn due_times(&self, id: u32) -> Vec<(UnixTime, Deadline)> {
         let Some(job) = self.jobs.get(id) else {
             return Vec::new();
         };
+        // A preemption's grace time ends whatever the job's limit.
+        let mut due: Vec<_> = self.preempt_due(id).into_iter().collect();
         let (Some(limit), Some(start)) = (job.time_limit_min, job.start_time) else {
-            return Vec::new();
+            return due;
         };
         let kill_at = start + i64::from(limit) * 60;
-        let mut due = vec![(kill_at, Deadline::TimeLimit)];
+        due.push((kill_at, Deadline::TimeLimit));
         if let Some(w) = job.submit.signal {
             due.push((kill_at - i64::from(w.secs), Deadline::Warn));
         }

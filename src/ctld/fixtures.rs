@@ -36,6 +36,7 @@ pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        preempted: None,
     }
 }
 

@@ -29,7 +29,7 @@ impl Core {
         self.release_ready_launches(out);
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
-        let parts: Vec<PartitionView<'_>> = self
+        let mut parts: Vec<PartitionView<'_>> = self
             .conf
             .partitions
             .iter()
@@ -40,6 +40,16 @@ impl Core {
                 ranks,
             })
             .collect();
+        // Partitions of a higher PriorityTier pick first (a stable sort:
+        // equal tiers keep the file's order).
+        let tier = |name: &str| {
+            self.conf
+                .partitions
+                .iter()
+                .find(|p| p.name == name)
+                .map_or(1, |p| p.preempt.tier)
+        };
+        parts.sort_by_key(|p| std::cmp::Reverse(tier(p.name)));
         let started = self.jobs.schedule(
             &parts,
             &mut self.slots,
@@ -47,6 +57,7 @@ impl Core {
             self.conf.as_ref(),
             &mut NoGate,
         );
+        self.preempt_for_waiting(now, out);
         if started.is_empty() {
             return;
         }
@@ -101,6 +112,7 @@ impl Core {
                         });
                     }
                 }
+                Deadline::Preempt => self.preemption_over(id, out),
                 Deadline::TimeLimit => {
                     tracing::info!(job_id = id, "time limit reached");
                     let exit = Some(ExitStatus::default());

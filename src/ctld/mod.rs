@@ -29,6 +29,7 @@ mod job_control;
 mod lifecycle;
 mod mailer;
 mod nodes;
+mod preempt;
 mod prolog;
 mod reconfig;
 mod register;

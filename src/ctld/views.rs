@@ -292,6 +292,8 @@ impl Core {
                     total_cpus,
                     total_nodes: p.nodes.len() as u32,
                     total_mem_mb,
+                    preempt: p.preempt.clone(),
+                    preempt_mode: p.preempt.mode.unwrap_or(self.conf.preempt.mode).name(),
                 }
             })
             .collect()

@@ -294,6 +294,23 @@ pub struct JobRecord {
     /// restarted controller runs the script again.
     #[serde(default)]
     pub configuring: bool,
+    /// Preempted and in its grace time: when it will be killed or
+    /// requeued (a restart keeps the deadline).
+    #[serde(default)]
+    pub preempted: Option<Preemption>,
+}
+
+/// A running job's preemption in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preemption {
+    /// When it was preempted (slurmctld's PreemptTime).
+    pub at: UnixTime,
+    /// When its grace time ends and it is torn down.
+    pub until: UnixTime,
+    /// Requeued at the end rather than cancelled.
+    pub requeue: bool,
+    /// The job it makes room for.
+    pub by: u32,
 }
 
 impl JobRecord {

@@ -11,6 +11,7 @@ pub mod array;
 pub mod features;
 pub mod gate;
 pub mod placement;
+pub mod preempt;
 pub mod priority;
 pub mod table;
 

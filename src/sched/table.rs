@@ -566,6 +566,12 @@ impl JobTable {
         self.touch(id, array);
     }
 
+    /// The job a partition's last pass stopped at, and why it could not
+    /// start (`None`: nothing is waiting there, or the pass went through).
+    pub fn blocked_head(&self, partition: &str) -> Option<(u32, JobReason)> {
+        self.blocked.get(partition).map(|b| (b.head.3, b.reason))
+    }
+
     /// Cancel a pending job. False if it is not pending.
     pub fn cancel_pending(&mut self, id: u32, now: UnixTime) -> bool {
         let Some(j) = self.jobs.get_mut(&id) else {
@@ -661,6 +667,7 @@ impl JobTable {
             j.alloc = None;
             j.ending_as = None;
             j.requeue = None;
+            j.preempted = None;
             j.mail_sent = 0;
             j.exit = ExitStatus::default();
             j.restarts += 1;
@@ -802,6 +809,7 @@ mod tests {
             priority_set: false,
             mail_sent: 0,
             configuring: false,
+            preempted: None,
         }
     }
 

@@ -440,6 +440,7 @@ mod tests {
             priority_set: false,
             mail_sent: 0,
             configuring: false,
+            preempted: None,
         }
     }
 

@@ -897,6 +897,8 @@ pub enum KillCause {
     NodeFailure,
     /// `scontrol requeue` of a running job.
     Requeue,
+    /// Preempted (cancelled or requeued) for a more important job.
+    Preempted,
 }
 
 impl KillCause {
@@ -907,6 +909,7 @@ impl KillCause {
             KillCause::TimeLimit => " DUE TO TIME LIMIT",
             KillCause::NodeFailure => " DUE TO NODE FAILURE",
             KillCause::Requeue => " DUE TO JOB REQUEUE",
+            KillCause::Preempted => " DUE TO PREEMPTION",
         }
     }
 }

@@ -196,4 +196,15 @@ pub struct PartitionInfo {
     /// Sum of the nodes' RealMemory, in MiB.
     #[serde(default)]
     pub total_mem_mb: u64,
+    /// PriorityTier, GraceTime (and the partition's own PreemptMode).
+    #[serde(default)]
+    pub preempt: crate::config::preempt::PartPreempt,
+    /// The mode its jobs are preempted with: its own, else the cluster's
+    /// (as `scontrol show partition` prints it).
+    #[serde(default = "preempt_off")]
+    pub preempt_mode: String,
+}
+
+fn preempt_off() -> String {
+    "OFF".into()
 }

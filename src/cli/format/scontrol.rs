@@ -390,11 +390,12 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
         yes_no(p.default)
     ));
     r.line(format!(
-        "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
+        "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime={} Hidden=NO",
         p.default_time_min.map_or_else(
             || "NONE".to_string(),
             |m| fmt_limit_min(Some(m), LimitStyle::Scontrol)
-        )
+        ),
+        p.preempt.grace_s
     ));
     r.line(format!(
         "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED",
@@ -404,8 +405,11 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
         p.min_nodes
     ));
     r.line(format!("Nodes={}", or_null(&p.nodes)));
-    r.line("PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO");
-    r.line("OverTimeLimit=NONE PreemptMode=OFF");
+    r.line(format!(
+        "PriorityJobFactor=1 PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO",
+        p.preempt.tier
+    ));
+    r.line(format!("OverTimeLimit=NONE PreemptMode={}", p.preempt_mode));
     r.line(format!(
         "State={} TotalCPUs={} TotalNodes={} SelectTypeParameters=NONE",
         p.state.name(),
@@ -460,6 +464,16 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ("MaxJobId", conf.max_job_id.to_string()),
         ("MessageTimeout", secs(u64::from(conf.message_timeout_s))),
         ("MinJobAge", secs(conf.min_job_age_s)),
+        ("PreemptExemptTime", {
+            let s = conf
+                .preempt
+                .exempt_time_s
+                .unwrap_or(0)
+                .min(99 * 3600 + 3599);
+            format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+        }),
+        ("PreemptMode", conf.preempt.mode.name()),
+        ("PreemptType", conf.preempt.kind.name().into()),
         ("ReturnToService", conf.return_to_service.to_string()),
         ("SLURM_CONF", conf.path.display().to_string()),
         ("SLURM_VERSION", env!("CARGO_PKG_VERSION").to_string()),
@@ -759,6 +773,8 @@ mod tests {
             total_cpus: 8,
             total_nodes: 4,
             total_mem_mb: 4000,
+            preempt: Default::default(),
+            preempt_mode: "OFF".into(),
         }
     }
 

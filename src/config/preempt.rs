@@ -1,0 +1,272 @@
+//! Preemption settings: `PreemptType`, `PreemptMode` (global and per
+//! partition), `PreemptExemptTime`, `PreemptParameters`, and a partition's
+//! `PriorityTier` and `GraceTime`, read with slurmctld's grammar and
+//! refusals (`read_config.c`).
+
+use serde::{Deserialize, Serialize};
+
+/// `PreemptType`: which jobs may displace which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum PreemptKind {
+    /// `preempt/none` (Slurm's default): no preemption.
+    #[default]
+    None,
+    /// `preempt/partition_prio`: a job in a partition of higher
+    /// `PriorityTier` preempts jobs of lower tiers on shared nodes.
+    PartitionPrio,
+    /// `preempt/qos`: by the QOS `Preempt=` lists.
+    Qos,
+}
+
+impl PreemptKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PreemptKind::None => "preempt/none",
+            PreemptKind::PartitionPrio => "preempt/partition_prio",
+            PreemptKind::Qos => "preempt/qos",
+        }
+    }
+}
+
+/// What happens to a preempted job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum PreemptAction {
+    #[default]
+    Off,
+    /// Killed; it ends PREEMPTED.
+    Cancel,
+    /// Killed and put back in the queue (its run is accounted PREEMPTED).
+    Requeue,
+    /// Stopped while the preemptor runs (needs gang scheduling).
+    Suspend,
+}
+
+impl PreemptAction {
+    pub fn name(self) -> &'static str {
+        match self {
+            PreemptAction::Off => "OFF",
+            PreemptAction::Cancel => "CANCEL",
+            PreemptAction::Requeue => "REQUEUE",
+            PreemptAction::Suspend => "SUSPEND",
+        }
+    }
+}
+
+/// A `PreemptMode` value: one action, optionally with `GANG` or `WITHIN`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PreemptMode {
+    pub action: PreemptAction,
+    pub gang: bool,
+    pub within: bool,
+}
+
+impl PreemptMode {
+    /// As `scontrol show config` / `show partition` print it (slurmctld's
+    /// `preempt_mode_string`: the modifier first; `OFF` with one is the
+    /// modifier alone).
+    pub fn name(self) -> String {
+        let action = self.action.name();
+        let modifier = if self.gang {
+            Some("GANG")
+        } else if self.within {
+            Some("WITHIN")
+        } else {
+            None
+        };
+        match (modifier, self.action) {
+            (None, _) => action.to_string(),
+            (Some(m), PreemptAction::Off) => m.to_string(),
+            (Some(m), _) => format!("{m},{action}"),
+        }
+    }
+}
+
+/// Parse a `PreemptMode` value as slurmctld does: comma-separated words,
+/// case-insensitive; `ON` is `SUSPEND` and `CLUSTER` is `OFF`; exactly one
+/// action at most; `GANG` and `WITHIN` not together.
+pub fn parse_mode(value: &str) -> Option<PreemptMode> {
+    let mut mode = PreemptMode::default();
+    let mut actions = 0;
+    for tok in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        match tok.to_ascii_lowercase().as_str() {
+            "gang" => mode.gang = true,
+            "within" => mode.within = true,
+            "off" | "cluster" => actions += 1,
+            "cancel" => {
+                mode.action = PreemptAction::Cancel;
+                actions += 1
+            }
+            "requeue" => {
+                mode.action = PreemptAction::Requeue;
+                actions += 1
+            }
+            "on" | "suspend" => {
+                mode.action = PreemptAction::Suspend;
+                actions += 1
+            }
+            _ => return None,
+        }
+    }
+    (actions <= 1 && !(mode.gang && mode.within)).then_some(mode)
+}
+
+/// The cluster-wide preemption settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreemptConf {
+    pub kind: PreemptKind,
+    pub mode: PreemptMode,
+    /// `PreemptExemptTime`: a job that has run less than this is not a
+    /// candidate. `None`: not set.
+    pub exempt_time_s: Option<u64>,
+    /// `PreemptParameters=youngest_first`: candidates by start time, the
+    /// youngest first, instead of by tier and size.
+    pub youngest_first: bool,
+    /// `PreemptParameters=strict_order`: keep the candidates' order when
+    /// looking for a smaller set.
+    pub strict_order: bool,
+    /// `PreemptParameters=reorder_count=N` (Slurm's default 1): rounds of
+    /// looking for a smaller set of victims.
+    pub reorder_count: u32,
+}
+
+impl Default for PreemptConf {
+    fn default() -> Self {
+        PreemptConf {
+            kind: PreemptKind::None,
+            mode: PreemptMode::default(),
+            exempt_time_s: None,
+            youngest_first: false,
+            strict_order: false,
+            reorder_count: 1,
+        }
+    }
+}
+
+impl PreemptConf {
+    pub fn enabled(&self) -> bool {
+        self.kind != PreemptKind::None && self.mode.action != PreemptAction::Off
+    }
+}
+
+/// A partition's preemption settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartPreempt {
+    /// `PriorityTier` (Slurm's default 1): higher tiers are scheduled
+    /// first, and under `preempt/partition_prio` preempt lower ones.
+    pub tier: u32,
+    /// `PreemptMode` for jobs of this partition; `None`: the global mode.
+    pub mode: Option<PreemptMode>,
+    /// `GraceTime`, seconds: a preempted job gets SIGCONT and SIGTERM and
+    /// this long before it is killed or requeued.
+    pub grace_s: u32,
+}
+
+impl Default for PartPreempt {
+    fn default() -> Self {
+        PartPreempt {
+            tier: 1,
+            mode: None,
+            grace_s: 0,
+        }
+    }
+}
+
+/// Check the settings together, as slurmctld does at start: the words are
+/// Slurm's. `part_modes`: each partition's own `PreemptMode`, by name.
+pub fn validate<'a>(
+    conf: &PreemptConf,
+    part_modes: impl IntoIterator<Item = (&'a str, PreemptMode)>,
+) -> Result<(), String> {
+    let base = conf.mode.action;
+    if base == PreemptAction::Suspend && !conf.mode.gang {
+        return Err("PreemptMode=SUSPEND requires GANG too".into());
+    }
+    match conf.kind {
+        PreemptKind::None if base != PreemptAction::Off => {
+            return Err("PreemptType and PreemptMode values incompatible".into())
+        }
+        PreemptKind::PartitionPrio | PreemptKind::Qos if base == PreemptAction::Off => {
+            return Err("PreemptType and PreemptMode values incompatible".into())
+        }
+        _ => {}
+    }
+    let unsupported = |what: &str| {
+        Err(format!(
+            "{what}: preemption by suspending needs gang scheduling, which canopy does not do; \
+             use CANCEL or REQUEUE"
+        ))
+    };
+    if conf.enabled() && base == PreemptAction::Suspend {
+        return unsupported(&format!("PreemptMode={}", conf.mode.name()));
+    }
+    for (part, mode) in part_modes {
+        if mode.action == PreemptAction::Suspend && conf.enabled() {
+            return unsupported(&format!("PartitionName={part} PreemptMode={}", mode.name()));
+        }
+    }
+    if conf.kind == PreemptKind::Qos {
+        return Err(
+            "PreemptType=preempt/qos needs QOS Preempt= lists, which canopy does not keep yet; \
+             use preempt/partition_prio"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_as_slurmctld_reads_them() {
+        let m = |s| parse_mode(s).map(PreemptMode::name);
+        assert_eq!(m("REQUEUE").as_deref(), Some("REQUEUE"));
+        assert_eq!(m("suspend,gang").as_deref(), Some("GANG,SUSPEND"));
+        assert_eq!(m("on").as_deref(), Some("SUSPEND"));
+        assert_eq!(m("cluster").as_deref(), Some("OFF"));
+        assert_eq!(m("gang").as_deref(), Some("GANG"));
+        assert_eq!(m("cancel,within").as_deref(), Some("WITHIN,CANCEL"));
+        // Two actions, GANG with WITHIN, an unknown word: refused.
+        assert_eq!(m("cancel,requeue"), None);
+        assert_eq!(m("gang,within"), None);
+        assert_eq!(m("kill"), None);
+    }
+
+    #[test]
+    fn incompatible_settings_are_refused_with_slurms_words() {
+        let conf = |kind, mode: &str| PreemptConf {
+            kind,
+            mode: parse_mode(mode).unwrap(),
+            ..Default::default()
+        };
+        let none: [(&str, PreemptMode); 0] = [];
+        assert_eq!(
+            validate(&conf(PreemptKind::PartitionPrio, "OFF"), none),
+            Err("PreemptType and PreemptMode values incompatible".into())
+        );
+        assert_eq!(
+            validate(&conf(PreemptKind::None, "REQUEUE"), none),
+            Err("PreemptType and PreemptMode values incompatible".into())
+        );
+        assert_eq!(
+            validate(&conf(PreemptKind::PartitionPrio, "SUSPEND"), none),
+            Err("PreemptMode=SUSPEND requires GANG too".into())
+        );
+        let err = validate(&conf(PreemptKind::PartitionPrio, "SUSPEND,GANG"), none).unwrap_err();
+        assert!(err.contains("gang scheduling"), "{err}");
+        let suspend = parse_mode("SUSPEND").unwrap();
+        let err = validate(
+            &conf(PreemptKind::PartitionPrio, "REQUEUE"),
+            [("low", suspend)],
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("PartitionName=low PreemptMode=SUSPEND"),
+            "{err}"
+        );
+        assert!(validate(&conf(PreemptKind::PartitionPrio, "REQUEUE"), none).is_ok());
+        // GANG alone (time-slicing without preemption) is the default's twin.
+        assert!(validate(&conf(PreemptKind::None, "GANG"), none).is_ok());
+    }
+}
