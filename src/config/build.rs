@@ -489,6 +489,7 @@ impl Builder {
                 message_timeout_s: 10,
                 return_to_service: 0,
                 priority_type: "priority/basic".into(),
+                priority: Default::default(),
                 mail_prog: PathBuf::from("/bin/mail"),
                 mail_domain: None,
                 gres_types: Vec::new(),
@@ -916,6 +917,9 @@ impl Builder {
     }
 
     pub(super) fn global(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        if let Some(done) = self.priority_key(loc, item) {
+            return done;
+        }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {
             return match lookup_name(UNUSED_GLOBAL_KEYS, &item.key) {
                 Some(name) => {
@@ -1312,6 +1316,10 @@ impl Builder {
         let mut spec = PartSpec::default();
         let mut seen = HashSet::new();
         for item in attrs {
+            if let Some(done) = self.partition_priority(loc, &head.value, item) {
+                done?;
+                continue;
+            }
             let Some(attr) =
                 self.attribute(loc, "PartitionName", PART_ATTRS, UNUSED_PART_ATTRS, item)?
             else {

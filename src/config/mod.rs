@@ -20,6 +20,7 @@ pub mod gres;
 pub mod hostlist;
 mod keys;
 mod parse;
+pub mod priority;
 mod resolve;
 mod types;
 pub mod units;
