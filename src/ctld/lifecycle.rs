@@ -29,7 +29,7 @@ impl Core {
         self.release_ready_launches(out);
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
-        let parts: Vec<PartitionView<'_>> = self
+        let mut parts: Vec<PartitionView<'_>> = self
             .conf
             .partitions
             .iter()
@@ -40,6 +40,10 @@ impl Core {
                 ranks,
             })
             .collect();
+        // PriorityTier: a higher tier's jobs go first where partitions
+        // share nodes (stable: the file's order within a tier).
+        let tier = |name: &str| self.conf.priority.partition(name).tier;
+        parts.sort_by_key(|p| std::cmp::Reverse(tier(p.name)));
         let started = self.jobs.schedule(
             &parts,
             &mut self.slots,
@@ -183,6 +187,7 @@ impl Core {
         now: UnixTime,
         out: &mut Output,
     ) {
+        self.multifactor_job_end(id, now);
         let Some(alloc) = self.jobs.finish(id, state, exit, reason, now) else {
             return;
         };
@@ -297,6 +302,7 @@ impl Core {
     /// records stay).
     pub(super) fn tick(&mut self, now: UnixTime, out: &mut Output) {
         self.mail_time_limits(now, out);
+        self.priority_tick(now, out);
         if self.conf.min_job_age_s > 0 {
             let cutoff = now - self.conf.min_job_age_s as i64;
             let old = self.jobs.purge_finished_before(cutoff);

@@ -30,6 +30,7 @@ mod lifecycle;
 mod mailer;
 mod nodes;
 mod prolog;
+mod priority;
 mod reconfig;
 mod register;
 mod steps;
@@ -39,6 +40,7 @@ mod views;
 
 pub use self::command::{Command, CtldScript, Effect, Output, Reply, StartJob};
 pub use self::core::{Core, Counters};
+pub use self::priority::{account_of, PolicyInputs, PrioState};
 pub use self::steps::step_layout;
 
 #[cfg(test)]

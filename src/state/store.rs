@@ -108,6 +108,8 @@ pub enum Op {
         job_id: u32,
         step: Box<crate::model::acct::AcctStep>,
     },
+    /// priority/multifactor's usage book, whole (replaces the last one).
+    PutUsage(Box<crate::state::usage::UsageBook>),
 }
 
 struct Batch {
@@ -122,6 +124,8 @@ pub struct Recovered {
     pub next_job_id: Option<u32>,
     /// Node name → opaque admin state bytes (decoded by the controller core).
     pub node_admin: Vec<(String, Vec<u8>)>,
+    /// priority/multifactor's usage, if any was stored.
+    pub usage: Option<crate::state::usage::UsageBook>,
 }
 
 /// Handle to the store; cheap to clone.
@@ -273,6 +277,9 @@ fn decode_acct(v: &[u8], id: u32) -> Result<AcctJob, StoreError> {
     decode("accounting", id, v)
 }
 
+/// Where the usage book lives in the `meta` tree.
+const USAGE_KEY: &[u8] = b"usage";
+
 fn recover(t: &Trees) -> Result<Recovered, StoreError> {
     let mut out = Recovered::default();
     for item in t.jobs.iter() {
@@ -293,6 +300,9 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
         let (k, v) = item?;
         out.node_admin
             .push((String::from_utf8_lossy(&k).into_owned(), v.to_vec()));
+    }
+    if let Some(v) = t.meta.get(USAGE_KEY)? {
+        out.usage = Some(decode("usage", "book", &v)?);
     }
     Ok(out)
 }
@@ -338,6 +348,10 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
             *slot = step.as_ref().clone();
             let bytes = encode(&rec)?;
             t.acct.insert(key, bytes).map_err(|e| e.to_string())?;
+        }
+        Op::PutUsage(book) => {
+            let bytes = encode(book.as_ref())?;
+            t.meta.insert(USAGE_KEY, bytes).map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {

@@ -24,6 +24,9 @@ pub struct UsageBook {
     pub last_calc: Option<UnixTime>,
     /// The last reset (`PriorityUsageResetPeriod`); `None` before the first.
     pub last_reset: Option<UnixTime>,
+    /// Pending jobs eligible to run → since when (their age counts from
+    /// there). Kept with the usage so ages survive a restart too.
+    pub accrue: BTreeMap<u32, UnixTime>,
 }
 
 /// What is left of usage after `elapsed` seconds: `0.5^(elapsed/half_life)`
