@@ -344,16 +344,18 @@ impl Builder {
                         "NO_NORMAL_QOS" => f.no_normal_qos = true,
                         "NO_NORMAL_TRES" => f.no_normal_tres = true,
                         "SMALL_RELATIVE_TO_TIME" => f.small_relative_to_time = true,
-                        _ => return Err(loc.error(
-                            &item.key,
-                            format!(
+                        _ => {
+                            return Err(loc.error(
+                                &item.key,
+                                format!(
                                 "PriorityFlags={}: unknown flag '{flag}' (expected ACCRUE_ALWAYS, \
                                      CALCULATE_RUNNING, DEPTH_OBLIVIOUS, NO_FAIR_TREE, INCR_ONLY, \
                                      MAX_TRES, NO_NORMAL_ALL, NO_NORMAL_ASSOC, NO_NORMAL_PART, \
                                      NO_NORMAL_QOS, NO_NORMAL_TRES, SMALL_RELATIVE_TO_TIME)",
                                 item.value
                             ),
-                        )),
+                            ))
+                        }
                     }
                 }
                 p.flags = f;

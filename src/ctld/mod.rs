@@ -29,8 +29,10 @@ mod job_control;
 mod lifecycle;
 mod mailer;
 mod nodes;
-mod prolog;
 mod priority;
+#[cfg(test)]
+mod priority_tests;
+mod prolog;
 mod reconfig;
 mod register;
 mod steps;

@@ -97,7 +97,9 @@ fn job_tres(j: &JobRecord) -> (Vec<(String, f64)>, u32, u32) {
                 _ => 0,
             };
             t.push(("Mem".to_string(), mem as f64));
-            for (name, n) in crate::model::tres::gres_requested(&j.submit.resources, nodes, req.ntasks) {
+            for (name, n) in
+                crate::model::tres::gres_requested(&j.submit.resources, nodes, req.ntasks)
+            {
                 t.push((format!("GRES/{name}"), n as f64));
             }
             (cpus, nodes)
@@ -278,6 +280,16 @@ impl Core {
         if !self.multifactor() {
             return;
         }
+        // A new association joins the tree: every user's rank moves.
+        let unknown = ids.iter().filter_map(|&id| self.jobs.get(id)).any(|j| {
+            !self
+                .prio
+                .fairshare
+                .contains_key(&format!("{}/{}", account_of(j), j.submit.user))
+        });
+        if unknown {
+            self.refresh_fairshare();
+        }
         let inputs = self.policy_inputs();
         let mut shapes: HashMap<String, ClusterShape> = HashMap::new();
         let mut changed = Vec::new();
@@ -286,7 +298,11 @@ impl Core {
                 continue;
             };
             if eligible(j, now) {
-                let from = j.submit.begin_time.unwrap_or(j.submit_time).max(j.submit_time);
+                let from = j
+                    .submit
+                    .begin_time
+                    .unwrap_or(j.submit_time)
+                    .max(j.submit_time);
                 self.prio.usage.accrue.entry(id).or_insert(from.min(now));
             }
             let Some(j) = self.jobs.get(id).filter(|j| self.recalculated(j)) else {
@@ -296,7 +312,9 @@ impl Core {
                 .entry(j.partition.clone())
                 .or_insert_with(|| self.cluster_shape(&j.partition, &inputs))
                 .clone();
-            let p = self.job_factors(j, &cluster, &inputs, now).priority(&self.conf.priority);
+            let p = self
+                .job_factors(j, &cluster, &inputs, now)
+                .priority(&self.conf.priority);
             if p != j.priority {
                 self.jobs.modify(id, |j| j.priority = p);
                 changed.push(id);
@@ -339,12 +357,18 @@ impl Core {
         let pc = &self.conf.priority;
         let (tres, _, _) = job_tres(j);
         let billing = multifactor::billing(pc.billing_for(&j.partition), &tres, pc.flags.max_tres);
-        let factor = inputs.qos_usage_factor.get("normal").copied().unwrap_or(1.0);
+        let factor = inputs
+            .qos_usage_factor
+            .get("normal")
+            .copied()
+            .unwrap_or(1.0);
         // The stretch decays as Slurm's does: as if added at its start.
         let decayed = crate::state::usage::decay_factor(secs, pc.decay_half_life_s);
         let keys = assoc_path(j);
         tracing::debug!(job_id = id, billing, secs, "usage accrued");
-        self.prio.usage.add(&keys, billing * secs * factor * decayed);
+        self.prio
+            .usage
+            .add(&keys, billing * secs * factor * decayed);
     }
 
     /// The `PriorityCalcPeriod` work, if it is due at `now`: decay, accrue
@@ -385,7 +409,11 @@ impl Core {
         let mut accrue = BTreeMap::new();
         for j in self.jobs.values().filter(|j| eligible(j, now)) {
             let since = prev.get(&j.job_id).copied().unwrap_or_else(|| {
-                let from = j.submit.begin_time.unwrap_or(j.submit_time).max(j.submit_time);
+                let from = j
+                    .submit
+                    .begin_time
+                    .unwrap_or(j.submit_time)
+                    .max(j.submit_time);
                 from.max(prev_calc).min(now)
             });
             accrue.insert(j.job_id, since);
@@ -417,11 +445,17 @@ impl Core {
         }
         tracing::debug!(changed = changed.len(), "priorities recalculated");
         self.put_jobs(&changed, out);
-        out.persist.push(Op::PutUsage(Box::new(self.prio.usage.clone())));
+        out.persist
+            .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
     }
 
     /// sprio: each pending job's factors (those the caller may see).
-    pub fn priority_report(&self, q: &PriorityQuery, caller: Caller, now: UnixTime) -> PriorityReport {
+    pub fn priority_report(
+        &self,
+        q: &PriorityQuery,
+        caller: Caller,
+        now: UnixTime,
+    ) -> PriorityReport {
         let pc = &self.conf.priority;
         let weights = PriorityWeights {
             age: pc.weight_age,
@@ -449,7 +483,13 @@ impl Core {
         let wanted = self.resolve_ids(&q.job_ids);
         let mut shapes: HashMap<String, ClusterShape> = HashMap::new();
         for j in self.jobs.values() {
-            if j.state != JobState::Pending || !self.may_see_job(caller, j) {
+            // Held jobs (priority 0) and jobs waiting for their `--begin`
+            // time are not listed, as in Slurm.
+            let deferred = j.submit.begin_time.is_some_and(|b| b > now);
+            if j.state != JobState::Pending || j.priority == 0 || deferred {
+                continue;
+            }
+            if !self.may_see_job(caller, j) {
                 continue;
             }
             if !wanted.is_empty() && !wanted.contains(&j.job_id) {
@@ -531,10 +571,9 @@ impl Core {
                 effective_usage: f.effective_usage,
                 fairshare: (!root && (classic || n.kind == NodeKind::User)).then_some(f.fairshare),
                 level_fs: (!root && !classic).then_some(f.level_fs),
-                tres_run_mins: running_mins.get(&t.key(i)).map_or_else(
-                    || "cpu=0".to_string(),
-                    |m| format!("cpu={m}"),
-                ),
+                tres_run_mins: running_mins
+                    .get(&t.key(i))
+                    .map_or_else(|| "cpu=0".to_string(), |m| format!("cpu={m}")),
             });
         }
         report
