@@ -187,7 +187,7 @@ impl Core {
         now: UnixTime,
         out: &mut Output,
     ) {
-        self.multifactor_job_end(id, now);
+        self.multifactor_job_end(id, now, out);
         let Some(alloc) = self.jobs.finish(id, state, exit, reason, now) else {
             return;
         };

@@ -325,7 +325,7 @@ impl Core {
 
     /// A running job's last stretch of usage, at its end (Slurm adds it at
     /// once rather than at the next calculation).
-    pub(super) fn multifactor_job_end(&mut self, id: u32, now: UnixTime) {
+    pub(super) fn multifactor_job_end(&mut self, id: u32, now: UnixTime, out: &mut Output) {
         if !self.multifactor() {
             return;
         }
@@ -339,6 +339,9 @@ impl Core {
         let inputs = self.policy_inputs();
         self.accrue_job(id, now, &inputs);
         self.refresh_fairshare();
+        // Stored now, so a restart before the next calculation keeps it.
+        out.persist
+            .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
     }
 
     /// Add job `id`'s usage from the last calculation (or its start) to `now`.
@@ -529,7 +532,18 @@ impl Core {
     /// sshare: the associations, in listing order, with their shares and
     /// usage (as of the last calculation or job end).
     pub fn share_report(&self, q: &ShareQuery, caller_name: Option<&str>) -> ShareReport {
-        let t = &self.prio.tree;
+        // Under priority/basic nothing is calculated on a timer: the tree
+        // of the jobs' accounts and users is computed as asked.
+        let fresh;
+        let (t, shares) = if self.multifactor() {
+            (&self.prio.tree, &self.prio.shares)
+        } else {
+            let tree = self.share_tree();
+            let usage: HashMap<String, f64> = self.prio.usage.raw.clone().into_iter().collect();
+            let shares = fairshare::fair_tree(&tree, &usage);
+            fresh = (tree, shares);
+            (&fresh.0, &fresh.1)
+        };
         let classic = self.conf.priority.flags.no_fair_tree;
         let mut report = ShareReport {
             multifactor: self.multifactor(),
@@ -541,7 +555,7 @@ impl Core {
         let running_mins = self.tres_run_mins();
         for i in t.listing_order() {
             let n = &t.nodes[i];
-            let f = self.prio.shares.get(i).copied().unwrap_or_default();
+            let f = shares.get(i).copied().unwrap_or_default();
             let (account, user) = match (n.kind, n.parent) {
                 (NodeKind::User, Some(p)) => (t.nodes[p].name.clone(), n.name.clone()),
                 _ => (n.name.clone(), String::new()),
