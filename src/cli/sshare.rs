@@ -424,7 +424,6 @@ mod tests {
                 fairshare: Some(0.5),
                 level_fs: Some(1.0),
                 tres_run_mins: "cpu=0".into(),
-                ..Default::default()
             },
             ShareRow {
                 depth: 1,

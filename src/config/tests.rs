@@ -1042,11 +1042,15 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (40: PriorityType, GresTypes,
+    // One warning per ignored key (34: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
-    // Epilog and PrologFlags are read) plus the backup controller, each
+    // Epilog, PrologFlags, the Priority* keys, PriorityTier and
+    // TRESBillingWeights are read) plus the backup controller, each
     // naming its line.
-    assert_eq!(cfg.warnings.len(), 40, "{:#?}", cfg.warnings);
+    assert_eq!(cfg.warnings.len(), 34, "{:#?}", cfg.warnings);
+    assert_eq!(cfg.priority.weight_fairshare, 10_000);
+    assert_eq!(cfg.priority.partition("debug").tier, 10);
+    assert_eq!(cfg.priority.billing_for("gpu").len(), 3);
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
     assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));

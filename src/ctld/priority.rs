@@ -161,15 +161,7 @@ impl Core {
         }
         let mut t = ShareTree::new();
         for (account, user) in pairs {
-            let parent = if account == "root" {
-                0
-            } else {
-                t.child(0, &account, NodeKind::Account)
-                    .unwrap_or_else(|| t.add(0, &account, NodeKind::Account, 1))
-            };
-            if t.child(parent, &user, NodeKind::User).is_none() {
-                t.add(parent, &user, NodeKind::User, 1);
-            }
+            insert_assoc(&mut t, &account, &user);
         }
         t
     }
@@ -179,21 +171,38 @@ impl Core {
         PolicyInputs::default()
     }
 
-    /// Fair share from the usage as it stands.
+    /// Rebuild the tree from every job (O(jobs): at start-up and each
+    /// calculation, which also drops associations nothing uses any more),
+    /// then fair share over it.
     fn refresh_fairshare(&mut self) {
-        let tree = self.share_tree();
+        self.prio.tree = self.share_tree();
+        self.recompute_shares();
+    }
+
+    /// Fair share over the tree as it is, from the usage as it stands
+    /// (O(associations): at a job's end).
+    fn recompute_shares(&mut self) {
+        let tree = &self.prio.tree;
         let usage: HashMap<String, f64> = self.prio.usage.raw.clone().into_iter().collect();
         let shares = if self.conf.priority.flags.no_fair_tree {
-            fairshare::classic(&tree, &usage)
+            fairshare::classic(tree, &usage)
         } else {
-            fairshare::fair_tree(&tree, &usage)
+            fairshare::fair_tree(tree, &usage)
         };
         self.prio.fairshare = (0..tree.nodes.len())
             .filter(|&i| tree.nodes[i].kind == NodeKind::User)
             .map(|i| (tree.key(i), shares[i].fairshare))
             .collect();
-        self.prio.tree = tree;
         self.prio.shares = shares;
+    }
+
+    /// Add `account/user` to the tree if it is not there (shares 1).
+    fn ensure_assoc(&mut self, account: &str, user: &str) {
+        let t = &mut self.prio.tree;
+        if t.nodes.is_empty() {
+            *t = ShareTree::new();
+        }
+        insert_assoc(t, account, user);
     }
 
     /// The cluster as one job's factors see it (its partition's totals).
@@ -281,14 +290,17 @@ impl Core {
             return;
         }
         // A new association joins the tree: every user's rank moves.
-        let unknown = ids.iter().filter_map(|&id| self.jobs.get(id)).any(|j| {
-            !self
-                .prio
-                .fairshare
-                .contains_key(&format!("{}/{}", account_of(j), j.submit.user))
-        });
-        if unknown {
-            self.refresh_fairshare();
+        let unknown: Vec<(String, String)> = ids
+            .iter()
+            .filter_map(|&id| self.jobs.get(id))
+            .map(|j| (account_of(j), j.submit.user.clone()))
+            .filter(|(a, u)| !self.prio.fairshare.contains_key(&format!("{a}/{u}")))
+            .collect();
+        if !unknown.is_empty() {
+            for (a, u) in &unknown {
+                self.ensure_assoc(a, u);
+            }
+            self.recompute_shares();
         }
         let inputs = self.policy_inputs();
         let mut shapes: HashMap<String, ClusterShape> = HashMap::new();
@@ -338,7 +350,7 @@ impl Core {
         }
         let inputs = self.policy_inputs();
         self.accrue_job(id, now, &inputs);
-        self.refresh_fairshare();
+        self.recompute_shares();
         // Stored now, so a restart before the next calculation keeps it.
         out.persist
             .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
@@ -607,5 +619,19 @@ impl Core {
             }
         }
         out
+    }
+}
+
+/// The adapter's shape: `account` under root (`root` is root itself), the
+/// user under it, every share 1; nothing added twice.
+fn insert_assoc(t: &mut ShareTree, account: &str, user: &str) {
+    let parent = if account == "root" {
+        0
+    } else {
+        t.child(0, account, NodeKind::Account)
+            .unwrap_or_else(|| t.add(0, account, NodeKind::Account, 1))
+    };
+    if t.child(parent, user, NodeKind::User).is_none() {
+        t.add(parent, user, NodeKind::User, 1);
     }
 }

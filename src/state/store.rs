@@ -457,6 +457,27 @@ mod tests {
         }
     }
 
+    /// priority/multifactor's usage is read back whole after a restart;
+    /// a store without one recovers none.
+    #[tokio::test]
+    async fn usage_survives_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut book = crate::state::usage::UsageBook::default();
+        book.add(&["chem/alice".into(), "chem".into(), "root".into()], 1234.5);
+        book.last_calc = Some(77);
+        book.accrue.insert(5, 70);
+        {
+            let (store, rec) = Store::open(dir.path()).unwrap();
+            assert_eq!(rec.usage, None);
+            store
+                .commit(vec![Op::PutUsage(Box::new(book.clone()))])
+                .await
+                .unwrap();
+        }
+        let (_, rec) = Store::open(dir.path()).unwrap();
+        assert_eq!(rec.usage, Some(book));
+    }
+
     #[tokio::test]
     async fn sync_waits_for_every_batch_queued_before_it() {
         let dir = tempfile::tempdir().unwrap();

@@ -55,7 +55,8 @@ impl UsageBook {
 
     /// Add `amount` to each of `keys` (an association and its ancestors).
     pub fn add(&mut self, keys: &[String], amount: f64) {
-        if !(amount > 0.0) {
+        // Nothing to add (and never a NaN or a negative amount).
+        if amount.is_nan() || amount <= 0.0 {
             return;
         }
         for k in keys {

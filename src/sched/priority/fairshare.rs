@@ -463,9 +463,9 @@ mod tests {
                 }
                 out
             };
-            for p in 0..t.nodes.len() {
-                for &x in &children[p] {
-                    for &y in &children[p] {
+            for kids in &children {
+                for &x in kids {
+                    for &y in kids {
                         let (nx, ny) = (&t.nodes[x], &t.nodes[y]);
                         if nx.kind != NodeKind::Account
                             || ny.kind != NodeKind::Account
