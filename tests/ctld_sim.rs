@@ -121,6 +121,8 @@ impl Disk {
             // A late step-usage patch of a record already written: not a
             // new end.
             Op::PutAcctStep { .. } => {}
+            // priority/multifactor's usage: not simulated here.
+            Op::PutUsage(_) => {}
         }
     }
 }
@@ -501,13 +503,7 @@ impl Sim {
     /// A preempted job makes room for a waiting job of a partition with a
     /// higher PriorityTier.
     fn check_preemption(&mut self, id: u32) {
-        let tier = |part: &str| {
-            self.conf
-                .partitions
-                .iter()
-                .find(|p| p.name == part)
-                .map_or(1, |p| p.preempt.tier)
-        };
+        let tier = |part: &str| self.conf.priority.partition(part).tier;
         let jobs = self.core.jobs();
         let Some(victim) = jobs.get(id) else {
             self.fail(format!("preempted job {id} unknown"));

@@ -63,14 +63,18 @@ fn salloc_runs_the_command_in_an_allocation_and_releases_it() {
 }
 
 #[test]
-fn sshare_answers_with_a_flat_tree() {
+fn sshare_answers_with_the_tree_of_accounts_and_users() {
     let c = Cluster::start(1, 2, 30);
     let w = tempfile::tempdir().unwrap();
     let w = w.path();
-    c.sbatch(w, &["--hold", "--wrap", "true"]);
+    c.sbatch(w, &["--hold", "-A", "chem", "--wrap", "true"]);
     let o = c.cli(w, "sshare", &["-n", "-P", "-o", "account,fairshare"]);
     assert!(o.status.success());
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "root|\n");
+    // root, the job's account, and the caller's own row in it.
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "root|\n chem|\n  chem|1.000000\n"
+    );
     let o = c.cli(w, "sshare", &["-a", "-P", "-o", "Account,User,NormShares"]);
     let user = nix::unistd::User::from_uid(nix::unistd::getuid())
         .unwrap()
@@ -78,7 +82,9 @@ fn sshare_answers_with_a_flat_tree() {
         .name;
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        format!("Account|User|NormShares\nroot||\n root|{user}|1.000000\n")
+        format!(
+            "Account|User|NormShares\nroot||0.000000\n chem||1.000000\n  chem|{user}|1.000000\n"
+        )
     );
     let o = c.cli(w, "sshare", &["-o", "nosuch"]);
     assert_eq!(o.status.code(), Some(1));

@@ -411,7 +411,6 @@ pub(super) struct PartSpec {
     pub(super) max_nodes: Option<Option<u32>>,
     pub(super) min_nodes: Option<u32>,
     pub(super) state: Option<PartitionState>,
-    pub(super) tier: Option<u32>,
     pub(super) preempt_mode: Option<crate::config::preempt::PreemptMode>,
     pub(super) grace_s: Option<u32>,
 }
@@ -426,7 +425,6 @@ impl PartSpec {
             max_nodes: self.max_nodes.or(base.max_nodes),
             min_nodes: self.min_nodes.or(base.min_nodes),
             state: self.state.or(base.state),
-            tier: self.tier.or(base.tier),
             preempt_mode: self.preempt_mode.or(base.preempt_mode),
             grace_s: self.grace_s.or(base.grace_s),
         }
@@ -509,6 +507,7 @@ impl Builder {
                 message_timeout_s: 10,
                 return_to_service: 0,
                 priority_type: "priority/basic".into(),
+                priority: Default::default(),
                 mail_prog: PathBuf::from("/bin/mail"),
                 mail_domain: None,
                 gres_types: Vec::new(),
@@ -981,6 +980,9 @@ impl Builder {
     }
 
     pub(super) fn global(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        if let Some(done) = self.priority_key(loc, item) {
+            return done;
+        }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {
             return match lookup_name(UNUSED_GLOBAL_KEYS, &item.key) {
                 Some(name) => {
@@ -1402,6 +1404,10 @@ impl Builder {
         let mut spec = PartSpec::default();
         let mut seen = HashSet::new();
         for item in attrs {
+            if let Some(done) = self.partition_priority(loc, &head.value, item) {
+                done?;
+                continue;
+            }
             let Some(attr) =
                 self.attribute(loc, "PartitionName", PART_ATTRS, UNUSED_PART_ATTRS, item)?
             else {
@@ -1421,7 +1427,6 @@ impl Builder {
                 PartAttr::MaxNodes => spec.max_nodes = Some(max_nodes(loc, item)?),
                 PartAttr::MinNodes => spec.min_nodes = Some(int_in(loc, item, 0, u32::MAX.into())?),
                 PartAttr::State => spec.state = Some(partition_state(loc, item)?),
-                PartAttr::PriorityTier => spec.tier = Some(int_in(loc, item, 0, 65_533)?),
                 PartAttr::PreemptMode => spec.preempt_mode = Some(preempt_mode(loc, item)?),
                 PartAttr::GraceTime => spec.grace_s = Some(int_in(loc, item, 0, u32::MAX.into())?),
             }
@@ -1452,7 +1457,6 @@ impl Builder {
                 min_nodes: spec.min_nodes.unwrap_or(0),
                 state: spec.state.unwrap_or(PartitionState::Up),
                 preempt: crate::config::preempt::PartPreempt {
-                    tier: spec.tier.unwrap_or(1),
                     mode: spec.preempt_mode,
                     grace_s: spec.grace_s.unwrap_or(0),
                 },

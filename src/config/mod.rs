@@ -21,6 +21,7 @@ pub mod hostlist;
 mod keys;
 mod parse;
 pub mod preempt;
+pub mod priority;
 mod resolve;
 mod types;
 pub mod units;

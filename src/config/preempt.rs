@@ -148,27 +148,16 @@ impl PreemptConf {
     }
 }
 
-/// A partition's preemption settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A partition's preemption settings. (Its `PriorityTier`, which decides
+/// who preempts whom, is read with the priority keys:
+/// `Config::priority.partition(name).tier`.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartPreempt {
-    /// `PriorityTier` (Slurm's default 1): higher tiers are scheduled
-    /// first, and under `preempt/partition_prio` preempt lower ones.
-    pub tier: u32,
     /// `PreemptMode` for jobs of this partition; `None`: the global mode.
     pub mode: Option<PreemptMode>,
     /// `GraceTime`, seconds: a preempted job gets SIGCONT and SIGTERM and
     /// this long before it is killed or requeued.
     pub grace_s: u32,
-}
-
-impl Default for PartPreempt {
-    fn default() -> Self {
-        PartPreempt {
-            tier: 1,
-            mode: None,
-            grace_s: 0,
-        }
-    }
 }
 
 /// Check the settings together, as slurmctld does at start: the words are

@@ -1042,13 +1042,15 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (39: PriorityType, GresTypes,
+    // One warning per ignored key (34: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
-    // Epilog, PrologFlags and PriorityTier are read) plus the backup
-    // controller, each naming its line.
-    assert_eq!(cfg.warnings.len(), 39, "{:#?}", cfg.warnings);
-    assert_eq!(partition(&cfg, "debug").preempt.tier, 10);
-    assert_eq!(partition(&cfg, "gpu").preempt.tier, 1);
+    // Epilog, PrologFlags, the Priority* keys, PriorityTier and
+    // TRESBillingWeights are read) plus the backup controller, each
+    // naming its line.
+    assert_eq!(cfg.warnings.len(), 34, "{:#?}", cfg.warnings);
+    assert_eq!(cfg.priority.weight_fairshare, 10_000);
+    assert_eq!(cfg.priority.partition("debug").tier, 10);
+    assert_eq!(cfg.priority.billing_for("gpu").len(), 3);
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
     assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));
@@ -1263,10 +1265,11 @@ fn preemption_keys_are_read_and_checked_together() {
     assert!(cfg.preempt.youngest_first && !cfg.preempt.strict_order);
     assert_eq!(cfg.preempt.reorder_count, 3);
     let low = &partition(&cfg, "low").preempt;
-    assert_eq!((low.tier, low.grace_s), (1, 30), "DEFAULT's GraceTime");
+    assert_eq!(low.grace_s, 30, "DEFAULT's GraceTime");
     assert_eq!(low.mode.map(|m| m.action), Some(PreemptAction::Cancel));
     let high = &partition(&cfg, "high").preempt;
-    assert_eq!((high.tier, high.grace_s, high.mode), (5, 0, None));
+    assert_eq!((high.grace_s, high.mode), (0, None));
+    assert_eq!(cfg.priority.partition("high").tier, 5);
     // Unset: no preemption, Slurm's defaults.
     let plain = ok("");
     assert!(!plain.preempt.enabled());
@@ -1309,11 +1312,4 @@ fn preemption_keys_are_read_and_checked_together() {
     );
     let e = err("NodeName=n1\nPartitionName=p Nodes=n1 PreemptMode=often\n");
     assert_err(&e, 3, "PreemptMode", "PreemptMode=often");
-    let e = err("NodeName=n1\nPartitionName=p Nodes=n1 PriorityTier=-1\n");
-    assert_err(
-        &e,
-        3,
-        "PriorityTier",
-        "expected an integer between 0 and 65533",
-    );
 }

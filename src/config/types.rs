@@ -67,9 +67,11 @@ pub struct Config {
     pub message_timeout_s: u32,
     /// 0..=2; default 0.
     pub return_to_service: u8,
-    /// `priority/basic` (the default) or `priority/multifactor`; sprio
-    /// reads it. canopy computes no priority factors yet.
+    /// `priority/basic` (the default) or `priority/multifactor`.
     pub priority_type: String,
+    /// priority/multifactor's keys (weights, decay, flags, billing).
+    #[serde(default)]
+    pub priority: super::priority::PriorityConf,
     /// The program job mail is sent with (`MailProg`, default `/bin/mail`),
     /// called as `MailProg -s SUBJECT USER`.
     pub mail_prog: PathBuf,

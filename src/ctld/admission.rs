@@ -107,6 +107,7 @@ impl Core {
             (false, None) => with_nice(self.priority.assign(), submit.nice),
         };
         let n = tasks.len();
+        let admitted_ids = ids.clone();
         for (job_id, array) in ids.into_iter().zip(tasks) {
             let array = array.map(|a| ArrayTask {
                 array_job_id: id,
@@ -121,6 +122,7 @@ impl Core {
             self.counters.submitted += 1;
         }
         tracing::info!(job_id = id, partition = %admitted.partition, user = %submit.user, tasks = n, "job submitted");
+        self.multifactor_admit(&admitted_ids, now, out);
         out.persist.push(Op::NextJobId(self.next_job_id));
         out.effect(Effect::Reschedule);
         if let Some(begin) = submit.begin_time.filter(|&t| t > now) {

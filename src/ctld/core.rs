@@ -61,6 +61,8 @@ pub struct Core {
     /// CONFIGURING jobs whose PrologSlurmctld succeeded, waiting for all
     /// their nodes to be reachable before their launch is released.
     pub(super) launch_waiting: std::collections::BTreeSet<u32>,
+    /// priority/multifactor: usage and fair share (see `priority.rs`).
+    pub(super) prio: super::priority::PrioState,
 }
 
 /// What falls due at a deadline.
@@ -118,6 +120,7 @@ impl Core {
             unconfirmed: Default::default(),
             deadlines: Default::default(),
             launch_waiting: Default::default(),
+            prio: Default::default(),
         };
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);

@@ -205,6 +205,10 @@ impl Core {
             }
             (results, changed)
         };
+        if u.hold == Some(false) || u.partition.is_some() {
+            // Released or moved: priority/multifactor prices them now.
+            self.multifactor_admit(&changed, now, out);
+        }
         self.put_jobs(&changed, out);
         if !changed.is_empty() {
             out.effect(Effect::Reschedule);

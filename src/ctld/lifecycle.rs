@@ -40,15 +40,9 @@ impl Core {
                 ranks,
             })
             .collect();
-        // Partitions of a higher PriorityTier pick first (a stable sort:
-        // equal tiers keep the file's order).
-        let tier = |name: &str| {
-            self.conf
-                .partitions
-                .iter()
-                .find(|p| p.name == name)
-                .map_or(1, |p| p.preempt.tier)
-        };
+        // PriorityTier: a higher tier's jobs go first where partitions
+        // share nodes (stable: the file's order within a tier).
+        let tier = |name: &str| self.conf.priority.partition(name).tier;
         parts.sort_by_key(|p| std::cmp::Reverse(tier(p.name)));
         let started = self.jobs.schedule(
             &parts,
@@ -195,6 +189,7 @@ impl Core {
         now: UnixTime,
         out: &mut Output,
     ) {
+        self.multifactor_job_end(id, now, out);
         let Some(alloc) = self.jobs.finish(id, state, exit, reason, now) else {
             return;
         };
@@ -309,6 +304,7 @@ impl Core {
     /// records stay).
     pub(super) fn tick(&mut self, now: UnixTime, out: &mut Output) {
         self.mail_time_limits(now, out);
+        self.priority_tick(now, out);
         if self.conf.min_job_age_s > 0 {
             let cutoff = now - self.conf.min_job_age_s as i64;
             let old = self.jobs.purge_finished_before(cutoff);

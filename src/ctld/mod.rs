@@ -30,6 +30,9 @@ mod lifecycle;
 mod mailer;
 mod nodes;
 mod preempt;
+mod priority;
+#[cfg(test)]
+mod priority_tests;
 mod prolog;
 mod reconfig;
 mod register;
@@ -40,6 +43,7 @@ mod views;
 
 pub use self::command::{Command, CtldScript, Effect, Output, Reply, StartJob};
 pub use self::core::{Core, Counters};
+pub use self::priority::{account_of, PolicyInputs, PrioState};
 pub use self::steps::step_layout;
 
 #[cfg(test)]

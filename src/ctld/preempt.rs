@@ -30,7 +30,9 @@ impl Core {
         }
         // Higher tiers first: what they take is gone for the lower ones.
         let mut parts: Vec<usize> = (0..conf.partitions.len()).collect();
-        parts.sort_by_key(|&i| std::cmp::Reverse(conf.partitions[i].preempt.tier));
+        parts.sort_by_key(|&i| {
+            std::cmp::Reverse(conf.priority.partition(&conf.partitions[i].name).tier)
+        });
         for i in parts {
             let part = &conf.partitions[i];
             let Some((waiting, JobReason::Resources)) = self.jobs.blocked_head(&part.name) else {
@@ -50,7 +52,7 @@ impl Core {
         let Some(job) = self.jobs.get(waiting) else {
             return Vec::new();
         };
-        let tier = conf.partitions[part].preempt.tier;
+        let tier = conf.priority.partition(&conf.partitions[part].name).tier;
         let ranks = self.partition_ranks(&conf.partitions[part].name);
         let Ok(req) = Request::for_job(&job.submit, conf.as_ref()) else {
             return Vec::new();
@@ -75,7 +77,8 @@ impl Core {
                 continue;
             };
             let mode = pc.preempt.mode.unwrap_or(conf.preempt.mode).action;
-            if pc.preempt.tier >= tier || mode == PreemptAction::Off {
+            let their_tier = conf.priority.partition(&pc.name).tier;
+            if their_tier >= tier || mode == PreemptAction::Off {
                 continue;
             }
             let start = j.start_time.unwrap_or(now);
@@ -90,7 +93,7 @@ impl Core {
             candidates.push(Candidate {
                 job_id: j.job_id,
                 alloc,
-                tier: pc.preempt.tier,
+                tier: u32::from(their_tier),
                 start,
             });
         }

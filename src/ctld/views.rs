@@ -294,6 +294,8 @@ impl Core {
                     total_mem_mb,
                     preempt: p.preempt.clone(),
                     preempt_mode: p.preempt.mode.unwrap_or(self.conf.preempt.mode).name(),
+                    priority_job_factor: self.conf.priority.partition(&p.name).job_factor,
+                    priority_tier: self.conf.priority.partition(&p.name).tier,
                 }
             })
             .collect()

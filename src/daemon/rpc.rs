@@ -195,6 +195,20 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryStats => stats(h, info).await,
+        Body::QueryPriority(query) => {
+            let msg = crate::actors::controller::GetPriority { query, caller };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
+                Ok(r) => Body::Priority(Box::new(r)),
+                Err(_) => gone(),
+            }
+        }
+        Body::QueryShares(query) => {
+            let msg = crate::actors::controller::GetShares { query };
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
+                Ok(r) => Body::Shares(Box::new(r)),
+                Err(_) => gone(),
+            }
+        }
         Body::LaunchStep(req) => {
             let msg = StartStep { req: *req, caller };
             match send_counted(&h.controller, &h.controller_stats, msg).await {

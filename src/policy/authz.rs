@@ -75,6 +75,8 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("QueryPartitions", Role::Anyone),
     ("QueryStatus", Role::Anyone),
     ("QueryStats", Role::Anyone),
+    ("QueryPriority", Role::Anyone),
+    ("QueryShares", Role::Anyone),
     ("QueryAcct", Role::Anyone),
     ("QueryStepStats", Role::Owner),
     ("CancelJobs", Role::Owner),

@@ -5,3 +5,4 @@
 
 pub mod acct;
 pub mod store;
+pub mod usage;

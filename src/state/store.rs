@@ -108,6 +108,8 @@ pub enum Op {
         job_id: u32,
         step: Box<crate::model::acct::AcctStep>,
     },
+    /// priority/multifactor's usage book, whole (replaces the last one).
+    PutUsage(Box<crate::state::usage::UsageBook>),
 }
 
 struct Batch {
@@ -122,6 +124,8 @@ pub struct Recovered {
     pub next_job_id: Option<u32>,
     /// Node name → opaque admin state bytes (decoded by the controller core).
     pub node_admin: Vec<(String, Vec<u8>)>,
+    /// priority/multifactor's usage, if any was stored.
+    pub usage: Option<crate::state::usage::UsageBook>,
 }
 
 /// Handle to the store; cheap to clone.
@@ -273,6 +277,9 @@ fn decode_acct(v: &[u8], id: u32) -> Result<AcctJob, StoreError> {
     decode("accounting", id, v)
 }
 
+/// Where the usage book lives in the `meta` tree.
+const USAGE_KEY: &[u8] = b"usage";
+
 fn recover(t: &Trees) -> Result<Recovered, StoreError> {
     let mut out = Recovered::default();
     for item in t.jobs.iter() {
@@ -293,6 +300,9 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
         let (k, v) = item?;
         out.node_admin
             .push((String::from_utf8_lossy(&k).into_owned(), v.to_vec()));
+    }
+    if let Some(v) = t.meta.get(USAGE_KEY)? {
+        out.usage = Some(decode("usage", "book", &v)?);
     }
     Ok(out)
 }
@@ -338,6 +348,10 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
             *slot = step.as_ref().clone();
             let bytes = encode(&rec)?;
             t.acct.insert(key, bytes).map_err(|e| e.to_string())?;
+        }
+        Op::PutUsage(book) => {
+            let bytes = encode(book.as_ref())?;
+            t.meta.insert(USAGE_KEY, bytes).map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {
@@ -444,6 +458,42 @@ mod tests {
         }
     }
 
+    /// priority/multifactor's usage is read back whole after a restart;
+    /// a store without one recovers none.
+    #[tokio::test]
+    async fn usage_survives_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut book = crate::state::usage::UsageBook::default();
+        book.add(&["chem/alice".into(), "chem".into(), "root".into()], 1234.5);
+        book.last_calc = Some(77);
+        book.accrue.insert(5, 70);
+        {
+            let (store, rec) = Store::open(dir.path()).unwrap();
+            assert_eq!(rec.usage, None);
+            store
+                .commit(vec![Op::PutUsage(Box::new(book.clone()))])
+                .await
+                .unwrap();
+        }
+        let (_, rec) = reopen(dir.path()).await;
+        assert_eq!(rec.usage, Some(book));
+    }
+
+    /// Open the store again once the dropped one's writer thread has let go
+    /// of the database lock (it exits on its own after the drop).
+    async fn reopen(dir: &std::path::Path) -> (Store, Recovered) {
+        for _ in 0..200 {
+            match Store::open(dir) {
+                Ok(open) => return open,
+                Err(e) if e.to_string().contains("lock") => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("the store's lock was never released");
+    }
+
     #[tokio::test]
     async fn sync_waits_for_every_batch_queued_before_it() {
         let dir = tempfile::tempdir().unwrap();
@@ -529,9 +579,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        // Give the old writer thread time to drop the db handle.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let (_store, back) = Store::open(dir.path()).unwrap();
+        let (_store, back) = reopen(dir.path()).await;
         assert_eq!(back.jobs.len(), 49);
         assert!(back.jobs.iter().all(|j| j.job_id != 7));
         assert_eq!(back.next_job_id, Some(51));
@@ -585,8 +633,7 @@ mod tests {
                 .unwrap();
             assert!(r.is_err_and(|e| e.contains("stopped after an earlier failure")));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let (_store, back) = Store::open(dir.path()).unwrap();
+        let (_store, back) = reopen(dir.path()).await;
         let ids: Vec<u32> = back.jobs.iter().map(|j| j.job_id).collect();
         assert_eq!(ids, vec![1]);
     }

@@ -1011,6 +1011,12 @@ pub enum Body {
     BroadcastReply(BroadcastReply),
     /// `scontrol reconfigure` (operators): re-read slurm.conf; `Ok` or `Error`.
     Reconfigure,
+    /// sprio: pending jobs' priority factors.
+    QueryPriority(crate::wire::priority::PriorityQuery),
+    Priority(Box<crate::wire::priority::PriorityReport>),
+    /// sshare: associations' shares and usage.
+    QueryShares(crate::wire::priority::ShareQuery),
+    Shares(Box<crate::wire::priority::ShareReport>),
 
     // node daemons and relays
     Hello(Hello),
@@ -1053,6 +1059,10 @@ impl Body {
             Body::QueryStatus => "QueryStatus",
             Body::Status(_) => "Status",
             Body::QueryStats => "QueryStats",
+            Body::QueryPriority(_) => "QueryPriority",
+            Body::Priority(_) => "Priority",
+            Body::QueryShares(_) => "QueryShares",
+            Body::Shares(_) => "Shares",
             Body::LaunchStep(_) => "LaunchStep",
             Body::StepLaunched(_) => "StepLaunched",
             Body::StepComplete(_) => "StepComplete",

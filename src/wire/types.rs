@@ -203,6 +203,14 @@ pub struct PartitionInfo {
     /// (as `scontrol show partition` prints it).
     #[serde(default = "preempt_off")]
     pub preempt_mode: String,
+    #[serde(default = "one")]
+    pub priority_job_factor: u16,
+    #[serde(default = "one")]
+    pub priority_tier: u16,
+}
+
+fn one() -> u16 {
+    1
 }
 
 fn preempt_off() -> String {

@@ -45,7 +45,10 @@ use crate::wire::types::{AcctJob, NodeInfo, PartitionInfo};
 const MAILBOX: usize = 8192;
 
 mod effects;
+mod priority;
 mod queries;
+
+pub use self::priority::{GetPriority, GetShares};
 
 /// How often the core's timers run (time-limit mail, purging finished jobs
 /// older than MinJobAge). Slurm checks time limits about twice a minute.
@@ -317,7 +320,9 @@ impl ControllerActor {
                     .clone();
             }
             let now = chrono::Utc::now().timestamp();
-            let (core, out) = Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
+            let (mut core, out) =
+                Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
+            core.restore_usage(recovered.usage, now);
             let mut actor = ControllerActor {
                 core,
                 store,

@@ -406,8 +406,8 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
     ));
     r.line(format!("Nodes={}", or_null(&p.nodes)));
     r.line(format!(
-        "PriorityJobFactor=1 PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO",
-        p.preempt.tier
+        "PriorityJobFactor={} PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO",
+        p.priority_job_factor, p.priority_tier
     ));
     r.line(format!("OverTimeLimit=NONE PreemptMode={}", p.preempt_mode));
     r.line(format!(
@@ -444,7 +444,7 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
     } else {
         format!("{}({})", conf.control_host, conf.control_addr)
     };
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         ("AuthType", "auth/canopy-hmac".into()),
         ("ClusterName", conf.cluster_name.clone()),
         ("FirstJobId", conf.first_job_id.to_string()),
@@ -489,6 +489,12 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ),
         ("TreeWidth", conf.tree_width.to_string()),
     ];
+    // The priority block sits where Slurm prints it, in its own order.
+    let at = rows
+        .iter()
+        .position(|(k, _)| *k == "ReturnToService")
+        .unwrap_or(rows.len());
+    rows.splice(at..at, priority_rows(conf));
     let mut out = format!(
         "Configuration data as of {}\n",
         super::time::fmt_timestamp(Some(now))
@@ -497,6 +503,56 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         out.push_str(&format!("{k:<23} = {v}\n"));
     }
     out
+}
+
+/// `scontrol show config`'s priority lines, as Slurm 22.05 prints them:
+/// the multifactor settings only under priority/multifactor.
+fn priority_rows(conf: &crate::config::Config) -> Vec<(&'static str, String)> {
+    let p = &conf.priority;
+    // `7-00:00:00`, or `00:05:00` under a day.
+    let span = |s: u64| {
+        let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+        if d > 0 {
+            format!("{d}-{h:02}:{m:02}:{s:02}")
+        } else {
+            format!("{h:02}:{m:02}:{s:02}")
+        }
+    };
+    let mut rows = vec![
+        ("PriorityParameters", "(null)".to_string()),
+        ("PrioritySiteFactorParameters", "(null)".into()),
+        ("PrioritySiteFactorPlugin", "(null)".into()),
+    ];
+    if conf.priority_type != "priority/multifactor" {
+        rows.push(("PriorityType", conf.priority_type.clone()));
+        return rows;
+    }
+    let tres = p
+        .weight_tres
+        .iter()
+        .map(|(n, w)| format!("{n}={w}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    rows.extend([
+        ("PriorityDecayHalfLife", span(p.decay_half_life_s)),
+        ("PriorityCalcPeriod", span(p.calc_period_s)),
+        (
+            "PriorityFavorSmall",
+            if p.favor_small { "Yes" } else { "No" }.into(),
+        ),
+        ("PriorityFlags", p.flags.text()),
+        ("PriorityMaxAge", span(p.max_age_s)),
+        ("PriorityUsageResetPeriod", p.usage_reset.name().into()),
+        ("PriorityType", conf.priority_type.clone()),
+        ("PriorityWeightAge", p.weight_age.to_string()),
+        ("PriorityWeightAssoc", p.weight_assoc.to_string()),
+        ("PriorityWeightFairShare", p.weight_fairshare.to_string()),
+        ("PriorityWeightJobSize", p.weight_job_size.to_string()),
+        ("PriorityWeightPartition", p.weight_partition.to_string()),
+        ("PriorityWeightQOS", p.weight_qos.to_string()),
+        ("PriorityWeightTRES", super::or_null(&tres).into()),
+    ]);
+    rows
 }
 
 pub fn ping_line(host: &str, up: bool) -> String {
@@ -511,6 +567,33 @@ mod tests {
     use super::*;
     use crate::cli::format::squeue::tests::{job, sample_jobs, T0};
     use crate::wire::types::{JobState, NodeBaseState, PartitionState};
+
+    /// The priority lines of the golden capture's `scontrol show config`
+    /// (tests/golden/INDEX.md), byte for byte.
+    #[test]
+    fn show_config_prints_slurms_priority_block() {
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nNodeName=n1 CPUs=2\n\
+                    PartitionName=p Nodes=n1\nPriorityType=priority/multifactor\n\
+                    PriorityWeightAge=1000\nPriorityWeightJobSize=100\nPriorityWeightPartition=1000\n";
+        let conf =
+            crate::config::Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let out = show_config(&conf, 0);
+        let prio: Vec<&str> = out
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().contains("priority"))
+            .collect();
+        let golden = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/INDEX.md"
+        ))
+        .unwrap();
+        let start = golden.find("PriorityParameters      = (null)").unwrap();
+        let block: Vec<&str> = golden[start..]
+            .lines()
+            .take_while(|l| !l.starts_with("```"))
+            .collect();
+        assert_eq!(prio, block);
+    }
 
     fn ts(t: i64) -> String {
         fmt_timestamp(Some(t))
@@ -775,6 +858,8 @@ mod tests {
             total_mem_mb: 4000,
             preempt: Default::default(),
             preempt_mode: "OFF".into(),
+            priority_job_factor: 1,
+            priority_tier: 1,
         }
     }
 

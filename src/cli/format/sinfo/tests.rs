@@ -86,6 +86,8 @@ fn part(name: &str, nodes: &[&str], max_time: Option<u32>, state: PartitionState
         total_mem_mb: 0,
         preempt: Default::default(),
         preempt_mode: "OFF".into(),
+        priority_job_factor: 1,
+        priority_tier: 1,
     }
 }
 
