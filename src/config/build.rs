@@ -501,6 +501,7 @@ impl Builder {
                 max_script_size: DEFAULT_MAX_SCRIPT_SIZE,
                 max_submit_jobs_per_user: None,
                 private_data: PrivateData::default(),
+                accounting_enforce: Default::default(),
                 slurm_user: None,
                 config_overrides: false,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -703,6 +704,40 @@ impl Builder {
     /// `accounts`, `cloud` and `events` concern what canopy does not have
     /// yet (sacctmgr, power saving, an event log) and earn a warning; an
     /// unknown word earns one too (Slurm skips it silently).
+    /// `AccountingStorageEnforce=associations,limits,qos,safe,...`.
+    pub(super) fn accounting_enforce(&mut self, loc: &Loc, item: &Item) {
+        let mut e = super::types::AcctEnforce::default();
+        let mut ignored = Vec::new();
+        for word in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+        {
+            match word.to_ascii_lowercase().as_str() {
+                "associations" => e.associations = true,
+                "limits" => e.limits = true,
+                "qos" => e.qos = true,
+                "safe" => e.safe = true,
+                "all" => (e.limits, e.qos, e.safe) = (true, true, true),
+                "none" | "0" => e = Default::default(),
+                _ => ignored.push(word.to_string()),
+            }
+        }
+        e.limits |= e.safe;
+        e.associations |= e.limits || e.qos;
+        self.cfg.accounting_enforce = e;
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "AccountingStorageEnforce {} not used by canopy; ignored",
+                    ignored.join(", ")
+                ),
+            );
+        }
+    }
+
     pub(super) fn private_data(&mut self, loc: &Loc, item: &Item) {
         let mut pd = PrivateData::default();
         let mut ignored = Vec::new();
@@ -1027,6 +1062,7 @@ impl Builder {
                 cfg.prolog.timeout_s = Some(secs_in(loc, item, 0, MAX_TIMEOUT_S)?)
             }
             GlobalKey::PrivateData => self.private_data(loc, item),
+            GlobalKey::AccountingStorageEnforce => self.accounting_enforce(loc, item),
             GlobalKey::AuthType => match item.value.as_str() {
                 "auth/canopy" | "auth/slurm" | "auth/munge" => {
                     if item.value != "auth/canopy" {

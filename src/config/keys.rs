@@ -47,6 +47,7 @@ pub(super) enum GlobalKey {
     PrologFlags,
     PrologEpilogTimeout,
     SlurmdParameters,
+    AccountingStorageEnforce,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -89,6 +90,10 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("AuthType", GlobalKey::AuthType),
     ("AuthInfo", GlobalKey::AuthInfo),
     ("PrivateData", GlobalKey::PrivateData),
+    (
+        "AccountingStorageEnforce",
+        GlobalKey::AccountingStorageEnforce,
+    ),
     ("SlurmdParameters", GlobalKey::SlurmdParameters),
 ];
 
@@ -96,7 +101,6 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
 /// ignores, so an existing site file loads; each earns one warning.
 pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "AccountingStorageBackupHost",
-    "AccountingStorageEnforce",
     "AccountingStorageExternalHost",
     "AccountingStorageHost",
     "AccountingStorageLoc",

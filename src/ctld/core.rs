@@ -61,6 +61,8 @@ pub struct Core {
     /// CONFIGURING jobs whose PrologSlurmctld succeeded, waiting for all
     /// their nodes to be reachable before their launch is released.
     pub(super) launch_waiting: std::collections::BTreeSet<u32>,
+    /// Clusters, accounts, users, associations and QOS (`accounts.rs`).
+    pub(super) accounts: crate::model::assoc::AssocDb,
 }
 
 /// What falls due at a deadline.
@@ -116,7 +118,9 @@ impl Core {
             unconfirmed: Default::default(),
             deadlines: Default::default(),
             launch_waiting: Default::default(),
+            accounts: Default::default(),
         };
+        core.accounts.ensure_cluster(&core.conf.cluster_name);
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);
         core.adopt_running(&mut out);
@@ -226,6 +230,12 @@ impl Core {
             Command::NodePrologsDone { job_id, run } => {
                 self.node_prologs_done(job_id, run, &mut out)
             }
+            Command::Accounts {
+                req,
+                commit,
+                user,
+                caller,
+            } => self.accounts_change(&req, commit, &user, caller, &mut out),
         }
         out
     }

@@ -11,7 +11,6 @@ use crate::model::job::{ExitStatus, JobState};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched;
-use crate::sched::gate::NoGate;
 use crate::sched::table::PartitionView;
 use crate::state::store::Op;
 use crate::tree::rankset::RankSet;
@@ -40,13 +39,20 @@ impl Core {
                 ranks,
             })
             .collect();
-        let started = self.jobs.schedule(
-            &parts,
-            &mut self.slots,
-            now,
-            self.conf.as_ref(),
-            &mut NoGate,
+        // The gate borrows the database and the running jobs; the table
+        // is borrowed mutably by the pass, so the gate reads a snapshot.
+        let db = std::mem::take(&mut self.accounts);
+        let mut gate = crate::policy::assoc_gate::AssocGate::new(
+            &db,
+            &self.conf.cluster_name,
+            self.conf.accounting_enforce.limits,
+            self.jobs.running(),
         );
+        let started =
+            self.jobs
+                .schedule(&parts, &mut self.slots, now, self.conf.as_ref(), &mut gate);
+        drop(gate);
+        self.accounts = db;
         if started.is_empty() {
             return;
         }

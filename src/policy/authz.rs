@@ -76,6 +76,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("QueryStatus", Role::Anyone),
     ("QueryStats", Role::Anyone),
     ("QueryAcct", Role::Anyone),
+    // Anyone may ask; the core lets only operators and users with
+    // AdminLevel Operator or Administrator change anything.
+    ("AcctMgr", Role::Anyone),
+    ("QueryAccounts", Role::Anyone),
     ("QueryStepStats", Role::Owner),
     ("CancelJobs", Role::Owner),
     ("CancelStep", Role::Owner),

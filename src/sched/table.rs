@@ -87,6 +87,9 @@ pub struct JobTable {
     touched: Vec<u32>,
     counts: HashMap<String, Counts>,
     blocked: HashMap<String, Block>,
+    /// Jobs a gate held in the last pass (a limit, a license), with its
+    /// reason: they wait without holding up the jobs behind them.
+    held: HashMap<u32, JobReason>,
     finished: usize,
     /// uid → that user's jobs not finished (each array task counted), for
     /// the per-user submission cap.
@@ -434,6 +437,9 @@ impl JobTable {
         if self.throttled(j) {
             return JobReason::JobArrayTaskLimit;
         }
+        if let Some(r) = self.held.get(&j.job_id) {
+            return *r;
+        }
         let key = queue_key(j);
         match self.blocked.get(&j.partition) {
             Some(b) if key == b.head => b.reason,
@@ -459,6 +465,7 @@ impl JobTable {
         gate: &mut dyn StartGate,
     ) -> Vec<u32> {
         let mut started = Vec::new();
+        self.held.clear();
         for p in parts {
             self.blocked.remove(p.name);
             let Some(queue) = self.queues.get(p.name) else {
@@ -512,13 +519,16 @@ impl JobTable {
                 if job.submit.begin_time.is_some_and(|t| t > now) {
                     continue;
                 }
-                let allowed = match gate.blocked(job, now) {
-                    Some(reason) => Err(reason),
-                    None => match gate.restrict(job, p.ranks, now) {
-                        None => Ok(std::borrow::Cow::Borrowed(p.ranks)),
-                        Some(Ok(v)) => Ok(std::borrow::Cow::Owned(v)),
-                        Some(Err(reason)) => Err(reason),
-                    },
+                // A job held by policy (a limit) waits with its reason;
+                // jobs behind it are still considered, as in Slurm.
+                if let Some(reason) = gate.blocked(job, now) {
+                    self.held.insert(id, reason);
+                    continue;
+                }
+                let allowed = match gate.restrict(job, p.ranks, now) {
+                    None => Ok(std::borrow::Cow::Borrowed(p.ranks)),
+                    Some(Ok(v)) => Ok(std::borrow::Cow::Owned(v)),
+                    Some(Err(reason)) => Err(reason),
                 };
                 let placed = allowed.and_then(|ranks| {
                     Request::for_job(&job.submit, nodes)

@@ -44,8 +44,11 @@ use crate::wire::types::{AcctJob, NodeInfo, PartitionInfo};
 
 const MAILBOX: usize = 8192;
 
+mod accounts;
 mod effects;
 mod queries;
+
+pub use accounts::{AccountsChange, GetAccounts};
 
 /// How often the core's timers run (time-limit mail, purging finished jobs
 /// older than MinJobAge). Slurm checks time limits about twice a minute.
@@ -317,7 +320,9 @@ impl ControllerActor {
                     .clone();
             }
             let now = chrono::Utc::now().timestamp();
-            let (core, out) = Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
+            let (mut core, out) =
+                Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
+            core.recover_accounts(recovered.accounts);
             let mut actor = ControllerActor {
                 core,
                 store,
