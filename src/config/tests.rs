@@ -1042,11 +1042,13 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (40: PriorityType, GresTypes,
+    // One warning per ignored key (39: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
-    // Epilog and PrologFlags are read) plus the backup controller, each
-    // naming its line.
-    assert_eq!(cfg.warnings.len(), 40, "{:#?}", cfg.warnings);
+    // Epilog, PrologFlags and AccountingStorageEnforce are read) plus the
+    // backup controller, each naming its line.
+    assert_eq!(cfg.warnings.len(), 39, "{:#?}", cfg.warnings);
+    assert!(cfg.accounting_enforce.associations && cfg.accounting_enforce.limits);
+    assert!(cfg.accounting_enforce.qos && !cfg.accounting_enforce.safe);
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
     assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));

@@ -7,5 +7,7 @@
 pub mod admission;
 pub mod assoc;
 pub mod assoc_gate;
+#[cfg(test)]
+mod assoc_tests;
 pub mod authz;
 pub mod limits;

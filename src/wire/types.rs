@@ -75,6 +75,9 @@ pub struct JobInfo {
     /// `-A` ("" = none, shown `(null)`).
     #[serde(default)]
     pub account: String,
+    /// The job's QOS ("" = none known, shown `(null)`).
+    #[serde(default)]
+    pub qos: String,
     #[serde(default)]
     pub comment: String,
     /// `--constraint` ("" = none).

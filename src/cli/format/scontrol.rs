@@ -78,10 +78,11 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
         j.user, j.uid, j.gid
     ));
     r.line(format!(
-        "Priority={} Nice={} Account={} QOS=(null)",
+        "Priority={} Nice={} Account={} QOS={}",
         j.priority,
         j.nice,
-        or_null(&j.account)
+        or_null(&j.account),
+        or_null(&j.qos)
     ));
     r.line(format!(
         "JobState={} Reason={} Dependency={}",

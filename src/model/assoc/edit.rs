@@ -97,8 +97,10 @@ fn check_default_qos(db: &AssocDb, key: &AssocKey) -> Result<(), Refused> {
     Ok(())
 }
 
-/// Apply the association part of an edit to one association.
-fn edit_assoc(a: &mut Assoc, e: &AssocEdit) {
+/// Apply the association part of an edit to one association;
+/// `inherited` is the QOS list it has when it has none of its own (what
+/// `QOS+=`/`QOS-=` start from).
+fn edit_assoc(a: &mut Assoc, e: &AssocEdit, inherited: BTreeSet<String>) {
     if let Some(s) = e.shares {
         a.shares = s;
     }
@@ -107,7 +109,7 @@ fn edit_assoc(a: &mut Assoc, e: &AssocEdit) {
     }
     e.limits.apply(&mut a.limits);
     if let Some(q) = &e.qos {
-        let mut list = a.qos.clone().unwrap_or_default();
+        let mut list = a.qos.clone().unwrap_or(inherited);
         q.apply(&mut list);
         a.qos = Some(list);
     }
@@ -169,7 +171,7 @@ fn add_cluster(db: &mut AssocDb, f: &Filter, s: &Settings) -> Result<Outcome, Re
         lines.push(format!("  Name           = {name}"));
         db.ensure_cluster(name);
         if let Some(root) = db.assocs.get_mut(&AssocKey::account(name, ROOT)) {
-            edit_assoc(root, &s.assoc);
+            edit_assoc(root, &s.assoc, BTreeSet::new());
         }
         check_default_qos(db, &AssocKey::account(name, ROOT))?;
     }
@@ -232,7 +234,7 @@ fn add_account(db: &mut AssocDb, f: &Filter, s: &Settings) -> Result<Outcome, Re
             let mut a = Assoc::new(db.take_assoc_id(), Some(parent.clone()));
             let mut e = s.assoc.clone();
             e.parent = None;
-            edit_assoc(&mut a, &e);
+            edit_assoc(&mut a, &e, db.allowed_qos(&AssocKey::account(c, &parent)));
             let key = AssocKey::account(c, name);
             db.assocs.insert(key.clone(), a);
             check_default_qos(db, &key)?;
@@ -334,7 +336,11 @@ fn add_user(db: &mut AssocDb, f: &Filter, s: &Settings) -> Result<Outcome, Refus
                     continue;
                 }
                 let mut assoc = Assoc::new(db.take_assoc_id(), None);
-                edit_assoc(&mut assoc, &s.assoc);
+                edit_assoc(
+                    &mut assoc,
+                    &s.assoc,
+                    db.allowed_qos(&AssocKey::account(c, a)),
+                );
                 db.assocs.insert(key.clone(), assoc);
                 check_default_qos(db, &key)?;
                 assoc_lines.push(format!(
@@ -469,10 +475,11 @@ fn modify_assocs(
         if let Some(p) = &e.parent {
             move_parent(db, k, p)?;
         }
+        let inherited = db.allowed_qos(k);
         if let Some(a) = db.assocs.get_mut(k) {
             let mut e = e.clone();
             e.parent = None;
-            edit_assoc(a, &e);
+            edit_assoc(a, &e, inherited);
         }
         check_default_qos(db, k)?;
         objects.push(assoc_object(db, k));

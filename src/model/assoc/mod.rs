@@ -9,6 +9,8 @@ pub mod limits;
 pub mod qos;
 pub mod reason;
 pub mod request;
+#[cfg(test)]
+mod tests;
 pub mod tres;
 
 use std::collections::{BTreeMap, BTreeSet};
