@@ -213,7 +213,7 @@ fn assoc_value(
     let l = &a.limits;
     Some(match f {
         F::Account => match key {
-            Some(k) if tree && !k.is_user() => format!("{}{}", " ".repeat(depth), k.account),
+            Some(k) if tree => format!("{}{}", " ".repeat(depth), k.account),
             Some(k) => k.account.clone(),
             None => String::new(),
         },

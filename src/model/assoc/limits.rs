@@ -6,8 +6,32 @@ use serde::{Deserialize, Serialize};
 use super::tres::{Tres, TresEdit};
 
 /// A change to one optional value: `None` leaves it, `Some(None)` clears
-/// it (`-1`), `Some(Some(v))` sets it.
+/// it (`-1`), `Some(Some(v))` sets it. Fields of this type carry
+/// `#[serde(default, skip_serializing_if = "Option::is_none", with =
+/// "double_option")]`: serde alone reads a stored `Some(None)` back as
+/// `None`, turning a clear into nothing.
 pub type Edit<T> = Option<Option<T>>;
+
+/// Serde for [`Edit`] fields: absent = leave, nil = clear.
+pub mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, T: Serialize>(
+        v: &Option<Option<T>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(inner) => inner.serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
+        Option::<T>::deserialize(d).map(Some)
+    }
+}
 
 /// An association's own limits (unset ones are inherited or absent; see
 /// `policy::assoc_limits` for how they combine up the tree). Times in
@@ -42,14 +66,44 @@ pub struct AssocLimits {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitsEdit {
     pub grp_tres: Option<TresEdit>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "double_option"
+    )]
     pub grp_jobs: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "double_option"
+    )]
     pub grp_submit_jobs: Edit<u32>,
     pub grp_tres_mins: Option<TresEdit>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "double_option"
+    )]
     pub grp_wall: Edit<u32>,
     pub max_tres_per_job: Option<TresEdit>,
     pub max_tres_per_node: Option<TresEdit>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "double_option"
+    )]
     pub max_jobs: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "double_option"
+    )]
     pub max_submit_jobs: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "double_option"
+    )]
     pub max_wall: Edit<u32>,
 }
 

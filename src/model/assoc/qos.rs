@@ -223,22 +223,67 @@ impl ListEdit {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QosEdit {
     pub description: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub priority: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub usage_factor: Edit<f64>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub grace_time: Edit<u32>,
     pub preempt: Option<ListEdit>,
     pub preempt_mode: Option<PreemptMode>,
     /// Flags: `Set` replaces, `Add`/`Remove` edit (names already checked).
     pub flags: Option<(ListEdit, Vec<QosFlag>)>,
     pub grp_tres: Option<TresEdit>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub grp_jobs: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub grp_submit_jobs: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub grp_wall: Edit<u32>,
     pub max_tres_per_job: Option<TresEdit>,
     pub max_tres_per_node: Option<TresEdit>,
     pub max_tres_per_user: Option<TresEdit>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub max_jobs_per_user: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub max_submit_jobs_per_user: Edit<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub max_wall: Edit<u32>,
 }
 

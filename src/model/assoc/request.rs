@@ -50,9 +50,19 @@ pub struct Filter {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssocEdit {
     pub shares: Option<Shares>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub priority: Edit<u32>,
     pub limits: LimitsEdit,
     pub qos: Option<ListEdit>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
     pub default_qos: Edit<String>,
     /// `Parent=`: an account's parent (add), or where it moves (modify).
     pub parent: Option<String>,

@@ -224,3 +224,17 @@ fn the_tree_lists_accounts_then_their_users_then_sub_accounts() {
         ]
     );
 }
+
+/// `-1` (clear) is not lost on the wire: serde alone reads a stored
+/// `Some(None)` back as `None`.
+#[test]
+fn a_clear_survives_the_wire() {
+    let mut r = req(Verb::Modify, Entity::Account, &["a"]);
+    r.set.assoc.limits.grp_jobs = Some(None);
+    r.set.assoc.default_qos = Some(None);
+    r.set.qos.priority = Some(Some(3));
+    r.set.qos.max_wall = Some(None);
+    let bytes = rmp_serde::to_vec_named(&r).unwrap();
+    let back: AcctRequest = rmp_serde::from_slice(&bytes).unwrap();
+    assert_eq!(back, r);
+}
