@@ -119,6 +119,8 @@ impl Disk {
             // A late step-usage patch of a record already written: not a
             // new end.
             Op::PutAcctStep { .. } => {}
+            // The simulation does not change the association database.
+            Op::PutAccounts(_) => {}
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::model::assoc::{AdminLevel, ListEdit, PreemptMode, QosFlag, Shares, Tr
 /// What the words ask for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    Change(AcctRequest),
+    Change(Box<AcctRequest>),
     Show(Show),
 }
 
@@ -302,7 +302,7 @@ pub fn parse(words: &[String]) -> Result<Command, Bad> {
                 ShowEntity::User => Entity::User,
                 ShowEntity::Association => return bad(no_entity(Ok(verb))),
             };
-            change(verb, entity, rest).map(Command::Change)
+            change(verb, entity, rest).map(|r| Command::Change(Box::new(r)))
         }
     }
 }
@@ -506,7 +506,7 @@ mod tests {
 
     fn change_of(s: &str) -> AcctRequest {
         match parse(&words(s)).unwrap() {
-            Command::Change(r) => r,
+            Command::Change(r) => *r,
             other => panic!("{other:?}"),
         }
     }

@@ -175,7 +175,7 @@ async fn execute(words: Vec<String>, flags: Flags) -> i32 {
                 eprintln!("Can't run this command in readonly mode.");
                 return 1;
             }
-            change(&mut client, req, flags).await
+            change(&mut client, *req, flags).await
         }
     }
 }

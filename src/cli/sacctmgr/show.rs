@@ -400,7 +400,7 @@ fn rows<'a>(db: &'a AssocDb, s: &Show) -> Vec<Row<'a>> {
             for c in db.clusters.iter().filter(|c| matches(&f.clusters, c)) {
                 for (k, a, d) in db.tree(c) {
                     let account_ok = matches(&f.accounts, &k.account);
-                    let user_ok = s.users.is_empty() || s.users.iter().any(|u| *u == k.user);
+                    let user_ok = s.users.is_empty() || s.users.contains(&k.user);
                     if account_ok && user_ok {
                         out.push(Row::Assoc(k, a, d));
                     }
