@@ -397,6 +397,7 @@ pub(super) struct PartSpec {
     pub(super) max_nodes: Option<Option<u32>>,
     pub(super) min_nodes: Option<u32>,
     pub(super) state: Option<PartitionState>,
+    pub(super) access: super::types::PartitionAccess,
 }
 
 impl PartSpec {
@@ -409,8 +410,41 @@ impl PartSpec {
             max_nodes: self.max_nodes.or(base.max_nodes),
             min_nodes: self.min_nodes.or(base.min_nodes),
             state: self.state.or(base.state),
+            access: access_over(self.access, &base.access),
         }
     }
+}
+
+/// A partition line's access lists over `PartitionName=DEFAULT`'s.
+fn access_over(
+    mine: super::types::PartitionAccess,
+    base: &super::types::PartitionAccess,
+) -> super::types::PartitionAccess {
+    super::types::PartitionAccess {
+        allow_accounts: mine.allow_accounts.or_else(|| base.allow_accounts.clone()),
+        deny_accounts: if mine.deny_accounts.is_empty() {
+            base.deny_accounts.clone()
+        } else {
+            mine.deny_accounts
+        },
+        allow_qos: mine.allow_qos.or_else(|| base.allow_qos.clone()),
+        deny_qos: if mine.deny_qos.is_empty() {
+            base.deny_qos.clone()
+        } else {
+            mine.deny_qos
+        },
+        qos: mine.qos.or_else(|| base.qos.clone()),
+    }
+}
+
+/// A comma list of names, lower-cased; `ALL` (or empty) is `None`.
+fn access_names(value: &str) -> Option<Vec<String>> {
+    let v: Vec<String> = value
+        .split(',')
+        .map(|s| s.trim().to_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    (!v.is_empty() && !v.iter().any(|s| s == "all")).then_some(v)
 }
 
 /// CPU topology of one node line after defaults and inference.
@@ -1367,6 +1401,18 @@ impl Builder {
                 PartAttr::MaxNodes => spec.max_nodes = Some(max_nodes(loc, item)?),
                 PartAttr::MinNodes => spec.min_nodes = Some(int_in(loc, item, 0, u32::MAX.into())?),
                 PartAttr::State => spec.state = Some(partition_state(loc, item)?),
+                PartAttr::AllowAccounts => spec.access.allow_accounts = access_names(&item.value),
+                PartAttr::DenyAccounts => {
+                    spec.access.deny_accounts = access_names(&item.value).unwrap_or_default()
+                }
+                PartAttr::AllowQos => spec.access.allow_qos = access_names(&item.value),
+                PartAttr::DenyQos => {
+                    spec.access.deny_qos = access_names(&item.value).unwrap_or_default()
+                }
+                PartAttr::Qos => {
+                    spec.access.qos =
+                        Some(item.value.trim().to_lowercase()).filter(|q| !q.is_empty())
+                }
             }
         }
         let name = head.value.trim();
@@ -1394,6 +1440,7 @@ impl Builder {
                 max_nodes: spec.max_nodes.unwrap_or(None),
                 min_nodes: spec.min_nodes.unwrap_or(0),
                 state: spec.state.unwrap_or(PartitionState::Up),
+                access: spec.access,
             },
             nodes: spec.nodes,
             loc: loc.clone(),

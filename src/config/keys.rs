@@ -373,6 +373,11 @@ pub(super) enum PartAttr {
     MaxNodes,
     MinNodes,
     State,
+    AllowAccounts,
+    DenyAccounts,
+    AllowQos,
+    DenyQos,
+    Qos,
 }
 
 pub(super) const PART_ATTRS: &[(&str, PartAttr)] = &[
@@ -383,21 +388,22 @@ pub(super) const PART_ATTRS: &[(&str, PartAttr)] = &[
     ("MaxNodes", PartAttr::MaxNodes),
     ("MinNodes", PartAttr::MinNodes),
     ("State", PartAttr::State),
+    ("AllowAccounts", PartAttr::AllowAccounts),
+    ("DenyAccounts", PartAttr::DenyAccounts),
+    ("AllowQos", PartAttr::AllowQos),
+    ("DenyQos", PartAttr::DenyQos),
+    ("QOS", PartAttr::Qos),
 ];
 
 pub(super) const UNUSED_PART_ATTRS: &[&str] = &[
     "AllocNodes",
-    "AllowAccounts",
     "AllowGroups",
-    "AllowQos",
     "Alternate",
     "CpuBind",
     "DefCPUPerGPU",
     "DefMemPerCPU",
     "DefMemPerGPU",
     "DefMemPerNode",
-    "DenyAccounts",
-    "DenyQos",
     "DisableRootJobs",
     "Exclusive",
     "ExclusiveTopo",
@@ -416,7 +422,6 @@ pub(super) const UNUSED_PART_ATTRS: &[&str] = &[
     "Priority",
     "PriorityJobFactor",
     "PriorityTier",
-    "QOS",
     "ReqResv",
     "ResumeTimeout",
     "RootOnly",

@@ -333,6 +333,20 @@ pub struct PartitionConf {
     pub max_nodes: Option<u32>,
     pub min_nodes: u32,
     pub state: PartitionState,
+    /// `AllowAccounts`, `DenyAccounts`, `AllowQos`, `DenyQos`, `QOS`.
+    #[serde(default)]
+    pub access: PartitionAccess,
+}
+
+/// Which accounts and QOS a partition takes, and its own QOS (whose
+/// limits apply to every job in it). Names lower-cased; `None` = ALL.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionAccess {
+    pub allow_accounts: Option<Vec<String>>,
+    pub deny_accounts: Vec<String>,
+    pub allow_qos: Option<Vec<String>>,
+    pub deny_qos: Vec<String>,
+    pub qos: Option<String>,
 }
 
 /// A configuration error at `file:line` (line 0 when it concerns the file as a whole).

@@ -130,6 +130,15 @@ impl Core {
             submit.qos.as_deref().map(str::to_lowercase).as_deref(),
         )
         .map_err(|e| refusal(e, submit))?;
+        if let Some(p) = self
+            .conf
+            .partitions
+            .iter()
+            .find(|p| p.name == admitted.partition)
+        {
+            assoc::check_partition(&p.access, r.account.as_deref(), r.qos.as_deref())
+                .map_err(|e| refusal(e, submit))?;
+        }
         if enforce.limits {
             if assoc::has_submit_limits(&self.accounts, &r) {
                 let counts = SubmitCounts::of(

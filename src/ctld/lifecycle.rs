@@ -42,9 +42,10 @@ impl Core {
         // The gate borrows the database and the running jobs; the table
         // is borrowed mutably by the pass, so the gate reads a snapshot.
         let db = std::mem::take(&mut self.accounts);
-        let mut gate = crate::policy::assoc_gate::AssocGate::new(
+        let mut gate = crate::policy::assoc_gate::AssocGate::with_partitions(
             &db,
             &self.conf.cluster_name,
+            &self.conf.partitions,
             self.conf.accounting_enforce.limits,
             self.jobs.running(),
         );

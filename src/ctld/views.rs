@@ -293,6 +293,7 @@ impl Core {
                     total_cpus,
                     total_nodes: p.nodes.len() as u32,
                     total_mem_mb,
+                    access: p.access.clone(),
                 }
             })
             .collect()

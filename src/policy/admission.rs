@@ -251,6 +251,7 @@ mod tests {
             max_nodes: Some(2),
             min_nodes: 0,
             state: PartitionState::Up,
+            access: Default::default(),
         }
     }
 

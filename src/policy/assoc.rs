@@ -292,3 +292,23 @@ pub fn check_deny_on_limit(
     }
     Ok(())
 }
+
+/// A partition's `AllowAccounts`/`DenyAccounts`/`AllowQos`/`DenyQos`.
+pub fn check_partition(
+    p: &crate::config::PartitionAccess,
+    account: Option<&str>,
+    qos: Option<&str>,
+) -> Result<(), Refusal> {
+    let listed = |list: &[String], v: Option<&str>| v.is_some_and(|v| list.iter().any(|x| x == v));
+    if p.allow_accounts
+        .as_deref()
+        .is_some_and(|a| !listed(a, account))
+        || listed(&p.deny_accounts, account)
+    {
+        return Err(Refusal::InvalidAccount);
+    }
+    if p.allow_qos.as_deref().is_some_and(|a| !listed(a, qos)) || listed(&p.deny_qos, qos) {
+        return Err(Refusal::InvalidQos);
+    }
+    Ok(())
+}

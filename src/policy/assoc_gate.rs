@@ -39,6 +39,8 @@ impl Usage {
 pub struct AssocGate<'a> {
     db: &'a AssocDb,
     cluster: &'a str,
+    /// Partition name → its `QOS=`.
+    part_qos: HashMap<&'a str, &'a str>,
     /// `AccountingStorageEnforce` includes `limits`.
     on: bool,
     pub assoc: HashMap<AssocKey, Usage>,
@@ -54,9 +56,26 @@ impl<'a> AssocGate<'a> {
         on: bool,
         running: impl Iterator<Item = &'r JobRecord>,
     ) -> AssocGate<'a> {
+        Self::with_partitions(db, cluster, &[], on, running)
+    }
+
+    /// As [`new`](Self::new), with the partitions' `QOS=` (whose limits
+    /// apply to every job in the partition, before the job's own QOS's).
+    pub fn with_partitions<'r>(
+        db: &'a AssocDb,
+        cluster: &'a str,
+        partitions: &'a [crate::config::PartitionConf],
+        on: bool,
+        running: impl Iterator<Item = &'r JobRecord>,
+    ) -> AssocGate<'a> {
+        let part_qos = partitions
+            .iter()
+            .filter_map(|p| p.access.qos.as_deref().map(|q| (p.name.as_str(), q)))
+            .collect();
         let mut g = AssocGate {
             db,
             cluster,
+            part_qos,
             on,
             assoc: HashMap::new(),
             qos: HashMap::new(),
@@ -83,12 +102,31 @@ impl<'a> AssocGate<'a> {
         for (k, _) in self.db.ancestors(self.cluster, acct) {
             self.assoc.entry(k.clone()).or_default().add(t);
         }
-        if let Some(q) = &j.submit.qos {
-            self.qos.entry(q.clone()).or_default().add(t);
+        let part = self.part_qos.get(j.partition.as_str()).copied();
+        let job_qos = j.submit.qos.as_deref();
+        let both = [job_qos, part.filter(|p| Some(*p) != job_qos)];
+        for q in both.into_iter().flatten() {
+            self.qos.entry(q.to_string()).or_default().add(t);
             self.qos_user
-                .entry((q.clone(), j.submit.user.clone()))
+                .entry((q.to_string(), j.submit.user.clone()))
                 .or_default()
                 .add(t);
+        }
+    }
+
+    /// The QOS whose limits bind `job`, in the order they are checked:
+    /// the partition's, then the job's (the other way round when the
+    /// job's has `OverPartQOS`).
+    fn qos_of(&self, job: &JobRecord) -> Vec<&'a Qos> {
+        let own = job.submit.qos.as_deref().and_then(|q| self.db.qos.get(q));
+        let part = self
+            .part_qos
+            .get(job.partition.as_str())
+            .and_then(|q| self.db.qos.get(*q))
+            .filter(|p| own.is_none_or(|o| o.name != p.name));
+        match (own, part) {
+            (Some(o), Some(p)) if o.has(crate::model::assoc::QosFlag::OverPartQOS) => vec![o, p],
+            (o, p) => p.into_iter().chain(o).collect(),
         }
     }
 
@@ -101,9 +139,9 @@ impl<'a> AssocGate<'a> {
             .chain(self.db.ancestors(self.cluster, acct))
             .collect();
         let req = requested(&job.submit);
-        let qos = job.submit.qos.as_deref().and_then(|q| self.db.qos.get(q));
+        let qoses = self.qos_of(job);
         let empty = Usage::default();
-        if let Some(q) = qos {
+        for q in &qoses {
             let qu = self.qos.get(&q.name).unwrap_or(&empty);
             let quu = self
                 .qos_user
@@ -113,10 +151,11 @@ impl<'a> AssocGate<'a> {
                 return Some(r);
             }
         }
+        let qos_sets = |f: &dyn Fn(&Qos) -> bool| qoses.iter().any(|q| f(q));
         // Per-job limits: the nearest level that sets each, unless the
         // QOS sets it.
         let nearest = |f: &dyn Fn(&Assoc) -> Option<u32>| chain.iter().find_map(|(_, a)| f(a));
-        let qos_has_wall = qos.is_some_and(|q| q.max_wall.is_some());
+        let qos_has_wall = qos_sets(&|q| q.max_wall.is_some());
         if let (false, Some(m), Some(t)) = (
             qos_has_wall,
             nearest(&|a| a.limits.max_wall),
@@ -127,24 +166,25 @@ impl<'a> AssocGate<'a> {
             }
         }
         let per_job = merged(&chain, |a| &a.limits.max_tres_per_job);
-        let qos_pj = qos.map(|q| &q.max_tres_per_job);
-        if let Some(k) = over_each(&per_job, &req, 1, qos_pj) {
+        let qos_pj: Vec<&Tres> = qoses.iter().map(|q| &q.max_tres_per_job).collect();
+        if let Some(k) = over_each(&per_job, &req, 1, &qos_pj) {
             return Some(LimitReason::Tres(Scope::Assoc, TresLimit::MaxPerJob, k));
         }
         let per_node = merged(&chain, |a| &a.limits.max_tres_per_node);
         let nodes = req.get("node").copied().unwrap_or(1).max(1);
-        let qos_pn = qos.map(|q| &q.max_tres_per_node);
-        if let Some(k) = over_each(&per_node, &req, nodes, qos_pn) {
+        let qos_pn: Vec<&Tres> = qoses.iter().map(|q| &q.max_tres_per_node).collect();
+        if let Some(k) = over_each(&per_node, &req, nodes, &qos_pn) {
             return Some(LimitReason::Tres(Scope::Assoc, TresLimit::MaxPerNode, k));
         }
-        let qos_max_jobs = qos.is_some_and(|q| q.max_jobs_per_user.is_some());
+        let qos_max_jobs = qos_sets(&|q| q.max_jobs_per_user.is_some());
         if let (false, Some(l)) = (qos_max_jobs, nearest(&|a| a.limits.max_jobs)) {
             if self.assoc.get(&key).map_or(0, |u| u.jobs) >= l {
                 return Some(LimitReason::AssocMaxJobs);
             }
         }
         // Group limits at every level, the user's association up to root.
-        let qos_grp_jobs = qos.is_some_and(|q| q.grp_jobs.is_some());
+        let qos_grp_jobs = qos_sets(&|q| q.grp_jobs.is_some());
+        let qos_grp: Vec<&Tres> = qoses.iter().map(|q| &q.grp_tres).collect();
         for (k, a) in &chain {
             let used = self.assoc.get(*k).unwrap_or(&empty);
             if let (false, Some(l)) = (qos_grp_jobs, a.limits.grp_jobs) {
@@ -152,8 +192,7 @@ impl<'a> AssocGate<'a> {
                     return Some(LimitReason::GrpJobs(Scope::Assoc));
                 }
             }
-            let qos_grp = qos.map(|q| &q.grp_tres);
-            if let Some(kind) = over_grp(&a.limits.grp_tres, used, &req, qos_grp) {
+            if let Some(kind) = over_grp(&a.limits.grp_tres, used, &req, &qos_grp) {
                 return Some(LimitReason::Tres(Scope::Assoc, TresLimit::Grp, kind));
             }
         }
@@ -174,11 +213,11 @@ fn qos_reason(
             return Some(LimitReason::MaxWall(Scope::Qos));
         }
     }
-    if let Some(k) = over_each(&q.max_tres_per_job, req, 1, None) {
+    if let Some(k) = over_each(&q.max_tres_per_job, req, 1, &[]) {
         return Some(LimitReason::Tres(Scope::Qos, TresLimit::MaxPerJob, k));
     }
     let nodes = req.get("node").copied().unwrap_or(1).max(1);
-    if let Some(k) = over_each(&q.max_tres_per_node, req, nodes, None) {
+    if let Some(k) = over_each(&q.max_tres_per_node, req, nodes, &[]) {
         return Some(LimitReason::Tres(Scope::Qos, TresLimit::MaxPerNode, k));
     }
     if q.grp_jobs.is_some_and(|l| qu.jobs >= l) {
@@ -187,10 +226,10 @@ fn qos_reason(
     if q.max_jobs_per_user.is_some_and(|l| quu.jobs >= l) {
         return Some(LimitReason::QosMaxJobsPerUser);
     }
-    if let Some(k) = over_grp(&q.grp_tres, qu, req, None) {
+    if let Some(k) = over_grp(&q.grp_tres, qu, req, &[]) {
         return Some(LimitReason::Tres(Scope::Qos, TresLimit::Grp, k));
     }
-    if let Some(k) = over_grp(&q.max_tres_per_user, quu, req, None) {
+    if let Some(k) = over_grp(&q.max_tres_per_user, quu, req, &[]) {
         return Some(LimitReason::Tres(Scope::Qos, TresLimit::MaxPerUser, k));
     }
     None
@@ -209,21 +248,21 @@ fn merged<'c>(chain: &'c [(&AssocKey, &Assoc)], f: impl Fn(&'c Assoc) -> &'c Tre
 
 /// The first TRES whose per-job (or, with `per > 1`, per-node) request
 /// passes its limit, skipping TRES the QOS limits instead.
-fn over_each(limits: &Tres, req: &JobTres, per: u64, skip: Option<&Tres>) -> Option<TresKind> {
+fn over_each(limits: &Tres, req: &JobTres, per: u64, skip: &[&Tres]) -> Option<TresKind> {
     limits
         .0
         .iter()
-        .filter(|(k, _)| skip.is_none_or(|s| s.get(k).is_none()))
+        .filter(|(k, _)| skip.iter().all(|s| s.get(k).is_none()))
         .find(|(k, lim)| req.get(*k).is_some_and(|v| v.div_ceil(per) > **lim))
         .map(|(k, _)| TresKind::of(k))
 }
 
 /// The first TRES whose group use plus the request passes its limit.
-fn over_grp(limits: &Tres, used: &Usage, req: &JobTres, skip: Option<&Tres>) -> Option<TresKind> {
+fn over_grp(limits: &Tres, used: &Usage, req: &JobTres, skip: &[&Tres]) -> Option<TresKind> {
     limits
         .0
         .iter()
-        .filter(|(k, _)| skip.is_none_or(|s| s.get(k).is_none()))
+        .filter(|(k, _)| skip.iter().all(|s| s.get(k).is_none()))
         .find(|(k, lim)| {
             let have = used.tres.get(*k).copied().unwrap_or(0);
             have.saturating_add(req.get(*k).copied().unwrap_or(0)) > **lim

@@ -510,3 +510,63 @@ fn check(d: &AssocDb, run: &[JobRecord], seed: u64) {
         }
     }
 }
+
+#[test]
+fn partition_access_lists_refuse_accounts_and_qos() {
+    let p = crate::config::PartitionAccess {
+        allow_accounts: Some(vec!["chem".into()]),
+        deny_qos: vec!["high".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        assoc::check_partition(&p, Some("chem"), Some("normal")),
+        Ok(())
+    );
+    assert_eq!(
+        assoc::check_partition(&p, Some("bio"), Some("normal")),
+        Err(Refusal::InvalidAccount)
+    );
+    assert_eq!(
+        assoc::check_partition(&p, None, None),
+        Err(Refusal::InvalidAccount)
+    );
+    assert_eq!(
+        assoc::check_partition(&p, Some("chem"), Some("high")),
+        Err(Refusal::InvalidQos)
+    );
+    let open = crate::config::PartitionAccess::default();
+    assert_eq!(assoc::check_partition(&open, None, None), Ok(()));
+}
+
+#[test]
+fn a_partitions_qos_limits_every_job_in_it_before_the_jobs_own() {
+    let mut d = tree();
+    let mut part = Qos::new(3, "part");
+    part.max_jobs_per_user = Some(1);
+    d.qos.insert("part".into(), part);
+    let pc = crate::config::PartitionConf {
+        name: "p".into(),
+        nodes: vec![],
+        default: true,
+        max_time_min: None,
+        default_time_min: None,
+        max_nodes: None,
+        min_nodes: 0,
+        state: crate::wire::types::PartitionState::Up,
+        access: crate::config::PartitionAccess {
+            qos: Some("part".into()),
+            ..Default::default()
+        },
+    };
+    let parts = [pc];
+    let run = [running(job(1, "alice", "chem", 1))];
+    let j = job(2, "alice", "chem", 1);
+    let g = AssocGate::with_partitions(&d, C, &parts, true, run.iter());
+    assert_eq!(
+        g.blocked(&j, 0).map(|r| r.to_string()).as_deref(),
+        Some("QOSMaxJobsPerUserLimit")
+    );
+    // Another user is not held by alice's count.
+    let b = job(3, "bob", "chem", 1);
+    assert_eq!(g.blocked(&b, 0), None);
+}

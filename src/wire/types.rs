@@ -199,4 +199,7 @@ pub struct PartitionInfo {
     /// Sum of the nodes' RealMemory, in MiB.
     #[serde(default)]
     pub total_mem_mb: u64,
+    /// `AllowAccounts`/`DenyAccounts`/`AllowQos`/`DenyQos`/`QOS`.
+    #[serde(default)]
+    pub access: crate::config::PartitionAccess,
 }

@@ -385,10 +385,22 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
     let mut r = Record::new(one_liner);
     let yes_no = |b: bool| if b { "YES" } else { "NO" };
     r.line(format!("PartitionName={}", p.name));
-    r.line("AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL");
+    // A partition lists its allowed accounts (QOS), else its denied ones.
+    let a = &p.access;
+    let access = |allow: &Option<Vec<String>>, deny: &[String], what: &str| match (allow, deny) {
+        (Some(v), _) => format!("Allow{what}={}", v.join(",")),
+        (None, d) if !d.is_empty() => format!("Deny{what}={}", d.join(",")),
+        _ => format!("Allow{what}=ALL"),
+    };
     r.line(format!(
-        "AllocNodes=ALL Default={} QoS=N/A",
-        yes_no(p.default)
+        "AllowGroups=ALL {} {}",
+        access(&a.allow_accounts, &a.deny_accounts, "Accounts"),
+        access(&a.allow_qos, &a.deny_qos, "Qos")
+    ));
+    r.line(format!(
+        "AllocNodes=ALL Default={} QoS={}",
+        yes_no(p.default),
+        a.qos.as_deref().unwrap_or("N/A")
     ));
     r.line(format!(
         "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
@@ -760,7 +772,19 @@ mod tests {
             total_cpus: 8,
             total_nodes: 4,
             total_mem_mb: 4000,
+            access: Default::default(),
         }
+    }
+
+    /// A partition's access lists and QOS, as scontrol shows them.
+    #[test]
+    fn partition_access_lines() {
+        let mut p = sample_partition();
+        p.access.allow_accounts = Some(vec!["chem".into(), "bio".into()]);
+        p.access.deny_qos = vec!["low".into()];
+        p.access.qos = Some("part".into());
+        let text = show_partition(&p, false);
+        assert!(text.contains("\n   AllowGroups=ALL AllowAccounts=chem,bio DenyQos=low\n   AllocNodes=ALL Default=NO QoS=part\n"), "{text}");
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn part(name: &str, nodes: &[&str], max_time: Option<u32>, state: PartitionState
         total_cpus: 2 * nodes.len() as u32,
         total_nodes: nodes.len() as u32,
         total_mem_mb: 0,
+        access: Default::default(),
     }
 }
 
