@@ -10,11 +10,11 @@ use super::command::{Effect, Output, Reply};
 use super::core::Core;
 use crate::model::assoc::edit::{self, Refused};
 use crate::model::assoc::request::{AcctRequest, Verb};
-use crate::model::assoc::{AdminLevel, AssocDb, AssocKey};
+use crate::model::assoc::{AssocDb, AssocKey};
 use crate::model::job::JobSubmit;
 use crate::policy::admission::Admitted;
 use crate::policy::assoc::{self, Refusal, SubmitCounts};
-use crate::policy::authz::Caller;
+use crate::policy::authz::{self, Caller};
 use crate::state::store::Op;
 use crate::wire::messages::{ErrorCode, ErrorReply};
 
@@ -35,12 +35,8 @@ impl Core {
 
     /// May the user `user` (the caller) change the database?
     fn acct_admin(&self, caller: Caller, user: &str) -> bool {
-        caller.operator
-            || self
-                .accounts
-                .users
-                .get(user)
-                .is_some_and(|u| u.admin_level >= AdminLevel::Operator)
+        let level = self.accounts.users.get(user).map(|u| u.admin_level);
+        authz::check_acct_admin(caller, level).is_ok()
     }
 
     /// sacctmgr add/modify/delete. Without `commit` nothing is kept: the

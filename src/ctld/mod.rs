@@ -22,6 +22,8 @@
 //! (the association and QOS database: sacctmgr, submit checks, run limits).
 
 mod accounts;
+#[cfg(test)]
+mod accounts_tests;
 mod admission;
 mod command;
 mod core;
