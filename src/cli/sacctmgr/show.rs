@@ -97,17 +97,20 @@ const FIELDS: &[(&str, usize, &str, i32, F)] = &[
     ),
     ("MaxTRESMinsPerJob", 8, "MaxTRESMins", 13, F::MaxTresMins),
     ("MaxTRESPerAccount", 11, "MaxTRESPA", 13, F::Blank),
+    ("MaxTRESPerAcct", 11, "MaxTRESPA", 13, F::Blank),
     ("MaxTRESPA", 9, "MaxTRESPA", 13, F::Blank),
     ("MaxTRESPerUser", 11, "MaxTRESPU", 13, F::MaxTresPu),
     ("MaxTRESPU", 9, "MaxTRESPU", 13, F::MaxTresPu),
     ("MaxJobs", 4, "MaxJobs", 7, F::MaxJobs),
     ("MaxJobsPerAccount", 11, "MaxJobsPA", 9, F::Blank),
+    ("MaxJobsPerAcct", 11, "MaxJobsPA", 9, F::Blank),
     ("MaxJobsPA", 9, "MaxJobsPA", 9, F::Blank),
     ("MaxJobsPerUser", 11, "MaxJobsPU", 9, F::MaxJobsPu),
     ("MaxJobsPU", 9, "MaxJobsPU", 9, F::MaxJobsPu),
     ("MaxNodesPerJob", 4, "MaxNodes", 8, F::MaxNodes),
     ("MaxSubmitJobs", 4, "MaxSubmit", 9, F::MaxSubmit),
     ("MaxSubmitJobsPerAccount", 17, "MaxSubmitPA", 11, F::Blank),
+    ("MaxSubmitJobsPerAcct", 17, "MaxSubmitPA", 11, F::Blank),
     ("MaxSubmitPA", 11, "MaxSubmitPA", 11, F::Blank),
     (
         "MaxSubmitJobsPerUser",
@@ -473,4 +476,113 @@ pub fn render(db: &AssocDb, host: &Host, s: &Show, style: Style) -> Result<Strin
         line(cells, &mut out, true);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::sacctmgr::grammar::{parse, Command};
+
+    fn show(words: &str) -> Show {
+        let w: Vec<String> = words.split_whitespace().map(str::to_string).collect();
+        match parse(&w).unwrap() {
+            Command::Show(s) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn db() -> AssocDb {
+        let mut d = AssocDb::default();
+        d.ensure_cluster("c1");
+        d
+    }
+
+    const HOST: Host = Host {
+        addr: String::new(),
+        port: 6817,
+    };
+
+    #[test]
+    fn the_association_table_has_slurms_columns_and_widths() {
+        let text = render(&db(), &HOST, &show("show assoc"), Style::default()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "   Cluster    Account       User  Partition     Share   Priority GrpJobs       GrpTRES GrpSubmit     GrpWall   GrpTRESMins MaxJobs       MaxTRES MaxTRESPerNode MaxSubmit     MaxWall   MaxTRESMins                  QOS   Def QOS GrpTRESRunMin "
+        );
+        assert!(lines[1].starts_with("---------- ---------- ---------- ---------- --------- "));
+        let head = format!(
+            "{:>10} {:>10} {:>10} {:>10} {:>9} ",
+            "c1", "root", "", "", "1"
+        );
+        assert!(lines[2].starts_with(&head), "{text}");
+        assert!(
+            lines[2].ends_with("               normal                         "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn long_values_end_in_a_plus_and_formats_take_widths() {
+        let mut d = db();
+        d.accounts.insert(
+            "a".into(),
+            crate::model::assoc::Account {
+                name: "a".into(),
+                description: "a very long description indeed".into(),
+                organization: "o".into(),
+            },
+        );
+        let s = show("show account a format=account%5,descr");
+        let text = render(
+            &d,
+            &HOST,
+            &s,
+            Style {
+                noheader: true,
+                parsable: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(text, "    a a very long descrip+ \n");
+        let text = render(
+            &d,
+            &HOST,
+            &s,
+            Style {
+                noheader: false,
+                parsable: Some(true),
+            },
+        )
+        .unwrap();
+        assert_eq!(text, "Account|Descr|\na|a very long description indeed|\n");
+        assert!(render(
+            &d,
+            &HOST,
+            &show("show account format=bogus"),
+            Style::default()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn the_qos_table_starts_with_slurms_columns() {
+        let text = render(&db(), &HOST, &show("show qos"), Style::default()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with(
+                "      Name   Priority  GraceTime    Preempt   PreemptExemptTime PreemptMode"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[2].starts_with(
+                "    normal          0   00:00:00                                    cluster "
+            ),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[2].contains(" 1.000000 "), "{}", lines[2]);
+    }
 }
