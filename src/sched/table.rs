@@ -453,9 +453,11 @@ impl JobTable {
     /// fit. Returns the started ids; their records are Running with `alloc`.
     /// `nodes` resolves the node names of `-w`/`-x` (a job naming an
     /// unknown node waits) and the features `--constraint` asks for.
-    /// `gate` is policy: a job it blocks waits with its reason (and, as a
-    /// job that does not fit, stops its partition's walk: FIFO within a
-    /// partition); the nodes it allows are the job's candidates.
+    /// `gate` is policy: a job it blocks waits with its reason while the
+    /// jobs behind it are still considered (as Slurm skips a job held by
+    /// a limit); a job its nodes cannot hold stops its partition's walk
+    /// (FIFO within a partition); the nodes it allows are the job's
+    /// candidates.
     pub fn schedule(
         &mut self,
         parts: &[PartitionView<'_>],
@@ -841,6 +843,26 @@ mod tests {
             assert_eq!(alloc.ranks, [1]);
             self.starts.push(job.job_id);
         }
+    }
+
+    /// A job the gate holds (a limit) does not hold up the jobs behind it.
+    #[test]
+    fn a_job_held_by_the_gate_lets_the_next_one_start() {
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1],
+        }];
+        let mut t = JobTable::default();
+        t.admit(job(1, "p", 1, false));
+        t.admit(job(2, "p", 1, false));
+        let mut s = slots(2);
+        let mut rule = Rule { starts: vec![] };
+        assert_eq!(
+            t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut rule),
+            vec![2]
+        );
+        assert_eq!(t.reason(t.get(1).unwrap(), 0), JobReason::Dependency);
     }
 
     #[test]
