@@ -28,7 +28,7 @@
 //! Set `CANOPY_SIM_SEED` to replay a failure; `CANOPY_SIM_STEPS` to run
 //! longer. The seed is printed on failure.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -123,6 +123,8 @@ impl Disk {
             Op::PutAcctStep { .. } => {}
             // priority/multifactor's usage: not simulated here.
             Op::PutUsage(_) => {}
+            // The simulation does not change the association database.
+            Op::PutAccounts(_) => {}
         }
     }
 }
@@ -157,6 +159,8 @@ struct Sim {
     store_failures: u32,
     /// Jobs torn down PREEMPTED.
     preemptions: u32,
+    /// (job, preemption time) already checked.
+    preempt_seen: HashSet<(u32, i64)>,
     /// Inject failed writes (off for the directed tests).
     fail_writes: bool,
     step_no: usize,
@@ -189,6 +193,7 @@ impl Sim {
             restarts: 0,
             store_failures: 0,
             preemptions: 0,
+            preempt_seen: HashSet::new(),
             fail_writes: true,
             step_no: 0,
             log: Vec::new(),
@@ -261,7 +266,6 @@ impl Sim {
                 } => {
                     if state == JobState::Preempted {
                         self.preemptions += 1;
-                        self.check_preemption(job_id);
                     }
                     if let Some(s) = self.steps.get_mut(&job_id) {
                         // A step already ending keeps its first ending.
@@ -500,24 +504,31 @@ impl Sim {
         }
     }
 
-    /// A preempted job makes room for a waiting job of a partition with a
-    /// higher PriorityTier.
-    fn check_preemption(&mut self, id: u32) {
+    /// Each job newly marked preempted makes room, at that moment, for a
+    /// waiting job of a partition with a higher PriorityTier (its grace
+    /// time then runs out whatever becomes of that job, as in slurmctld).
+    fn check_preemptions(&mut self) {
         let tier = |part: &str| self.conf.priority.partition(part).tier;
         let jobs = self.core.jobs();
-        let Some(victim) = jobs.get(id) else {
-            self.fail(format!("preempted job {id} unknown"));
-        };
-        let Some(p) = victim.preempted else {
-            self.fail(format!("job {id} ended PREEMPTED without a preemption"));
-        };
-        let by = jobs.get(p.by).map(|j| (j.state, j.partition.clone()));
-        match by {
-            Some((JobState::Pending, part)) if tier(&part) > tier(&victim.partition) => {}
-            other => {
-                let msg = format!("job {id} preempted for {} ({other:?})", p.by);
-                self.fail(msg)
+        let mut new = Vec::new();
+        for victim in jobs.values() {
+            let Some(p) = victim.preempted else {
+                continue;
+            };
+            if !self.preempt_seen.insert((victim.job_id, p.at)) {
+                continue;
             }
+            let by = jobs.get(p.by).map(|j| (j.state, j.partition.clone()));
+            match by {
+                Some((JobState::Pending, part)) if tier(&part) > tier(&victim.partition) => {}
+                other => new.push(format!(
+                    "job {} preempted for {} ({other:?})",
+                    victim.job_id, p.by
+                )),
+            }
+        }
+        if let Some(msg) = new.into_iter().next() {
+            self.fail(msg);
         }
     }
 
@@ -775,6 +786,7 @@ impl Sim {
 
     /// Every invariant, on the core's state as it is now.
     fn check(&mut self) {
+        self.check_preemptions();
         let jobs = self.core.jobs();
         // Resources: no node over-allocated, and the core's accounting is
         // the sum of what its running jobs hold.

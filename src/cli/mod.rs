@@ -10,6 +10,7 @@ pub mod format;
 pub mod getopt;
 pub mod sacct;
 pub mod sacct_args;
+pub mod sacctmgr;
 pub mod salloc;
 pub mod sbatch;
 pub mod sbatch_args;
@@ -32,7 +33,7 @@ use client::CliError;
 /// The Slurm commands canopy answers to when invoked under their names.
 pub const SLURM_COMMANDS: &[&str] = &[
     "sbatch", "squeue", "sinfo", "scancel", "scontrol", "sacct", "sdiag", "srun", "salloc",
-    "sshare", "sprio", "sstat",
+    "sshare", "sprio", "sstat", "sacctmgr",
 ];
 
 /// Whether a user-typed job id names a job: `N` names job N and every task
@@ -202,6 +203,7 @@ pub fn main() -> i32 {
         "sshare" => sshare::run(&rest),
         "sprio" => sprio::run(&rest),
         "sstat" => sstat::run(&rest),
+        "sacctmgr" => sacctmgr::run(&rest),
         "status" => status::run(&rest),
         "cluster" => cluster::run(&rest),
         "-h" | "--help" | "help" => {

@@ -413,6 +413,7 @@ pub(super) struct PartSpec {
     pub(super) state: Option<PartitionState>,
     pub(super) preempt_mode: Option<crate::config::preempt::PreemptMode>,
     pub(super) grace_s: Option<u32>,
+    pub(super) access: super::types::PartitionAccess,
 }
 
 impl PartSpec {
@@ -427,8 +428,41 @@ impl PartSpec {
             state: self.state.or(base.state),
             preempt_mode: self.preempt_mode.or(base.preempt_mode),
             grace_s: self.grace_s.or(base.grace_s),
+            access: access_over(self.access, &base.access),
         }
     }
+}
+
+/// A partition line's access lists over `PartitionName=DEFAULT`'s.
+fn access_over(
+    mine: super::types::PartitionAccess,
+    base: &super::types::PartitionAccess,
+) -> super::types::PartitionAccess {
+    super::types::PartitionAccess {
+        allow_accounts: mine.allow_accounts.or_else(|| base.allow_accounts.clone()),
+        deny_accounts: if mine.deny_accounts.is_empty() {
+            base.deny_accounts.clone()
+        } else {
+            mine.deny_accounts
+        },
+        allow_qos: mine.allow_qos.or_else(|| base.allow_qos.clone()),
+        deny_qos: if mine.deny_qos.is_empty() {
+            base.deny_qos.clone()
+        } else {
+            mine.deny_qos
+        },
+        qos: mine.qos.or_else(|| base.qos.clone()),
+    }
+}
+
+/// A comma list of names, lower-cased; `ALL` (or empty) is `None`.
+fn access_names(value: &str) -> Option<Vec<String>> {
+    let v: Vec<String> = value
+        .split(',')
+        .map(|s| s.trim().to_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    (!v.is_empty() && !v.iter().any(|s| s == "all")).then_some(v)
 }
 
 /// CPU topology of one node line after defaults and inference.
@@ -520,6 +554,7 @@ impl Builder {
                 max_script_size: DEFAULT_MAX_SCRIPT_SIZE,
                 max_submit_jobs_per_user: None,
                 private_data: PrivateData::default(),
+                accounting_enforce: Default::default(),
                 slurm_user: None,
                 config_overrides: false,
                 max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -767,6 +802,40 @@ impl Builder {
     /// `accounts`, `cloud` and `events` concern what canopy does not have
     /// yet (sacctmgr, power saving, an event log) and earn a warning; an
     /// unknown word earns one too (Slurm skips it silently).
+    /// `AccountingStorageEnforce=associations,limits,qos,safe,...`.
+    pub(super) fn accounting_enforce(&mut self, loc: &Loc, item: &Item) {
+        let mut e = super::types::AcctEnforce::default();
+        let mut ignored = Vec::new();
+        for word in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+        {
+            match word.to_ascii_lowercase().as_str() {
+                "associations" => e.associations = true,
+                "limits" => e.limits = true,
+                "qos" => e.qos = true,
+                "safe" => e.safe = true,
+                "all" => (e.limits, e.qos, e.safe) = (true, true, true),
+                "none" | "0" => e = Default::default(),
+                _ => ignored.push(word.to_string()),
+            }
+        }
+        e.limits |= e.safe;
+        e.associations |= e.limits || e.qos;
+        self.cfg.accounting_enforce = e;
+        if !ignored.is_empty() {
+            self.warn(
+                loc,
+                format_args!(
+                    "AccountingStorageEnforce {} not used by canopy; ignored",
+                    ignored.join(", ")
+                ),
+            );
+        }
+    }
+
     pub(super) fn private_data(&mut self, loc: &Loc, item: &Item) {
         let mut pd = PrivateData::default();
         let mut ignored = Vec::new();
@@ -1119,6 +1188,7 @@ impl Builder {
                 cfg.prolog.timeout_s = Some(secs_in(loc, item, 0, MAX_TIMEOUT_S)?)
             }
             GlobalKey::PrivateData => self.private_data(loc, item),
+            GlobalKey::AccountingStorageEnforce => self.accounting_enforce(loc, item),
             GlobalKey::AuthType => match item.value.as_str() {
                 "auth/canopy" | "auth/slurm" | "auth/munge" => {
                     if item.value != "auth/canopy" {
@@ -1429,6 +1499,18 @@ impl Builder {
                 PartAttr::State => spec.state = Some(partition_state(loc, item)?),
                 PartAttr::PreemptMode => spec.preempt_mode = Some(preempt_mode(loc, item)?),
                 PartAttr::GraceTime => spec.grace_s = Some(int_in(loc, item, 0, u32::MAX.into())?),
+                PartAttr::AllowAccounts => spec.access.allow_accounts = access_names(&item.value),
+                PartAttr::DenyAccounts => {
+                    spec.access.deny_accounts = access_names(&item.value).unwrap_or_default()
+                }
+                PartAttr::AllowQos => spec.access.allow_qos = access_names(&item.value),
+                PartAttr::DenyQos => {
+                    spec.access.deny_qos = access_names(&item.value).unwrap_or_default()
+                }
+                PartAttr::Qos => {
+                    spec.access.qos =
+                        Some(item.value.trim().to_lowercase()).filter(|q| !q.is_empty())
+                }
             }
         }
         let name = head.value.trim();
@@ -1460,6 +1542,7 @@ impl Builder {
                     mode: spec.preempt_mode,
                     grace_s: spec.grace_s.unwrap_or(0),
                 },
+                access: spec.access,
             },
             nodes: spec.nodes,
             loc: loc.clone(),

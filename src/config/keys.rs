@@ -51,6 +51,7 @@ pub(super) enum GlobalKey {
     PreemptMode,
     PreemptExemptTime,
     PreemptParameters,
+    AccountingStorageEnforce,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -93,6 +94,10 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("AuthType", GlobalKey::AuthType),
     ("AuthInfo", GlobalKey::AuthInfo),
     ("PrivateData", GlobalKey::PrivateData),
+    (
+        "AccountingStorageEnforce",
+        GlobalKey::AccountingStorageEnforce,
+    ),
     ("SlurmdParameters", GlobalKey::SlurmdParameters),
     ("PreemptType", GlobalKey::PreemptType),
     ("PreemptMode", GlobalKey::PreemptMode),
@@ -104,7 +109,6 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
 /// ignores, so an existing site file loads; each earns one warning.
 pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "AccountingStorageBackupHost",
-    "AccountingStorageEnforce",
     "AccountingStorageExternalHost",
     "AccountingStorageHost",
     "AccountingStorageLoc",
@@ -362,6 +366,11 @@ pub(super) enum PartAttr {
     State,
     PreemptMode,
     GraceTime,
+    AllowAccounts,
+    DenyAccounts,
+    AllowQos,
+    DenyQos,
+    Qos,
 }
 
 pub(super) const PART_ATTRS: &[(&str, PartAttr)] = &[
@@ -374,21 +383,22 @@ pub(super) const PART_ATTRS: &[(&str, PartAttr)] = &[
     ("State", PartAttr::State),
     ("PreemptMode", PartAttr::PreemptMode),
     ("GraceTime", PartAttr::GraceTime),
+    ("AllowAccounts", PartAttr::AllowAccounts),
+    ("DenyAccounts", PartAttr::DenyAccounts),
+    ("AllowQos", PartAttr::AllowQos),
+    ("DenyQos", PartAttr::DenyQos),
+    ("QOS", PartAttr::Qos),
 ];
 
 pub(super) const UNUSED_PART_ATTRS: &[&str] = &[
     "AllocNodes",
-    "AllowAccounts",
     "AllowGroups",
-    "AllowQos",
     "Alternate",
     "CpuBind",
     "DefCPUPerGPU",
     "DefMemPerCPU",
     "DefMemPerGPU",
     "DefMemPerNode",
-    "DenyAccounts",
-    "DenyQos",
     "DisableRootJobs",
     "Exclusive",
     "ExclusiveTopo",
@@ -402,7 +412,6 @@ pub(super) const UNUSED_PART_ATTRS: &[&str] = &[
     "OverSubscribe",
     "OverTimeLimit",
     "PowerDownOnIdle",
-    "QOS",
     "ReqResv",
     "ResumeTimeout",
     "RootOnly",

@@ -31,6 +31,7 @@ mod tests;
 
 pub use gres::{AutoDetect, GresConfig, GresDevice, GresPool, NodeGres, NodeGresItem};
 pub use types::{
-    ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData, PrologConf,
-    RateLimitConf, DEFAULT_CONF_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID,
+    AcctEnforce, ConfNodeState, Config, ConfigError, NodeConf, PartitionAccess, PartitionConf,
+    PrivateData, PrologConf, RateLimitConf, DEFAULT_CONF_PATH, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID,
 };

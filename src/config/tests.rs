@@ -274,12 +274,35 @@ fn repeated_scalar_keys_warn_and_the_last_wins() {
 }
 
 #[test]
+fn partition_access_lists_and_qos_are_read() {
+    let cfg = ok("PartitionName=DEFAULT DenyQos=low\n\
+         PartitionName=p Nodes=ALL AllowAccounts=Chem,bio QOS=Part AllowQos=ALL\n\
+         PartitionName=q Nodes=ALL DenyAccounts=x DenyQos=high\n");
+    let p = &partition(&cfg, "p").access;
+    assert_eq!(
+        p.allow_accounts.as_deref(),
+        Some(&["chem".to_string(), "bio".to_string()][..])
+    );
+    assert_eq!(
+        (p.qos.as_deref(), p.allow_qos.as_ref()),
+        (Some("part"), None)
+    );
+    assert_eq!(p.deny_qos, ["low"]);
+    let q = &partition(&cfg, "q").access;
+    assert_eq!(
+        (q.deny_accounts.as_slice(), q.deny_qos.as_slice()),
+        (&["x".to_string()][..], &["high".to_string()][..])
+    );
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+}
+
+#[test]
 fn ignored_keys_warn_once_each() {
     let cfg = ok(
         "SchedulerType=sched/backfill\nschedulertype=sched/builtin\n\
          SelectType=select/cons_tres\n\
          NodeName=n1 CoreSpecCount=1 State=DOWN\nNodeName=n2 corespeccount=1\n\
-         PartitionName=p Nodes=ALL AllowGroups=x QOS=normal\n\
+         PartitionName=p Nodes=ALL AllowGroups=x Hidden=YES\n\
          PartitionName=q Nodes=ALL AllowGroups=y\nFrontendName=fe\n",
     );
     assert_eq!(
@@ -289,7 +312,7 @@ fn ignored_keys_warn_once_each() {
             "slurm.conf:4: SelectType is not used by canopy yet; ignored",
             "slurm.conf:5: NodeName attribute CoreSpecCount is not used by canopy yet; ignored",
             "slurm.conf:7: PartitionName attribute AllowGroups is not used by canopy yet; ignored",
-            "slurm.conf:7: PartitionName attribute QOS is not used by canopy yet; ignored",
+            "slurm.conf:7: PartitionName attribute Hidden is not used by canopy yet; ignored",
             "slurm.conf:9: FrontendName is not used by canopy yet; ignored",
         ]
     );
@@ -1042,15 +1065,18 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (34: PriorityType, GresTypes,
+    // One warning per ignored key (31: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
-    // Epilog, PrologFlags, the Priority* keys, PriorityTier and
-    // TRESBillingWeights are read) plus the backup controller, each
-    // naming its line.
-    assert_eq!(cfg.warnings.len(), 34, "{:#?}", cfg.warnings);
+    // Epilog, PrologFlags, the Priority* keys, PriorityTier,
+    // TRESBillingWeights, AccountingStorageEnforce and the partitions' QOS
+    // and AllowAccounts are read) plus the backup controller, each naming
+    // its line.
+    assert_eq!(cfg.warnings.len(), 31, "{:#?}", cfg.warnings);
     assert_eq!(cfg.priority.weight_fairshare, 10_000);
     assert_eq!(cfg.priority.partition("debug").tier, 10);
     assert_eq!(cfg.priority.billing_for("gpu").len(), 3);
+    assert!(cfg.accounting_enforce.associations && cfg.accounting_enforce.limits);
+    assert!(cfg.accounting_enforce.qos && !cfg.accounting_enforce.safe);
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
     assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));

@@ -105,6 +105,8 @@ pub struct Config {
     pub max_submit_jobs_per_user: Option<u32>,
     /// `PrivateData`: what non-operators may see of others.
     pub private_data: PrivateData,
+    /// `AccountingStorageEnforce`: which association and QOS rules bind jobs.
+    pub accounting_enforce: AcctEnforce,
     /// `SlurmUser`: the account the controller's helpers (MailProg) run
     /// as when the controller runs as root; `None`: not set.
     pub slurm_user: Option<String>,
@@ -186,6 +188,22 @@ pub struct PrologConf {
     /// `SchedulerParameters=nohold_on_prolog_fail`: a job whose Prolog
     /// failed is requeued without the hold.
     pub nohold_on_fail: bool,
+}
+
+/// `AccountingStorageEnforce`'s flags that canopy acts on. `limits` and
+/// `qos` imply `associations`; `safe` implies `limits`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctEnforce {
+    /// A job needs an association (user in the account it names or its
+    /// default account).
+    pub associations: bool,
+    /// Association and QOS limits hold jobs (and refuse at submit).
+    pub limits: bool,
+    /// The job's QOS must be one its association may use.
+    pub qos: bool,
+    /// `safe`: kept for `scontrol show config`; GrpTRESMins is not
+    /// enforced yet, so it changes nothing more.
+    pub safe: bool,
 }
 
 /// `PrivateData`'s flags: what a non-operator is kept from seeing.
@@ -323,6 +341,20 @@ pub struct PartitionConf {
     /// PriorityTier, PreemptMode and GraceTime.
     #[serde(default)]
     pub preempt: super::preempt::PartPreempt,
+    /// `AllowAccounts`, `DenyAccounts`, `AllowQos`, `DenyQos`, `QOS`.
+    #[serde(default)]
+    pub access: PartitionAccess,
+}
+
+/// Which accounts and QOS a partition takes, and its own QOS (whose
+/// limits apply to every job in it). Names lower-cased; `None` = ALL.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionAccess {
+    pub allow_accounts: Option<Vec<String>>,
+    pub deny_accounts: Vec<String>,
+    pub allow_qos: Option<Vec<String>>,
+    pub deny_qos: Vec<String>,
+    pub qos: Option<String>,
 }
 
 /// A configuration error at `file:line` (line 0 when it concerns the file as a whole).

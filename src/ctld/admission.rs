@@ -71,6 +71,8 @@ impl Core {
         out: &mut Output,
     ) -> Result<SubmitReply, ErrorReply> {
         let admitted = admission::admit(submit, caller, &self.conf)?;
+        let adding = submit.array.as_ref().map_or(1, |a| a.indices.len());
+        self.check_accounts(submit, &admitted, adding)?;
         if self.jobs.active() >= self.conf.max_job_count as usize {
             return Err(queue_full());
         }

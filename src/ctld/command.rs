@@ -90,6 +90,14 @@ pub enum Command {
     /// `PrologFlags=Alloc`: every node's Prolog of run `run` of job
     /// `job_id` succeeded (the job's step actor saw them; it launches now).
     NodePrologsDone { job_id: u32, run: u32 },
+    /// sacctmgr add/modify/delete; `commit` false only says what would
+    /// change. `user` is the caller's name, resolved by the shell.
+    Accounts {
+        req: Box<crate::model::assoc::request::AcctRequest>,
+        commit: bool,
+        user: String,
+        caller: Caller,
+    },
 }
 
 /// The reply to the command's caller.
@@ -101,6 +109,8 @@ pub enum Reply {
     Step(Result<StepLaunched, ErrorReply>),
     Done(Result<(), ErrorReply>),
     Reconfigure(Result<(), String>),
+    /// sacctmgr: the lines to print, or the refusal's.
+    Accounts(Result<crate::model::assoc::edit::Outcome, crate::model::assoc::edit::Refused>),
 }
 
 /// A job's step actor to create.

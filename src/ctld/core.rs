@@ -63,6 +63,8 @@ pub struct Core {
     pub(super) launch_waiting: std::collections::BTreeSet<u32>,
     /// priority/multifactor: usage and fair share (see `priority.rs`).
     pub(super) prio: super::priority::PrioState,
+    /// Clusters, accounts, users, associations and QOS (`accounts.rs`).
+    pub(super) accounts: crate::model::assoc::AssocDb,
 }
 
 /// What falls due at a deadline.
@@ -121,7 +123,9 @@ impl Core {
             deadlines: Default::default(),
             launch_waiting: Default::default(),
             prio: Default::default(),
+            accounts: Default::default(),
         };
+        core.accounts.ensure_cluster(&core.conf.cluster_name);
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);
         core.adopt_running(&mut out);
@@ -231,6 +235,12 @@ impl Core {
             Command::NodePrologsDone { job_id, run } => {
                 self.node_prologs_done(job_id, run, &mut out)
             }
+            Command::Accounts {
+                req,
+                commit,
+                user,
+                caller,
+            } => self.accounts_change(&req, commit, &user, caller, &mut out),
         }
         out
     }

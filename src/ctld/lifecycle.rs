@@ -11,7 +11,6 @@ use crate::model::job::{ExitStatus, JobState};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched;
-use crate::sched::gate::NoGate;
 use crate::sched::table::PartitionView;
 use crate::state::store::Op;
 use crate::tree::rankset::RankSet;
@@ -44,13 +43,21 @@ impl Core {
         // share nodes (stable: the file's order within a tier).
         let tier = |name: &str| self.conf.priority.partition(name).tier;
         parts.sort_by_key(|p| std::cmp::Reverse(tier(p.name)));
-        let started = self.jobs.schedule(
-            &parts,
-            &mut self.slots,
-            now,
-            self.conf.as_ref(),
-            &mut NoGate,
+        // The gate borrows the database and the running jobs; the table
+        // is borrowed mutably by the pass, so the gate reads a snapshot.
+        let db = std::mem::take(&mut self.accounts);
+        let mut gate = crate::policy::assoc_gate::AssocGate::with_partitions(
+            &db,
+            &self.conf.cluster_name,
+            &self.conf.partitions,
+            self.conf.accounting_enforce.limits,
+            self.jobs.running(),
         );
+        let started =
+            self.jobs
+                .schedule(&parts, &mut self.slots, now, self.conf.as_ref(), &mut gate);
+        drop(gate);
+        self.accounts = db;
         self.preempt_for_waiting(now, out);
         if started.is_empty() {
             return;

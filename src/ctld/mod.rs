@@ -18,8 +18,12 @@
 //! `nodes.rs` (node health: registration, not responding → DOWN,
 //! ReturnToService, DRAIN/DOWN/RESUME), `register.rs` (a registration's
 //! hardware checked against slurm.conf; autodetected GPUs), `steps.rs` (srun steps), `mailer.rs` (which mail goes when),
-//! `views.rs` (what clients are shown), `reconfig.rs`.
+//! `views.rs` (what clients are shown), `reconfig.rs`, `accounts.rs`
+//! (the association and QOS database: sacctmgr, submit checks, run limits).
 
+mod accounts;
+#[cfg(test)]
+mod accounts_tests;
 mod admission;
 mod command;
 mod core;

@@ -93,6 +93,7 @@ impl Core {
             req_node_list: s.req_nodes.clone().unwrap_or_default(),
             exc_node_list: s.exc_nodes.clone().unwrap_or_default(),
             account: s.account.clone().unwrap_or_default(),
+            qos: s.qos.clone().unwrap_or_default(),
             comment: s.comment.clone().unwrap_or_default(),
             features: s.constraint.clone().unwrap_or_default(),
             exclusive: s.exclusive,
@@ -296,6 +297,7 @@ impl Core {
                     preempt_mode: p.preempt.mode.unwrap_or(self.conf.preempt.mode).name(),
                     priority_job_factor: self.conf.priority.partition(&p.name).job_factor,
                     priority_tier: self.conf.priority.partition(&p.name).tier,
+                    access: p.access.clone(),
                 }
             })
             .collect()

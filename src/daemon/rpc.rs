@@ -247,6 +247,14 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::Broadcast(req) => broadcast(req, h).await,
+        Body::AcctMgr(req) => acct_mgr(*req, caller, h, info).await,
+        Body::QueryAccounts => {
+            let msg = crate::actors::controller::GetAccounts;
+            match send_counted(&h.controller, &h.controller_stats, msg).await {
+                Ok(db) => Body::Accounts(Box::new(db)),
+                Err(_) => gone(),
+            }
+        }
         Body::QueryStepStats(req) => step_stats(req, caller, h).await,
         other => error(
             ErrorCode::InvalidRequest,
@@ -293,6 +301,34 @@ async fn submit(
     {
         Ok(Ok(reply)) => Body::SubmitReply(reply),
         Ok(Err(e)) => Body::Error(e),
+        Err(_) => gone(),
+    }
+}
+
+/// sacctmgr add/modify/delete: the caller's name decides its AdminLevel.
+async fn acct_mgr(
+    req: crate::wire::messages::AcctMgrRequest,
+    caller: Caller,
+    h: &ControllerHandles,
+    info: &CtldInfo,
+) -> Body {
+    let msg = crate::actors::controller::AccountsChange {
+        req: req.req,
+        commit: req.commit,
+        user: info.user_name(caller.uid).await,
+        caller,
+    };
+    match send_counted(&h.controller, &h.controller_stats, msg).await {
+        Ok(Ok(o)) => Body::AcctMgrReply(crate::wire::messages::AcctMgrReply {
+            ok: true,
+            changed: o.changed,
+            lines: o.lines,
+        }),
+        Ok(Err(r)) => Body::AcctMgrReply(crate::wire::messages::AcctMgrReply {
+            ok: false,
+            changed: false,
+            lines: r.lines,
+        }),
         Err(_) => gone(),
     }
 }

@@ -219,7 +219,7 @@ impl JobRecord {
             gid: s.gid,
             partition: self.partition.clone(),
             account: s.account.clone().unwrap_or_default(),
-            qos: "normal".into(),
+            qos: s.qos.clone().unwrap_or_else(|| "normal".into()),
             cluster: cluster.to_string(),
             state,
             reason: self.reason.to_string(),

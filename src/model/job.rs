@@ -123,6 +123,10 @@ pub struct JobSubmit {
     /// `-A/--account`, lower-cased as Slurm stores it.
     #[serde(default)]
     pub account: Option<String>,
+    /// `-q/--qos` as asked; once admitted, the QOS the job runs under
+    /// (`None`: no accounting database to say).
+    #[serde(default)]
+    pub qos: Option<String>,
     /// `--comment`.
     #[serde(default)]
     pub comment: Option<String>,

@@ -8,6 +8,7 @@
 //! the controller core decide with them, and the node daemon runs them.
 
 pub mod acct;
+pub mod assoc;
 pub mod binding;
 pub mod dependency;
 pub mod job;

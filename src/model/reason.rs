@@ -52,6 +52,8 @@ pub enum JobReason {
     LaunchFailedRequeuedHeld,
     /// Running, its nodes' Prologs still running (`PrologFlags=Alloc`).
     Prolog,
+    /// Pending: an association or QOS limit holds it (`AssocGrpCpuLimit`, ...).
+    Limit(super::assoc::reason::LimitReason),
 }
 
 impl JobReason {
@@ -101,6 +103,7 @@ impl JobReason {
             JobReason::OutOfMemory => "OutOfMemory",
             JobReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
             JobReason::Prolog => "Prolog",
+            JobReason::Limit(r) => r.word(),
         }
     }
 }
@@ -128,6 +131,9 @@ impl FromStr for JobReason {
                 .parse()
                 .map(JobReason::RaisedSignal)
                 .map_err(|_| UnknownReason(s.to_string()));
+        }
+        if let Ok(r) = s.parse() {
+            return Ok(JobReason::Limit(r));
         }
         JobReason::PLAIN
             .into_iter()

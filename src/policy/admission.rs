@@ -252,6 +252,7 @@ mod tests {
             min_nodes: 0,
             state: PartitionState::Up,
             preempt: Default::default(),
+            access: Default::default(),
         }
     }
 

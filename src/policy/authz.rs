@@ -5,8 +5,9 @@
 //! The caller's identity is the verified uid of the request's credential,
 //! never a field of the request body. Operators are root, Slurm's
 //! SlurmUser (the configured one when the controller runs as root, else the
-//! user it runs as) and the users and groups `canopy_operators` names;
-//! Slurm's finer admin levels come with the accounting store.
+//! user it runs as) and the users and groups `canopy_operators` names; a
+//! user's AdminLevel in the association database lets them change it
+//! ([`check_acct_admin`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -78,6 +79,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("QueryPriority", Role::Anyone),
     ("QueryShares", Role::Anyone),
     ("QueryAcct", Role::Anyone),
+    // Anyone may ask; the core lets only operators and users with
+    // AdminLevel Operator or Administrator change anything.
+    ("AcctMgr", Role::Anyone),
+    ("QueryAccounts", Role::Anyone),
     ("QueryStepStats", Role::Owner),
     ("CancelJobs", Role::Owner),
     ("CancelStep", Role::Owner),
@@ -142,6 +147,21 @@ pub fn check(caller: Caller, action: Action, owner: Option<u32>) -> Result<(), D
         }
     };
     if allowed {
+        Ok(())
+    } else {
+        Err(Denied::ACCESS)
+    }
+}
+
+/// May `caller` change the association database (sacctmgr add, modify,
+/// delete)? Operators may, and so may users whose `AdminLevel` there
+/// (`level`, `None` for a user it does not know) is Operator or
+/// Administrator, as slurmdbd decides.
+pub fn check_acct_admin(
+    caller: Caller,
+    level: Option<crate::model::assoc::AdminLevel>,
+) -> Result<(), Denied> {
+    if caller.operator || level >= Some(crate::model::assoc::AdminLevel::Operator) {
         Ok(())
     } else {
         Err(Denied::ACCESS)
@@ -234,6 +254,19 @@ mod tests {
         assert!(check(ALICE, top(false), Some(1000)).is_err());
         assert!(check(ALICE, top(true), Some(1000)).is_ok());
         assert!(check(ALICE, top(true), Some(1001)).is_err());
+    }
+
+    #[test]
+    fn the_account_database_is_for_operators_and_admin_levels() {
+        use crate::model::assoc::AdminLevel;
+        assert!(check_acct_admin(Caller::ROOT, None).is_ok());
+        assert_eq!(check_acct_admin(ALICE, None), Err(Denied::ACCESS));
+        assert_eq!(
+            check_acct_admin(ALICE, Some(AdminLevel::None)),
+            Err(Denied::ACCESS)
+        );
+        assert!(check_acct_admin(ALICE, Some(AdminLevel::Operator)).is_ok());
+        assert!(check_acct_admin(ALICE, Some(AdminLevel::Administrator)).is_ok());
     }
 
     #[test]

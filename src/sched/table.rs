@@ -87,6 +87,9 @@ pub struct JobTable {
     touched: Vec<u32>,
     counts: HashMap<String, Counts>,
     blocked: HashMap<String, Block>,
+    /// Jobs a gate held in the last pass (a limit, a license), with its
+    /// reason: they wait without holding up the jobs behind them.
+    held: HashMap<u32, JobReason>,
     finished: usize,
     /// uid → that user's jobs not finished (each array task counted), for
     /// the per-user submission cap.
@@ -434,6 +437,9 @@ impl JobTable {
         if self.throttled(j) {
             return JobReason::JobArrayTaskLimit;
         }
+        if let Some(r) = self.held.get(&j.job_id) {
+            return *r;
+        }
         let key = queue_key(j);
         match self.blocked.get(&j.partition) {
             Some(b) if key == b.head => b.reason,
@@ -447,9 +453,11 @@ impl JobTable {
     /// fit. Returns the started ids; their records are Running with `alloc`.
     /// `nodes` resolves the node names of `-w`/`-x` (a job naming an
     /// unknown node waits) and the features `--constraint` asks for.
-    /// `gate` is policy: a job it blocks waits with its reason (and, as a
-    /// job that does not fit, stops its partition's walk: FIFO within a
-    /// partition); the nodes it allows are the job's candidates.
+    /// `gate` is policy: a job it blocks waits with its reason while the
+    /// jobs behind it are still considered (as Slurm skips a job held by
+    /// a limit); a job its nodes cannot hold stops its partition's walk
+    /// (FIFO within a partition); the nodes it allows are the job's
+    /// candidates.
     pub fn schedule(
         &mut self,
         parts: &[PartitionView<'_>],
@@ -459,6 +467,7 @@ impl JobTable {
         gate: &mut dyn StartGate,
     ) -> Vec<u32> {
         let mut started = Vec::new();
+        self.held.clear();
         for p in parts {
             self.blocked.remove(p.name);
             let Some(queue) = self.queues.get(p.name) else {
@@ -512,13 +521,16 @@ impl JobTable {
                 if job.submit.begin_time.is_some_and(|t| t > now) {
                     continue;
                 }
-                let allowed = match gate.blocked(job, now) {
-                    Some(reason) => Err(reason),
-                    None => match gate.restrict(job, p.ranks, now) {
-                        None => Ok(std::borrow::Cow::Borrowed(p.ranks)),
-                        Some(Ok(v)) => Ok(std::borrow::Cow::Owned(v)),
-                        Some(Err(reason)) => Err(reason),
-                    },
+                // A job held by policy (a limit) waits with its reason;
+                // jobs behind it are still considered, as in Slurm.
+                if let Some(reason) = gate.blocked(job, now) {
+                    self.held.insert(id, reason);
+                    continue;
+                }
+                let allowed = match gate.restrict(job, p.ranks, now) {
+                    None => Ok(std::borrow::Cow::Borrowed(p.ranks)),
+                    Some(Ok(v)) => Ok(std::borrow::Cow::Owned(v)),
+                    Some(Err(reason)) => Err(reason),
                 };
                 let placed = allowed.and_then(|ranks| {
                     Request::for_job(&job.submit, nodes)
@@ -839,6 +851,26 @@ mod tests {
             assert_eq!(alloc.ranks, [1]);
             self.starts.push(job.job_id);
         }
+    }
+
+    /// A job the gate holds (a limit) does not hold up the jobs behind it.
+    #[test]
+    fn a_job_held_by_the_gate_lets_the_next_one_start() {
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1],
+        }];
+        let mut t = JobTable::default();
+        t.admit(job(1, "p", 1, false));
+        t.admit(job(2, "p", 1, false));
+        let mut s = slots(2);
+        let mut rule = Rule { starts: vec![] };
+        assert_eq!(
+            t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut rule),
+            vec![2]
+        );
+        assert_eq!(t.reason(t.get(1).unwrap(), 0), JobReason::Dependency);
     }
 
     #[test]

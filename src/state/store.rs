@@ -110,6 +110,9 @@ pub enum Op {
     },
     /// priority/multifactor's usage book, whole (replaces the last one).
     PutUsage(Box<crate::state::usage::UsageBook>),
+    /// The association and QOS database as it is now (sacctmgr's changes;
+    /// small, so stored whole).
+    PutAccounts(Box<crate::model::assoc::AssocDb>),
 }
 
 struct Batch {
@@ -126,6 +129,8 @@ pub struct Recovered {
     pub node_admin: Vec<(String, Vec<u8>)>,
     /// priority/multifactor's usage, if any was stored.
     pub usage: Option<crate::state::usage::UsageBook>,
+    /// The association database (`None`: never written).
+    pub accounts: Option<crate::model::assoc::AssocDb>,
 }
 
 /// Handle to the store; cheap to clone.
@@ -150,7 +155,12 @@ struct Trees {
     nodes: sled::Tree,
     acct: sled::Tree,
     acct_array: sled::Tree,
+    /// Key `db`: the association database.
+    accounts: sled::Tree,
 }
+
+/// The one key of the `accounts` tree.
+const ACCOUNTS_KEY: &[u8] = b"db";
 
 impl Store {
     /// Open (creating if needed) the store under `dir` and read everything back.
@@ -170,6 +180,7 @@ impl Store {
             nodes: db.open_tree("nodes")?,
             acct: db.open_tree("acct")?,
             acct_array: db.open_tree("acct_array")?,
+            accounts: db.open_tree("accounts")?,
             db,
         };
         let acct = trees.acct.clone();
@@ -304,6 +315,9 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
     if let Some(v) = t.meta.get(USAGE_KEY)? {
         out.usage = Some(decode("usage", "book", &v)?);
     }
+    if let Some(v) = t.accounts.get(ACCOUNTS_KEY)? {
+        out.accounts = Some(decode("accounts", "db", &v)?);
+    }
     Ok(out)
 }
 
@@ -352,6 +366,12 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
         Op::PutUsage(book) => {
             let bytes = encode(book.as_ref())?;
             t.meta.insert(USAGE_KEY, bytes).map_err(|e| e.to_string())?;
+        }
+        Op::PutAccounts(db) => {
+            let bytes = encode(db.as_ref())?;
+            t.accounts
+                .insert(ACCOUNTS_KEY, bytes)
+                .map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {
@@ -584,6 +604,25 @@ mod tests {
         assert!(back.jobs.iter().all(|j| j.job_id != 7));
         assert_eq!(back.next_job_id, Some(51));
         assert_eq!(back.node_admin, vec![("n1".to_string(), vec![1, 2])]);
+        assert!(back.accounts.is_none());
+    }
+
+    /// The association database comes back as it was last written.
+    #[tokio::test]
+    async fn the_account_database_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = crate::model::assoc::AssocDb::default();
+        db.ensure_cluster("c1");
+        {
+            let (store, _) = Store::open(dir.path()).unwrap();
+            store
+                .commit(vec![Op::PutAccounts(Box::new(db.clone()))])
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let (_store, back) = Store::open(dir.path()).unwrap();
+        assert_eq!(back.accounts, Some(db));
     }
 
     #[test]

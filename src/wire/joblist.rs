@@ -201,6 +201,7 @@ job_columns! {
     req_node_list: String,
     exc_node_list: String,
     account: String,
+    qos: String,
     comment: String,
     features: String,
     exclusive: Option<Exclusive>,

@@ -1017,6 +1017,12 @@ pub enum Body {
     /// sshare: associations' shares and usage.
     QueryShares(crate::wire::priority::ShareQuery),
     Shares(Box<crate::wire::priority::ShareReport>),
+    /// sacctmgr add/modify/delete; answered with `AcctMgrReply`.
+    AcctMgr(Box<AcctMgrRequest>),
+    AcctMgrReply(AcctMgrReply),
+    /// sacctmgr show/list: the whole association database.
+    QueryAccounts,
+    Accounts(Box<crate::model::assoc::AssocDb>),
 
     // node daemons and relays
     Hello(Hello),
@@ -1081,6 +1087,10 @@ impl Body {
             Body::Stats(_) => "Stats",
             Body::Broadcast(_) => "Broadcast",
             Body::Reconfigure => "Reconfigure",
+            Body::AcctMgr(_) => "AcctMgr",
+            Body::AcctMgrReply(_) => "AcctMgrReply",
+            Body::QueryAccounts => "QueryAccounts",
+            Body::Accounts(_) => "Accounts",
             Body::BroadcastReply(_) => "BroadcastReply",
             Body::Hello(_) => "Hello",
             Body::Welcome(_) => "Welcome",
@@ -1121,4 +1131,21 @@ pub struct AcctQuery {
     /// Jobs that were eligible/running/ended within [start, end]; `None` = open.
     pub start: Option<crate::wire::types::UnixTime>,
     pub end: Option<crate::wire::types::UnixTime>,
+}
+
+/// sacctmgr's change: the request, and whether to keep it (`false`: say
+/// what would change, for sacctmgr's commit prompt).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcctMgrRequest {
+    pub req: crate::model::assoc::request::AcctRequest,
+    pub commit: bool,
+}
+
+/// What sacctmgr prints: `lines` on stdout when `ok`, else on stderr
+/// (and it exits 1). `changed`: whether there is anything to commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctMgrReply {
+    pub ok: bool,
+    pub changed: bool,
+    pub lines: Vec<String>,
 }

@@ -75,6 +75,9 @@ pub struct JobInfo {
     /// `-A` ("" = none, shown `(null)`).
     #[serde(default)]
     pub account: String,
+    /// The job's QOS ("" = none known, shown `(null)`).
+    #[serde(default)]
+    pub qos: String,
     #[serde(default)]
     pub comment: String,
     /// `--constraint` ("" = none).
@@ -207,6 +210,9 @@ pub struct PartitionInfo {
     pub priority_job_factor: u16,
     #[serde(default = "one")]
     pub priority_tier: u16,
+    /// `AllowAccounts`/`DenyAccounts`/`AllowQos`/`DenyQos`/`QOS`.
+    #[serde(default)]
+    pub access: crate::config::PartitionAccess,
 }
 
 fn one() -> u16 {

@@ -44,11 +44,13 @@ use crate::wire::types::{AcctJob, NodeInfo, PartitionInfo};
 
 const MAILBOX: usize = 8192;
 
+mod accounts;
 mod effects;
 mod priority;
 mod queries;
 
 pub use self::priority::{GetPriority, GetShares};
+pub use accounts::{AccountsChange, GetAccounts};
 
 /// How often the core's timers run (time-limit mail, purging finished jobs
 /// older than MinJobAge). Slurm checks time limits about twice a minute.
@@ -323,6 +325,7 @@ impl ControllerActor {
             let (mut core, out) =
                 Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
             core.restore_usage(recovered.usage, now);
+            core.recover_accounts(recovered.accounts);
             let mut actor = ControllerActor {
                 core,
                 store,

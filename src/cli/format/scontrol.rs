@@ -78,10 +78,11 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
         j.user, j.uid, j.gid
     ));
     r.line(format!(
-        "Priority={} Nice={} Account={} QOS=(null)",
+        "Priority={} Nice={} Account={} QOS={}",
         j.priority,
         j.nice,
-        or_null(&j.account)
+        or_null(&j.account),
+        or_null(&j.qos)
     ));
     r.line(format!(
         "JobState={} Reason={} Dependency={}",
@@ -384,10 +385,22 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
     let mut r = Record::new(one_liner);
     let yes_no = |b: bool| if b { "YES" } else { "NO" };
     r.line(format!("PartitionName={}", p.name));
-    r.line("AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL");
+    // A partition lists its allowed accounts (QOS), else its denied ones.
+    let a = &p.access;
+    let access = |allow: &Option<Vec<String>>, deny: &[String], what: &str| match (allow, deny) {
+        (Some(v), _) => format!("Allow{what}={}", v.join(",")),
+        (None, d) if !d.is_empty() => format!("Deny{what}={}", d.join(",")),
+        _ => format!("Allow{what}=ALL"),
+    };
     r.line(format!(
-        "AllocNodes=ALL Default={} QoS=N/A",
-        yes_no(p.default)
+        "AllowGroups=ALL {} {}",
+        access(&a.allow_accounts, &a.deny_accounts, "Accounts"),
+        access(&a.allow_qos, &a.deny_qos, "Qos")
+    ));
+    r.line(format!(
+        "AllocNodes=ALL Default={} QoS={}",
+        yes_no(p.default),
+        a.qos.as_deref().unwrap_or("N/A")
     ));
     r.line(format!(
         "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime={} Hidden=NO",
@@ -860,7 +873,19 @@ mod tests {
             preempt_mode: "OFF".into(),
             priority_job_factor: 1,
             priority_tier: 1,
+            access: Default::default(),
         }
+    }
+
+    /// A partition's access lists and QOS, as scontrol shows them.
+    #[test]
+    fn partition_access_lines() {
+        let mut p = sample_partition();
+        p.access.allow_accounts = Some(vec!["chem".into(), "bio".into()]);
+        p.access.deny_qos = vec!["low".into()];
+        p.access.qos = Some("part".into());
+        let text = show_partition(&p, false);
+        assert!(text.contains("\n   AllowGroups=ALL AllowAccounts=chem,bio DenyQos=low\n   AllocNodes=ALL Default=NO QoS=part\n"), "{text}");
     }
 
     #[test]

@@ -270,6 +270,7 @@ variables override them and the command line overrides both.
       --parsable              print only the job id
   -H, --hold                  submit held (priority 0)
   -A, --account=name          account to charge (shown, lower-cased)
+  -q, --qos=name              quality of service to run under
       --comment=text          a comment kept with the job
   -C, --constraint=features   nodes with these features (a&b, a|b, [a|b])
       --exclusive[=user|mcs]  whole nodes, shared with no other job
@@ -317,6 +318,7 @@ struct Layer {
     exclude: Option<String>,
     test_only: bool,
     account: Option<String>,
+    qos: Option<String>,
     comment: Option<String>,
     constraint: Option<String>,
     exclusive: Option<Exclusive>,
@@ -370,6 +372,7 @@ impl Layer {
             exclude: self.exclude.or(lower.exclude),
             test_only: self.test_only || lower.test_only,
             account: self.account.or(lower.account),
+            qos: self.qos.or(lower.qos),
             comment: self.comment.or(lower.comment),
             constraint: self.constraint.or(lower.constraint),
             exclusive: self.exclusive.or(lower.exclusive),
@@ -517,6 +520,7 @@ fn build_submit(
         exc_nodes: opts.exclude,
         test_only: opts.test_only,
         account: opts.account,
+        qos: opts.qos,
         comment: opts.comment,
         constraint: opts.constraint,
         exclusive: opts.exclusive,

@@ -39,6 +39,7 @@ pub(super) enum Action {
     Exclude,
     TestOnly,
     Account,
+    Qos,
     Comment,
     Constraint,
     Exclusive,
@@ -161,7 +162,7 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("priority", None, Required, A::Priority),
     spec("profile", None, Required, A::Unsupported),
     spec("propagate", None, Optional, A::Unsupported),
-    spec("qos", Some('q'), Required, A::Unsupported),
+    spec("qos", Some('q'), Required, A::Qos),
     spec("reboot", None, Flag, A::Unsupported),
     spec("requeue", None, Flag, A::Requeue),
     spec("reservation", None, Required, A::Reservation),
@@ -262,6 +263,7 @@ pub(super) fn apply(
         A::Exclude => layer.exclude = Some(v.to_string()),
         A::TestOnly => layer.test_only = true,
         A::Account => layer.account = Some(v.to_string()),
+        A::Qos => layer.qos = Some(v.to_string()),
         A::Comment => layer.comment = Some(v.to_string()),
         A::MailType => {
             layer.mail_type =

@@ -52,7 +52,7 @@ use select::*;
 pub use select::{requests, select, Selection, Selector};
 use send::*;
 
-/// The QOS every canopy job runs under.
+/// The QOS of a job the controller names none for (no accounting database).
 const JOB_QOS: &str = "normal";
 /// The controller's replies for a job that is not there to act on (see `Cancel` in the
 /// controller); Slurm exits 0 for these and `-Q` hides them.

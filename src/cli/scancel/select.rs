@@ -49,7 +49,14 @@ impl Selector {
             && is(&f.partition, &job.partition)
             && is(&f.name, &job.name)
             && is(&f.account, &job.account)
-            && is(&f.qos, JOB_QOS)
+            && is(
+                &f.qos,
+                if job.qos.is_empty() {
+                    JOB_QOS
+                } else {
+                    &job.qos
+                },
+            )
             && is(&f.reservation, "")
             && is(&f.wckey, "")
             && self

@@ -70,6 +70,7 @@ pub(super) fn allocation_request(a: &SrunArgs, cwd: &str) -> JobSubmit {
         mem_per_node_mb: a.mem_mb,
         mem_per_cpu_mb: a.mem_per_cpu_mb.filter(|_| a.mem_mb.is_none()),
         account: a.account.clone(),
+        qos: a.qos.clone(),
         constraint: a.constraint.clone(),
         comment: a.comment.clone(),
         exclusive: a.exclusive.then_some(crate::wire::types::Exclusive::Node),

@@ -76,6 +76,8 @@ pub struct SrunArgs {
     /// `--mem-per-cpu`, `--comment`. Inside an existing allocation they are
     /// the job's, already settled.
     pub account: Option<String>,
+    /// `-q/--qos`, for an allocation srun or salloc creates.
+    pub qos: Option<String>,
     pub constraint: Option<String>,
     pub exclusive: bool,
     pub mem_per_cpu_mb: Option<u64>,

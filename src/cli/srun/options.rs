@@ -198,6 +198,7 @@ pub(super) const HONOURED: &[&str] = &[
     "partition",
     "priority",
     "pty",
+    "qos",
     "quiet",
     "quit-on-interrupt",
     "reservation",
@@ -375,6 +376,7 @@ pub(super) fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<()
         }
         "export" => a.export = Some(v.to_string()),
         "account" => a.account = Some(v.to_string()),
+        "qos" => a.qos = Some(v.to_string()),
         "constraint" => a.constraint = Some(v.to_string()),
         "comment" => a.comment = Some(v.to_string()),
         // Steps inside an allocation already get CPUs of their own.

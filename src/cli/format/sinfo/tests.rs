@@ -88,6 +88,7 @@ fn part(name: &str, nodes: &[&str], max_time: Option<u32>, state: PartitionState
         preempt_mode: "OFF".into(),
         priority_job_factor: 1,
         priority_tier: 1,
+        access: Default::default(),
     }
 }
 

@@ -314,11 +314,12 @@ impl JobField {
         use JobField::*;
         match self {
             Account => or_null(&j.account).to_string(),
+            Qos => or_null(&j.qos).to_string(),
             Features => or_null(&j.features).to_string(),
             Comment => or_null(&j.comment).to_string(),
             Dependency => or_null(&j.dependency).to_string(),
             // Data canopy does not keep: Slurm's text for "unset".
-            Qos | Reservation | Wckey | Licenses | SchedNodes => "(null)".to_string(),
+            Reservation | Wckey | Licenses | SchedNodes => "(null)".to_string(),
             TresPerNode if !j.tres_per_node.is_empty() => j.tres_per_node.clone(),
             TresPerNode | CoreSpec => "N/A".to_string(),
             ArrayTaskId => match (&j.array_pending, &j.array) {
