@@ -71,6 +71,7 @@ impl Core {
         out: &mut Output,
     ) -> Result<SubmitReply, ErrorReply> {
         let admitted = admission::admit(submit, caller, &self.conf)?;
+        self.check_job_reservation(submit)?;
         if self.jobs.active() >= self.conf.max_job_count as usize {
             return Err(queue_full());
         }

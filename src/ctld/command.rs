@@ -90,6 +90,19 @@ pub enum Command {
     /// `PrologFlags=Alloc`: every node's Prolog of run `run` of job
     /// `job_id` succeeded (the job's step actor saw them; it launches now).
     NodePrologsDone { job_id: u32, run: u32 },
+    /// `scontrol create reservation` (users named in it already checked
+    /// to exist by the shell: a passwd lookup is I/O).
+    CreateResv {
+        spec: crate::wire::resv::ResvSpec,
+        caller: Caller,
+    },
+    /// `scontrol update reservation`.
+    UpdateResv {
+        spec: crate::wire::resv::ResvSpec,
+        caller: Caller,
+    },
+    /// `scontrol delete reservation`.
+    DeleteResv { name: String, caller: Caller },
 }
 
 /// The reply to the command's caller.
@@ -101,6 +114,8 @@ pub enum Reply {
     Step(Result<StepLaunched, ErrorReply>),
     Done(Result<(), ErrorReply>),
     Reconfigure(Result<(), String>),
+    /// A reservation made: its name.
+    Resv(Result<String, ErrorReply>),
 }
 
 /// A job's step actor to create.

@@ -61,6 +61,8 @@ pub struct Core {
     /// CONFIGURING jobs whose PrologSlurmctld succeeded, waiting for all
     /// their nodes to be reachable before their launch is released.
     pub(super) launch_waiting: std::collections::BTreeSet<u32>,
+    /// Advance reservations (see `reservations.rs`).
+    pub(super) resv: super::reservations::Reservations,
 }
 
 /// What falls due at a deadline.
@@ -116,6 +118,7 @@ impl Core {
             unconfirmed: Default::default(),
             deadlines: Default::default(),
             launch_waiting: Default::default(),
+            resv: Default::default(),
         };
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);
@@ -225,6 +228,15 @@ impl Core {
             }
             Command::NodePrologsDone { job_id, run } => {
                 self.node_prologs_done(job_id, run, &mut out)
+            }
+            Command::CreateResv { spec, caller } => {
+                self.create_reservation(spec, caller, now, &mut out)
+            }
+            Command::UpdateResv { spec, caller } => {
+                self.update_reservation(spec, caller, now, &mut out)
+            }
+            Command::DeleteResv { name, caller } => {
+                self.delete_reservation(&name, caller, now, &mut out)
             }
         }
         out

@@ -11,7 +11,7 @@ use crate::model::job::{ExitStatus, JobState};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched;
-use crate::sched::gate::NoGate;
+use crate::sched::gate::Gates;
 use crate::sched::table::PartitionView;
 use crate::state::store::Op;
 use crate::tree::rankset::RankSet;
@@ -29,6 +29,8 @@ impl Core {
         self.release_ready_launches(out);
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
+        self.reservations_due(now, out);
+        let (mut resv_gate, mut license_gate) = self.start_gates(now);
         let parts: Vec<PartitionView<'_>> = self
             .conf
             .partitions
@@ -45,7 +47,7 @@ impl Core {
             &mut self.slots,
             now,
             self.conf.as_ref(),
-            &mut NoGate,
+            &mut Gates(vec![&mut resv_gate, &mut license_gate]),
         );
         if started.is_empty() {
             return;
@@ -297,6 +299,7 @@ impl Core {
     /// records stay).
     pub(super) fn tick(&mut self, now: UnixTime, out: &mut Output) {
         self.mail_time_limits(now, out);
+        self.reservations_due(now, out);
         if self.conf.min_job_age_s > 0 {
             let cutoff = now - self.conf.min_job_age_s as i64;
             let old = self.jobs.purge_finished_before(cutoff);

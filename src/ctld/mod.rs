@@ -32,6 +32,7 @@ mod nodes;
 mod prolog;
 mod reconfig;
 mod register;
+mod reservations;
 mod steps;
 #[cfg(test)]
 mod tres_tests;

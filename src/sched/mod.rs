@@ -12,6 +12,7 @@ pub mod features;
 pub mod gate;
 pub mod placement;
 pub mod priority;
+pub mod resv_gate;
 pub mod table;
 
 pub use placement::{CrParams, CrUnit, GresDev, GresKind, GresSlot, IdSet, Layout};

@@ -108,6 +108,12 @@ pub enum Op {
         job_id: u32,
         step: Box<crate::model::acct::AcctStep>,
     },
+    /// A reservation as it is now (created, updated or rolled forward).
+    PutResv(Box<crate::model::reservation::Reservation>),
+    /// A reservation deleted, ended or purged.
+    DeleteResv(String),
+    /// The number the next generated reservation name ends in.
+    ResvSuffix(u32),
 }
 
 struct Batch {
@@ -122,6 +128,10 @@ pub struct Recovered {
     pub next_job_id: Option<u32>,
     /// Node name → opaque admin state bytes (decoded by the controller core).
     pub node_admin: Vec<(String, Vec<u8>)>,
+    /// Reservations (see `ctld::reservations`).
+    pub reservations: Vec<crate::model::reservation::Reservation>,
+    /// The last generated reservation name's number.
+    pub resv_suffix: Option<u32>,
 }
 
 /// Handle to the store; cheap to clone.
@@ -146,6 +156,7 @@ struct Trees {
     nodes: sled::Tree,
     acct: sled::Tree,
     acct_array: sled::Tree,
+    resv: sled::Tree,
 }
 
 impl Store {
@@ -166,6 +177,7 @@ impl Store {
             nodes: db.open_tree("nodes")?,
             acct: db.open_tree("acct")?,
             acct_array: db.open_tree("acct_array")?,
+            resv: db.open_tree("resv")?,
             db,
         };
         let acct = trees.acct.clone();
@@ -294,6 +306,19 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
         out.node_admin
             .push((String::from_utf8_lossy(&k).into_owned(), v.to_vec()));
     }
+    for item in t.resv.iter() {
+        let (k, v) = item?;
+        out.reservations
+            .push(decode("reservation", String::from_utf8_lossy(&k), &v)?);
+    }
+    if let Some(v) = t.meta.get(b"resv_suffix")? {
+        let bytes: [u8; 4] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt {
+            what: "meta",
+            key: "resv_suffix".into(),
+            detail: format!("expected 4 bytes, found {}", v.len()),
+        })?;
+        out.resv_suffix = Some(u32::from_be_bytes(bytes));
+    }
     Ok(out)
 }
 
@@ -338,6 +363,20 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
             *slot = step.as_ref().clone();
             let bytes = encode(&rec)?;
             t.acct.insert(key, bytes).map_err(|e| e.to_string())?;
+        }
+        Op::PutResv(r) => {
+            let bytes = encode(r.as_ref())?;
+            t.resv
+                .insert(r.name.as_bytes(), bytes)
+                .map_err(|e| e.to_string())?;
+        }
+        Op::DeleteResv(name) => {
+            t.resv.remove(name.as_bytes()).map_err(|e| e.to_string())?;
+        }
+        Op::ResvSuffix(n) => {
+            t.meta
+                .insert(b"resv_suffix", &n.to_be_bytes())
+                .map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {

@@ -1008,6 +1008,20 @@ pub enum Body {
     BroadcastReply(BroadcastReply),
     /// `scontrol reconfigure` (operators): re-read slurm.conf; `Ok` or `Error`.
     Reconfigure,
+    /// `scontrol create reservation` (operators); `ResvCreated` or `Error`.
+    CreateResv(crate::wire::resv::ResvSpec),
+    /// The name of the reservation made.
+    ResvCreated(String),
+    /// `scontrol update reservation` (operators); `Ok` or `Error`.
+    UpdateResv(crate::wire::resv::ResvSpec),
+    /// `scontrol delete reservation` (operators); `Ok` or `Error`.
+    DeleteResv(String),
+    /// `scontrol show reservation`, `sinfo -T`; answered with `Reservations`.
+    QueryResv,
+    Reservations(Vec<crate::model::reservation::Reservation>),
+    /// `scontrol show licenses`; answered with `Licenses`.
+    QueryLicenses,
+    Licenses(Vec<crate::wire::resv::LicenseInfo>),
 
     // node daemons and relays
     Hello(Hello),
@@ -1068,6 +1082,14 @@ impl Body {
             Body::Stats(_) => "Stats",
             Body::Broadcast(_) => "Broadcast",
             Body::Reconfigure => "Reconfigure",
+            Body::CreateResv(_) => "CreateResv",
+            Body::ResvCreated(_) => "ResvCreated",
+            Body::UpdateResv(_) => "UpdateResv",
+            Body::DeleteResv(_) => "DeleteResv",
+            Body::QueryResv => "QueryResv",
+            Body::Reservations(_) => "Reservations",
+            Body::QueryLicenses => "QueryLicenses",
+            Body::Licenses(_) => "Licenses",
             Body::BroadcastReply(_) => "BroadcastReply",
             Body::Hello(_) => "Hello",
             Body::Welcome(_) => "Welcome",

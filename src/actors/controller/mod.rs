@@ -46,6 +46,7 @@ const MAILBOX: usize = 8192;
 
 mod effects;
 mod queries;
+pub mod resv;
 
 /// How often the core's timers run (time-limit mail, purging finished jobs
 /// older than MinJobAge). Slurm checks time limits about twice a minute.
@@ -317,7 +318,12 @@ impl ControllerActor {
                     .clone();
             }
             let now = chrono::Utc::now().timestamp();
-            let (core, out) = Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
+            let (mut core, mut out) =
+                Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
+            let resv_out =
+                core.restore_reservations(recovered.reservations, recovered.resv_suffix, now);
+            out.persist.extend(resv_out.persist);
+            out.effects.extend(resv_out.effects);
             let mut actor = ControllerActor {
                 core,
                 store,

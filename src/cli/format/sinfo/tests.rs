@@ -42,6 +42,8 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         alloc_gres: Vec::new(),
         gres_used: String::new(),
         invalid_reg: false,
+        reserved: false,
+        maint: false,
     }
 }
 
