@@ -33,6 +33,8 @@ mod prolog;
 mod reconfig;
 mod register;
 mod reservations;
+#[cfg(test)]
+mod resv_tests;
 mod steps;
 #[cfg(test)]
 mod tres_tests;

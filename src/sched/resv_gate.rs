@@ -176,13 +176,15 @@ impl StartGate for ResvGate {
                         Ok(kept)
                     });
                 }
-                let kept: Vec<u32> = candidates
+                let mine: Vec<u32> = candidates
                     .iter()
                     .copied()
                     .filter(|&r| w.nodes.get(r as usize).copied().unwrap_or(false))
                     .collect();
+                // Nor past its end onto a reservation that follows it.
+                let (kept, maint) = self.outside(&mine, Some(name), now, end);
                 Some(if kept.len() < need {
-                    Err(JobReason::Resources)
+                    Err(too_few(maint))
                 } else {
                     Ok(kept)
                 })
@@ -378,9 +380,15 @@ mod tests {
             g.restrict(&job(None, Some(10), 1, None), ALL, 100),
             Some(Ok(vec![2, 3]))
         );
-        // No limit reaches everything; three nodes do not fit in two.
+        // No limit reaches everything; three nodes do not fit in two, and
+        // one of those taken is in maintenance.
         assert_eq!(
             g.restrict(&job(None, None, 3, None), ALL, 100),
+            Some(Err(JobReason::ReqNodeNotAvailMaint))
+        );
+        let plain = ResvGate::new(&[resv("later", 500, 2000, &[1, 2], &[])], 4, 100);
+        assert_eq!(
+            plain.restrict(&job(None, None, 3, None), ALL, 100),
             Some(Err(JobReason::Resources))
         );
         // Only the MAINT node in its partition: maintenance says so.
