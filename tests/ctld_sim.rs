@@ -119,6 +119,8 @@ impl Disk {
             // A late step-usage patch of a record already written: not a
             // new end.
             Op::PutAcctStep { .. } => {}
+            // The simulation makes no reservations.
+            Op::PutResv(_) | Op::DeleteResv(_) | Op::ResvSuffix(_) => {}
         }
     }
 }

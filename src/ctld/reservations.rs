@@ -362,6 +362,8 @@ impl Core {
         }
         self.jobs
             .running()
+            // Its own jobs are no obstacle (an update picking nodes again).
+            .filter(|j| j.submit.reservation.as_deref() != Some(r.name.as_str()))
             .filter(|j| {
                 let end = j
                     .start_time
@@ -693,12 +695,11 @@ impl Core {
 
     /// The gates for a scheduling pass at `now`.
     pub(super) fn start_gates(&self, now: UnixTime) -> (ResvGate, LicenseGate) {
-        let resvs: Vec<Reservation> = self.resv.all.values().cloned().collect();
-        let resv = ResvGate::new(&resvs, self.conf.nodes.len(), now);
+        let resv = ResvGate::new(self.resv.all.values(), self.conf.nodes.len(), now);
         let lic = LicenseGate::new(
             &self.conf.license_counts,
             self.jobs.running().filter(|j| j.submit.licenses.is_some()),
-            &resvs,
+            self.resv.all.values(),
             now,
         );
         (resv, lic)
@@ -706,20 +707,22 @@ impl Core {
 
     /// `scontrol show licenses`.
     pub fn license_infos(&self, now: UnixTime) -> Vec<LicenseInfo> {
-        let resvs: Vec<Reservation> = self.resv.all.values().cloned().collect();
-        let empty = LicenseGate::new(&self.conf.license_counts, std::iter::empty(), &[], now);
+        let none: [&Reservation; 0] = [];
+        let empty = LicenseGate::new(&self.conf.license_counts, std::iter::empty(), none, now);
         let gate = LicenseGate::new(
             &self.conf.license_counts,
             self.jobs.running().filter(|j| j.submit.licenses.is_some()),
-            &[],
+            none,
             now,
         );
         self.conf
             .license_counts
             .iter()
             .map(|(name, total)| {
-                let reserved = resvs
-                    .iter()
+                let reserved = self
+                    .resv
+                    .all
+                    .values()
                     .filter(|r| r.active(now))
                     .flat_map(|r| r.licenses.iter())
                     .filter(|(n, _)| n == name)

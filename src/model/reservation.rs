@@ -451,10 +451,13 @@ impl Reservation {
     }
 }
 
+/// What `TRES=` asks for: a node count, and licenses by name.
+pub type TresAsk = (Option<u32>, Vec<(String, u32)>);
+
 /// `TRES=` on the command line: `node=N`, `cpu=N` (refused: canopy
 /// reserves whole nodes), `license/NAME=N`. Returns the node count and
 /// licenses it asks for.
-pub fn parse_tres(text: &str) -> Result<(Option<u32>, Vec<(String, u32)>), ResvError> {
+pub fn parse_tres(text: &str) -> Result<TresAsk, ResvError> {
     let mut nodes = None;
     let mut lic = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {

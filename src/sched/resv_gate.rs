@@ -31,6 +31,9 @@ pub struct ResvGate {
     /// Nodes of every active reservation that holds nodes (a job outside
     /// all of them may use none of these).
     active: Vec<bool>,
+    /// Some node is in `active` (so a pass without reservations asks
+    /// nothing per node).
+    any_active: bool,
     active_maint: Vec<bool>,
     /// Future windows by start: the ones a job's time limit reaches.
     future: Vec<usize>,
@@ -38,12 +41,17 @@ pub struct ResvGate {
 
 impl ResvGate {
     /// The gate for a pass at `now` over `node_count` nodes.
-    pub fn new(resvs: &[Reservation], node_count: usize, now: UnixTime) -> ResvGate {
+    pub fn new<'a>(
+        resvs: impl IntoIterator<Item = &'a Reservation>,
+        node_count: usize,
+        now: UnixTime,
+    ) -> ResvGate {
         let mut active = vec![false; node_count];
         let mut active_maint = vec![false; node_count];
-        let mut windows = Vec::with_capacity(resvs.len());
+        let mut windows = Vec::new();
         let mut future = Vec::new();
-        for r in resvs.iter().filter(|r| r.end > now) {
+        let mut any_active = false;
+        for r in resvs.into_iter().filter(|r| r.end > now) {
             let mut nodes = vec![false; node_count];
             for &rank in &r.ranks {
                 if let Some(n) = nodes.get_mut(rank as usize) {
@@ -61,6 +69,7 @@ impl ResvGate {
             };
             if w.holds_nodes {
                 if r.active(now) {
+                    any_active |= !r.ranks.is_empty();
                     for (i, &n) in w.nodes.iter().enumerate() {
                         if n {
                             active[i] = true;
@@ -77,6 +86,7 @@ impl ResvGate {
         ResvGate {
             windows,
             active,
+            any_active,
             active_maint,
             future,
         }
@@ -194,7 +204,7 @@ impl StartGate for ResvGate {
                     .future
                     .first()
                     .is_some_and(|&i| end.is_none_or(|e| self.windows[i].start < e));
-                if !reaches_future && !self.active.iter().any(|&b| b) {
+                if !reaches_future && !self.any_active {
                     return None;
                 }
                 let (kept, maint) = self.outside(candidates, None, now, end);
@@ -223,17 +233,17 @@ pub struct LicenseGate {
 
 impl LicenseGate {
     /// `running`: the jobs holding licenses now.
-    pub fn new<'a>(
+    pub fn new<'a, 'r>(
         total: &[(String, u32)],
         running: impl Iterator<Item = &'a JobRecord>,
-        resvs: &[Reservation],
+        resvs: impl IntoIterator<Item = &'r Reservation>,
         now: UnixTime,
     ) -> LicenseGate {
         let mut g = LicenseGate {
             total: total.iter().cloned().collect(),
             used: HashMap::new(),
             held: resvs
-                .iter()
+                .into_iter()
                 .filter(|r| r.active(now) && !r.licenses.is_empty())
                 .map(|r| (r.name.clone(), r.licenses.iter().cloned().collect()))
                 .collect(),
@@ -285,9 +295,7 @@ impl LicenseGate {
 
 impl StartGate for LicenseGate {
     fn blocked(&self, job: &JobRecord, _now: UnixTime) -> Option<JobReason> {
-        if job.submit.licenses.is_none() {
-            return None;
-        }
+        job.submit.licenses.as_ref()?;
         let own = job.submit.reservation.as_deref();
         Self::asked(job)
             .iter()
