@@ -143,11 +143,13 @@ pub fn check_create(spec: &ResvSpec) -> Result<(), String> {
         && spec.partition.is_none()
     {
         return Err(format!(
-            "CoreCnt, Nodes, NodeCnt, BurstBuffer, Licensesor Watts must be specified. {NO}"
+            "CoreCnt, Nodes, NodeCnt, BurstBuffer, Licenses or Watts must be specified.  {NO}"
         ));
     }
     if none(&spec.users) && none(&spec.accounts) {
-        return Err(format!("Either Users or Accounts must be specified.  {NO}"));
+        return Err(format!(
+            "Either Users/Groups and/or Accounts must be specified.  {NO}"
+        ));
     }
     Ok(())
 }
@@ -441,7 +443,7 @@ mod tests {
         );
         assert_eq!(
             base(&["Users="]).unwrap_err(),
-            format!("Either Users or Accounts must be specified.  {NO}")
+            format!("Either Users/Groups and/or Accounts must be specified.  {NO}")
         );
         assert!(base(&["Nodes="])
             .unwrap_err()

@@ -133,15 +133,14 @@ impl Core {
             purge_secs: None,
             licenses: vec![],
         };
-        let start = spec
-            .start
-            .ok_or_else(|| invalid("A start time must be given"))?;
+        // scontrol always sends one; another client's default is now.
+        let start = spec.start.unwrap_or(now);
         if start < now - MAX_START_DELAY {
             return Err(invalid("Invalid time specified"));
         }
         r.start = start.max(now);
         r.end = match (spec.end, spec.duration_min) {
-            (None, None) => return Err(invalid("An end time or duration must be given")),
+            (None, None) => return Err(invalid("Invalid time specified")),
             (Some(e), _) => e,
             (None, Some(Some(m))) => r.start + i64::from(m) * 60,
             (None, Some(None)) => r.start + UNLIMITED_SECS,
@@ -151,7 +150,7 @@ impl Core {
         }
         self.apply_lists(&mut r, &spec)?;
         if r.users.is_empty() && r.accounts.is_empty() {
-            return Err(invalid("Either Users or Accounts must be specified"));
+            return Err(invalid("Reservation request lacks users or accounts"));
         }
         self.apply_flags(&mut r, &spec)?;
         let (tres_nodes, tres_lic) = match &spec.tres {
@@ -296,7 +295,12 @@ impl Core {
                 r.set_flag(ResvFlag::SpecNodes, true);
                 ranks
             }
-            (None, Some(0)) => return Err(invalid("Invalid node count specified")),
+            (None, Some(0)) => {
+                return Err(refused(
+                    ErrorCode::InvalidNodeCount,
+                    "Node count specification invalid",
+                ))
+            }
             (None, Some(n)) => self.pick_nodes(r, &pool, n as usize, now)?,
             (None, None) if !r.licenses.is_empty() => {
                 r.set_flag(ResvFlag::AnyNodes, true);
@@ -504,7 +508,7 @@ impl Core {
         }
         self.apply_lists(&mut r, &spec)?;
         if r.users.is_empty() && r.accounts.is_empty() {
-            return Err(invalid("Either Users or Accounts must be specified"));
+            return Err(invalid("Reservation request lacks users or accounts"));
         }
         self.apply_flags(&mut r, &spec)?;
         if let Some(l) = &spec.licenses {
@@ -532,7 +536,7 @@ impl Core {
         if spec.nodes.is_some() || node_cnt.is_some() {
             if r.has(ResvFlag::StaticNodes) {
                 return Err(invalid(
-                    "Reservation has STATIC_NODES: its nodes cannot change",
+                    "Reservation has the STATIC flag: its nodes cannot change",
                 ));
             }
             r.set_flag(ResvFlag::SpecNodes, false);

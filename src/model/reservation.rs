@@ -42,7 +42,7 @@ pub enum ResvFlag {
     /// Licenses only: jobs outside it may use any node (Slurm's
     /// `LICENSE_ONLY`, shown `ANY_NODES`).
     AnyNodes,
-    /// Nodes never change once picked (`STATIC_ALLOC`).
+    /// Nodes never change once picked (`STATIC_ALLOC`, shown `STATIC`).
     StaticNodes,
     /// Every node of `PartitionName=` (`Nodes=ALL` with a partition).
     PartNodes,
@@ -66,7 +66,7 @@ const FLAG_WORDS: &[(ResvFlag, &str)] = &[
     (ResvFlag::Weekly, "WEEKLY"),
     (ResvFlag::SpecNodes, "SPEC_NODES"),
     (ResvFlag::AnyNodes, "ANY_NODES"),
-    (ResvFlag::StaticNodes, "STATIC_NODES"),
+    (ResvFlag::StaticNodes, "STATIC"),
     (ResvFlag::PartNodes, "PART_NODES"),
     (ResvFlag::PurgeComp, "PURGE_COMP"),
     (ResvFlag::NoHoldJobsAfterEnd, "NO_HOLD_JOBS_AFTER_END"),
@@ -129,7 +129,7 @@ pub fn parse_flags(text: &str) -> Result<FlagChange, ResvError> {
             "WEEKLY" => ResvFlag::Weekly,
             "SPEC_NODES" => ResvFlag::SpecNodes,
             "ANY_NODES" | "LICENSE_ONLY" => ResvFlag::AnyNodes,
-            "STATIC_ALLOC" | "STATIC_NODES" => ResvFlag::StaticNodes,
+            "STATIC_ALLOC" | "STATIC_NODES" | "STATIC" => ResvFlag::StaticNodes,
             "PART_NODES" => ResvFlag::PartNodes,
             "PURGE_COMP" => ResvFlag::PurgeComp,
             "NO_HOLD_JOBS_AFTER_END" | "NO_HOLD_JOBS_AFTER" => ResvFlag::NoHoldJobsAfterEnd,
@@ -404,8 +404,9 @@ impl Reservation {
         let words: Vec<String> = FLAG_WORDS
             .iter()
             .filter(|(f, _)| self.has(*f))
-            .map(|(f, w)| match (f, self.purge_secs) {
-                (ResvFlag::PurgeComp, Some(s)) => {
+            .map(|(f, w)| match f {
+                ResvFlag::PurgeComp => {
+                    let s = self.purge_secs.unwrap_or(DEFAULT_PURGE_SECS);
                     format!("{w}={}", super::time::fmt_duration_long(s))
                 }
                 _ => w.to_string(),

@@ -56,15 +56,22 @@ pub fn show_reservation(r: &Reservation, now: UnixTime, one_liner: bool) -> Stri
     }
 }
 
-/// `sinfo -T`: RESV_NAME STATE START_TIME END_TIME DURATION NODELIST.
+/// `sinfo -T`: RESV_NAME STATE START_TIME END_TIME DURATION NODELIST; the
+/// name column as wide as the longest name (at least the header's).
 pub fn sinfo_reservations(list: &[Reservation], now: UnixTime) -> String {
+    let w = list
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(0)
+        .max("RESV_NAME".len());
     let mut out = format!(
-        "{:<10} {:>8}  {:>19}  {:>19}  {:>11}  {}\n",
+        "{:<w$}  {:>8}  {:>19}  {:>19}  {:>11}  {}\n",
         "RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION", "NODELIST"
     );
     for r in list {
         out.push_str(&format!(
-            "{:<10} {:>8}  {:>19}  {:>19}  {:>11}  {}\n",
+            "{:<w$}  {:>8}  {:>19}  {:>19}  {:>11}  {}\n",
             r.name,
             state_word(r, now),
             fmt_timestamp(Some(r.start)),
@@ -146,6 +153,12 @@ mod tests {
         let row = lines.next().unwrap();
         assert!(row.starts_with("maint        ACTIVE  "), "{row}");
         assert!(row.ends_with("  365-00:00:00  n1"), "{row}");
+        // A longer name widens its column.
+        let mut long = sample();
+        long.name = "maintenance_window".into();
+        let text = sinfo_reservations(&[long], 1_000_010);
+        assert!(text.starts_with("RESV_NAME              STATE  "), "{text}");
+        assert!(text.contains("\nmaintenance_window    ACTIVE  "), "{text}");
     }
 
     #[test]
