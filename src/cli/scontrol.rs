@@ -67,9 +67,11 @@ pub fn run(args: &[String]) -> i32 {
             }
             _ => update(args),
         },
+        // `create reservation ...` or `create ReservationName=... ...`
+        // (Slurm takes any first word starting "res").
         "create" => match args.first() {
-            Some(w) if w.len() >= 3 && "reservation".starts_with(&w.to_ascii_lowercase()) => {
-                super::scontrol_resv::create(&args[1..])
+            Some(w) if w.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("res")) => {
+                super::scontrol_resv::create(args)
             }
             Some(w) => {
                 eprintln!("invalid entity: {w} for keyword: create");

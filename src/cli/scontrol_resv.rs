@@ -26,6 +26,11 @@ fn is_key(key: &str, full: &str, min: usize) -> bool {
         && full[..key.len()].eq_ignore_ascii_case(key)
 }
 
+/// A word Slurm's scontrol passes over: `reservation` (or any `res...`).
+fn starts_res(word: &str) -> bool {
+    word.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("res"))
+}
+
 /// A time as Slurm's scontrol reads `StartTime=`/`EndTime=` (`now`,
 /// `now+1hour`, `2026-01-02T10:00`, `16:00`, ...), in local time.
 fn parse_time(value: &str, now: i64) -> Option<i64> {
@@ -41,7 +46,7 @@ pub fn parse_args(args: &[&str], msg: &str, now: i64) -> Result<ResvSpec, String
     let mut spec = ResvSpec::default();
     for &arg in args {
         let Some((tag, val)) = arg.split_once('=') else {
-            if arg.len() >= 3 && arg[..3].eq_ignore_ascii_case("res") {
+            if starts_res(arg) {
                 continue;
             }
             return Err(format!("Unknown parameter {arg}.  {msg}"));
@@ -107,7 +112,7 @@ pub fn parse_args(args: &[&str], msg: &str, now: i64) -> Result<ResvSpec, String
             spec.users_op = op;
         } else if is_key(tag, "Watts", 1) {
             return Err(format!("Watts is not supported by canopy.  {msg}"));
-        } else if tag.len() >= 3 && tag[..3].eq_ignore_ascii_case("res") {
+        } else if starts_res(tag) {
             continue;
         } else {
             return Err(format!("Unknown parameter {arg}.  {msg}"));
@@ -382,6 +387,9 @@ mod tests {
         );
         assert_eq!(s.partition.as_deref(), Some("p"));
         assert_eq!(s.licenses.as_deref(), Some("fluent:1"));
+        // Any text is refused, never a panic on a character boundary.
+        assert!(parse_args(&["éé=1"], NO, NOW).is_err());
+        assert!(parse_args(&["é"], NO, NOW).is_err());
         // `Node=` is too short for Nodes (5 letters needed).
         assert_eq!(
             parse_args(&["node=n1"], NO, NOW).unwrap_err(),

@@ -4,6 +4,7 @@
 //! running jobs, so each question a pass asks per job is a few lookups:
 //! the node sets are bitmaps by rank, the license counts a small map.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use super::gate::StartGate;
@@ -37,6 +38,19 @@ pub struct ResvGate {
     active_maint: Vec<bool>,
     /// Future windows by start: the ones a job's time limit reaches.
     future: Vec<usize>,
+    /// What jobs outside every reservation may use, by how many future
+    /// windows their time limit reaches: (the candidates asked about, the
+    /// nodes left (`None`: all of them), whether MAINT took any). Jobs of
+    /// one partition share the answer, so a pass filters each partition's
+    /// nodes a few times, not once per job.
+    outside_cache: RefCell<HashMap<usize, Vec<Outside>>>,
+}
+
+/// One cached answer for jobs outside reservations.
+struct Outside {
+    candidates: Vec<u32>,
+    kept: Option<Vec<u32>>,
+    maint: bool,
 }
 
 impl ResvGate {
@@ -89,6 +103,7 @@ impl ResvGate {
             any_active,
             active_maint,
             future,
+            outside_cache: RefCell::default(),
         }
     }
 
@@ -99,6 +114,35 @@ impl ResvGate {
     /// The end of `job`'s window if it started now (`None`: no limit).
     fn job_end(job: &JobRecord, now: UnixTime) -> Option<UnixTime> {
         job.time_limit_min.map(|m| now + i64::from(m) * 60)
+    }
+
+    /// For a job outside every reservation: `candidates` less what
+    /// reservations hold in `[now, end)` (`None`: nothing taken), and
+    /// whether MAINT took any; from the cache when a job of the same
+    /// partition reaching the same windows asked before.
+    fn outside_all(
+        &self,
+        candidates: &[u32],
+        now: UnixTime,
+        end: Option<UnixTime>,
+    ) -> (Option<Vec<u32>>, bool) {
+        let reached = match end {
+            None => self.future.len(),
+            Some(e) => self.future.partition_point(|&i| self.windows[i].start < e),
+        };
+        let mut cache = self.outside_cache.borrow_mut();
+        let entries = cache.entry(reached).or_default();
+        if let Some(hit) = entries.iter().find(|o| o.candidates == candidates) {
+            return (hit.kept.clone(), hit.maint);
+        }
+        let (kept, maint) = self.outside(candidates, None, now, end);
+        let kept = (kept.len() != candidates.len()).then_some(kept);
+        entries.push(Outside {
+            candidates: candidates.to_vec(),
+            kept: kept.clone(),
+            maint,
+        });
+        (kept, maint)
     }
 
     /// `candidates` less the nodes reservations other than `own` hold in
@@ -207,10 +251,8 @@ impl StartGate for ResvGate {
                 if !reaches_future && !self.any_active {
                     return None;
                 }
-                let (kept, maint) = self.outside(candidates, None, now, end);
-                if kept.len() == candidates.len() {
-                    return None;
-                }
+                let (kept, maint) = self.outside_all(candidates, now, end);
+                let kept = kept?;
                 Some(if kept.len() < need {
                     Err(too_few(maint))
                 } else {
