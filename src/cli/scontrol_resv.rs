@@ -110,6 +110,10 @@ pub fn parse_args(args: &[&str], msg: &str, now: i64) -> Result<ResvSpec, String
         } else if is_key(tag, "Users", 1) {
             spec.users = Some(val.to_string());
             spec.users_op = op;
+        } else if is_key(tag, "Groups", 1) {
+            return Err(format!(
+                "Groups is not supported by canopy: use Users or Accounts.  {msg}"
+            ));
         } else if is_key(tag, "Watts", 1) {
             return Err(format!("Watts is not supported by canopy.  {msg}"));
         } else if starts_res(tag) {

@@ -162,8 +162,8 @@ impl Core {
             None => vec![],
         };
         licenses.extend(tres_lic);
-        self.check_licenses(&licenses)?;
         r.licenses = licenses;
+        self.check_licenses(&r)?;
         if let Some(p) = &spec.partition {
             if !self.conf.partitions.iter().any(|pc| &pc.name == p) {
                 return Err(refused(
@@ -248,15 +248,26 @@ impl Core {
     }
 
     /// Every license must be configured, and no more asked than exist.
-    fn check_licenses(&self, asked: &[(String, u32)]) -> Result<(), ErrorReply> {
-        for (name, n) in asked {
+    /// With what other reservations hold at the same time: a license
+    /// cannot be reserved twice over.
+    fn check_licenses(&self, r: &Reservation) -> Result<(), ErrorReply> {
+        for (name, n) in &r.licenses {
             let total = self
                 .conf
                 .license_counts
                 .iter()
                 .find(|(l, _)| l == name)
                 .map(|(_, c)| *c);
-            if total.is_none_or(|t| *n > t) {
+            let held: u32 = self
+                .resv
+                .all
+                .values()
+                .filter(|o| o.name != r.name && o.overlaps(r.start, r.end))
+                .flat_map(|o| o.licenses.iter())
+                .filter(|(l, _)| l == name)
+                .map(|(_, c)| *c)
+                .sum();
+            if total.is_none_or(|t| n.saturating_add(held) > t) {
                 return Err(invalid("Invalid license specification"));
             }
         }
@@ -512,9 +523,7 @@ impl Core {
         }
         self.apply_flags(&mut r, &spec)?;
         if let Some(l) = &spec.licenses {
-            let lic = parse_licenses(l).map_err(resv_error)?;
-            self.check_licenses(&lic)?;
-            r.licenses = lic;
+            r.licenses = parse_licenses(l).map_err(resv_error)?;
         }
         if let Some(p) = &spec.partition {
             if !self.conf.partitions.iter().any(|pc| &pc.name == p) {
@@ -553,6 +562,7 @@ impl Core {
         } else if (r.start, r.end, &r.flags) != (old.start, old.end, &old.flags) {
             self.check_free(&r)?;
         }
+        self.check_licenses(&r)?;
         r.cpus = self.cpus_of(&r.ranks);
         r.node_list = self.nodelist(&r.ranks);
         tracing::info!(reservation = %name, "reservation updated");
@@ -654,8 +664,8 @@ impl Core {
         self.purge_idle(now, out);
     }
 
-    /// `PURGE_COMP`: an active reservation with no running job for its
-    /// purge time is deleted.
+    /// `PURGE_COMP`: an active reservation with no job (running or
+    /// pending) for its purge time is deleted.
     fn purge_idle(&mut self, now: UnixTime, out: &mut Output) {
         let purging: Vec<(String, u64)> = self
             .resv
@@ -665,7 +675,11 @@ impl Core {
             .map(|r| (r.name.clone(), r.purge_secs.unwrap_or(DEFAULT_PURGE_SECS)))
             .collect();
         for (name, secs) in purging {
-            if self.resv_in_use(&name) {
+            let busy = self.jobs.values().any(|j| {
+                matches!(j.state, JobState::Pending | JobState::Running)
+                    && j.submit.reservation.as_deref() == Some(name.as_str())
+            });
+            if busy {
                 self.resv.idle_since.remove(&name);
                 continue;
             }

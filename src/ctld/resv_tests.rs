@@ -524,6 +524,16 @@ fn licenses_are_counted_and_a_short_job_waits_with_reason_licenses() {
     )
     .unwrap();
     assert!(core.reservations()[0].has(ResvFlag::AnyNodes));
+    // Not reserved twice over at the same time.
+    assert_eq!(
+        create(
+            &mut core,
+            T0,
+            spec(|s| s.licenses = Some("matlab:2".into()))
+        )
+        .unwrap_err(),
+        "Invalid license specification"
+    );
     let outside = submit(&mut core, T0, |s| s.licenses = Some("matlab:2".into())).unwrap();
     let inside = submit(&mut core, T0, |s| {
         s.licenses = Some("matlab:3".into());
@@ -785,4 +795,43 @@ fn check(core: &Core, now: i64, tolerated: &[(String, u32)], seed: u64, step: u3
             ctx()
         );
     }
+}
+
+#[test]
+fn purge_comp_deletes_a_reservation_idle_for_its_time() {
+    let mut core = start(cluster(1, ""));
+    create(
+        &mut core,
+        T0,
+        spec(|s| {
+            s.name = Some("p".into());
+            s.nodes = Some("n1".into());
+            s.flags = Some("PURGE_COMP=1:00".into());
+        }),
+    )
+    .unwrap();
+    assert_eq!(
+        core.reservations()[0].flags_shown(),
+        "SPEC_NODES,PURGE_COMP=00:01:00"
+    );
+    let id = submit(&mut core, T0, |s| s.reservation = Some("p".into())).unwrap();
+    pass(&mut core, T0);
+    core.apply(T0 + 100, Command::Tick);
+    assert_eq!(core.reservations().len(), 1, "busy: kept");
+    finish(
+        &mut core,
+        T0 + 110,
+        id,
+        JobState::Completed,
+        JobReason::None,
+    );
+    core.apply(T0 + 120, Command::Tick);
+    core.apply(T0 + 170, Command::Tick);
+    assert_eq!(core.reservations().len(), 1, "idle 50 s of 60: kept");
+    let out = core.apply(T0 + 180, Command::Tick);
+    assert!(core.reservations().is_empty());
+    assert!(out
+        .persist
+        .iter()
+        .any(|op| matches!(op, Op::DeleteResv(n) if n == "p")));
 }
