@@ -835,3 +835,53 @@ fn purge_comp_deletes_a_reservation_idle_for_its_time() {
         .iter()
         .any(|op| matches!(op, Op::DeleteResv(n) if n == "p")));
 }
+
+#[test]
+fn reservations_are_stored_and_recovered_and_ones_ended_meanwhile_end() {
+    use crate::state::store::Store;
+    let dir = tempfile::tempdir().unwrap();
+    let mut core = start(cluster(3, ""));
+    let mut ops = Vec::new();
+    for (name, minutes) in [(Some("short"), 1), (Some("long"), 60), (None, 60)] {
+        let out = core.apply(
+            T0,
+            Command::CreateResv {
+                spec: spec(|s| {
+                    s.name = name.map(str::to_string);
+                    s.node_cnt = Some(1);
+                    s.duration_min = Some(Some(minutes));
+                }),
+                caller: Caller::ROOT,
+            },
+        );
+        assert!(matches!(out.reply, Some(Reply::Resv(Ok(_)))));
+        ops.extend(out.persist);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    {
+        let (store, _) = Store::open(dir.path()).unwrap();
+        rt.block_on(store.commit(ops)).unwrap();
+    }
+    let (_, recovered) = Store::open(dir.path()).unwrap();
+    assert_eq!(recovered.reservations.len(), 3);
+    assert_eq!(recovered.resv_suffix, Some(1));
+    // Back after the short one's end: it ends at once; the others stay,
+    // with wake-ups for their ends.
+    let mut again = start(cluster(3, ""));
+    let out = again.restore_reservations(recovered.reservations, recovered.resv_suffix, T0 + 120);
+    let names: Vec<String> = again.reservations().into_iter().map(|r| r.name).collect();
+    assert_eq!(names, vec!["alice_1", "long"]);
+    assert!(out
+        .persist
+        .iter()
+        .any(|op| matches!(op, Op::DeleteResv(n) if n == "short")));
+    assert!(out
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::WakeAt(t) if *t == T0 + 3600)));
+    // Generated names go on from the stored counter.
+    let n = create(&mut again, T0 + 120, spec(|s| s.node_cnt = Some(1))).unwrap();
+    assert_eq!(n, "alice_2");
+}
