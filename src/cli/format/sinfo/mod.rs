@@ -556,7 +556,11 @@ fn reserved_word(n: &NodeInfo, long: bool) -> Option<&'static str> {
 
 /// The one suffix character canopy's states can carry: `*`, not responding.
 fn with_suffix(word: &str, n: &NodeInfo) -> String {
-    if n.not_responding {
+    // `$`: in a MAINT reservation, where the word does not say so already
+    // (a busy, drained or down node), ahead of `*` as in Slurm.
+    if n.maint && word != "maint" {
+        format!("{word}$")
+    } else if n.not_responding {
         format!("{word}*")
     } else {
         word.to_string()
