@@ -50,7 +50,7 @@ impl Selector {
             && is(&f.name, &job.name)
             && is(&f.account, &job.account)
             && is(&f.qos, JOB_QOS)
-            && is(&f.reservation, "")
+            && is(&f.reservation, &job.reservation)
             && is(&f.wckey, "")
             && self
                 .nodes
