@@ -125,6 +125,8 @@ impl Disk {
             Op::PutUsage(_) => {}
             // The simulation does not change the association database.
             Op::PutAccounts(_) => {}
+            // The simulation makes no reservations.
+            Op::PutResv(_) | Op::DeleteResv(_) | Op::ResvSuffix(_) => {}
         }
     }
 }

@@ -143,6 +143,17 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', default_values_t = ["sched/builtin".to_string(), "sched/backfill".to_string()])]
         schedulers: Vec<String>,
     },
+    /// What the reservation and license gates cost a scheduling pass (in process).
+    ResvGate {
+        #[arg(long, default_value_t = 10000)]
+        nodes: u32,
+        #[arg(long, default_value_t = 100000)]
+        jobs: u32,
+        #[arg(long, default_value_t = 50)]
+        reservations: u32,
+        #[arg(long, default_value_t = 20)]
+        passes: u32,
+    },
     /// The same user-visible operations against real Slurm (Debian packages) and canopy.
     Peer {
         /// Node counts for the K-node launch test.
@@ -318,6 +329,20 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 progress,
             )
         }
+        Scenario::ResvGate {
+            nodes,
+            jobs,
+            reservations,
+            passes,
+        } => scenarios::resv::run(
+            &scenarios::resv::Opts {
+                nodes: if q { 100 } else { (*nodes).max(1) },
+                jobs: if q { 1000 } else { *jobs },
+                reservations: if q { 5 } else { *reservations },
+                passes: if q { 2 } else { (*passes).max(1) },
+            },
+            progress,
+        ),
         Scenario::Peer {
             ks,
             tree_width,

@@ -159,3 +159,17 @@ fn leaf_times_every_row() {
         assert!(num(r, "p50_ms") <= num(r, "p99_ms"), "{r}");
     }
 }
+
+#[test]
+fn resv_gate_lets_every_job_through_without_rules_and_holds_some_with_them() {
+    let rows = run("resv-gate");
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        let (allowed, jobs) = (num(r, "allowed"), num(r, "pending_jobs"));
+        if r["rules"] == "none" {
+            assert_eq!(allowed, jobs, "{r}");
+        } else {
+            assert!(allowed > 0.0 && allowed < jobs, "{r}");
+        }
+    }
+}

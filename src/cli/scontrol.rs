@@ -20,7 +20,11 @@ const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   requeue|requeuehold|suspend|resume <job_id>[,<job_id>...]
   hold|uhold|release <job_id>[,<job_id>...] | jobname=<name>
   update JobId=<id> [TimeLimit=<t>] [Partition=<p>] [NumNodes=<n>] [Name=<n>] [Priority=<n>]
-  update NodeName=<nodes> State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE [Reason=<text>]";
+  update NodeName=<nodes> State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE [Reason=<text>]
+  create reservation StartTime=<t> Duration=<d>|EndTime=<t> Nodes=<list>|NodeCnt=<n>|Licenses=<l> Users=<u>|Accounts=<a> [Flags=<f>] [PartitionName=<p>]
+  update ReservationName=<name> [StartTime=...] [Users+=<u>] [Flags-=<f>] ...
+  delete ReservationName=<name>
+  show reservation [name] | licenses [name]";
 
 pub fn run(args: &[String]) -> i32 {
     let mut one_liner = false;
@@ -56,8 +60,29 @@ pub fn run(args: &[String]) -> i32 {
             {
                 update_job(args)
             }
+            Some((k, _))
+                if k.len() >= 3 && "reservationname".starts_with(&k.to_ascii_lowercase()) =>
+            {
+                super::scontrol_resv::update(args)
+            }
             _ => update(args),
         },
+        // `create reservation ...` or `create ReservationName=... ...`
+        // (Slurm takes any first word starting "res").
+        "create" => match args.first() {
+            Some(w) if w.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("res")) => {
+                super::scontrol_resv::create(args)
+            }
+            Some(w) => {
+                eprintln!("invalid entity: {w} for keyword: create");
+                1
+            }
+            None => {
+                eprintln!("scontrol: error: too few arguments for keyword:create");
+                1
+            }
+        },
+        "delete" => super::scontrol_resv::delete(args),
         kind @ ("hold" | "uhold" | "release") => hold(kind, args),
         "top" => top(args),
         kind @ ("requeue" | "requeuehold" | "suspend" | "resume") => control(kind, args),
@@ -89,6 +114,8 @@ const COMMANDS: &[&str] = &[
     "resume",
     "reconfigure",
     "version",
+    "create",
+    "delete",
 ];
 
 fn command(word: &str) -> String {
@@ -326,17 +353,12 @@ fn show(args: &[&str], one_liner: bool, details: bool) -> i32 {
                 1
             }
         },
-        // canopy has no reservations yet; Slurm's words for none.
-        e if e.len() >= 3 && "reservations".starts_with(e) => match target {
-            None => {
-                println!("No reservations in the system");
-                0
-            }
-            Some(name) => {
-                println!("Reservation {name} not found");
-                1
-            }
-        },
+        e if e.len() >= 3 && "reservations".starts_with(e) => {
+            super::scontrol_resv::show(target, one_liner)
+        }
+        e if e.len() >= 3 && "licenses".starts_with(e) => {
+            super::scontrol_resv::show_licenses(target, one_liner)
+        }
         other => {
             eprintln!("invalid entity: {other} for keyword: show");
             1

@@ -34,7 +34,7 @@ enum Opt {
     Version,
     Sort,
     Clusters,
-    /// `-T`: canopy has no reservations; Slurm's line for none.
+    /// `-T`: the reservations instead of partitions.
     Reservations,
     /// Options that change nothing on one cluster without hidden
     /// partitions: federation views, `--hide` (the default), and
@@ -218,8 +218,8 @@ async fn list(fmt: &SinfoFormat, a: &Args) -> i32 {
                 println!("CLUSTER: {}", c.conf.cluster_name);
             }
             if a.reservations {
-                // Nothing to ask: there are none.
-                return Ok(None);
+                let list = c.call(Body::QueryResv).await?;
+                return Ok(Some((list, Body::Ok)));
             }
             let parts = c.call(Body::QueryPartitions).await?;
             let nodes = c.call(Body::QueryNodes(NodeQuery::default())).await?;
@@ -228,10 +228,16 @@ async fn list(fmt: &SinfoFormat, a: &Args) -> i32 {
         .await;
         let (parts, nodes) = match r {
             Ok(Some((Body::Partitions(p), Body::Nodes(n)))) => (p, n),
-            Ok(None) => {
-                println!("No reservations in the system");
+            Ok(Some((Body::Reservations(list), _))) => {
+                if list.is_empty() {
+                    println!("No reservations in the system");
+                } else {
+                    let now = chrono::Utc::now().timestamp();
+                    print!("{}", super::format::resv::sinfo_reservations(&list, now));
+                }
                 return 0;
             }
+            Ok(None) => return 0,
             Ok(Some(_)) => {
                 eprintln!("sinfo: error: unexpected reply from the controller");
                 return 1;

@@ -40,10 +40,13 @@ enum Opt {
     Version,
     Clusters,
     NoConvert,
-    /// `-q`, `-R`, `-L`: canopy jobs have no QOS, reservation or licenses
-    /// (squeue shows `(null)`), so naming one matches no job, as in Slurm
-    /// without them.
+    /// `-q`: canopy jobs have no QOS (squeue shows `(null)`), so naming
+    /// one matches no job, as in Slurm without them.
     Unmatchable,
+    /// `-R`: jobs of these reservations.
+    Reservation,
+    /// `-L`: jobs asking for any of these licenses.
+    Licenses,
     /// Options that change nothing on a single cluster whose jobs each name
     /// one partition: federation views, `--hide` (the default), `-P`
     /// (per-partition listing of multi-partition jobs), `--array-unique`
@@ -65,7 +68,7 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("hide", None, Flag, Opt::Moot),
     spec("iterate", Some('i'), Required, Opt::Iterate),
     spec("jobs", Some('j'), Optional, Opt::Jobs),
-    spec("licenses", Some('L'), Required, Opt::Unmatchable),
+    spec("licenses", Some('L'), Required, Opt::Licenses),
     spec("local", None, Flag, Opt::Moot),
     spec("long", Some('l'), Flag, Opt::Long),
     spec("me", None, Flag, Opt::Me),
@@ -76,7 +79,7 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("partition", Some('p'), Required, Opt::Partition),
     spec("priority", Some('P'), Flag, Opt::Moot),
     spec("qos", Some('q'), Required, Opt::Unmatchable),
-    spec("reservation", Some('R'), Required, Opt::Unmatchable),
+    spec("reservation", Some('R'), Required, Opt::Reservation),
     spec("sibling", None, Flag, Opt::Moot),
     spec("sort", Some('S'), Required, Opt::Sort),
     spec("start", None, Flag, Opt::Start),
@@ -120,8 +123,12 @@ struct Args {
     clusters: Option<String>,
     /// `--noconvert`: memory in MB, not the largest unit.
     noconvert: bool,
-    /// A `-q`/`-R`/`-L` filter was given: no canopy job matches it.
+    /// A `-q` filter was given: no canopy job matches it.
     unmatchable: bool,
+    /// `-R`.
+    reservation: Option<String>,
+    /// `-L`.
+    licenses: Option<String>,
 }
 
 impl Args {
@@ -155,6 +162,8 @@ impl Args {
                 Opt::Clusters => a.clusters = v,
                 Opt::NoConvert => a.noconvert = true,
                 Opt::Unmatchable => a.unmatchable = true,
+                Opt::Reservation => a.reservation = v,
+                Opt::Licenses => a.licenses = v,
                 Opt::Moot => {}
             }
         }
@@ -301,6 +310,20 @@ async fn list(
         let shown: Vec<JobInfo> = jobs
             .into_iter()
             .filter(|_| !a.unmatchable)
+            .filter(|j| {
+                a.reservation
+                    .as_deref()
+                    .is_none_or(|r| r.split(',').any(|r| r == j.reservation))
+            })
+            .filter(|j| {
+                a.licenses.as_deref().is_none_or(|l| {
+                    l.split(',').any(|want| {
+                        j.licenses
+                            .split(',')
+                            .any(|have| have.split(':').next() == Some(want))
+                    })
+                })
+            })
             .filter(|j| {
                 ids.is_empty()
                     || ids

@@ -550,6 +550,7 @@ impl Builder {
                 task_plugins: Vec::new(),
                 task_plugin_param: String::new(),
                 licenses: Vec::new(),
+                license_counts: Vec::new(),
                 enable_user_top: false,
                 max_script_size: DEFAULT_MAX_SCRIPT_SIZE,
                 max_submit_jobs_per_user: None,
@@ -1121,7 +1122,11 @@ impl Builder {
                 cfg.licenses = name_list(&item.value)
                     .into_iter()
                     .map(|l| l.split([':', '*']).next().unwrap_or_default().to_string())
-                    .collect()
+                    .collect();
+                cfg.license_counts = crate::model::reservation::parse_licenses(&item.value)
+                    .map_err(|_| {
+                        loc.error("Licenses", "expected name[:count],... (counts above 0)")
+                    })?;
             }
             GlobalKey::StateSaveLocation => {
                 cfg.state_save_location = non_empty(loc, item, "a directory")?.into()

@@ -90,9 +90,12 @@ pub struct Config {
     pub task_plugins: Vec<String>,
     /// `TaskPluginParam` (e.g. `autobind=cores`).
     pub task_plugin_param: String,
-    /// `Licenses`: the license names jobs may ask for (counts not kept:
-    /// canopy does not schedule by licenses yet).
+    /// `Licenses`: the license names jobs may ask for.
     pub licenses: Vec<String>,
+    /// `Licenses` with their counts (`name:count`, 1 if not given): what
+    /// the scheduler hands out.
+    #[serde(default)]
+    pub license_counts: Vec<(String, u32)>,
     /// `SchedulerParameters=enable_user_top`: users may `scontrol top`
     /// their own jobs (otherwise only operators may).
     pub enable_user_top: bool,

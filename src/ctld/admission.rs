@@ -73,6 +73,7 @@ impl Core {
         let admitted = admission::admit(submit, caller, &self.conf)?;
         let adding = submit.array.as_ref().map_or(1, |a| a.indices.len());
         self.check_accounts(submit, &admitted, adding)?;
+        self.check_job_reservation(submit)?;
         if self.jobs.active() >= self.conf.max_job_count as usize {
             return Err(queue_full());
         }

@@ -98,6 +98,19 @@ pub enum Command {
         user: String,
         caller: Caller,
     },
+    /// `scontrol create reservation` (users named in it already checked
+    /// to exist by the shell: a passwd lookup is I/O).
+    CreateResv {
+        spec: crate::wire::resv::ResvSpec,
+        caller: Caller,
+    },
+    /// `scontrol update reservation`.
+    UpdateResv {
+        spec: crate::wire::resv::ResvSpec,
+        caller: Caller,
+    },
+    /// `scontrol delete reservation`.
+    DeleteResv { name: String, caller: Caller },
 }
 
 /// The reply to the command's caller.
@@ -111,6 +124,8 @@ pub enum Reply {
     Reconfigure(Result<(), String>),
     /// sacctmgr: the lines to print, or the refusal's.
     Accounts(Result<crate::model::assoc::edit::Outcome, crate::model::assoc::edit::Refused>),
+    /// A reservation made: its name.
+    Resv(Result<String, ErrorReply>),
 }
 
 /// A job's step actor to create.

@@ -65,6 +65,8 @@ pub struct Core {
     pub(super) prio: super::priority::PrioState,
     /// Clusters, accounts, users, associations and QOS (`accounts.rs`).
     pub(super) accounts: crate::model::assoc::AssocDb,
+    /// Advance reservations (see `reservations.rs`).
+    pub(super) resv: super::reservations::Reservations,
 }
 
 /// What falls due at a deadline.
@@ -124,6 +126,7 @@ impl Core {
             launch_waiting: Default::default(),
             prio: Default::default(),
             accounts: Default::default(),
+            resv: Default::default(),
         };
         core.accounts.ensure_cluster(&core.conf.cluster_name);
         let mut out = Output::default();
@@ -241,6 +244,15 @@ impl Core {
                 user,
                 caller,
             } => self.accounts_change(&req, commit, &user, caller, &mut out),
+            Command::CreateResv { spec, caller } => {
+                self.create_reservation(spec, caller, now, &mut out)
+            }
+            Command::UpdateResv { spec, caller } => {
+                self.update_reservation(spec, caller, now, &mut out)
+            }
+            Command::DeleteResv { name, caller } => {
+                self.delete_reservation(&name, caller, now, &mut out)
+            }
         }
         out
     }

@@ -11,6 +11,7 @@ use crate::model::job::{ExitStatus, JobState};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched;
+use crate::sched::gate::Gates;
 use crate::sched::table::PartitionView;
 use crate::state::store::Op;
 use crate::tree::rankset::RankSet;
@@ -28,6 +29,8 @@ impl Core {
         self.release_ready_launches(out);
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
+        self.reservations_due(now, out);
+        let (mut resv_gate, mut license_gate) = self.start_gates(now);
         let mut parts: Vec<PartitionView<'_>> = self
             .conf
             .partitions
@@ -53,9 +56,13 @@ impl Core {
             self.conf.accounting_enforce.limits,
             self.jobs.running(),
         );
-        let started =
-            self.jobs
-                .schedule(&parts, &mut self.slots, now, self.conf.as_ref(), &mut gate);
+        let started = self.jobs.schedule(
+            &parts,
+            &mut self.slots,
+            now,
+            self.conf.as_ref(),
+            &mut Gates(vec![&mut gate, &mut resv_gate, &mut license_gate]),
+        );
         drop(gate);
         self.accounts = db;
         self.preempt_for_waiting(now, out);
@@ -312,6 +319,7 @@ impl Core {
     pub(super) fn tick(&mut self, now: UnixTime, out: &mut Output) {
         self.mail_time_limits(now, out);
         self.priority_tick(now, out);
+        self.reservations_due(now, out);
         if self.conf.min_job_age_s > 0 {
             let cutoff = now - self.conf.min_job_age_s as i64;
             let old = self.jobs.purge_finished_before(cutoff);

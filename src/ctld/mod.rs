@@ -40,6 +40,9 @@ mod priority_tests;
 mod prolog;
 mod reconfig;
 mod register;
+mod reservations;
+#[cfg(test)]
+mod resv_tests;
 mod steps;
 #[cfg(test)]
 mod tres_tests;

@@ -111,6 +111,13 @@ impl Core {
                 (Some(a), false) => self.node_detail(a),
                 _ => Vec::new(),
             },
+            reservation: s.reservation.clone().unwrap_or_default(),
+            licenses: s
+                .licenses
+                .as_deref()
+                .and_then(|l| crate::model::reservation::parse_licenses(l).ok())
+                .map(|l| crate::model::reservation::fmt_licenses(&l))
+                .unwrap_or_default(),
         };
         if !brief {
             // Shown as the batch script's files are named: the job's own
@@ -200,6 +207,8 @@ impl Core {
                 .collect(),
             gres_used: gres_used(&slot.gres),
             invalid_reg: st.invalid_reg,
+            reserved: false,
+            maint: false,
         })
     }
 

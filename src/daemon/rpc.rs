@@ -255,6 +255,14 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
                 Err(_) => gone(),
             }
         }
+        Body::CreateResv(spec) => resv::create(spec, caller, h).await,
+        Body::UpdateResv(spec) => resv::update(spec, caller, h).await,
+        Body::DeleteResv(name) => resv::delete(name, caller, h).await,
+        Body::QueryResv => {
+            let user = info.user_name(caller.uid).await;
+            resv::query(caller, user, h).await
+        }
+        Body::QueryLicenses => resv::licenses(h).await,
         Body::QueryStepStats(req) => step_stats(req, caller, h).await,
         other => error(
             ErrorCode::InvalidRequest,
@@ -609,4 +617,91 @@ async fn acct(q: AcctQuery, h: &ControllerHandles) -> Body {
     }
     jobs.sort_by_key(|j| j.job_id);
     Body::Acct(jobs)
+}
+
+/// Reservation requests: the users a reservation names are looked up here
+/// (a passwd lookup is I/O, which the core does not do).
+mod resv {
+    use super::{error, gone};
+    use crate::actors::controller::resv::{
+        CreateResv, DeleteResv, GetLicenses, GetReservations, UpdateResv,
+    };
+    use crate::actors::controller::ControllerHandles;
+    use crate::actors::stats::send_counted;
+    use crate::policy::authz::Caller;
+    use crate::wire::messages::{Body, ErrorCode};
+    use crate::wire::resv::{ListOp, ResvSpec};
+
+    /// Every user `Users=` names exists ("Invalid user id" otherwise, as
+    /// Slurm answers).
+    async fn users_exist(spec: &ResvSpec) -> Result<(), Body> {
+        let Some(users) = spec.users.clone() else {
+            return Ok(());
+        };
+        if spec.users_op == ListOp::Remove {
+            return Ok(());
+        }
+        let found = tokio::task::spawn_blocking(move || {
+            users
+                .split(',')
+                .map(|u| u.trim().trim_start_matches(['-', '+']))
+                .filter(|u| !u.is_empty())
+                .all(|u| matches!(nix::unistd::User::from_name(u), Ok(Some(_))))
+        })
+        .await
+        .unwrap_or(false);
+        if found {
+            Ok(())
+        } else {
+            Err(error(ErrorCode::InvalidRequest, "Invalid user id"))
+        }
+    }
+
+    pub(super) async fn create(spec: ResvSpec, caller: Caller, h: &ControllerHandles) -> Body {
+        if let Err(b) = users_exist(&spec).await {
+            return b;
+        }
+        let msg = CreateResv { spec, caller };
+        match send_counted(&h.controller, &h.controller_stats, msg).await {
+            Ok(Ok(name)) => Body::ResvCreated(name),
+            Ok(Err(e)) => Body::Error(e),
+            Err(_) => gone(),
+        }
+    }
+
+    pub(super) async fn update(spec: ResvSpec, caller: Caller, h: &ControllerHandles) -> Body {
+        if let Err(b) = users_exist(&spec).await {
+            return b;
+        }
+        let msg = UpdateResv { spec, caller };
+        match send_counted(&h.controller, &h.controller_stats, msg).await {
+            Ok(Ok(())) => Body::Ok,
+            Ok(Err(e)) => Body::Error(e),
+            Err(_) => gone(),
+        }
+    }
+
+    pub(super) async fn delete(name: String, caller: Caller, h: &ControllerHandles) -> Body {
+        let msg = DeleteResv { name, caller };
+        match send_counted(&h.controller, &h.controller_stats, msg).await {
+            Ok(Ok(())) => Body::Ok,
+            Ok(Err(e)) => Body::Error(e),
+            Err(_) => gone(),
+        }
+    }
+
+    pub(super) async fn query(caller: Caller, user: String, h: &ControllerHandles) -> Body {
+        let msg = GetReservations { caller, user };
+        match send_counted(&h.controller, &h.controller_stats, msg).await {
+            Ok(r) => Body::Reservations(r),
+            Err(_) => gone(),
+        }
+    }
+
+    pub(super) async fn licenses(h: &ControllerHandles) -> Body {
+        match send_counted(&h.controller, &h.controller_stats, GetLicenses).await {
+            Ok(l) => Body::Licenses(l),
+            Err(_) => gone(),
+        }
+    }
 }

@@ -151,10 +151,11 @@ pub struct JobSubmit {
     /// `--mail-user` (default: the job's user).
     #[serde(default)]
     pub mail_user: Option<String>,
-    /// `--reservation`: canopy has none, so any name is refused.
+    /// `--reservation`: the job runs only in it (`ctld::reservations`).
     #[serde(default)]
     pub reservation: Option<String>,
-    /// `-L/--licenses`: each name must be one slurm.conf's `Licenses` lists.
+    /// `-L/--licenses`: `name[:count],...`, each of slurm.conf's `Licenses`;
+    /// the job waits (reason `Licenses`) until they are free.
     #[serde(default)]
     pub licenses: Option<String>,
     /// GRES, GPUs, socket/core/thread shape and binding (`model::tres`).

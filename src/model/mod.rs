@@ -15,6 +15,7 @@ pub mod job;
 pub mod node;
 pub mod partition;
 pub mod reason;
+pub mod reservation;
 pub mod signal;
 pub mod state;
 pub mod time;

@@ -54,11 +54,19 @@ pub enum JobReason {
     Prolog,
     /// Pending: an association or QOS limit holds it (`AssocGrpCpuLimit`, ...).
     Limit(super::assoc::reason::LimitReason),
+    /// `--reservation` names one that has not started yet.
+    Reservation,
+    /// The reservation the job asked for ended or was deleted.
+    ReservationDeleted,
+    /// `-L`: not enough of a license is free.
+    Licenses,
+    /// The nodes it could use are in a MAINT reservation.
+    ReqNodeNotAvailMaint,
 }
 
 impl JobReason {
     /// Every reason without a parameter, for parsing.
-    const PLAIN: [JobReason; 19] = [
+    const PLAIN: [JobReason; 23] = [
         JobReason::None,
         JobReason::Priority,
         JobReason::Resources,
@@ -78,6 +86,10 @@ impl JobReason {
         JobReason::OutOfMemory,
         JobReason::LaunchFailedRequeuedHeld,
         JobReason::Prolog,
+        JobReason::Reservation,
+        JobReason::ReservationDeleted,
+        JobReason::Licenses,
+        JobReason::ReqNodeNotAvailMaint,
     ];
 
     /// Slurm's word for a reason without a parameter.
@@ -104,6 +116,10 @@ impl JobReason {
             JobReason::LaunchFailedRequeuedHeld => "launch failed requeued held",
             JobReason::Prolog => "Prolog",
             JobReason::Limit(r) => r.word(),
+            JobReason::Reservation => "Reservation",
+            JobReason::ReservationDeleted => "ReservationDeleted",
+            JobReason::Licenses => "Licenses",
+            JobReason::ReqNodeNotAvailMaint => "ReqNodeNotAvail, Reserved for maintenance",
         }
     }
 }

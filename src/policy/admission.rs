@@ -186,21 +186,19 @@ pub fn admit(s: &mut JobSubmit, caller: Caller, conf: &Config) -> Result<Admitte
         }
     }
     check_gres(&s.resources, conf)?;
-    // No reservations exist yet, and only configured licenses may be asked
-    // for (their counts are not enforced yet): Slurm's refusals otherwise.
-    if s.reservation.is_some() {
-        return Err(refused(
-            ErrorCode::InvalidRequest,
-            "Requested reservation is invalid",
-        ));
-    }
+    // The reservation is the core's to check (it knows them). Licenses:
+    // each configured, and never more than exist (the job could never run).
+    s.reservation = non_empty(s.reservation.take());
+    s.licenses = non_empty(s.licenses.take());
     if let Some(asked) = &s.licenses {
-        // `a,b` (all) or `a|b` (either): every name must exist.
-        let known = asked
-            .split([',', '|'])
-            .map(|l| l.split([':', '*']).next().unwrap_or_default().trim())
-            .all(|name| !name.is_empty() && conf.licenses.iter().any(|l| l == name));
-        if !known {
+        let fits = crate::model::reservation::parse_licenses(asked).is_ok_and(|l| {
+            l.iter().all(|(name, n)| {
+                conf.license_counts
+                    .iter()
+                    .any(|(have, total)| have == name && n <= total)
+            })
+        });
+        if !fits {
             return Err(refused(
                 ErrorCode::InvalidRequest,
                 "Invalid license specification",

@@ -13,6 +13,7 @@ pub mod gate;
 pub mod placement;
 pub mod preempt;
 pub mod priority;
+pub mod resv_gate;
 pub mod table;
 
 pub use placement::{CrParams, CrUnit, GresDev, GresKind, GresSlot, IdSet, Layout};

@@ -545,6 +545,11 @@ impl JobTable {
                         self.start(id, alloc, now);
                         started.push(id);
                     }
+                    // Waiting for its reservation or a license holds no
+                    // place in line (as in Slurm): the walk goes on.
+                    Err(reason @ (JobReason::Reservation | JobReason::Licenses)) => {
+                        self.held.insert(id, reason);
+                    }
                     Err(reason) => {
                         self.blocked
                             .insert(p.name.to_string(), Block { head: key, reason });

@@ -113,6 +113,12 @@ pub enum Op {
     /// The association and QOS database as it is now (sacctmgr's changes;
     /// small, so stored whole).
     PutAccounts(Box<crate::model::assoc::AssocDb>),
+    /// A reservation as it is now (created, updated or rolled forward).
+    PutResv(Box<crate::model::reservation::Reservation>),
+    /// A reservation deleted, ended or purged.
+    DeleteResv(String),
+    /// The number the next generated reservation name ends in.
+    ResvSuffix(u32),
 }
 
 struct Batch {
@@ -131,6 +137,10 @@ pub struct Recovered {
     pub usage: Option<crate::state::usage::UsageBook>,
     /// The association database (`None`: never written).
     pub accounts: Option<crate::model::assoc::AssocDb>,
+    /// Reservations (see `ctld::reservations`).
+    pub reservations: Vec<crate::model::reservation::Reservation>,
+    /// The last generated reservation name's number.
+    pub resv_suffix: Option<u32>,
 }
 
 /// Handle to the store; cheap to clone.
@@ -157,6 +167,7 @@ struct Trees {
     acct_array: sled::Tree,
     /// Key `db`: the association database.
     accounts: sled::Tree,
+    resv: sled::Tree,
 }
 
 /// The one key of the `accounts` tree.
@@ -181,6 +192,7 @@ impl Store {
             acct: db.open_tree("acct")?,
             acct_array: db.open_tree("acct_array")?,
             accounts: db.open_tree("accounts")?,
+            resv: db.open_tree("resv")?,
             db,
         };
         let acct = trees.acct.clone();
@@ -318,6 +330,19 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
     if let Some(v) = t.accounts.get(ACCOUNTS_KEY)? {
         out.accounts = Some(decode("accounts", "db", &v)?);
     }
+    for item in t.resv.iter() {
+        let (k, v) = item?;
+        out.reservations
+            .push(decode("reservation", String::from_utf8_lossy(&k), &v)?);
+    }
+    if let Some(v) = t.meta.get(b"resv_suffix")? {
+        let bytes: [u8; 4] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt {
+            what: "meta",
+            key: "resv_suffix".into(),
+            detail: format!("expected 4 bytes, found {}", v.len()),
+        })?;
+        out.resv_suffix = Some(u32::from_be_bytes(bytes));
+    }
     Ok(out)
 }
 
@@ -371,6 +396,20 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
             let bytes = encode(db.as_ref())?;
             t.accounts
                 .insert(ACCOUNTS_KEY, bytes)
+                .map_err(|e| e.to_string())?;
+        }
+        Op::PutResv(r) => {
+            let bytes = encode(r.as_ref())?;
+            t.resv
+                .insert(r.name.as_bytes(), bytes)
+                .map_err(|e| e.to_string())?;
+        }
+        Op::DeleteResv(name) => {
+            t.resv.remove(name.as_bytes()).map_err(|e| e.to_string())?;
+        }
+        Op::ResvSuffix(n) => {
+            t.meta
+                .insert(b"resv_suffix", &n.to_be_bytes())
                 .map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {

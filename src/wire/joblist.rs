@@ -211,6 +211,8 @@ job_columns! {
     req_gres: Vec<(String, u64)>,
     alloc_gres: Vec<(String, u64)>,
     node_detail: Vec<crate::wire::types::JobNodeDetail>,
+    reservation: String,
+    licenses: String,
 }
 
 impl<'de> Deserialize<'de> for JobList {

@@ -1023,6 +1023,20 @@ pub enum Body {
     /// sacctmgr show/list: the whole association database.
     QueryAccounts,
     Accounts(Box<crate::model::assoc::AssocDb>),
+    /// `scontrol create reservation` (operators); `ResvCreated` or `Error`.
+    CreateResv(crate::wire::resv::ResvSpec),
+    /// The name of the reservation made.
+    ResvCreated(String),
+    /// `scontrol update reservation` (operators); `Ok` or `Error`.
+    UpdateResv(crate::wire::resv::ResvSpec),
+    /// `scontrol delete reservation` (operators); `Ok` or `Error`.
+    DeleteResv(String),
+    /// `scontrol show reservation`, `sinfo -T`; answered with `Reservations`.
+    QueryResv,
+    Reservations(Vec<crate::model::reservation::Reservation>),
+    /// `scontrol show licenses`; answered with `Licenses`.
+    QueryLicenses,
+    Licenses(Vec<crate::wire::resv::LicenseInfo>),
 
     // node daemons and relays
     Hello(Hello),
@@ -1091,6 +1105,14 @@ impl Body {
             Body::AcctMgrReply(_) => "AcctMgrReply",
             Body::QueryAccounts => "QueryAccounts",
             Body::Accounts(_) => "Accounts",
+            Body::CreateResv(_) => "CreateResv",
+            Body::ResvCreated(_) => "ResvCreated",
+            Body::UpdateResv(_) => "UpdateResv",
+            Body::DeleteResv(_) => "DeleteResv",
+            Body::QueryResv => "QueryResv",
+            Body::Reservations(_) => "Reservations",
+            Body::QueryLicenses => "QueryLicenses",
+            Body::Licenses(_) => "Licenses",
             Body::BroadcastReply(_) => "BroadcastReply",
             Body::Hello(_) => "Hello",
             Body::Welcome(_) => "Welcome",

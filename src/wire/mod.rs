@@ -13,5 +13,6 @@ pub mod frame;
 pub mod joblist;
 pub mod messages;
 pub mod priority;
+pub mod resv;
 pub mod signer;
 pub mod types;

@@ -102,6 +102,12 @@ pub struct JobInfo {
     /// with the same share together.
     #[serde(default)]
     pub node_detail: Vec<JobNodeDetail>,
+    /// `--reservation` ("" = none, shown `(null)`).
+    #[serde(default)]
+    pub reservation: String,
+    /// `-L` as Slurm shows it (`fluent:1`), "" = none.
+    #[serde(default)]
+    pub licenses: String,
 }
 
 /// One `Nodes=n[1-2] CPU_IDs=0-3 Mem=1000 GRES=gpu:a100:2(IDX:0-1)` line.
@@ -158,6 +164,12 @@ pub struct NodeInfo {
     /// INVALID_REG flag).
     #[serde(default)]
     pub invalid_reg: bool,
+    /// In an active reservation (Slurm's RESERVED flag).
+    #[serde(default)]
+    pub reserved: bool,
+    /// In an active MAINT reservation (Slurm's MAINT flag).
+    #[serde(default)]
+    pub maint: bool,
 }
 
 impl NodeInfo {
@@ -171,8 +183,14 @@ impl NodeInfo {
         if self.invalid_reg {
             s.push_str("+INVALID_REG");
         }
+        if self.maint {
+            s.push_str("+MAINT");
+        }
         if self.not_responding {
             s.push_str("+NOT_RESPONDING");
+        }
+        if self.reserved {
+            s.push_str("+RESERVED");
         }
         s
     }

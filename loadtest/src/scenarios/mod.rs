@@ -6,6 +6,7 @@ pub mod heartbeat;
 pub mod leaf;
 pub mod memory;
 pub mod replay;
+pub mod resv;
 pub mod rpc;
 pub mod signer;
 pub mod storm;

@@ -48,6 +48,7 @@ mod accounts;
 mod effects;
 mod priority;
 mod queries;
+pub mod resv;
 
 pub use self::priority::{GetPriority, GetShares};
 pub use accounts::{AccountsChange, GetAccounts};
@@ -322,10 +323,14 @@ impl ControllerActor {
                     .clone();
             }
             let now = chrono::Utc::now().timestamp();
-            let (mut core, out) =
+            let (mut core, mut out) =
                 Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
             core.restore_usage(recovered.usage, now);
             core.recover_accounts(recovered.accounts);
+            let resv_out =
+                core.restore_reservations(recovered.reservations, recovered.resv_suffix, now);
+            out.persist.extend(resv_out.persist);
+            out.effects.extend(resv_out.effects);
             let mut actor = ControllerActor {
                 core,
                 store,

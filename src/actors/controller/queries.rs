@@ -103,7 +103,10 @@ impl Handler<GetNodes> for ControllerActor {
     type Result = MessageResult<GetNodes>;
     fn handle(&mut self, msg: GetNodes, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        MessageResult(self.core.node_infos(&msg.names, msg.caller))
+        let mut nodes = self.core.node_infos(&msg.names, msg.caller);
+        self.core
+            .mark_reserved(&mut nodes, chrono::Utc::now().timestamp());
+        MessageResult(nodes)
     }
 }
 

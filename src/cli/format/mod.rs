@@ -9,6 +9,7 @@
 //! about bad format letters are returned for the caller to print on stderr.
 
 pub(crate) mod fields;
+pub mod resv;
 pub mod sacct;
 pub mod scontrol;
 pub mod sinfo;

@@ -121,6 +121,9 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
         fmt_timestamp(j.start_time.or(Some(j.submit_time)))
     ));
     r.line(format!("Partition={} AllocNode:Sid=(null):0", j.partition));
+    if !j.reservation.is_empty() {
+        r.line(format!("Reservation={}", j.reservation));
+    }
     r.line(format!(
         "ReqNodeList={} ExcNodeList={}",
         or_null(&j.req_node_list),
@@ -176,9 +179,16 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
         or_null(&j.features)
     ));
     r.line(format!(
-        "OverSubscribe={} Exclusive={} Contiguous=0 Licenses=(null) LicensesAlloc=(null) Network=(null)",
+        "OverSubscribe={} Exclusive={} Contiguous=0 Licenses={} LicensesAlloc={} Network=(null)",
         Exclusive::oversubscribe(j.exclusive),
-        Exclusive::exclusive(j.exclusive)
+        Exclusive::exclusive(j.exclusive),
+        or_null(&j.licenses),
+        // Held while it runs.
+        if j.state == crate::wire::types::JobState::Running {
+            or_null(&j.licenses)
+        } else {
+            "(null)"
+        },
     ));
     r.line(format!("Command={}", j.command));
     r.line(format!("SubmitLine={}", j.submit_line));
@@ -787,6 +797,8 @@ mod tests {
             alloc_gres: Vec::new(),
             gres_used: String::new(),
             invalid_reg: false,
+            reserved: false,
+            maint: false,
         }
     }
 

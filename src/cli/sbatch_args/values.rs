@@ -118,7 +118,8 @@ pub(super) fn parse_positive(option: &'static str, value: &str) -> Result<u32, S
 }
 
 /// `--signal=[{R|B}:]SIG[@secs]` (60 s when no time is given). `R:` (may
-/// overlap a reservation) means nothing without reservations.
+/// overlap a reservation) is accepted but not kept: such a job still does
+/// not start where its time limit would reach a reservation.
 pub(crate) fn parse_warn_signal(value: &str) -> Result<SignalSpec, SbatchError> {
     let bad = || SbatchError::InvalidSignal {
         value: value.to_string(),

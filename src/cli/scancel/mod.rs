@@ -18,8 +18,8 @@
 //!   passed over, a step of an unknown or finished job is always reported and exits 1,
 //!   and a running job without that step gets Slurm's line naming the job alone, exit
 //!   225. `N.batch` is not a step id here either (Slurm rejects it).
-//! - Jobs have no reservation or wckey and run under QOS `normal`: `-R` and `--wckey`
-//!   match only the empty value, `-q` matches `normal`. `-A` matches the job's account.
+//! - Jobs have no wckey and run under QOS `normal`: `--wckey` matches only the empty
+//!   value, `-q` matches `normal`. `-A` matches the job's account, `-R` its reservation.
 //! - Unknown and finished jobs: the error line is printed (unless `-Q`) and the exit
 //!   status stays 0, which the client libraries calling scancel rely on.
 //! - `-M/--clusters` accepts `all` and the local ClusterName; it always acts locally.

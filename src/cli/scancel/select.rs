@@ -57,7 +57,7 @@ impl Selector {
                     &job.qos
                 },
             )
-            && is(&f.reservation, "")
+            && is(&f.reservation, &job.reservation)
             && is(&f.wckey, "")
             && self
                 .nodes

@@ -419,7 +419,8 @@ fn resolve_looks_up_users_and_nodes() {
 fn each_filter_matches_only_its_jobs() {
     use JobState::*;
     let a = job(1, Pending, 1000, "alpha", "debug");
-    let b = job(2, Running, 1000, "beta", "short");
+    let mut b = job(2, Running, 1000, "beta", "short");
+    b.reservation = "maint".into();
     let c = job(3, Suspended, 42, "alpha", "short");
     let all = [&a, &b, &c];
     let pass = |words: &[&str]| -> Vec<u32> {
@@ -443,7 +444,8 @@ fn each_filter_matches_only_its_jobs() {
     assert_eq!(pass(&["-q", "NORMAL"]), vec![1, 2, 3]);
     assert_eq!(pass(&["-q", "high"]), Vec::<u32>::new());
     assert_eq!(pass(&["-A", "acct"]), Vec::<u32>::new());
-    assert_eq!(pass(&["-R", "maint"]), Vec::<u32>::new());
+    assert_eq!(pass(&["-R", "maint"]), vec![2]);
+    assert_eq!(pass(&["-R", "other"]), Vec::<u32>::new());
     assert_eq!(pass(&["--wckey", "submitit"]), Vec::<u32>::new());
     // Combined with AND.
     assert_eq!(pass(&["-n", "alpha", "-p", "short"]), vec![3]);

@@ -491,7 +491,10 @@ fn raw_state(n: &NodeInfo) -> u32 {
         NodeBaseState::Mixed => 5,
         NodeBaseState::Future => 6,
     };
-    base | if n.drain { 0x200 } else { 0 } | if n.not_responding { 0x800 } else { 0 }
+    base | if n.drain { 0x200 } else { 0 }
+        | if n.not_responding { 0x800 } else { 0 }
+        | if n.reserved { 0x8000 } else { 0 }
+        | if n.maint { 0x40000 } else { 0 }
 }
 
 fn busy(n: &NodeInfo) -> bool {
@@ -500,6 +503,9 @@ fn busy(n: &NodeInfo) -> bool {
 
 /// `%t`: `idle`, `mix`, `alloc`, `drng`, `drain`, `down*`, ...
 pub fn state_compact(n: &NodeInfo) -> String {
+    if let Some(word) = reserved_word(n, false) {
+        return with_suffix(word, n);
+    }
     let word = match (n.drain, busy(n), n.base) {
         (true, true, _) => "drng",
         (true, false, _) => "drain",
@@ -515,6 +521,9 @@ pub fn state_compact(n: &NodeInfo) -> String {
 
 /// `%T`: `idle`, `mixed`, `allocated`, `draining`, `drained`, `down*`, ...
 pub fn state_long(n: &NodeInfo) -> String {
+    if let Some(word) = reserved_word(n, true) {
+        return with_suffix(word, n);
+    }
     let word = match (n.drain, busy(n)) {
         (true, true) => "draining",
         (true, false) => "drained",
@@ -530,9 +539,28 @@ pub fn state_long(n: &NodeInfo) -> String {
     with_suffix(word, n)
 }
 
+/// A node in an active reservation, as Slurm names it when nothing else
+/// about it says more: `maint` (a MAINT one, unless the node is drained,
+/// busy or down), `resv` (idle and reserved).
+fn reserved_word(n: &NodeInfo, long: bool) -> Option<&'static str> {
+    let quiet = !n.drain && !busy(n) && n.base != NodeBaseState::Down;
+    match (
+        n.maint && quiet,
+        n.reserved && quiet && n.base == NodeBaseState::Idle,
+    ) {
+        (true, _) => Some("maint"),
+        (false, true) => Some(if long { "reserved" } else { "resv" }),
+        _ => None,
+    }
+}
+
 /// The one suffix character canopy's states can carry: `*`, not responding.
 fn with_suffix(word: &str, n: &NodeInfo) -> String {
-    if n.not_responding {
+    // `$`: in a MAINT reservation, where the word does not say so already
+    // (a busy, drained or down node), ahead of `*` as in Slurm.
+    if n.maint && word != "maint" {
+        format!("{word}$")
+    } else if n.not_responding {
         format!("{word}*")
     } else {
         word.to_string()
@@ -548,7 +576,11 @@ enum StateSel {
     Draining,
     Drained,
     NoRespond,
-    /// A Slurm state canopy nodes never have (maint, reserved, cloud, ...).
+    /// In an active reservation.
+    Reserved,
+    /// In an active MAINT reservation.
+    Maint,
+    /// A Slurm state canopy nodes never have (cloud, power saving, ...).
     Never,
 }
 
@@ -570,8 +602,8 @@ const FLAG_NAMES: &[(&str, StateSel)] = &[
     ("DRAINED", StateSel::Drained),
     ("DRAINING", StateSel::Draining),
     ("DRNG", StateSel::Draining),
-    ("RESV", StateSel::Never),
-    ("RESERVED", StateSel::Never),
+    ("RESV", StateSel::Reserved),
+    ("RESERVED", StateSel::Reserved),
     ("PERFCTRS", StateSel::Never),
     ("NPC", StateSel::Never),
     ("COMP", StateSel::Never),
@@ -583,7 +615,7 @@ const FLAG_NAMES: &[(&str, StateSel)] = &[
     ("POWERING_UP", StateSel::Never),
     ("POWER_UP", StateSel::Never),
     ("FAIL", StateSel::Never),
-    ("MAINT", StateSel::Never),
+    ("MAINT", StateSel::Maint),
     ("REBOOT", StateSel::Never),
     ("CLOUD", StateSel::Never),
 ];
@@ -635,6 +667,8 @@ fn state_matches(sel: StateSel, n: &NodeInfo) -> bool {
         StateSel::Draining => n.drain && busy(n),
         StateSel::Drained => n.drain && !busy(n),
         StateSel::NoRespond => n.not_responding,
+        StateSel::Reserved => n.reserved,
+        StateSel::Maint => n.maint,
         StateSel::Never => false,
         // "alloc" means "has CPUs allocated", so mixed nodes count too.
         StateSel::Base(NodeBaseState::Allocated) => n.alloc_cpus > 0 || busy(n),

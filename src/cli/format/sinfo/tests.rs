@@ -42,6 +42,8 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         alloc_gres: Vec::new(),
         gres_used: String::new(),
         invalid_reg: false,
+        reserved: false,
+        maint: false,
     }
 }
 
@@ -561,4 +563,51 @@ fn date_line_out_of_range_is_an_error() {
     let opts = SinfoFormat::standard(SinfoView::Partitions, true);
     let err = render(&sample_parts(), &sample_nodes(), &opts, i64::MAX).unwrap_err();
     assert_eq!(err, FormatError::TimeOutOfRange { secs: i64::MAX });
+}
+
+#[test]
+fn reserved_and_maintenance_nodes_are_named_as_slurm_names_them() {
+    let mut n = node("x1", NodeBaseState::Idle, 0);
+    n.reserved = true;
+    assert_eq!(
+        (state_compact(&n), state_long(&n)),
+        ("resv".into(), "reserved".into())
+    );
+    assert_eq!(n.scontrol_state(), "IDLE+RESERVED");
+    n.maint = true;
+    assert_eq!(
+        (state_compact(&n), state_long(&n)),
+        ("maint".into(), "maint".into())
+    );
+    assert_eq!(n.scontrol_state(), "IDLE+MAINT+RESERVED");
+    n.not_responding = true;
+    assert_eq!(state_compact(&n), "maint*");
+    n.not_responding = false;
+    n.base = NodeBaseState::Mixed;
+    n.alloc_cpus = 1;
+    assert_eq!(
+        (state_compact(&n), state_long(&n)),
+        ("mix$".into(), "mixed$".into())
+    );
+    n.maint = false;
+    assert_eq!(
+        (state_compact(&n), state_long(&n)),
+        ("mix".into(), "mixed".into())
+    );
+    // `-t resv` / `-t maint` select them.
+    let mut other = node("x2", NodeBaseState::Idle, 0);
+    let fmt = SinfoFormat {
+        states: Some("resv".into()),
+        ..user(SinfoView::Nodes, "%N", true)
+    };
+    let parts = vec![part("p", &["x1", "x2"], None, PartitionState::Up)];
+    let out = render(&parts, &[n.clone(), other.clone()], &fmt, 0).unwrap();
+    assert_eq!(out, "x1\n");
+    other.maint = true;
+    other.reserved = true;
+    let fmt = SinfoFormat {
+        states: Some("maint".into()),
+        ..user(SinfoView::Nodes, "%N", true)
+    };
+    assert_eq!(render(&parts, &[n, other], &fmt, 0).unwrap(), "x2\n");
 }

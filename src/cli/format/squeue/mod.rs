@@ -319,7 +319,9 @@ impl JobField {
             Comment => or_null(&j.comment).to_string(),
             Dependency => or_null(&j.dependency).to_string(),
             // Data canopy does not keep: Slurm's text for "unset".
-            Reservation | Wckey | Licenses | SchedNodes => "(null)".to_string(),
+            Reservation => or_null(&j.reservation).to_string(),
+            Licenses => or_null(&j.licenses).to_string(),
+            Wckey | SchedNodes => "(null)".to_string(),
             TresPerNode if !j.tres_per_node.is_empty() => j.tres_per_node.clone(),
             TresPerNode | CoreSpec => "N/A".to_string(),
             ArrayTaskId => match (&j.array_pending, &j.array) {
