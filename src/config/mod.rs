@@ -21,6 +21,7 @@ pub mod hostlist;
 mod keys;
 mod parse;
 mod resolve;
+pub mod sched;
 mod types;
 pub mod units;
 
@@ -28,6 +29,7 @@ pub mod units;
 mod tests;
 
 pub use gres::{AutoDetect, GresConfig, GresDevice, GresPool, NodeGres, NodeGresItem};
+pub use sched::SchedConf;
 pub use types::{
     ConfNodeState, Config, ConfigError, NodeConf, PartitionConf, PrivateData, PrologConf,
     RateLimitConf, DEFAULT_CONF_PATH, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SCRIPT_SIZE, MAX_JOB_ID,

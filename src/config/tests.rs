@@ -222,12 +222,19 @@ fn restart_only_changes_are_named_and_the_rest_may_be_reconfigured() {
 
 #[test]
 fn scheduler_parameters_read_user_top_and_name_what_is_ignored() {
-    let cfg = ok("SchedulerParameters=bf_window=60,enable_user_top\n");
+    let cfg = ok("SchedulerParameters=bf_window=60,enable_user_top,defer\n");
     assert!(cfg.enable_user_top);
+    assert_eq!(cfg.sched.bf_window_min, 60);
     assert_eq!(
         cfg.warnings,
-        ["slurm.conf:2: SchedulerParameters bf_window is not used by canopy yet; ignored"]
+        ["slurm.conf:2: SchedulerParameters defer is not used by canopy yet; ignored"]
     );
+    let e = err("SchedulerParameters=bf_resolution=0\n");
+    assert_eq!(
+        e.message,
+        "SchedulerParameters bf_resolution=0: expected an integer between 1 and 3600"
+    );
+    assert!(!ok("SchedulerType=sched/builtin\n").sched.backfill);
     let cfg = ok("SchedulerParameters=enable_user_top\nSchedulerParameters=disable_user_top\n");
     assert!(!cfg.enable_user_top);
     assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
@@ -275,17 +282,15 @@ fn repeated_scalar_keys_warn_and_the_last_wins() {
 
 #[test]
 fn ignored_keys_warn_once_each() {
-    let cfg = ok(
-        "SchedulerType=sched/backfill\nschedulertype=sched/builtin\n\
+    let cfg = ok("SchedulerTimeSlice=30\nschedulertimeslice=60\n\
          SelectType=select/cons_tres\n\
          NodeName=n1 CoreSpecCount=1 State=DOWN\nNodeName=n2 corespeccount=1\n\
          PartitionName=p Nodes=ALL AllowGroups=x QOS=normal\n\
-         PartitionName=q Nodes=ALL AllowGroups=y\nFrontendName=fe\n",
-    );
+         PartitionName=q Nodes=ALL AllowGroups=y\nFrontendName=fe\n");
     assert_eq!(
         cfg.warnings,
         [
-            "slurm.conf:2: SchedulerType is not used by canopy yet; ignored",
+            "slurm.conf:2: SchedulerTimeSlice is not used by canopy yet; ignored",
             "slurm.conf:4: SelectType is not used by canopy yet; ignored",
             "slurm.conf:5: NodeName attribute CoreSpecCount is not used by canopy yet; ignored",
             "slurm.conf:7: PartitionName attribute AllowGroups is not used by canopy yet; ignored",
@@ -857,12 +862,12 @@ fn errors_inside_included_files_name_that_file_and_line() {
         )
     );
     // Warnings from included files carry their location too.
-    fs::write(&nodes, "NodeName=n1\nSchedulerType=x\n").unwrap();
+    fs::write(&nodes, "NodeName=n1\nSchedulerTimeSlice=x\n").unwrap();
     let cfg = Config::load(&main).unwrap();
     assert_eq!(
         cfg.warnings,
         [format!(
-            "{}:2: SchedulerType is not used by canopy yet; ignored",
+            "{}:2: SchedulerTimeSlice is not used by canopy yet; ignored",
             nodes.display()
         )]
     );

@@ -10,6 +10,7 @@ pub mod array;
 
 pub mod features;
 pub mod gate;
+pub mod pass;
 pub mod placement;
 pub mod priority;
 pub mod table;

@@ -750,6 +750,29 @@ impl JobTable {
         self.modify(id, |j| j.state = to)
     }
 
+    /// Every queued (schedulable) pending job, highest priority first
+    /// across all partitions, as the backfill pass walks them.
+    pub fn queue_order(&self) -> Vec<u32> {
+        let mut keys: Vec<QueueKey> = self.queues.values().flatten().copied().collect();
+        keys.sort_unstable();
+        keys.into_iter().map(|k| k.3).collect()
+    }
+
+    /// Whether job `id` is an array task whose array already runs its `%N`.
+    pub fn is_throttled(&self, id: u32) -> bool {
+        self.jobs.get(&id).is_some_and(|j| self.throttled(j))
+    }
+
+    /// Start pending job `id` on `alloc` (a pass other than [`Self::schedule`]
+    /// placed it); its record becomes Running. False if it is not queued.
+    pub fn start_job(&mut self, id: u32, alloc: Allocation, now: UnixTime) -> bool {
+        if !self.jobs.get(&id).is_some_and(schedulable) {
+            return false;
+        }
+        self.start(id, alloc, now);
+        true
+    }
+
     /// Forget finished jobs that ended before `cutoff`; returns their ids.
     pub fn purge_finished_before(&mut self, cutoff: UnixTime) -> Vec<u32> {
         let old: Vec<u32> = self
