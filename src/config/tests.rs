@@ -1047,11 +1047,19 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (40: PriorityType, GresTypes,
+    // One warning per ignored key (38: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
-    // Epilog and PrologFlags are read) plus the backup controller, each
-    // naming its line.
-    assert_eq!(cfg.warnings.len(), 40, "{:#?}", cfg.warnings);
+    // Epilog, PrologFlags, SchedulerType and SchedulerParameters are read)
+    // plus the backup controller, each naming its line.
+    assert_eq!(cfg.warnings.len(), 38, "{:#?}", cfg.warnings);
+    assert_eq!(
+        (
+            cfg.sched.bf_window_min,
+            cfg.sched.bf_resolution_s,
+            cfg.sched.default_queue_depth
+        ),
+        (4320, 600, 200)
+    );
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
     assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));
@@ -1067,9 +1075,6 @@ fn realistic_site_file_parses_with_warnings() {
         .iter()
         .filter(|w| !w.contains("AuthType=auth/munge: canopy signs with its own local signer"))
         .all(|w| w.ends_with("not used by canopy yet; ignored")));
-    assert!(cfg.warnings.contains(
-        &"slurm.conf:27: SchedulerParameters bf_window, bf_resolution, default_queue_depth are not used by canopy yet; ignored".to_string()
-    ));
     assert!(cfg.warnings.contains(
         &"slurm.conf:61: NodeName attribute CoreSpecCount is not used by canopy yet; ignored"
             .to_string()
