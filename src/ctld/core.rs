@@ -61,6 +61,8 @@ pub struct Core {
     /// CONFIGURING jobs whose PrologSlurmctld succeeded, waiting for all
     /// their nodes to be reachable before their launch is released.
     pub(super) launch_waiting: std::collections::BTreeSet<u32>,
+    /// The last backfill pass's plans and the passes' counters.
+    pub(super) backfill: super::backfill::BackfillState,
 }
 
 /// What falls due at a deadline.
@@ -116,6 +118,7 @@ impl Core {
             unconfirmed: Default::default(),
             deadlines: Default::default(),
             launch_waiting: Default::default(),
+            backfill: Default::default(),
         };
         let mut out = Output::default();
         core.arm_node_deadlines(now, &mut out);
@@ -197,6 +200,7 @@ impl Core {
                 usage,
             } => self.step_usage(job_id, step_id, &usage, &mut out),
             Command::Schedule => self.schedule(now, &mut out),
+            Command::Backfill => self.backfill(now, &mut out),
             Command::JobEnded {
                 job_id,
                 state,

@@ -47,9 +47,16 @@ impl Core {
             self.conf.as_ref(),
             &mut NoGate,
         );
+        self.jobs_started(&started, out);
+    }
+
+    /// What follows a pass's starts: mail, counters, CONFIGURING, records
+    /// and the job actors.
+    pub(super) fn jobs_started(&mut self, started: &[u32], out: &mut Output) {
         if started.is_empty() {
             return;
         }
+        let started = started.to_vec();
         self.mail_started(&started, out);
         self.counters.started += started.len() as u64;
         // With a PrologSlurmctld they are CONFIGURING, their launch held.

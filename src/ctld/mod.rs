@@ -21,6 +21,7 @@
 //! `views.rs` (what clients are shown), `reconfig.rs`.
 
 mod admission;
+mod backfill;
 mod command;
 mod core;
 #[cfg(test)]
@@ -37,6 +38,7 @@ mod steps;
 mod tres_tests;
 mod views;
 
+pub use self::backfill::{BackfillState, BackfillStats};
 pub use self::command::{Command, CtldScript, Effect, Output, Reply, StartJob};
 pub use self::core::{Core, Counters};
 pub use self::steps::step_layout;

@@ -110,7 +110,13 @@ impl Core {
                 (Some(a), false) => self.node_detail(a),
                 _ => Vec::new(),
             },
+            sched_start: None,
+            sched_nodes: String::new(),
         };
+        if let Some(plan) = self.plan(j.job_id) {
+            info.sched_start = Some(plan.start);
+            info.sched_nodes = self.nodelist(&plan.ranks);
+        }
         if !brief {
             // Shown as the batch script's files are named: the job's own
             // fields expanded and placed under its working directory.

@@ -210,6 +210,8 @@ job_columns! {
     req_gres: Vec<(String, u64)>,
     alloc_gres: Vec<(String, u64)>,
     node_detail: Vec<crate::wire::types::JobNodeDetail>,
+    sched_start: Option<UnixTime>,
+    sched_nodes: String,
 }
 
 impl<'de> Deserialize<'de> for JobList {
