@@ -6,6 +6,7 @@ pub mod heartbeat;
 pub mod leaf;
 pub mod memory;
 pub mod rpc;
+pub mod sched;
 pub mod signer;
 pub mod storm;
 pub mod throughput;
