@@ -132,6 +132,10 @@ enum Scenario {
         users: u32,
         #[arg(long, default_value_t = 50)]
         accounts: u32,
+        /// `bf_max_job_test`: jobs that may plan a future start (every job
+        /// is still tried for an immediate one).
+        #[arg(long = "reserve-depth", default_value_t = 1000)]
+        reserve_depth: u32,
         /// Full backfill passes timed, each on a fresh copy of the state.
         #[arg(long, default_value_t = 7)]
         passes: u32,
@@ -289,6 +293,7 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             pending,
             users,
             accounts,
+            reserve_depth,
             passes,
             quick_passes,
             seed,
@@ -302,6 +307,7 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                     pending: if q { 5000 } else { *pending },
                     users: *users,
                     accounts: *accounts,
+                    reserve_depth: (*reserve_depth).max(1),
                     passes: if q { 2 } else { (*passes).max(1) },
                     quick: if q { 100 } else { *quick_passes },
                     seed: *seed,

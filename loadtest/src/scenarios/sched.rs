@@ -29,6 +29,8 @@ pub struct Opts {
     pub pending: u32,
     pub users: u32,
     pub accounts: u32,
+    /// `bf_max_job_test`.
+    pub reserve_depth: u32,
     /// Full backfill passes timed.
     pub passes: u32,
     /// Quick passes timed (each after a completion or a submit).
@@ -217,7 +219,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         ranks: &ranks,
     }];
     let params = SchedConf {
-        bf_max_job_test: o.pending.max(1),
+        bf_max_job_test: o.reserve_depth,
         bf_window_min: 2880,
         ..SchedConf::default()
     };
@@ -299,6 +301,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         .set("users", o.users)
         .set("accounts", o.accounts)
         .set("passes", o.passes)
+        .set("reserve_depth", o.reserve_depth)
         .num("backfill_median_s", median)
         .num("backfill_p99_s", p99)
         .set("examined", last.depth)

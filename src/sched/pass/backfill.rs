@@ -12,6 +12,13 @@
 //! What it does not do: preemption, several partitions per job (canopy
 //! jobs have one), licenses (the gate's business).
 //!
+//! `bf_max_job_test` bounds the jobs tried for a *future* start (a
+//! reservation), which is where a pass's cost lies; unlike Slurm, which
+//! stops its walk there, every later job is still tried for an immediate
+//! start (cheap: counts of free CPUs answer most of them without looking at
+//! a node). Such a job has no reservation to protect, as in Slurm, and may
+//! only start where it delays none of the reservations made.
+//!
 //! One more thing makes a pass over 100,000 jobs cheap: within a pass
 //! nothing ever comes free (starts and reservations only take), so once a
 //! shape of job (its request and its nodes) has failed to start now, or to
@@ -187,6 +194,8 @@ pub fn backfill(
     let mut per_user: HashMap<u32, u32> = HashMap::new();
     let mut per_part: HashMap<usize, u32> = HashMap::new();
     let mut failures = Failures::default();
+    // Jobs tried for a future start: what `bf_max_job_test` bounds.
+    let mut planned_tries = 0u32;
     for id in order {
         let Some(job) = table.get(id) else {
             continue;
@@ -228,16 +237,14 @@ pub fn backfill(
             continue;
         };
         report.depth_try += 1;
-        if report.depth_try > p.bf_max_job_test {
-            break;
-        }
         let secs = run_secs(job, limits_of(&job.partition));
         let d = tl.span(secs);
         let need = Need::of(&req, largest);
         let key = shape_key(&req, &candidates, pi, restricted);
 
         // Start now, on nodes with something free, if no reservation minds.
-        if !failed(&failures.now, key, d) {
+        let cpus = u64::from(req.ntasks) * u64::from(req.cpus_per_task.max(1));
+        if tl.may_start_now(&need, cpus) && !failed(&failures.now, key, d) {
             let now_nodes: Vec<u32> = if !restricted && sorted[pi] {
                 room_now
                     .iter()
@@ -276,9 +283,13 @@ pub fn backfill(
         let Some(job) = table.get(id) else {
             continue;
         };
-        if job.priority < p.bf_min_prio_reserve || failed(&failures.window, key, d) {
+        if planned_tries >= p.bf_max_job_test
+            || job.priority < p.bf_min_prio_reserve
+            || failed(&failures.window, key, d)
+        {
             continue;
         }
+        planned_tries += 1;
         let from = now.saturating_add(1).min(window_end);
         let found = tl.earliest(
             &req,

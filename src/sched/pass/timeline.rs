@@ -52,13 +52,6 @@ impl Use {
         self.mem += sign * o.mem;
         self.gpus += sign * o.gpus;
     }
-    fn max(self, o: Use) -> Use {
-        Use {
-            cpus: self.cpus.max(o.cpus),
-            mem: self.mem.max(o.mem),
-            gpus: self.gpus.max(o.gpus),
-        }
-    }
 }
 
 /// What a change does to a node's usage.
@@ -178,6 +171,12 @@ pub struct Timeline {
     memory: bool,
     /// Node states over an interval, built on demand (index = rank).
     scratch: Vec<NodeSlot>,
+    /// Up nodes by free CPUs now (free CPUs → how many nodes), their
+    /// total, and how many are idle: a job that cannot start now, by
+    /// these counts alone, costs no look at any node.
+    free_hist: std::collections::BTreeMap<i64, u32>,
+    free_total: i64,
+    idle: u32,
 }
 
 fn gpus_of(gres: &[GresSlot], used: bool) -> i64 {
@@ -225,7 +224,13 @@ impl Timeline {
             holds: 0,
             memory,
             scratch: slots.to_vec(),
+            free_hist: Default::default(),
+            free_total: 0,
+            idle: 0,
         };
+        for n in 0..slots.len() {
+            t.count_free(n, 1);
+        }
         for (end, alloc) in running {
             let at = t.round_up(end);
             t.push(alloc, |_| vec![(at, Kind::Release, 0)], false);
@@ -310,8 +315,11 @@ impl Timeline {
     pub fn start(&mut self, alloc: Allocation, secs: i64) {
         for (i, &rank) in alloc.ranks.iter().enumerate() {
             let u = Self::use_of(&alloc, i);
-            if let Some(c) = self.cur.get_mut(rank as usize) {
-                c.add(u, 1);
+            let r = rank as usize;
+            if r < self.cur.len() {
+                self.count_free(r, -1);
+                self.cur[r].add(u, 1);
+                self.count_free(r, 1);
             }
         }
         let end = self.now.saturating_add(self.span(secs));
@@ -341,25 +349,6 @@ impl Timeline {
         self.changes.iter().map(Vec::len).sum()
     }
 
-    /// Usage of `node` at any instant of `[t, t + d)`, at most.
-    fn peak(&self, node: usize, t: i64, d: i64) -> Use {
-        let end = t.saturating_add(d);
-        let mut u = self.cur[node];
-        let list = &self.changes[node];
-        let mut i = 0;
-        while i < list.len() && list[i].at <= t {
-            u.add(list[i].delta, list[i].sign());
-            i += 1;
-        }
-        let mut peak = u;
-        while i < list.len() && list[i].at < end {
-            u.add(list[i].delta, list[i].sign());
-            peak = peak.max(u);
-            i += 1;
-        }
-        peak
-    }
-
     fn room(&self, node: usize, used: Use, need: &Need) -> bool {
         let cap = self.cap[node];
         let mem_ok = !self.memory
@@ -377,7 +366,9 @@ impl Timeline {
     }
 
     /// The earliest `t` in `[from, limit]` at which `node` has room for
-    /// `need` through `[t, t + d)`; `None` if there is none.
+    /// `need` through `[t, t + d)`; `None` if there is none. One sweep
+    /// over the node's changes: every step without room pushes the
+    /// earliest start past its end.
     pub fn node_free_from(
         &self,
         node: usize,
@@ -394,20 +385,28 @@ impl Timeline {
             return None;
         }
         let list = &self.changes[node];
+        let mut u = self.cur[node];
+        let mut i = 0;
+        while i < list.len() && list[i].at <= from {
+            u.add(list[i].delta, list[i].sign());
+            i += 1;
+        }
         let mut t = from;
         loop {
-            if t > limit {
+            // The step from here to the next change has usage `u`.
+            let next = list.get(i).map_or(NEVER, |c| c.at);
+            if !self.room(node, u, need) {
+                t = next;
+            } else if next >= t.saturating_add(d) {
+                return (t <= limit).then_some(t);
+            }
+            if t > limit || i >= list.len() {
                 return None;
             }
-            if self.room(node, self.peak(node, t, d), need) {
-                return Some(t);
+            while i < list.len() && list[i].at == next {
+                u.add(list[i].delta, list[i].sign());
+                i += 1;
             }
-            // Only something given back can make room: the next release
-            // or reservation end after t.
-            t = list
-                .iter()
-                .find(|c| c.at > t && c.kind != Kind::Start)
-                .map(|c| c.at)?;
         }
     }
 
@@ -462,6 +461,11 @@ impl Timeline {
     /// `need.nodes` nodes, each with room for `need`) can hold what it
     /// needs of `candidates` for `d` seconds, with its allocation.
     /// `busy_first`: prefer nodes in use now (`bf_busy_nodes`).
+    ///
+    /// Each node's earliest fitting start sits in a min-heap; the time
+    /// moves forward to the next one, and only nodes passed over are
+    /// looked at again, so a search costs one look at every candidate plus
+    /// a few per node that comes free on the way.
     #[allow(clippy::too_many_arguments)]
     pub fn earliest(
         &mut self,
@@ -474,67 +478,113 @@ impl Timeline {
         limit: i64,
         busy_first: bool,
     ) -> Option<(i64, Allocation)> {
+        use std::cmp::Reverse;
         let k = need.nodes.max(1) as usize;
         if candidates.len() < k {
             return None;
         }
+        // Preference order of each candidate, to hand placement its nodes
+        // in the partition's order.
+        let mut heap: std::collections::BinaryHeap<Reverse<(i64, usize, u32)>> = candidates
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, &r)| {
+                self.node_free_from(r as usize, need, from, d, limit)
+                    .map(|f| Reverse((f, pos, r)))
+            })
+            .collect();
         let mut t = from;
-        let mut free: Vec<(u32, i64)> = Vec::with_capacity(candidates.len());
-        let mut times: Vec<i64> = Vec::with_capacity(candidates.len());
+        let mut ready: Vec<(usize, u32)> = Vec::new();
         loop {
-            if t > limit {
+            if t > limit || heap.len() + ready.len() < k {
                 return None;
             }
-            free.clear();
-            for &r in candidates {
+            // Nodes passed over: where can they start from t on?
+            for (pos, r) in ready.drain(..) {
                 if let Some(f) = self.node_free_from(r as usize, need, t, d, limit) {
-                    free.push((r, f));
+                    heap.push(Reverse((f, pos, r)));
                 }
             }
-            if free.len() < k {
-                return None;
-            }
-            // Fewer than k nodes have room at any time before the k-th
-            // smallest: the job cannot start earlier.
-            times.clear();
-            times.extend(free.iter().map(|&(_, f)| f));
-            let (_, kth, _) = times.select_nth_unstable(k - 1);
-            let kth = *kth;
-            if kth > t {
-                t = kth;
-                continue;
-            }
-            let mut ready: Vec<u32> = free
-                .iter()
-                .filter(|&&(_, f)| f == t)
-                .map(|&(r, _)| r)
-                .collect();
-            if busy_first {
-                ready.sort_by_key(|&r| self.cur[r as usize].cpus == 0);
-            }
-            // Try the first few (the usual answer), then all of them.
-            let few = (k * 2 + 8).min(ready.len());
-            let mut tried = self.place_at(req, &ready[..few], base, t, d);
-            if tried.is_none() && few < ready.len() {
-                tried = self.place_at(req, &ready, base, t, d);
-            }
-            if let Some(a) = tried {
-                return Some((t, a));
-            }
-            // Enough nodes by count but not by placement: wait until some
-            // node has more room (a node already in gains at its next
-            // release, another joins at its own time).
-            t = free
-                .iter()
-                .filter_map(|&(r, f)| {
-                    if f > t {
-                        Some(f)
-                    } else {
-                        self.next_drop(r as usize, t)
+            while let Some(&Reverse((f, pos, r))) = heap.peek() {
+                if f > t {
+                    break;
+                }
+                heap.pop();
+                if f < t {
+                    if let Some(f) = self.node_free_from(r as usize, need, t, d, limit) {
+                        heap.push(Reverse((f, pos, r)));
                     }
-                })
-                .min()?;
+                } else {
+                    ready.push((pos, r));
+                }
+            }
+            if ready.len() >= k {
+                ready.sort_unstable();
+                let mut nodes: Vec<u32> = ready.iter().map(|&(_, r)| r).collect();
+                if busy_first {
+                    nodes.sort_by_key(|&r| self.cur[r as usize].cpus == 0);
+                }
+                // Try the first few (the usual answer), then all of them.
+                let few = (k * 2 + 8).min(nodes.len());
+                let mut tried = self.place_at(req, &nodes[..few], base, t, d);
+                if tried.is_none() && few < nodes.len() {
+                    tried = self.place_at(req, &nodes, base, t, d);
+                }
+                if let Some(a) = tried {
+                    return Some((t, a));
+                }
+            }
+            // Not yet: the next node to come free, or (enough nodes by
+            // count, not by placement) the next release on a ready node.
+            let next_free = heap.peek().map(|&Reverse((f, _, _))| f);
+            let next_drop = if ready.len() >= k {
+                ready
+                    .iter()
+                    .filter_map(|&(_, r)| self.next_drop(r as usize, t))
+                    .min()
+            } else {
+                None
+            };
+            t = match (next_free, next_drop) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => return None,
+            };
         }
+    }
+
+    /// Add (`sign` 1) or take away (−1) `node`'s free CPUs in the counts.
+    fn count_free(&mut self, node: usize, sign: i64) {
+        if !self.up[node] {
+            return;
+        }
+        let free = (self.cap[node].cpus - self.cur[node].cpus).max(0);
+        self.free_total += sign * free;
+        if self.cur[node].cpus == 0 {
+            self.idle = self.idle.saturating_add_signed(sign as i32);
+        }
+        let e = self.free_hist.entry(free).or_default();
+        *e = e.saturating_add_signed(sign as i32);
+        if *e == 0 {
+            self.free_hist.remove(&free);
+        }
+    }
+
+    /// Could a job needing `need` on each of its nodes and `cpus` in all
+    /// start now, by the counts of free CPUs alone? (No: it cannot.)
+    pub fn may_start_now(&self, need: &Need, cpus: u64) -> bool {
+        if self.free_total < i64::try_from(cpus).unwrap_or(i64::MAX) {
+            return false;
+        }
+        if need.whole {
+            return self.idle >= need.nodes;
+        }
+        let roomy: u32 = self
+            .free_hist
+            .range(i64::from(need.cpus)..)
+            .map(|(_, &n)| n)
+            .sum();
+        roomy >= need.nodes
     }
 
     /// Is any CPU of `node` free now (the nodes worth trying for a start now)?
