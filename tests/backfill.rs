@@ -43,7 +43,9 @@ fn a_short_job_backfills_while_a_long_one_waits_for_the_wide_jobs_reservation() 
     assert_eq!(wide_job.state, JobState::Pending);
     assert_eq!(wide_job.reason, "Resources");
     assert_eq!(wide_job.sched_nodes, "n[1-2]");
-    let start = wide_job.sched_start.expect("the wide job has a planned start");
+    let start = wide_job
+        .sched_start
+        .expect("the wide job has a planned start");
     let long_start = c.job(long).unwrap().start_time.unwrap();
     // The long job's limit, rounded up to bf_resolution (60 s).
     assert!(
@@ -72,7 +74,11 @@ fn a_short_job_backfills_while_a_long_one_waits_for_the_wide_jobs_reservation() 
     // Only pending jobs are listed.
     assert!(!out.contains(&format!(" {short} ")), "{out}");
     // squeue -o %S for the pending job is its planned start, too.
-    let s = text(&c.cli(w.path(), "squeue", &["-h", "-j", &wide.to_string(), "-o", "%S"]));
+    let s = text(&c.cli(
+        w.path(),
+        "squeue",
+        &["-h", "-j", &wide.to_string(), "-o", "%S"],
+    ));
     assert_ne!(s.trim(), "N/A");
 
     let show = text(&c.cli(w.path(), "scontrol", &["show", "job", &wide.to_string()]));

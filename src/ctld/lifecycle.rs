@@ -40,6 +40,8 @@ impl Core {
                 ranks,
             })
             .collect();
+        self.jobs
+            .set_queue_depth(self.conf.sched.default_queue_depth);
         let started = self.jobs.schedule(
             &parts,
             &mut self.slots,

@@ -91,6 +91,9 @@ pub struct JobTable {
     /// uid → that user's jobs not finished (each array task counted), for
     /// the per-user submission cap.
     active_by_uid: HashMap<u32, usize>,
+    /// `default_queue_depth`: jobs one quick pass tries at most (`None`:
+    /// no bound). The rest wait for the next pass, which every start asks for.
+    queue_depth: Option<u32>,
 }
 
 fn schedulable(j: &JobRecord) -> bool {
@@ -459,7 +462,11 @@ impl JobTable {
         gate: &mut dyn StartGate,
     ) -> Vec<u32> {
         let mut started = Vec::new();
+        let mut tried = 0u32;
         for p in parts {
+            if self.queue_depth.is_some_and(|d| tried >= d) {
+                break;
+            }
             self.blocked.remove(p.name);
             let Some(queue) = self.queues.get(p.name) else {
                 continue;
@@ -520,6 +527,10 @@ impl JobTable {
                         Some(Err(reason)) => Err(reason),
                     },
                 };
+                if self.queue_depth.is_some_and(|d| tried >= d) {
+                    break;
+                }
+                tried += 1;
                 let placed = allowed.and_then(|ranks| {
                     Request::for_job(&job.submit, nodes)
                         .ok()
@@ -748,6 +759,11 @@ impl JobTable {
             return false;
         }
         self.modify(id, |j| j.state = to)
+    }
+
+    /// Bound the jobs one [`Self::schedule`] pass tries (0: no bound).
+    pub fn set_queue_depth(&mut self, depth: u32) {
+        self.queue_depth = (depth > 0).then_some(depth);
     }
 
     /// Every queued (schedulable) pending job, highest priority first
@@ -1178,6 +1194,33 @@ mod tests {
             t.schedule(&parts, &mut s, 6, &|_: &str| None, &mut NoGate),
             vec![2]
         );
+    }
+
+    #[test]
+    fn default_queue_depth_bounds_one_quick_pass() {
+        let mut t = JobTable::default();
+        for id in 1..=3 {
+            t.admit(job(id, "p", 1, false));
+        }
+        t.set_queue_depth(2);
+        let mut s = slots(3);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1, 2],
+        }];
+        let mut pass =
+            |t: &mut JobTable| t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut NoGate);
+        assert_eq!(pass(&mut t), vec![1, 2]);
+        assert_eq!(pass(&mut t), vec![3]);
+        // The backfill pass walks every queued job, in priority order.
+        let mut t = JobTable::default();
+        for (id, prio) in [(1, 5), (2, 9), (3, 7)] {
+            let mut j = job(id, if id == 3 { "q" } else { "p" }, 1, false);
+            j.priority = prio;
+            t.admit(j);
+        }
+        assert_eq!(t.queue_order(), vec![2, 3, 1]);
     }
 
     #[test]

@@ -282,7 +282,12 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             }
         } else {
             let (sub, limit) = shape(&mut rng, o.users, o.accounts);
-            table.admit(record(next_id, sub, limit, 1_000_000 + rng.below(8_000_000)));
+            table.admit(record(
+                next_id,
+                sub,
+                limit,
+                1_000_000 + rng.below(8_000_000),
+            ));
             next_id += 1;
         }
         let t0 = Instant::now();
@@ -318,8 +323,14 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         )
         .set("quick_passes", o.quick)
         .set("quick_started", quick_started)
-        .num("quick_p50_ms", quantile(&mut quick_us.clone(), 0.5) / 1000.0)
-        .num("quick_p99_ms", quantile(&mut quick_us.clone(), 0.99) / 1000.0)
+        .num(
+            "quick_p50_ms",
+            quantile(&mut quick_us.clone(), 0.5) / 1000.0,
+        )
+        .num(
+            "quick_p99_ms",
+            quantile(&mut quick_us.clone(), 0.99) / 1000.0,
+        )
         .num("rss_after_passes_mb", rss_pass)
         .num("rss_mb", rss)
         .num("peak_rss_mb", hwm.max(hwm_pass));
