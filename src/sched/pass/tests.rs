@@ -171,6 +171,22 @@ fn a_half_used_node_takes_a_job_that_fits_now_and_a_whole_node_job_at_the_end() 
 }
 
 #[test]
+fn a_job_past_its_limit_still_holds_its_node_now() {
+    let mut slots = vec![NodeSlot::plain(2, 1000)];
+    let held = place(&req(None, 2), &[0], &slots).unwrap();
+    apply(&held, &mut slots);
+    // Its limit was at 50; it is 100 and it has not ended yet.
+    let mut tl = Timeline::new(100, 60, &slots, [(50, held)], false);
+    let one = req(None, 1);
+    let need = Need::of(&one, 2);
+    assert!(tl.earliest(&one, &need, &[0], &slots, 100, 60, 100, false).is_none());
+    let (t, _) = tl
+        .earliest(&one, &need, &[0], &slots, 100, 60, 1000, false)
+        .unwrap();
+    assert_eq!(t, 160);
+}
+
+#[test]
 fn a_reservation_keeps_later_jobs_off_its_resources_for_its_whole_run() {
     let slots = vec![NodeSlot::plain(2, 1000); 2];
     let mut tl = Timeline::new(0, 60, &slots, std::iter::empty(), false);

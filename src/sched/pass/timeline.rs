@@ -232,7 +232,13 @@ impl Timeline {
             t.count_free(n, 1);
         }
         for (end, alloc) in running {
-            let at = t.round_up(end);
+            // A job past its limit still holds its nodes now (its
+            // teardown is under way): taken to end within a step.
+            let at = if end <= now {
+                now + t.resolution
+            } else {
+                t.round_up(end)
+            };
             t.push(alloc, |_| vec![(at, Kind::Release, 0)], false);
         }
         for c in &mut t.changes {
