@@ -6,7 +6,8 @@
 //! 50 accounts. Reports the full backfill pass (median/p99 over several
 //! passes, each on a fresh copy of the same state), the quick pass run on
 //! each completion or submit (p99), pending jobs examined per CPU-second,
-//! and the process's memory.
+//! and the process's memory. The cluster is filled until nothing more
+//! fits, then 3% of the running jobs end, leaving holes of every size.
 
 use std::time::Instant;
 
@@ -163,6 +164,14 @@ fn build(o: &Opts) -> (Vec<NodeSlot>, Vec<JobRecord>) {
         records.push(r);
         id += 1;
     }
+    // Some have just ended: holes of every size for backfill to fill.
+    records.retain(|r| {
+        let keep = rng.below(100) >= 3;
+        if let (false, Some(a)) = (keep, &r.alloc) {
+            release(a, &mut slots);
+        }
+        keep
+    });
     for i in 0..o.pending {
         let (s, limit) = shape(&mut rng, o.users, o.accounts);
         // Distinct priorities, not in id order.
