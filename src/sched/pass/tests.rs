@@ -179,7 +179,9 @@ fn a_job_past_its_limit_still_holds_its_node_now() {
     let mut tl = Timeline::new(100, 60, &slots, [(50, held)], false);
     let one = req(None, 1);
     let need = Need::of(&one, 2);
-    assert!(tl.earliest(&one, &need, &[0], &slots, 100, 60, 100, false).is_none());
+    assert!(tl
+        .earliest(&one, &need, &[0], &slots, 100, 60, 100, false)
+        .is_none());
     let (t, _) = tl
         .earliest(&one, &need, &[0], &slots, 100, 60, 1000, false)
         .unwrap();
