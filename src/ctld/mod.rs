@@ -97,6 +97,7 @@ mod tests {
                 step_id: 0,
             },
             Command::Schedule,
+            Command::Backfill,
             Command::JobEnded {
                 job_id: 5,
                 state: JobState::Failed,
