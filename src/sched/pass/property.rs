@@ -124,8 +124,25 @@ fn case(seed: u64) -> (usize, usize) {
         records.push(running(j, start, a));
         id += 1;
     }
+    let mut shapes: Vec<JobRecord> = Vec::new();
     for _ in 0..rng.gen_range(1..25) {
-        records.push(job(&mut rng, id));
+        // Half the time a shape seen before (another limit, perhaps), so
+        // the pass's table of failed shapes answers some jobs.
+        let mut j = match shapes.len() {
+            n if n > 0 && rng.gen_bool(0.5) => {
+                let mut again = shapes[rng.gen_range(0..n)].clone();
+                again.job_id = id;
+                again.priority = 1_000_000 - id;
+                if rng.gen_bool(0.5) {
+                    again.time_limit_min = Some(rng.gen_range(1..=120));
+                }
+                again
+            }
+            _ => job(&mut rng, id),
+        };
+        j.submit.uid = 1000 + id % 3;
+        shapes.push(j.clone());
+        records.push(j);
         id += 1;
     }
     let limits: HashMap<u32, i64> = records

@@ -250,6 +250,28 @@ fn a_short_narrow_job_backfills_and_a_long_one_waits_for_the_wide_reservation() 
 }
 
 #[test]
+fn a_shape_that_failed_long_still_starts_short() {
+    // As the wide-job cluster, but the long narrow job comes first: the
+    // table of failed shapes must not hold the short one of the same shape.
+    let mut slots = vec![NodeSlot::plain(2, 1000); 2];
+    let long = pending(1, Some(1), 2, Some(100));
+    let a = place_now(&long, &mut slots);
+    let mut t = JobTable::from_records([
+        running(long, 0, a),
+        pending(2, Some(2), 4, Some(60)),
+        pending(3, Some(1), 2, Some(200)),
+        pending(4, Some(1), 2, Some(30)),
+        pending(5, Some(1), 2, Some(300)),
+    ]);
+    let r = pass(&mut t, &mut slots, 0, &params(1440, 60));
+    assert_eq!(r.started, vec![4]);
+    assert_eq!(
+        r.planned.iter().map(|p| p.job_id).collect::<Vec<_>>(),
+        [2, 3, 5]
+    );
+}
+
+#[test]
 fn the_window_bounds_reservations_and_min_prio_withholds_them() {
     let (mut t, mut slots) = wide_job_cluster();
     // 120 minutes: job 2's start (6000 s) is inside, job 4's (9600) is not.
