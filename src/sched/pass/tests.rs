@@ -457,3 +457,55 @@ fn gpus_are_counted_by_device() {
     assert_eq!(r.started, vec![3]);
     assert_eq!(r.planned[0].start, 6000);
 }
+
+#[test]
+fn busy_nodes_first_puts_a_reservation_on_a_node_in_use_now() {
+    // Node 0 is idle now but reserved until 1200; node 1 runs a job until
+    // 1200. From 1200 both are free: by default the first node is taken,
+    // with bf_busy_nodes the one in use now.
+    let mut slots = vec![NodeSlot::plain(2, 1000); 2];
+    let whole = req(Some(1), 2);
+    let running_alloc = place(&whole, &[1], &slots).unwrap();
+    apply(&running_alloc, &mut slots);
+    let mut tl = Timeline::new(0, 60, &slots, [(1200, running_alloc)], false);
+    let held = place(&whole, &[0], &slots).unwrap();
+    tl.reserve(held, 60, 1140);
+    let need = Need::of(&whole, 2);
+    let (t, a) = tl
+        .earliest(&whole, &need, &[0, 1], &slots, 60, 600, 10_000, false)
+        .unwrap();
+    assert_eq!((t, a.ranks), (1200, vec![0]));
+    let (t, a) = tl
+        .earliest(&whole, &need, &[0, 1], &slots, 60, 600, 10_000, true)
+        .unwrap();
+    assert_eq!((t, a.ranks), (1200, vec![1]));
+}
+
+/// Lets every job use node 1 only.
+struct OnlyNode1;
+
+impl StartGate for OnlyNode1 {
+    fn restrict(
+        &self,
+        _: &JobRecord,
+        candidates: &[u32],
+        _: UnixTime,
+    ) -> Option<Result<Vec<u32>, JobReason>> {
+        Some(Ok(candidates.iter().copied().filter(|&r| r == 1).collect()))
+    }
+}
+
+#[test]
+fn the_gates_narrowed_nodes_bound_starts_and_reservations() {
+    let (mut t, mut slots) = wide_job_cluster();
+    let r = pass_with(&mut t, &mut slots, 0, &params(1440, 60), &mut OnlyNode1);
+    // The wide job can never have two nodes out of one: no plan. Job 3
+    // starts on node 1; job 4 plans node 1 after job 3.
+    assert_eq!(r.started, vec![3]);
+    let plans: Vec<(u32, i64, Vec<u32>)> = r
+        .planned
+        .iter()
+        .map(|p| (p.job_id, p.start, p.ranks.clone()))
+        .collect();
+    assert_eq!(plans, [(4, 1800, vec![1])]);
+}
