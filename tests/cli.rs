@@ -556,12 +556,16 @@ fn cluster_filter_sort_and_single_cluster_options() {
     let o = c.cli(w, "squeue", &["-h", "-o", "%i %m"]);
     assert_eq!(text(&o), format!("{mem} 2G\n{run} 0\n"));
     // Single-cluster no-ops: accepted silently, output unchanged.
-    let plain = c.cli(w, "squeue", &["-h"]);
+    // (No TIME column: a running job's may tick between the two calls.)
+    let fields = "%i %P %j %u %t %D %R";
+    let plain = c.cli(w, "squeue", &["-h", "-o", fields]);
     let o = c.cli(
         w,
         "squeue",
         &[
             "-h",
+            "-o",
+            fields,
             "--hide",
             "--local",
             "--sibling",

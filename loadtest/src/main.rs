@@ -154,6 +154,30 @@ enum Scenario {
         #[arg(long, default_value_t = 20)]
         passes: u32,
     },
+    /// The scheduling passes in process: a full backfill pass over a full
+    /// cluster and a deep queue, and the quick pass run on each event.
+    Sched {
+        #[arg(long, default_value_t = 10000)]
+        nodes: u32,
+        #[arg(long, default_value_t = 100000)]
+        pending: u32,
+        #[arg(long, default_value_t = 1000)]
+        users: u32,
+        #[arg(long, default_value_t = 50)]
+        accounts: u32,
+        /// `bf_max_job_test`: jobs that may plan a future start (every job
+        /// is still tried for an immediate one).
+        #[arg(long = "reserve-depth", default_value_t = 1000)]
+        reserve_depth: u32,
+        /// Full backfill passes timed, each on a fresh copy of the state.
+        #[arg(long, default_value_t = 7)]
+        passes: u32,
+        /// Quick passes timed, each after a completion or a submit.
+        #[arg(long = "quick-passes", default_value_t = 2000)]
+        quick_passes: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// The same user-visible operations against real Slurm (Debian packages) and canopy.
     Peer {
         /// Node counts for the K-node launch test.
@@ -293,6 +317,33 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                     tree_width: w[0],
                     jobs: if q { 2000 } else { *jobs },
                     clients: if q { 4 } else { *clients },
+                },
+                progress,
+            )
+        }
+        Scenario::Sched {
+            nodes,
+            pending,
+            users,
+            accounts,
+            reserve_depth,
+            passes,
+            quick_passes,
+            seed,
+        } => {
+            if *nodes == 0 || *users == 0 || *accounts == 0 {
+                bail!("--nodes, --users and --accounts must be positive");
+            }
+            scenarios::sched::run(
+                &scenarios::sched::Opts {
+                    nodes: if q { 500 } else { *nodes },
+                    pending: if q { 5000 } else { *pending },
+                    users: *users,
+                    accounts: *accounts,
+                    reserve_depth: (*reserve_depth).max(1),
+                    passes: if q { 2 } else { (*passes).max(1) },
+                    quick: if q { 100 } else { *quick_passes },
+                    seed: *seed,
                 },
                 progress,
             )

@@ -113,6 +113,18 @@ fn memory_lists_every_pending_job() {
 }
 
 #[test]
+fn sched_examines_every_pending_job_and_reserves() {
+    for r in run("sched") {
+        assert_eq!(num(&r, "nodes"), 500.0, "{r}");
+        // Every pending job is looked at; the top ones plan a start.
+        assert_eq!(num(&r, "examined"), num(&r, "pending_jobs"), "{r}");
+        assert!(num(&r, "reserved") > 0.0, "{r}");
+        assert!(num(&r, "reserved") <= num(&r, "reserve_depth"), "{r}");
+        assert!(num(&r, "quick_passes") > 0.0, "{r}");
+    }
+}
+
+#[test]
 fn peer_runs_or_skips_cleanly() {
     for r in run("peer") {
         if r.get("skipped").is_some() {

@@ -2,13 +2,14 @@
 //! keys monitoring tools such as prometheus-slurm-exporter parse).
 //!
 //! canopy's controller is one event loop, so "Server thread count" is 1, and
-//! it has no agent queue (fan-outs go through the relay actor). There is no
-//! backfill scheduler yet: those counters are reported as zero, which is what
-//! Slurm prints when backfill has done nothing. The connection lines (open,
-//! peak, limit, refused at the limit) are canopy's, in the same layout.
+//! it has no agent queue (fan-outs go through the relay actor). The
+//! backfill section comes from the backfill pass's counters (cycle times
+//! measured by the controller around each pass). The connection lines
+//! (open, peak, limit, refused at the limit) are canopy's, in the same
+//! layout.
 
 use super::client::Client;
-use crate::wire::messages::{Body, CtldStats};
+use crate::wire::messages::{BackfillDiag, Body, CtldStats};
 
 fn stamp(t: i64) -> String {
     use chrono::TimeZone;
@@ -82,12 +83,7 @@ pub fn render(s: &CtldStats) -> String {
         s.sched_cycles / minutes
     ));
     o.push_str(&format!("\tLast queue length: {}\n\n", s.jobs_pending));
-    o.push_str("Backfilling stats\n");
-    o.push_str("\tTotal backfilled jobs (since last slurm start): 0\n");
-    o.push_str("\tTotal backfilled jobs (since last stats cycle start): 0\n");
-    o.push_str("\tTotal backfilled heterogeneous job components: 0\n");
-    o.push_str("\tTotal cycles: 0\n");
-    o.push_str("\tDepth Mean: 0\n\n");
+    backfill_section(&mut o, &s.backfill);
     o.push_str("Remote Procedure Call statistics by message type\n");
     let mut kinds: Vec<_> = s
         .by_kind
@@ -122,6 +118,54 @@ pub fn render(s: &CtldStats) -> String {
         }
     }
     o
+}
+
+/// Slurm 22.05's "Backfilling stats": the means only once a cycle ran.
+/// canopy has no `sdiag -r`, so "since last stats cycle start" is since
+/// the controller started, and it has no heterogeneous jobs.
+fn backfill_section(o: &mut String, b: &BackfillDiag) {
+    let mean = |sum: u64| sum.checked_div(b.cycles).unwrap_or(0);
+    o.push_str("Backfilling stats\n");
+    o.push_str(&format!(
+        "\tTotal backfilled jobs (since last slurm start): {}\n",
+        b.backfilled
+    ));
+    o.push_str(&format!(
+        "\tTotal backfilled jobs (since last stats cycle start): {}\n",
+        b.backfilled
+    ));
+    o.push_str("\tTotal backfilled heterogeneous job components: 0\n");
+    o.push_str(&format!("\tTotal cycles: {}\n", b.cycles));
+    match b.last_cycle_when.filter(|&t| t > 0) {
+        Some(t) => o.push_str(&format!("\tLast cycle when: {}\n", stamp(t))),
+        None => o.push_str("\tLast cycle when: N/A\n"),
+    }
+    o.push_str(&format!("\tLast cycle: {}\n", b.last_us));
+    o.push_str(&format!("\tMax cycle:  {}\n", b.max_us));
+    if b.cycles > 0 {
+        o.push_str(&format!("\tMean cycle: {}\n", mean(b.total_us)));
+    }
+    o.push_str(&format!("\tLast depth cycle: {}\n", b.last_depth));
+    o.push_str(&format!(
+        "\tLast depth cycle (try sched): {}\n",
+        b.last_depth_try
+    ));
+    if b.cycles > 0 {
+        o.push_str(&format!("\tDepth Mean: {}\n", mean(b.depth_sum)));
+        o.push_str(&format!(
+            "\tDepth Mean (try depth): {}\n",
+            mean(b.depth_try_sum)
+        ));
+    }
+    o.push_str(&format!("\tLast queue length: {}\n", b.last_queue_len));
+    if b.cycles > 0 {
+        o.push_str(&format!("\tQueue length mean: {}\n", mean(b.queue_len_sum)));
+    }
+    o.push_str(&format!("\tLast table size: {}\n", b.last_table_size));
+    if b.cycles > 0 {
+        o.push_str(&format!("\tMean table size: {}\n", mean(b.table_size_sum)));
+    }
+    o.push('\n');
 }
 
 pub fn run(args: &[String]) -> i32 {
@@ -198,8 +242,8 @@ mod tests {
             "\tLast cycle:   40\n",
             "\tMean cycle:   100\n",
             "\tCycles per minute: 1\n",
-            "\tDepth Mean: 0\n",
             "\tTotal backfilled jobs (since last slurm start): 0\n",
+            "\tLast cycle when: N/A\n",
             "\tTotal backfilled heterogeneous job components: 0\n",
             "Connections:          2\n",
             "Connections peak:     9\n",
@@ -218,6 +262,67 @@ mod tests {
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn the_backfill_section_reports_the_passes_as_slurm_prints_them() {
+        let s = CtldStats {
+            backfill: BackfillDiag {
+                backfilled: 7,
+                cycles: 2,
+                last_cycle_when: Some(1_700_000_000),
+                last_us: 1500,
+                max_us: 2500,
+                total_us: 4000,
+                last_depth: 40,
+                last_depth_try: 30,
+                depth_sum: 60,
+                depth_try_sum: 50,
+                last_queue_len: 41,
+                queue_len_sum: 81,
+                last_table_size: 12,
+                table_size_sum: 20,
+            },
+            ..Default::default()
+        };
+        let out = render(&s);
+        let start = out.find("Backfilling stats\n").unwrap();
+        let section = &out[start..];
+        let section = &section[..section.find("\n\n").unwrap() + 1];
+        let when = section
+            .lines()
+            .find(|l| l.starts_with("\tLast cycle when: "))
+            .unwrap();
+        assert!(when.ends_with(" (1700000000)"), "{when}");
+        let expected = format!(
+            "Backfilling stats\n\
+             \tTotal backfilled jobs (since last slurm start): 7\n\
+             \tTotal backfilled jobs (since last stats cycle start): 7\n\
+             \tTotal backfilled heterogeneous job components: 0\n\
+             \tTotal cycles: 2\n\
+             {when}\n\
+             \tLast cycle: 1500\n\
+             \tMax cycle:  2500\n\
+             \tMean cycle: 2000\n\
+             \tLast depth cycle: 40\n\
+             \tLast depth cycle (try sched): 30\n\
+             \tDepth Mean: 30\n\
+             \tDepth Mean (try depth): 25\n\
+             \tLast queue length: 41\n\
+             \tQueue length mean: 40\n\
+             \tLast table size: 12\n\
+             \tMean table size: 10\n"
+        );
+        assert_eq!(section, expected);
+        // Before any cycle: no means, and no time for the last one.
+        let out = render(&CtldStats::default());
+        assert!(
+            out.contains(
+                "\tLast cycle when: N/A\n\tLast cycle: 0\n\tMax cycle:  0\n\tLast depth cycle: 0\n"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("Depth Mean"), "{out}");
     }
 
     #[test]

@@ -552,6 +552,7 @@ impl Builder {
                 licenses: Vec::new(),
                 license_counts: Vec::new(),
                 enable_user_top: false,
+                sched: Default::default(),
                 max_script_size: DEFAULT_MAX_SCRIPT_SIZE,
                 max_submit_jobs_per_user: None,
                 private_data: PrivateData::default(),
@@ -697,6 +698,11 @@ impl Builder {
         self.cfg.max_script_size = DEFAULT_MAX_SCRIPT_SIZE;
         self.cfg.max_submit_jobs_per_user = None;
         self.cfg.prolog.nohold_on_fail = false;
+        let backfill = self.cfg.sched.backfill;
+        self.cfg.sched = crate::config::SchedConf {
+            backfill,
+            ..Default::default()
+        };
         for p in item
             .value
             .split(',')
@@ -716,6 +722,11 @@ impl Builder {
                         )
                     })
             };
+            // The scheduling loops' own parameters (`sched.rs`).
+            if let Some(r) = self.cfg.sched.param(name, value) {
+                r.map_err(|e| loc.error(&item.key, e))?;
+                continue;
+            }
             match name.to_ascii_lowercase().as_str() {
                 "enable_user_top" => self.cfg.enable_user_top = true,
                 "nohold_on_prolog_fail" => self.cfg.prolog.nohold_on_fail = true,
@@ -1144,6 +1155,10 @@ impl Builder {
                 cfg.message_timeout_s = secs_in(loc, item, 1, MAX_TIMEOUT_S)?
             }
             GlobalKey::ReturnToService => cfg.return_to_service = int_in(loc, item, 0, 2)?,
+            GlobalKey::SchedulerType => cfg
+                .sched
+                .scheduler_type(&item.value)
+                .map_err(|e| loc.error(&item.key, e))?,
             GlobalKey::PriorityType => match item.value.as_str() {
                 v @ ("priority/basic" | "priority/multifactor") => cfg.priority_type = v.into(),
                 _ => {

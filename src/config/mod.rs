@@ -23,6 +23,7 @@ mod parse;
 pub mod preempt;
 pub mod priority;
 mod resolve;
+pub mod sched;
 mod types;
 pub mod units;
 
@@ -30,6 +31,7 @@ pub mod units;
 mod tests;
 
 pub use gres::{AutoDetect, GresConfig, GresDevice, GresPool, NodeGres, NodeGresItem};
+pub use sched::SchedConf;
 pub use types::{
     AcctEnforce, ConfNodeState, Config, ConfigError, NodeConf, PartitionAccess, PartitionConf,
     PrivateData, PrologConf, RateLimitConf, DEFAULT_CONF_PATH, DEFAULT_MAX_CONNECTIONS,

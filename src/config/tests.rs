@@ -222,12 +222,19 @@ fn restart_only_changes_are_named_and_the_rest_may_be_reconfigured() {
 
 #[test]
 fn scheduler_parameters_read_user_top_and_name_what_is_ignored() {
-    let cfg = ok("SchedulerParameters=bf_window=60,enable_user_top\n");
+    let cfg = ok("SchedulerParameters=bf_window=60,enable_user_top,defer\n");
     assert!(cfg.enable_user_top);
+    assert_eq!(cfg.sched.bf_window_min, 60);
     assert_eq!(
         cfg.warnings,
-        ["slurm.conf:2: SchedulerParameters bf_window is not used by canopy yet; ignored"]
+        ["slurm.conf:2: SchedulerParameters defer is not used by canopy yet; ignored"]
     );
+    let e = err("SchedulerParameters=bf_resolution=0\n");
+    assert_eq!(
+        e.message,
+        "SchedulerParameters bf_resolution=0: expected an integer between 1 and 3600"
+    );
+    assert!(!ok("SchedulerType=sched/builtin\n").sched.backfill);
     let cfg = ok("SchedulerParameters=enable_user_top\nSchedulerParameters=disable_user_top\n");
     assert!(!cfg.enable_user_top);
     assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
@@ -298,17 +305,15 @@ fn partition_access_lists_and_qos_are_read() {
 
 #[test]
 fn ignored_keys_warn_once_each() {
-    let cfg = ok(
-        "SchedulerType=sched/backfill\nschedulertype=sched/builtin\n\
+    let cfg = ok("SchedulerTimeSlice=30\nschedulertimeslice=60\n\
          SelectType=select/cons_tres\n\
          NodeName=n1 CoreSpecCount=1 State=DOWN\nNodeName=n2 corespeccount=1\n\
          PartitionName=p Nodes=ALL AllowGroups=x Hidden=YES\n\
-         PartitionName=q Nodes=ALL AllowGroups=y\nFrontendName=fe\n",
-    );
+         PartitionName=q Nodes=ALL AllowGroups=y\nFrontendName=fe\n");
     assert_eq!(
         cfg.warnings,
         [
-            "slurm.conf:2: SchedulerType is not used by canopy yet; ignored",
+            "slurm.conf:2: SchedulerTimeSlice is not used by canopy yet; ignored",
             "slurm.conf:4: SelectType is not used by canopy yet; ignored",
             "slurm.conf:5: NodeName attribute CoreSpecCount is not used by canopy yet; ignored",
             "slurm.conf:7: PartitionName attribute AllowGroups is not used by canopy yet; ignored",
@@ -880,12 +885,12 @@ fn errors_inside_included_files_name_that_file_and_line() {
         )
     );
     // Warnings from included files carry their location too.
-    fs::write(&nodes, "NodeName=n1\nSchedulerType=x\n").unwrap();
+    fs::write(&nodes, "NodeName=n1\nSchedulerTimeSlice=x\n").unwrap();
     let cfg = Config::load(&main).unwrap();
     assert_eq!(
         cfg.warnings,
         [format!(
-            "{}:2: SchedulerType is not used by canopy yet; ignored",
+            "{}:2: SchedulerTimeSlice is not used by canopy yet; ignored",
             nodes.display()
         )]
     );
@@ -1065,18 +1070,26 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (31: PriorityType, GresTypes,
+    // One warning per ignored key (29: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
     // Epilog, PrologFlags, the Priority* keys, PriorityTier,
-    // TRESBillingWeights, AccountingStorageEnforce and the partitions' QOS
-    // and AllowAccounts are read) plus the backup controller, each naming
-    // its line.
-    assert_eq!(cfg.warnings.len(), 31, "{:#?}", cfg.warnings);
+    // TRESBillingWeights, AccountingStorageEnforce, the partitions' QOS
+    // and AllowAccounts, SchedulerType and SchedulerParameters are read)
+    // plus the backup controller, each naming its line.
+    assert_eq!(cfg.warnings.len(), 29, "{:#?}", cfg.warnings);
     assert_eq!(cfg.priority.weight_fairshare, 10_000);
     assert_eq!(cfg.priority.partition("debug").tier, 10);
     assert_eq!(cfg.priority.billing_for("gpu").len(), 3);
     assert!(cfg.accounting_enforce.associations && cfg.accounting_enforce.limits);
     assert!(cfg.accounting_enforce.qos && !cfg.accounting_enforce.safe);
+    assert_eq!(
+        (
+            cfg.sched.bf_window_min,
+            cfg.sched.bf_resolution_s,
+            cfg.sched.default_queue_depth
+        ),
+        (4320, 600, 200)
+    );
     assert_eq!(cfg.select_params, crate::model::tres::CrParams::default());
     assert_eq!(cfg.task_plugins, ["task/affinity", "task/cgroup"]);
     assert_eq!(cfg.prolog.prolog.as_deref(), Some("/etc/slurm/prolog.d/*"));
@@ -1092,9 +1105,6 @@ fn realistic_site_file_parses_with_warnings() {
         .iter()
         .filter(|w| !w.contains("AuthType=auth/munge: canopy signs with its own local signer"))
         .all(|w| w.ends_with("not used by canopy yet; ignored")));
-    assert!(cfg.warnings.contains(
-        &"slurm.conf:27: SchedulerParameters bf_window, bf_resolution, default_queue_depth are not used by canopy yet; ignored".to_string()
-    ));
     assert!(cfg.warnings.contains(
         &"slurm.conf:61: NodeName attribute CoreSpecCount is not used by canopy yet; ignored"
             .to_string()

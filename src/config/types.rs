@@ -106,6 +106,9 @@ pub struct Config {
     /// (each array task counted) one user may have pending or running at
     /// once; `None` (the default, as in Slurm without accounting): no cap.
     pub max_submit_jobs_per_user: Option<u32>,
+    /// `SchedulerType` and the scheduling loops' `SchedulerParameters`.
+    #[serde(default)]
+    pub sched: super::sched::SchedConf,
     /// `PrivateData`: what non-operators may see of others.
     pub private_data: PrivateData,
     /// `AccountingStorageEnforce`: which association and QOS rules bind jobs.

@@ -56,6 +56,10 @@ pub enum Command {
     },
     /// A scheduling pass (the shell coalesces requests for one).
     Schedule,
+    /// A backfill pass (the shell's `bf_interval` timer): the quick pass,
+    /// then backfill over the whole queue (`SchedulerType=sched/builtin`:
+    /// the quick pass only).
+    Backfill,
     /// A job is over on every node.
     JobEnded {
         job_id: u32,

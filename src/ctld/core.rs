@@ -67,6 +67,8 @@ pub struct Core {
     pub(super) accounts: crate::model::assoc::AssocDb,
     /// Advance reservations (see `reservations.rs`).
     pub(super) resv: super::reservations::Reservations,
+    /// The last backfill pass's plans and the passes' counters.
+    pub(super) backfill: super::backfill::BackfillState,
 }
 
 /// What falls due at a deadline.
@@ -127,6 +129,7 @@ impl Core {
             prio: Default::default(),
             accounts: Default::default(),
             resv: Default::default(),
+            backfill: Default::default(),
         };
         core.accounts.ensure_cluster(&core.conf.cluster_name);
         let mut out = Output::default();
@@ -209,6 +212,7 @@ impl Core {
                 usage,
             } => self.step_usage(job_id, step_id, &usage, &mut out),
             Command::Schedule => self.schedule(now, &mut out),
+            Command::Backfill => self.backfill(now, &mut out),
             Command::JobEnded {
                 job_id,
                 state,

@@ -30,9 +30,20 @@ impl Core {
         self.deadlines_due(now, out);
         self.resolve_dependencies(now, out);
         self.reservations_due(now, out);
-        let (mut resv_gate, mut license_gate) = self.start_gates(now);
-        let mut parts: Vec<PartitionView<'_>> = self
-            .conf
+        self.jobs
+            .set_queue_depth(self.conf.sched.default_queue_depth);
+        let started = self.quick_pass(now);
+        self.preempt_for_waiting(now, out);
+        self.jobs_started(&started, out);
+    }
+
+    /// The quick pass: each partition's queue in order until a job does
+    /// not fit, higher PriorityTier partitions first, through policy's
+    /// gates (association limits, reservations, licenses).
+    fn quick_pass(&mut self, now: UnixTime) -> Vec<u32> {
+        let conf = self.conf.clone();
+        let mut policy = self.pass_policy(now);
+        let mut parts: Vec<PartitionView<'_>> = conf
             .partitions
             .iter()
             .zip(&self.part_ranks)
@@ -44,31 +55,27 @@ impl Core {
             .collect();
         // PriorityTier: a higher tier's jobs go first where partitions
         // share nodes (stable: the file's order within a tier).
-        let tier = |name: &str| self.conf.priority.partition(name).tier;
-        parts.sort_by_key(|p| std::cmp::Reverse(tier(p.name)));
-        // The gate borrows the database and the running jobs; the table
-        // is borrowed mutably by the pass, so the gate reads a snapshot.
-        let db = std::mem::take(&mut self.accounts);
-        let mut gate = crate::policy::assoc_gate::AssocGate::with_partitions(
-            &db,
-            &self.conf.cluster_name,
-            &self.conf.partitions,
-            self.conf.accounting_enforce.limits,
-            self.jobs.running(),
-        );
+        parts.sort_by_key(|p| std::cmp::Reverse(conf.priority.partition(p.name).tier));
+        let mut limits = super::pass_policy::limits(&policy.db, &conf, self.jobs.running());
         let started = self.jobs.schedule(
             &parts,
             &mut self.slots,
             now,
-            self.conf.as_ref(),
-            &mut Gates(vec![&mut gate, &mut resv_gate, &mut license_gate]),
+            conf.as_ref(),
+            &mut Gates(vec![&mut limits, &mut policy.resv, &mut policy.license]),
         );
-        drop(gate);
-        self.accounts = db;
-        self.preempt_for_waiting(now, out);
+        drop(limits);
+        self.end_pass_policy(policy);
+        started
+    }
+
+    /// What follows a pass's starts: mail, counters, CONFIGURING, records
+    /// and the job actors.
+    pub(super) fn jobs_started(&mut self, started: &[u32], out: &mut Output) {
         if started.is_empty() {
             return;
         }
+        let started = started.to_vec();
         self.mail_started(&started, out);
         self.counters.started += started.len() as u64;
         // With a PrologSlurmctld they are CONFIGURING, their launch held.

@@ -25,6 +25,7 @@ mod accounts;
 #[cfg(test)]
 mod accounts_tests;
 mod admission;
+mod backfill;
 mod command;
 mod core;
 #[cfg(test)]
@@ -33,6 +34,7 @@ mod job_control;
 mod lifecycle;
 mod mailer;
 mod nodes;
+mod pass_policy;
 mod preempt;
 mod priority;
 #[cfg(test)]
@@ -48,6 +50,7 @@ mod steps;
 mod tres_tests;
 mod views;
 
+pub use self::backfill::{BackfillState, BackfillStats};
 pub use self::command::{Command, CtldScript, Effect, Output, Reply, StartJob};
 pub use self::core::{Core, Counters};
 pub use self::priority::{account_of, PolicyInputs, PrioState};
@@ -107,6 +110,7 @@ mod tests {
                 step_id: 0,
             },
             Command::Schedule,
+            Command::Backfill,
             Command::JobEnded {
                 job_id: 5,
                 state: JobState::Failed,

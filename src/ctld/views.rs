@@ -118,7 +118,13 @@ impl Core {
                 .and_then(|l| crate::model::reservation::parse_licenses(l).ok())
                 .map(|l| crate::model::reservation::fmt_licenses(&l))
                 .unwrap_or_default(),
+            sched_start: None,
+            sched_nodes: String::new(),
         };
+        if let Some(plan) = self.plan(j.job_id) {
+            info.sched_start = Some(plan.start);
+            info.sched_nodes = self.nodelist(&plan.ranks);
+        }
         if !brief {
             // Shown as the batch script's files are named: the job's own
             // fields expanded and placed under its working directory.

@@ -10,6 +10,7 @@ pub mod array;
 
 pub mod features;
 pub mod gate;
+pub mod pass;
 pub mod placement;
 pub mod preempt;
 pub mod priority;
@@ -453,6 +454,11 @@ fn place_with(
     let mut gpus_left = req.res.gpus.as_ref().map_or(0, |g| g.count);
     let cpt = req.cpus_per_task;
     let mut take = |alloc: &mut Allocation, rank: u32, slot: &NodeSlot, tasks: u32| -> bool {
+        // Too few CPUs left for the tasks at all: no need to pick any (a
+        // full node costs one comparison, not a placement).
+        if cpus_of(slot) < tasks.saturating_mul(cpt) {
+            return false;
+        }
         let share = req.res.gpus.as_ref().filter(|_| gpus_left > 0).map(|g| {
             let free: u64 = slot
                 .gres

@@ -36,6 +36,9 @@ use crate::model::time::UnixTime;
 pub struct Block {
     pub head: QueueKey,
     pub reason: JobReason,
+    /// The pass that set it (a partition a pass did not reach, its
+    /// `default_queue_depth` spent, keeps its last block).
+    pub pass: u64,
 }
 
 /// A job's place in its partition's queue: (priority counted down from
@@ -90,10 +93,15 @@ pub struct JobTable {
     /// Jobs a gate held in the last pass (a limit, a license), with its
     /// reason: they wait without holding up the jobs behind them.
     held: HashMap<u32, JobReason>,
+    /// Quick passes run so far (which pass set each block).
+    passes: u64,
     finished: usize,
     /// uid → that user's jobs not finished (each array task counted), for
     /// the per-user submission cap.
     active_by_uid: HashMap<u32, usize>,
+    /// `default_queue_depth`: jobs one quick pass tries at most (`None`:
+    /// no bound). The rest wait for the next pass, which every start asks for.
+    queue_depth: Option<u32>,
 }
 
 fn schedulable(j: &JobRecord) -> bool {
@@ -468,7 +476,12 @@ impl JobTable {
     ) -> Vec<u32> {
         let mut started = Vec::new();
         self.held.clear();
+        self.passes += 1;
+        let mut tried = 0u32;
         for p in parts {
+            if self.queue_depth.is_some_and(|d| tried >= d) {
+                break;
+            }
             self.blocked.remove(p.name);
             let Some(queue) = self.queues.get(p.name) else {
                 continue;
@@ -482,8 +495,14 @@ impl JobTable {
                 } else {
                     JobReason::PartitionInactive
                 };
-                self.blocked
-                    .insert(p.name.to_string(), Block { head, reason });
+                self.blocked.insert(
+                    p.name.to_string(),
+                    Block {
+                        head,
+                        reason,
+                        pass: self.passes,
+                    },
+                );
                 continue;
             }
             // Walk with a cursor: starting a job edits the queue, and a
@@ -532,6 +551,10 @@ impl JobTable {
                     Some(Ok(v)) => Ok(std::borrow::Cow::Owned(v)),
                     Some(Err(reason)) => Err(reason),
                 };
+                if self.queue_depth.is_some_and(|d| tried >= d) {
+                    break;
+                }
+                tried += 1;
                 let placed = allowed.and_then(|ranks| {
                     Request::for_job(&job.submit, nodes)
                         .ok()
@@ -551,8 +574,14 @@ impl JobTable {
                         self.held.insert(id, reason);
                     }
                     Err(reason) => {
-                        self.blocked
-                            .insert(p.name.to_string(), Block { head: key, reason });
+                        self.blocked.insert(
+                            p.name.to_string(),
+                            Block {
+                                head: key,
+                                reason,
+                                pass: self.passes,
+                            },
+                        );
                         break;
                     }
                 }
@@ -583,10 +612,14 @@ impl JobTable {
         self.touch(id, array);
     }
 
-    /// The job a partition's last pass stopped at, and why it could not
-    /// start (`None`: nothing is waiting there, or the pass went through).
+    /// The job the last pass stopped at in a partition, and why it could
+    /// not start (`None`: nothing waits there, the pass went through, or
+    /// the pass did not reach the partition).
     pub fn blocked_head(&self, partition: &str) -> Option<(u32, JobReason)> {
-        self.blocked.get(partition).map(|b| (b.head.3, b.reason))
+        self.blocked
+            .get(partition)
+            .filter(|b| b.pass == self.passes)
+            .map(|b| (b.head.3, b.reason))
     }
 
     /// Cancel a pending job. False if it is not pending.
@@ -772,6 +805,34 @@ impl JobTable {
             return false;
         }
         self.modify(id, |j| j.state = to)
+    }
+
+    /// Bound the jobs one [`Self::schedule`] pass tries (0: no bound).
+    pub fn set_queue_depth(&mut self, depth: u32) {
+        self.queue_depth = (depth > 0).then_some(depth);
+    }
+
+    /// Every queued (schedulable) pending job, highest priority first
+    /// across all partitions, as the backfill pass walks them.
+    pub fn queue_order(&self) -> Vec<u32> {
+        let mut keys: Vec<QueueKey> = self.queues.values().flatten().copied().collect();
+        keys.sort_unstable();
+        keys.into_iter().map(|k| k.3).collect()
+    }
+
+    /// Whether job `id` is an array task whose array already runs its `%N`.
+    pub fn is_throttled(&self, id: u32) -> bool {
+        self.jobs.get(&id).is_some_and(|j| self.throttled(j))
+    }
+
+    /// Start pending job `id` on `alloc` (a pass other than [`Self::schedule`]
+    /// placed it); its record becomes Running. False if it is not queued.
+    pub fn start_job(&mut self, id: u32, alloc: Allocation, now: UnixTime) -> bool {
+        if !self.jobs.get(&id).is_some_and(schedulable) {
+            return false;
+        }
+        self.start(id, alloc, now);
+        true
     }
 
     /// Forget finished jobs that ended before `cutoff`; returns their ids.
@@ -1200,6 +1261,33 @@ mod tests {
             t.schedule(&parts, &mut s, 6, &|_: &str| None, &mut NoGate),
             vec![2]
         );
+    }
+
+    #[test]
+    fn default_queue_depth_bounds_one_quick_pass() {
+        let mut t = JobTable::default();
+        for id in 1..=3 {
+            t.admit(job(id, "p", 1, false));
+        }
+        t.set_queue_depth(2);
+        let mut s = slots(3);
+        let parts = [PartitionView {
+            name: "p",
+            state: PartitionState::Up,
+            ranks: &[0, 1, 2],
+        }];
+        let mut pass =
+            |t: &mut JobTable| t.schedule(&parts, &mut s, 0, &|_: &str| None, &mut NoGate);
+        assert_eq!(pass(&mut t), vec![1, 2]);
+        assert_eq!(pass(&mut t), vec![3]);
+        // The backfill pass walks every queued job, in priority order.
+        let mut t = JobTable::default();
+        for (id, prio) in [(1, 5), (2, 9), (3, 7)] {
+            let mut j = job(id, if id == 3 { "q" } else { "p" }, 1, false);
+            j.priority = prio;
+            t.admit(j);
+        }
+        assert_eq!(t.queue_order(), vec![2, 3, 1]);
     }
 
     #[test]

@@ -213,6 +213,8 @@ job_columns! {
     node_detail: Vec<crate::wire::types::JobNodeDetail>,
     reservation: String,
     licenses: String,
+    sched_start: Option<UnixTime>,
+    sched_nodes: String,
 }
 
 impl<'de> Deserialize<'de> for JobList {

@@ -334,6 +334,30 @@ pub struct CtldStats {
     pub rl_table_full: u64,
     #[serde(default)]
     pub rl_top: Vec<(u32, u64)>,
+    /// The backfill scheduler's counters (sdiag's "Backfilling stats").
+    #[serde(default)]
+    pub backfill: BackfillDiag,
+}
+
+/// Backfill figures for sdiag: counts from the core, cycle times (µs)
+/// measured by the controller around each pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BackfillDiag {
+    pub backfilled: u64,
+    pub cycles: u64,
+    pub last_cycle_when: Option<UnixTime>,
+    pub last_us: u64,
+    pub max_us: u64,
+    pub total_us: u64,
+    pub last_depth: u32,
+    pub last_depth_try: u32,
+    pub depth_sum: u64,
+    pub depth_try_sum: u64,
+    pub last_queue_len: u32,
+    pub queue_len_sum: u64,
+    pub last_table_size: u32,
+    pub table_size_sum: u64,
 }
 
 /// Fan a no-op out to nodes through the relay tree (operators only).

@@ -108,6 +108,14 @@ pub struct JobInfo {
     /// `-L` as Slurm shows it (`fluent:1`), "" = none.
     #[serde(default)]
     pub licenses: String,
+    /// A pending job's planned start from the last backfill pass
+    /// (`squeue --start`, `scontrol show job` StartTime=).
+    #[serde(default)]
+    pub sched_start: Option<UnixTime>,
+    /// The nodes planned for it (`SchedNodeList=`, squeue's SCHEDNODES);
+    /// empty when none.
+    #[serde(default)]
+    pub sched_nodes: String,
 }
 
 /// One `Nodes=n[1-2] CPU_IDs=0-3 Mem=1000 GRES=gpu:a100:2(IDX:0-1)` line.

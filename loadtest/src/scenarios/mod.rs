@@ -8,6 +8,7 @@ pub mod memory;
 pub mod replay;
 pub mod resv;
 pub mod rpc;
+pub mod sched;
 pub mod signer;
 pub mod storm;
 pub mod throughput;

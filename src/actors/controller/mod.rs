@@ -239,6 +239,8 @@ pub struct ControllerActor {
     counts_dirty: bool,
     /// Scheduler pass timing: (passes, last, max, total) in microseconds.
     sched_timing: (u64, u64, u64, u64),
+    /// Backfill pass timing: (last, max, total) in microseconds.
+    bf_timing: (u64, u64, u64),
     stats: Arc<ActorStats>,
     fatal: FatalHook,
     /// Set once a store write failed: nothing more leaves.
@@ -342,6 +344,7 @@ impl ControllerActor {
                 schedule_queued: false,
                 counts_dirty: true,
                 sched_timing: (0, 0, 0, 0),
+                bf_timing: (0, 0, 0),
                 stats: cstats.clone(),
                 fatal,
                 halted: Arc::new(AtomicBool::new(false)),
@@ -392,6 +395,18 @@ impl Actor for ControllerActor {
             let done = act.run(Command::Tick, ctx);
             ctx.spawn(done.map(|_| ()).into_actor(act));
         });
+        let sched = self.core.conf().sched.clone();
+        // The backfill pass every `bf_interval` (never under sched/builtin).
+        if let Some(secs) = sched.backfill_every() {
+            ctx.run_interval(Duration::from_secs(secs.max(1).into()), |act, ctx| {
+                act.run_backfill(ctx)
+            });
+        }
+        // A full quick pass every `sched_interval`, events or not.
+        if sched.sched_interval_s > 0 {
+            let every = Duration::from_secs(sched.sched_interval_s.into());
+            ctx.run_interval(every, |act, ctx| act.queue_schedule(ctx));
+        }
     }
 }
 
@@ -422,6 +437,23 @@ impl Handler<Stop> for ControllerActor {
         self.stats.handled();
         tracing::info!("controller stopping: no more scheduling passes");
         self.stopping = true;
+    }
+}
+
+impl ControllerActor {
+    /// One backfill pass, timed for sdiag.
+    fn run_backfill(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping || self.halted.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let now = chrono::Utc::now().timestamp();
+        let out = self.core.apply(now, Command::Backfill);
+        let us = t0.elapsed().as_micros() as u64;
+        let (_, max, total) = self.bf_timing;
+        self.bf_timing = (us, max.max(us), total + us);
+        let done = self.carry_out(out, ctx);
+        ctx.spawn(done.map(|_| ()).into_actor(self));
     }
 }
 

@@ -256,6 +256,25 @@ impl Handler<GetCounts> for ControllerActor {
             sched_last_us: self.sched_timing.1,
             sched_max_us: self.sched_timing.2,
             sched_total_us: self.sched_timing.3,
+            backfill: {
+                let b = self.core.backfill_stats();
+                crate::wire::messages::BackfillDiag {
+                    backfilled: b.backfilled,
+                    cycles: b.cycles,
+                    last_cycle_when: b.last_cycle_when,
+                    last_us: self.bf_timing.0,
+                    max_us: self.bf_timing.1,
+                    total_us: self.bf_timing.2,
+                    last_depth: b.last_depth,
+                    last_depth_try: b.last_depth_try,
+                    depth_sum: b.depth_sum,
+                    depth_try_sum: b.depth_try_sum,
+                    last_queue_len: b.last_queue_len,
+                    queue_len_sum: b.queue_len_sum,
+                    last_table_size: b.last_table_size,
+                    table_size_sum: b.table_size_sum,
+                }
+            },
             now: chrono::Utc::now().timestamp(),
             ..Default::default()
         })

@@ -111,7 +111,7 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
     r.line(format!("AccrueTime={}", fmt_timestamp(j.eligible_time)));
     r.line(format!(
         "StartTime={} EndTime={} Deadline=N/A",
-        fmt_timestamp(j.start_time),
+        fmt_timestamp(j.start_time.or(j.sched_start)),
         end_time(j, now)
     ));
     // The scheduler last looked at the job when it started it (or, for a job
@@ -129,7 +129,15 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
         or_null(&j.req_node_list),
         or_null(&j.exc_node_list)
     ));
-    r.line(format!("NodeList={}", j.nodes));
+    if j.sched_nodes.is_empty() {
+        r.line(format!("NodeList={}", j.nodes));
+    } else {
+        // Backfill's planned nodes for a pending job, on the same line.
+        r.line(format!(
+            "NodeList={} SchedNodeList={}",
+            j.nodes, j.sched_nodes
+        ));
+    }
     if let Some(host) = &j.batch_host {
         r.line(format!("BatchHost={host}"));
     }
@@ -226,6 +234,10 @@ fn exit_code((code, signal): (i32, i32)) -> String {
 
 /// A running job with no limit has no meaningful end yet: `Unknown`.
 fn end_time(j: &JobInfo, now: i64) -> String {
+    // A planned start ends a time limit later (Slurm's estimate too).
+    if let (None, Some(start), Some(limit)) = (j.start_time, j.sched_start, j.time_limit_min) {
+        return fmt_timestamp(Some(start + i64::from(limit) * 60));
+    }
     match j.end_time {
         Some(end) if j.time_limit_min.is_none() && end > now => "Unknown".to_string(),
         end => fmt_timestamp(end),
@@ -500,7 +512,15 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ("ReturnToService", conf.return_to_service.to_string()),
         ("SLURM_CONF", conf.path.display().to_string()),
         ("SLURM_VERSION", env!("CARGO_PKG_VERSION").to_string()),
-        ("SchedulerType", "sched/builtin".into()),
+        (
+            "SchedulerType",
+            if conf.sched.backfill {
+                "sched/backfill"
+            } else {
+                "sched/builtin"
+            }
+            .into(),
+        ),
         ("SlurmctldHost[0]", ctld_host),
         ("SlurmctldPort", conf.slurmctld_port.to_string()),
         ("SlurmdPort", conf.slurmd_port.to_string()),
@@ -660,6 +680,34 @@ mod tests {
             end = ts(T0 + 601),
         );
         assert_eq!(show_job(&j, T0 + 22, false), expected);
+    }
+
+    #[test]
+    fn a_pending_job_shows_its_planned_start_and_nodes() {
+        let mut j = job(7, "wide", "debug", JobState::Pending);
+        j.reason = "Resources".into();
+        j.time_limit_min = Some(60);
+        j.sched_start = Some(T0 + 600);
+        j.sched_nodes = "n[1-2]".into();
+        let out = show_job(&j, T0 + 22, false);
+        assert!(
+            out.contains(&format!(
+                "   StartTime={} EndTime={} Deadline=N/A\n",
+                ts(T0 + 600),
+                ts(T0 + 600 + 3600)
+            )),
+            "{out}"
+        );
+        assert!(out.contains("   NodeList= SchedNodeList=n[1-2]\n"), "{out}");
+        // Without a plan: no estimate, no SchedNodeList.
+        j.sched_start = None;
+        j.sched_nodes.clear();
+        let out = show_job(&j, T0 + 22, false);
+        assert!(
+            out.contains("   StartTime=Unknown EndTime=Unknown Deadline=N/A\n"),
+            "{out}"
+        );
+        assert!(out.contains("   NodeList=\n"), "{out}");
     }
 
     #[test]

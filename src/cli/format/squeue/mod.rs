@@ -321,7 +321,9 @@ impl JobField {
             // Data canopy does not keep: Slurm's text for "unset".
             Reservation => or_null(&j.reservation).to_string(),
             Licenses => or_null(&j.licenses).to_string(),
-            Wckey | SchedNodes => "(null)".to_string(),
+            Wckey => "(null)".to_string(),
+            // The nodes backfill planned for a pending job.
+            SchedNodes => or_null(&j.sched_nodes).to_string(),
             TresPerNode if !j.tres_per_node.is_empty() => j.tres_per_node.clone(),
             TresPerNode | CoreSpec => "N/A".to_string(),
             ArrayTaskId => match (&j.array_pending, &j.array) {
@@ -340,7 +342,8 @@ impl JobField {
             Command => j.command.clone(),
             MinCpus | CpusPerTask => j.cpus_per_task.to_string(),
             EndTime => fmt_squeue_time(j.end_time),
-            StartTime => fmt_squeue_time(j.start_time),
+            // A pending job shows its planned start, once backfill has one.
+            StartTime => fmt_squeue_time(j.start_time.or(j.sched_start)),
             SubmitTime => fmt_squeue_time(Some(j.submit_time)),
             EligibleTime => fmt_squeue_time(j.eligible_time),
             GroupName => group_name(j.gid).unwrap_or_else(|| j.gid.to_string()),
@@ -602,7 +605,10 @@ fn compare_by(field: JobField, a: &JobInfo, b: &JobInfo, now: i64) -> Ordering {
 /// When a job starts or started; a pending job with no estimate yet goes
 /// by when it was submitted, earliest first (as Slurm orders `--start`).
 fn expected_start(j: &JobInfo) -> (i64, (u32, u32)) {
-    (j.start_time.unwrap_or(j.submit_time), display_key(j))
+    (
+        j.start_time.or(j.sched_start).unwrap_or(j.submit_time),
+        display_key(j),
+    )
 }
 
 /// Array tasks sort by (array id, index), others by id.

@@ -465,3 +465,25 @@ fn date_line_out_of_range_is_an_error() {
     let err = render(&sample_jobs(), &SqueueFormat::long_format(), i64::MAX).unwrap_err();
     assert_eq!(err, FormatError::TimeOutOfRange { secs: i64::MAX });
 }
+
+#[test]
+fn start_format_shows_planned_starts_and_nodes() {
+    let mut planned = job(7, "wide", "debug", JobState::Pending);
+    planned.reason = "Resources".into();
+    planned.sched_start = Some(T0 + 600);
+    planned.sched_nodes = "n[1-2]".into();
+    planned.num_nodes = 2;
+    let mut unplanned = job(8, "later", "debug", JobState::Pending);
+    unplanned.reason = "Priority".into();
+    let mut fmt = SqueueFormat::start_format();
+    fmt.sort = Some(super::START_SORT.into());
+    let out = render(&[unplanned, planned], &fmt, NOW).unwrap();
+    // Sorted by start: the job without a plan goes by its submit time.
+    let start = crate::cli::format::time::fmt_timestamp(Some(T0 + 600));
+    let expected = format!(
+        "             JOBID PARTITION     NAME     USER ST          START_TIME  NODES SCHEDNODES           NODELIST(REASON)\n\
+         \x20                8     debug    later     root PD                 N/A      1 (null)               (Priority)\n\
+         \x20                7     debug     wide     root PD {start:>19}      2 n[1-2]               (Resources)\n"
+    );
+    assert_eq!(out, expected);
+}

@@ -1,0 +1,10 @@
+//! Scheduling passes beyond the quick FIFO pass (`table::schedule`): the
+//! backfill pass over a timeline of future node usage.
+
+pub mod backfill;
+pub mod timeline;
+
+#[cfg(test)]
+mod property;
+#[cfg(test)]
+mod tests;
