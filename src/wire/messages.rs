@@ -511,8 +511,9 @@ pub struct JobLaunch {
     /// `-A` (SLURM_JOB_ACCOUNT), if given.
     #[serde(default)]
     pub account: Option<String>,
-    /// What each node gives the job, in nodelist order.
-    #[serde(default)]
+    /// What each node gives the job, in nodelist order (runs of equal shares on the
+    /// wire: `super::shares`).
+    #[serde(default, with = "super::shares")]
     pub held: Vec<NodeShare>,
     /// GRES, GPU and binding options as asked (for the `SLURM_*` echoes).
     #[serde(default)]
@@ -781,8 +782,9 @@ pub struct StepLaunch {
     /// Append to output files (see [`StepRequest`]).
     #[serde(default)]
     pub open_append: bool,
-    /// What each of the step's nodes gives it, in nodelist order.
-    #[serde(default)]
+    /// What each of the step's nodes gives it, in nodelist order (runs of equal
+    /// shares on the wire: `super::shares`).
+    #[serde(default, with = "super::shares")]
     pub held: Vec<NodeShare>,
     /// The step's GRES, GPU and binding options.
     #[serde(default)]

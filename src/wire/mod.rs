@@ -12,5 +12,6 @@ pub mod error;
 pub mod frame;
 pub mod joblist;
 pub mod messages;
+pub mod shares;
 pub mod signer;
 pub mod types;
