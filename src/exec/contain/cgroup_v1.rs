@@ -58,9 +58,6 @@ pub(super) struct V1 {
     /// shared by the user's jobs, and one being removed while a job is made below it
     /// fails the job (the dying cgroup refuses writes). Found by the concurrent test.
     uid_level: Mutex<()>,
-    /// `memory.use_hierarchy` is on at the root (always, from kernel 5.x): a job's
-    /// memory limit binds its steps without being written again at each.
-    memory_hierarchy: bool,
 }
 
 impl V1 {
@@ -75,7 +72,6 @@ impl V1 {
             (Ctl::Devices, conf.constrain_devices, true),
         ];
         let mut hiers = Vec::new();
-        let mut memory_hierarchy = false;
         for (ctl, used, required) in wanted {
             if !used {
                 continue;
@@ -108,7 +104,7 @@ impl V1 {
                 Ctl::Cpuset => inherit_root_cpuset(&root).map_err(|e| e.to_string())?,
                 // Kernels before 5.x let a memory cgroup's children be accounted apart
                 // from it; the job's limit must bind its steps, as in Slurm.
-                Ctl::Memory => memory_hierarchy = use_hierarchy(&root),
+                Ctl::Memory => use_hierarchy(&root),
                 _ => {}
             }
             hiers.push((ctl, root));
@@ -122,7 +118,6 @@ impl V1 {
             hiers,
             memsw_warned: AtomicBool::new(false),
             uid_level: Mutex::new(()),
-            memory_hierarchy,
         })
     }
 
@@ -138,11 +133,6 @@ impl V1 {
             .iter()
             .find(|(c, _)| *c == ctl)
             .map(|(_, root)| under(root, rel))
-    }
-
-    /// Whether a memory limit set on a cgroup binds everything below it.
-    pub(super) fn memory_hierarchy(&self) -> bool {
-        self.memory_hierarchy
     }
 
     /// Whether the devices hierarchy is used (ConstrainDevices, mounted).
@@ -172,7 +162,9 @@ impl V1 {
             let made_last = std::cell::Cell::new(false);
             let dir = fs::make_path(root, rel, |made| match ctl {
                 Ctl::Cpuset => {
-                    let depth = made.strip_prefix(root).map_or(0, |r| r.components().count());
+                    let depth = made
+                        .strip_prefix(root)
+                        .map_or(0, |r| r.components().count());
                     if depth == last {
                         made_last.set(true);
                         fill_cpuset(made, limits.cpus.as_deref(), limits.mems.as_deref())
@@ -359,20 +351,15 @@ fn under(root: &Path, rel: &Path) -> PathBuf {
 
 /// Turn on `memory.use_hierarchy` where it is off (it is always on, and read-only, from
 /// kernel 5.x). It can only change while the cgroup has no children: a leftover root
-/// with jobs in it keeps its setting, said once here. Returns whether it is on.
-fn use_hierarchy(root: &Path) -> bool {
+/// with jobs in it keeps its setting, said once here.
+fn use_hierarchy(root: &Path) {
     let path = root.join("memory.use_hierarchy");
-    match fs::read_opt(&path) {
-        Ok(Some(value)) if value.trim() == "0" => match fs::write(&path, "1") {
-            Ok(()) => true,
-            Err(e) => {
+    if let Ok(Some(value)) = fs::read_opt(&path) {
+        if value.trim() == "0" {
+            if let Err(e) = fs::write(&path, "1") {
                 tracing::warn!(error = %e, "cgroup v1: memory.use_hierarchy stays 0; job memory limits do not bind steps");
-                false
             }
-        },
-        Ok(Some(_)) => true,
-        // Unreadable: assume the worst, so steps get their own limits.
-        _ => false,
+        }
     }
 }
 
@@ -394,8 +381,7 @@ fn fill_cpuset(dir: &Path, cpus: Option<&str>, mems: Option<&str>) -> Result<(),
     if let Err(e) = fs::write(&dir.join("cpuset.sched_load_balance"), "0") {
         tracing::debug!(error = %e, "cgroup v1: cpuset stays load-balanced");
     }
-    // mems first: the kernel takes either in any order, but a cpuset with CPUs and no
-    // memory nodes is one no process may join, so it is never left that way.
+    // A cpuset lacking either takes no process; the order does not matter.
     for (file, value) in [("cpuset.mems", mems), ("cpuset.cpus", cpus)] {
         let value = match value {
             Some(v) => v.to_string(),
