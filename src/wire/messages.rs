@@ -511,10 +511,9 @@ pub struct JobLaunch {
     /// `-A` (SLURM_JOB_ACCOUNT), if given.
     #[serde(default)]
     pub account: Option<String>,
-    /// What each node gives the job, in nodelist order (runs of equal shares on the
-    /// wire: `super::shares`).
-    #[serde(default, with = "super::shares")]
-    pub held: Vec<NodeShare>,
+    /// What each node gives the job, in nodelist order (as runs of equal shares).
+    #[serde(default)]
+    pub held: super::shares::Shares,
     /// GRES, GPU and binding options as asked (for the `SLURM_*` echoes).
     #[serde(default)]
     pub resources: crate::model::tres::ResourceRequest,
@@ -782,10 +781,10 @@ pub struct StepLaunch {
     /// Append to output files (see [`StepRequest`]).
     #[serde(default)]
     pub open_append: bool,
-    /// What each of the step's nodes gives it, in nodelist order (runs of equal
-    /// shares on the wire: `super::shares`).
-    #[serde(default, with = "super::shares")]
-    pub held: Vec<NodeShare>,
+    /// What each of the step's nodes gives it, in nodelist order (as runs of equal
+    /// shares).
+    #[serde(default)]
+    pub held: super::shares::Shares,
     /// The step's GRES, GPU and binding options.
     #[serde(default)]
     pub resources: crate::model::tres::ResourceRequest,

@@ -1,13 +1,14 @@
-//! The `held` field of launch messages on the wire: runs of identical node shares.
+//! The `held` field of launch messages: every node's share, as runs of equal shares.
 //!
-//! A launch carries every node's share (`JobLaunch::held`, `StepLaunch::held`) and
-//! every node of the tree decodes it, so a K-node launch moved O(K²) shares over the
-//! fan-out. Most jobs hold the same on each node (`srun -N 512 true`: one CPU and the
-//! same memory everywhere), so consecutive equal shares travel as one entry with a
-//! `repeat` count. In memory the field stays one `NodeShare` per node.
+//! A launch carries every node's share (`JobLaunch::held`, `StepLaunch::held`), and
+//! every node of the fan-out tree decodes it, keeps it and (a relay) encodes it again
+//! for its children: a K-node launch moved and allocated O(K²) shares in all. Most
+//! jobs hold the same on each node (`srun -N 512 true`: one CPU and the same memory
+//! everywhere), so [`Shares`] keeps consecutive equal shares as one run, in memory and
+//! on the wire, and a 512-node launch carries one share instead of 512.
 //!
-//! Each entry is a `NodeShare` with an optional `repeat` key (absent = 1), so frames
-//! written before runs existed read unchanged.
+//! On the wire each entry is a `NodeShare` with an optional `repeat` key (absent = 1),
+//! so frames written before runs existed read unchanged.
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -15,9 +16,95 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::messages::NodeShare;
 use crate::model::tres::GresAlloc;
 
-/// Most shares one message may expand to: more nodes than any cluster has, yet a
-/// bound, so that a forged repeat count cannot make a node allocate without end.
+/// Most shares one message may stand for: more nodes than any cluster has, yet a
+/// bound, so that a forged repeat count cannot make a node walk or allocate without end.
 pub const MAX_SHARES: usize = 1 << 20;
+
+/// Each node's share, in nodelist order, kept as runs of equal shares. Built with
+/// `collect()` or `From<Vec<NodeShare>>`; read with [`Shares::get`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shares {
+    /// (how many nodes in a row, their share); adjacent runs always differ, so equal
+    /// lists of shares compare equal.
+    runs: Vec<(u32, NodeShare)>,
+    len: usize,
+}
+
+impl Shares {
+    /// The share of the node at `index` in the nodelist (a walk over the runs: few).
+    pub fn get(&self, index: usize) -> Option<&NodeShare> {
+        let mut start = 0usize;
+        for (count, share) in &self.runs {
+            start += *count as usize;
+            if index < start {
+                return Some(share);
+            }
+        }
+        None
+    }
+
+    pub fn first(&self) -> Option<&NodeShare> {
+        self.runs.first().map(|(_, s)| s)
+    }
+
+    /// How many nodes' shares (not runs).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every node's share, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &NodeShare> + '_ {
+        self.runs
+            .iter()
+            .flat_map(|(count, share)| std::iter::repeat_n(share, *count as usize))
+    }
+
+    /// How many runs hold the shares (1 when every node holds the same).
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Add the next node's share.
+    pub fn push(&mut self, share: NodeShare) {
+        self.push_run(1, share);
+    }
+
+    fn push_run(&mut self, count: u32, share: NodeShare) {
+        if count == 0 {
+            return;
+        }
+        self.len += count as usize;
+        if let Some((n, last)) = self.runs.last_mut() {
+            if *last == share {
+                if let Some(sum) = n.checked_add(count) {
+                    *n = sum;
+                    return;
+                }
+            }
+        }
+        self.runs.push((count, share));
+    }
+}
+
+impl FromIterator<NodeShare> for Shares {
+    fn from_iter<I: IntoIterator<Item = NodeShare>>(iter: I) -> Self {
+        let mut out = Shares::default();
+        for share in iter {
+            out.push(share);
+        }
+        out
+    }
+}
+
+impl From<Vec<NodeShare>> for Shares {
+    fn from(v: Vec<NodeShare>) -> Self {
+        v.into_iter().collect()
+    }
+}
 
 #[derive(Serialize)]
 struct RunRef<'a> {
@@ -45,58 +132,39 @@ fn one() -> u32 {
     1
 }
 
-/// Consecutive equal shares as runs.
-fn runs(held: &[NodeShare]) -> Vec<RunRef<'_>> {
-    let mut out: Vec<RunRef<'_>> = Vec::new();
-    for share in held {
-        if let Some(last) = out.last_mut() {
-            if last.repeat < u32::MAX
-                && last.mem_mb == share.mem_mb
-                && last.cpu_ids == share.cpu_ids.as_slice()
-                && last.gres == share.gres.as_slice()
-            {
-                last.repeat += 1;
-                continue;
-            }
-        }
-        out.push(RunRef {
+impl Serialize for Shares {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.runs.iter().map(|(count, share)| RunRef {
             cpu_ids: &share.cpu_ids,
             mem_mb: share.mem_mb,
             gres: &share.gres,
-            repeat: 1,
-        });
+            repeat: *count,
+        }))
     }
-    out
 }
 
-pub fn serialize<S: Serializer>(held: &[NodeShare], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(runs(held))
-}
-
-pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<NodeShare>, D::Error> {
-    let runs = Vec::<Run>::deserialize(d)?;
-    let mut total = 0usize;
-    for run in &runs {
-        if run.repeat == 0 {
-            return Err(D::Error::custom("held: a run of 0 node shares"));
+impl<'de> Deserialize<'de> for Shares {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Shares, D::Error> {
+        let runs = Vec::<Run>::deserialize(d)?;
+        let mut out = Shares::default();
+        for run in runs {
+            if run.repeat == 0 {
+                return Err(D::Error::custom("held: a run of 0 node shares"));
+            }
+            if out.len.saturating_add(run.repeat as usize) > MAX_SHARES {
+                return Err(D::Error::custom(format!(
+                    "held: more than the {MAX_SHARES} node shares a message may carry"
+                )));
+            }
+            let share = NodeShare {
+                cpu_ids: run.cpu_ids,
+                mem_mb: run.mem_mb,
+                gres: run.gres,
+            };
+            out.push_run(run.repeat, share);
         }
-        total = total.saturating_add(run.repeat as usize);
+        Ok(out)
     }
-    if total > MAX_SHARES {
-        return Err(D::Error::custom(format!(
-            "held: {total} node shares, more than the {MAX_SHARES} a message may carry"
-        )));
-    }
-    let mut out = Vec::with_capacity(total);
-    for run in runs {
-        let share = NodeShare {
-            cpu_ids: run.cpu_ids,
-            mem_mb: run.mem_mb,
-            gres: run.gres,
-        };
-        out.extend(std::iter::repeat_n(share, run.repeat as usize));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -105,8 +173,8 @@ mod tests {
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Carrier {
-        #[serde(default, with = "super")]
-        held: Vec<NodeShare>,
+        #[serde(default)]
+        held: Shares,
     }
 
     /// The field as it was written before runs: a plain list of shares.
@@ -132,22 +200,32 @@ mod tests {
         }
     }
 
-    fn round_trip(held: Vec<NodeShare>) -> (Vec<u8>, Carrier) {
-        let bytes = rmp_serde::to_vec_named(&Carrier { held }).expect("encode");
+    fn round_trip(held: &[NodeShare]) -> (Vec<u8>, Shares) {
+        let bytes = rmp_serde::to_vec_named(&Carrier {
+            held: held.to_vec().into(),
+        })
+        .expect("encode");
         let back: Carrier = rmp_serde::from_slice(&bytes).expect("decode");
-        (bytes, back)
+        (bytes, back.held)
+    }
+
+    fn expanded(s: &Shares) -> Vec<NodeShare> {
+        s.iter().cloned().collect()
     }
 
     #[test]
-    fn equal_shares_travel_as_one_run_and_come_back_one_per_node() {
+    fn equal_shares_are_one_run_whatever_the_node_count() {
         let held = vec![share(&[0], 100, &[]); 512];
-        let (bytes, back) = round_trip(held.clone());
-        assert_eq!(back.held, held);
+        let (bytes, back) = round_trip(&held);
+        assert_eq!((back.len(), back.runs()), (512, 1));
+        assert_eq!(expanded(&back), held);
+        assert_eq!(back.get(511), Some(&held[0]));
+        assert_eq!(back.get(512), None);
         let one = rmp_serde::to_vec_named(&Plain {
             held: vec![share(&[0], 100, &[])],
         })
         .expect("encode");
-        // One entry plus its count, whatever the node count.
+        // One entry plus its count.
         assert!(bytes.len() < one.len() + 16, "{} bytes", bytes.len());
     }
 
@@ -162,16 +240,38 @@ mod tests {
             share(&[2], 200, &[]),
             share(&[0, 1], 100, &[0]),
         ];
-        assert_eq!(round_trip(held.clone()).1.held, held);
-        assert_eq!(round_trip(Vec::new()).1.held, Vec::new());
+        let (_, back) = round_trip(&held);
+        assert_eq!(back.runs(), 5);
+        assert_eq!(expanded(&back), held);
+        for (i, s) in held.iter().enumerate() {
+            assert_eq!(back.get(i), Some(s), "node {i}");
+        }
+        assert_eq!(back.first(), held.first());
+        let (_, empty) = round_trip(&[]);
+        assert!(empty.is_empty() && empty.first().is_none() && empty.get(0).is_none());
+    }
+
+    #[test]
+    fn equal_lists_compare_equal_however_they_were_built() {
+        let a: Shares = vec![share(&[0], 1, &[]); 3].into();
+        let mut b = Shares::default();
+        b.push_run(2, share(&[0], 1, &[]));
+        b.push(share(&[0], 1, &[]));
+        assert_eq!(a, b);
+        assert_eq!(b.runs(), 1);
     }
 
     #[test]
     fn frames_written_before_runs_still_read() {
-        let held = vec![share(&[0], 10, &[]), share(&[0], 10, &[]), share(&[1], 10, &[])];
+        let held = vec![
+            share(&[0], 10, &[]),
+            share(&[0], 10, &[]),
+            share(&[1], 10, &[]),
+        ];
         let bytes = rmp_serde::to_vec_named(&Plain { held: held.clone() }).expect("encode");
         let back: Carrier = rmp_serde::from_slice(&bytes).expect("decode");
-        assert_eq!(back.held, held);
+        assert_eq!(expanded(&back.held), held);
+        assert_eq!(back.held.runs(), 2);
     }
 
     #[test]

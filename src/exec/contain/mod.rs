@@ -321,11 +321,7 @@ impl Containment {
             return Err(e);
         }
         tracing::debug!(job_id, uid, "cgroup: job ready");
-        Ok(JobCgroup {
-            job_id,
-            group,
-            limits: resolved,
-        })
+        Ok(JobCgroup { job_id, group })
     }
 
     /// Remove this node's root and every empty cgroup in it (daemon shutdown, tests);
@@ -391,15 +387,6 @@ impl Inner {
             Backend::Unconfined(_) => Ok(()),
             Backend::V1(v1) => v1.freeze(rel, frozen),
             Backend::V2(v2) => v2.freeze(rel, frozen),
-        }
-    }
-
-    /// Whether a memory limit binds the cgroups below the one it is set on.
-    fn memory_binds_children(&self) -> bool {
-        match &self.backend {
-            Backend::Unconfined(_) => false,
-            Backend::V1(v1) => v1.memory_hierarchy(),
-            Backend::V2(_) => true,
         }
     }
 
@@ -653,8 +640,6 @@ fn wait_empty(dir: &Path, wait: Duration) -> Result<bool, ContainError> {
 pub struct JobCgroup {
     job_id: u32,
     group: Group,
-    /// The limits set on the job's cgroup when it was made.
-    limits: Resolved,
 }
 
 impl JobCgroup {
@@ -664,17 +649,7 @@ impl JobCgroup {
 
     /// Make (or reopen) a step's cgroup under the job; `limits` narrows the job's.
     pub fn step(&self, step: StepName, limits: &JobLimits) -> Result<StepCgroup, ContainError> {
-        let mut resolved = self.group.inner.resolve(limits)?;
-        // A step holding all of the job's memory (an `srun` in its own allocation) is
-        // bound by the job's limit already: not written again, a launch makes three or
-        // four writes fewer per node.
-        if resolved.memory.is_some()
-            && (resolved.memory, resolved.swappiness) == (self.limits.memory, self.limits.swappiness)
-            && self.group.inner.memory_binds_children()
-        {
-            resolved.memory = None;
-            resolved.swappiness = None;
-        }
+        let resolved = self.group.inner.resolve(limits)?;
         let mut group = self.group.child(&format!("step_{step}"));
         group.make(&resolved, Level::Step).inspect_err(|e| {
             tracing::warn!(job_id = self.job_id, step_id = %step, error = %e, "cgroup: step setup failed");
