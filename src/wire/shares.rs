@@ -297,9 +297,7 @@ mod tests {
                 }],
             })
             .expect("encode");
-            let e = rmp_serde::from_slice::<Carrier>(&bytes)
-                .err()
-                .expect("refused");
+            let e = rmp_serde::from_slice::<Carrier>(&bytes).expect_err("refused");
             assert!(e.to_string().contains(words), "{e}");
         }
     }
