@@ -691,3 +691,87 @@ fn signal_all_reaches_the_step_and_only_the_step() {
     job.remove().expect("remove job");
     c.remove_root().expect("remove root");
 }
+
+/// Every cpuset canopy makes below the node's root has `sched_load_balance` off (so
+/// that writing its CPUs and removing it do not make the kernel rebuild the scheduler's
+/// domains), and still gets its CPUs and memory nodes; the root keeps balancing on,
+/// which covers everything below it.
+#[test]
+fn cpusets_below_the_root_are_filled_without_load_balancing() {
+    if !v1_ready() {
+        return;
+    }
+    let (c, _cleanup) = start(&constrained(), "lbal");
+    let root = c
+        .roots()
+        .into_iter()
+        .find(|p| p.starts_with("/sys/fs/cgroup/cpuset"))
+        .expect("cpuset root");
+    let read = |dir: &Path, file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("{}/{file}: {e}", dir.display()))
+            .trim()
+            .to_string()
+    };
+    let job = c
+        .job(
+            8,
+            0,
+            &JobLimits {
+                cpus: Some(vec![0]),
+                mem_bytes: Some(64 * MIB),
+                ..JobLimits::default()
+            },
+        )
+        .expect("job");
+    let step = job
+        .step(StepName::Numbered(0), &JobLimits::default())
+        .expect("step");
+    let task = step.task(0).expect("task");
+    let cpuset = |paths: Vec<PathBuf>| {
+        paths
+            .into_iter()
+            .find(|p| p.starts_with(&root))
+            .expect("cpuset dir")
+    };
+    let (job_dir, step_dir, task_dir) = (
+        cpuset(job.paths()),
+        cpuset(step.paths()),
+        cpuset(task.paths()),
+    );
+    let uid_dir = job_dir.parent().expect("uid level").to_path_buf();
+    assert_eq!(read(&root, "cpuset.sched_load_balance"), "1");
+    let mems = read(&root, "cpuset.mems");
+    for (dir, cpus) in [
+        (&uid_dir, read(&root, "cpuset.cpus")),
+        (&job_dir, "0".to_string()),
+        (&step_dir, "0".to_string()),
+        (&task_dir, "0".to_string()),
+    ] {
+        assert_eq!(
+            read(dir, "cpuset.sched_load_balance"),
+            "0",
+            "{}",
+            dir.display()
+        );
+        assert_eq!(read(dir, "cpuset.cpus"), cpus, "{}", dir.display());
+        assert_eq!(read(dir, "cpuset.mems"), mems, "{}", dir.display());
+    }
+    // A process can join the task's cpuset, and sees its CPUs.
+    let out = {
+        let mut command = Command::new("grep");
+        command.args(["Cpus_allowed_list", "/proc/self/status"]);
+        let attach = task.attach().try_clone().expect("clone");
+        // SAFETY: as in spawn_in.
+        unsafe {
+            command.pre_exec(move || attach.apply());
+        }
+        command.output().expect("grep")
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.trim_end().ends_with("\t0"), "{text}");
+    drop(task);
+    step.remove().expect("remove step");
+    job.remove().expect("remove job");
+    c.remove_root().expect("remove root");
+}

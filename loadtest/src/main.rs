@@ -193,6 +193,15 @@ enum Scenario {
         /// (default: proctrack/linuxproc and task/none on both).
         #[arg(long)]
         confined: bool,
+        /// Canopy alone: no Slurm cluster (before/after figures of a canopy change).
+        #[arg(long = "canopy-only")]
+        canopy_only: bool,
+        /// Only the `srun -N K` launch rows (no sbatch or squeue measurements).
+        #[arg(long = "launch-only")]
+        launch_only: bool,
+        /// Timed launches per K (default 3, 2 at K >= 512).
+        #[arg(long)]
+        reps: Option<u32>,
     },
 }
 
@@ -400,6 +409,9 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             submits,
             queued,
             confined,
+            canopy_only,
+            launch_only,
+            reps,
         } => {
             if *tree_width < 2 {
                 bail!("--tree-width must be at least 2");
@@ -418,6 +430,9 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 } else {
                     peer::Leaves::Plain
                 },
+                canopy_only: *canopy_only,
+                launch_only: *launch_only,
+                reps: *reps,
             };
             match peer::run(&opts, progress) {
                 Ok(rows) => Ok(rows

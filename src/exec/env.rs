@@ -297,7 +297,8 @@ mod tests {
                     indices: vec![1, 3],
                     count: 2,
                 }],
-            }],
+            }]
+            .into(),
             resources: Default::default(),
         }
     }

@@ -732,7 +732,7 @@ mod tests {
             array: None,
             open_append: false,
             account: None,
-            held: Vec::new(),
+            held: Default::default(),
             resources: Default::default(),
         }
     }

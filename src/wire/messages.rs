@@ -535,9 +535,9 @@ pub struct JobLaunch {
     /// `-A` (SLURM_JOB_ACCOUNT), if given.
     #[serde(default)]
     pub account: Option<String>,
-    /// What each node gives the job, in nodelist order.
+    /// What each node gives the job, in nodelist order (as runs of equal shares).
     #[serde(default)]
-    pub held: Vec<NodeShare>,
+    pub held: super::shares::Shares,
     /// GRES, GPU and binding options as asked (for the `SLURM_*` echoes).
     #[serde(default)]
     pub resources: crate::model::tres::ResourceRequest,
@@ -805,9 +805,10 @@ pub struct StepLaunch {
     /// Append to output files (see [`StepRequest`]).
     #[serde(default)]
     pub open_append: bool,
-    /// What each of the step's nodes gives it, in nodelist order.
+    /// What each of the step's nodes gives it, in nodelist order (as runs of equal
+    /// shares).
     #[serde(default)]
-    pub held: Vec<NodeShare>,
+    pub held: super::shares::Shares,
     /// The step's GRES, GPU and binding options.
     #[serde(default)]
     pub resources: crate::model::tres::ResourceRequest,

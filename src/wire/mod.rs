@@ -14,5 +14,6 @@ pub mod joblist;
 pub mod messages;
 pub mod priority;
 pub mod resv;
+pub mod shares;
 pub mod signer;
 pub mod types;

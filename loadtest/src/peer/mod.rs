@@ -61,6 +61,13 @@ pub struct PeerOpts {
     pub quick: bool,
     /// How both systems' nodes track, confine and bind tasks.
     pub leaves: Leaves,
+    /// Measure canopy alone (no Slurm cluster is started): before/after figures of a
+    /// canopy change without loading the machine with Slurm's daemons too.
+    pub canopy_only: bool,
+    /// Only the `srun -N K` launch rows (no sbatch or squeue clusters).
+    pub launch_only: bool,
+    /// Timed launches per K instead of [`launch_reps`]'s.
+    pub reps: Option<u32>,
 }
 
 /// What the nodes of BOTH systems do around a task, stated explicitly on each side so
@@ -219,13 +226,15 @@ const SLURM_PACKAGES: &[&str] = &["slurmctld", "slurmd", "slurm-client", "munge"
 pub fn run(opts: &PeerOpts, progress: &mut dyn FnMut(&str)) -> Result<Vec<PeerRow>, PeerError> {
     let plan = Plan::from_opts(opts)?;
     let canopy_exe = canopy_binaries(&opts.canopy_bin)?;
-    ensure_slurm_installed(SLURM_FILES, opts.quick, progress)?;
-    if !nix::unistd::geteuid().is_root() {
-        return Err(PeerError::SlurmUnavailable(
-            "slurmd must run as root and this process is not root".into(),
-        ));
+    if !plan.canopy_only {
+        ensure_slurm_installed(SLURM_FILES, opts.quick, progress)?;
+        if !nix::unistd::geteuid().is_root() {
+            return Err(PeerError::SlurmUnavailable(
+                "slurmd must run as root and this process is not root".into(),
+            ));
+        }
+        ensure_munged(progress)?;
     }
-    ensure_munged(progress)?;
     raise_fd_limit(progress);
     let root = opts.work_dir.join(format!("peer-{}", std::process::id()));
     create_dir(&root)?;
@@ -250,6 +259,9 @@ struct Plan {
     submits: u32,
     parallel_submits: u32,
     queued: u32,
+    canopy_only: bool,
+    launch_only: bool,
+    reps: Option<u32>,
 }
 
 impl Plan {
@@ -271,6 +283,9 @@ impl Plan {
                 o.ks
             )));
         }
+        if o.reps == Some(0) {
+            return Err(PeerError::BadOption("reps must be at least 1".into()));
+        }
         if o.quick {
             return Ok(Plan {
                 ks: vec![4],
@@ -278,6 +293,9 @@ impl Plan {
                 submits: 20,
                 parallel_submits: 20 * PARALLEL_FACTOR,
                 queued: 100,
+                canopy_only: o.canopy_only,
+                launch_only: o.launch_only,
+                reps: None,
             });
         }
         Ok(Plan {
@@ -286,6 +304,9 @@ impl Plan {
             submits: o.submits,
             parallel_submits: o.submits.saturating_mul(PARALLEL_FACTOR),
             queued: o.queued,
+            canopy_only: o.canopy_only,
+            launch_only: o.launch_only,
+            reps: o.reps,
         })
     }
 }
@@ -375,10 +396,50 @@ fn measure_all(
     plan: &Plan,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<PeerRow>, PeerError> {
-    let mut rows = Vec::new();
-    let mut slurm_failed = None;
+    let mut slurm_failed = plan
+        .canopy_only
+        .then(|| "--canopy-only: Slurm not run".to_string());
+    let mut rows = if plan.launch_only {
+        Vec::new()
+    } else {
+        measure_queue_rows(ctx, plan, &mut slurm_failed, progress)?
+    };
+    for &k in &plan.ks {
+        let reps = plan.reps.unwrap_or_else(|| launch_reps(k));
+        let slurm = slurm_phase(&mut slurm_failed, progress, |p| {
+            with_cluster(ctx, System::Slurm, k, "launch", p, |c, p| {
+                measure_launch(c, k, reps, p)
+            })
+        });
+        let canopy = with_cluster(ctx, System::Canopy, k, "launch", progress, |c, p| {
+            measure_launch(c, k, reps, p)
+        })?;
+        rows.push(make_row(
+            format!("launch_{k}_nodes"),
+            Unit::Ms,
+            Some(k),
+            canopy,
+            &slurm,
+            format!(
+                "`srun -N {k} true` on both: allocation, a task on every node, release; \
+                 TreeWidth {}, {}, median of {reps}",
+                ctx.tree_width,
+                ctx.leaves.name()
+            ),
+        ));
+    }
+    Ok(rows)
+}
 
-    let slurm = slurm_phase(&mut slurm_failed, progress, |p| {
+/// The sbatch and squeue rows, each system on a one-node cluster.
+fn measure_queue_rows(
+    ctx: &Ctx,
+    plan: &Plan,
+    slurm_failed: &mut Option<String>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<PeerRow>, PeerError> {
+    let mut rows = Vec::new();
+    let slurm = slurm_phase(slurm_failed, progress, |p| {
         with_cluster(ctx, System::Slurm, 1, "submit", p, |c, p| {
             measure_submits(c, plan, p)
         })
@@ -409,7 +470,7 @@ fn measure_all(
         ),
     ));
 
-    let slurm = slurm_phase(&mut slurm_failed, progress, |p| {
+    let slurm = slurm_phase(slurm_failed, progress, |p| {
         with_cluster(ctx, System::Slurm, 1, "squeue", p, |c, p| {
             measure_squeue(c, plan.queued, p)
         })
@@ -429,30 +490,6 @@ fn measure_all(
         ),
     ));
 
-    for &k in &plan.ks {
-        let reps = launch_reps(k);
-        let slurm = slurm_phase(&mut slurm_failed, progress, |p| {
-            with_cluster(ctx, System::Slurm, k, "launch", p, |c, p| {
-                measure_launch(c, k, reps, p)
-            })
-        });
-        let canopy = with_cluster(ctx, System::Canopy, k, "launch", progress, |c, p| {
-            measure_launch(c, k, reps, p)
-        })?;
-        rows.push(make_row(
-            format!("launch_{k}_nodes"),
-            Unit::Ms,
-            Some(k),
-            canopy,
-            &slurm,
-            format!(
-                "`srun -N {k} true` on both: allocation, a task on every node, release; \
-                 TreeWidth {}, {}, median of {reps}",
-                ctx.tree_width,
-                ctx.leaves.name()
-            ),
-        ));
-    }
     Ok(rows)
 }
 

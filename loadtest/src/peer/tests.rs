@@ -15,6 +15,9 @@ fn opts() -> PeerOpts {
         queued: 2000,
         quick: false,
         leaves: Leaves::Plain,
+        canopy_only: false,
+        launch_only: false,
+        reps: None,
     }
 }
 
@@ -98,6 +101,19 @@ fn plan_uses_options_or_small_counts_in_quick_mode() {
 }
 
 #[test]
+fn canopy_only_and_reps_reach_the_plan() {
+    let plan = Plan::from_opts(&PeerOpts {
+        canopy_only: true,
+        launch_only: true,
+        reps: Some(5),
+        ..opts()
+    })
+    .unwrap();
+    assert!(plan.canopy_only && plan.launch_only);
+    assert_eq!(plan.reps, Some(5));
+}
+
+#[test]
 fn plan_rejects_unusable_options() {
     for bad in [
         PeerOpts {
@@ -118,6 +134,10 @@ fn plan_rejects_unusable_options() {
         },
         PeerOpts {
             ks: vec![8, 0],
+            ..opts()
+        },
+        PeerOpts {
+            reps: Some(0),
             ..opts()
         },
     ] {
