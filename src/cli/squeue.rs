@@ -40,10 +40,11 @@ enum Opt {
     Version,
     Clusters,
     NoConvert,
-    /// `-q`, `-R`, `-L`: canopy jobs have no QOS, reservation or licenses
-    /// (squeue shows `(null)`), so naming one matches no job, as in Slurm
-    /// without them.
+    /// `-R`, `-L`: canopy jobs have no reservation or licenses (squeue
+    /// shows `(null)`), so naming one matches no job, as in Slurm without
+    /// them.
     Unmatchable,
+    Qos,
     /// Options that change nothing on a single cluster whose jobs each name
     /// one partition: federation views, `--hide` (the default), `-P`
     /// (per-partition listing of multi-partition jobs), `--array-unique`
@@ -75,7 +76,7 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("nodelist", Some('w'), Required, Opt::NodeList),
     spec("partition", Some('p'), Required, Opt::Partition),
     spec("priority", Some('P'), Flag, Opt::Moot),
-    spec("qos", Some('q'), Required, Opt::Unmatchable),
+    spec("qos", Some('q'), Required, Opt::Qos),
     spec("reservation", Some('R'), Required, Opt::Unmatchable),
     spec("sibling", None, Flag, Opt::Moot),
     spec("sort", Some('S'), Required, Opt::Sort),
@@ -103,6 +104,8 @@ struct Args {
     partition: Option<String>,
     /// `-A`: comma list, compared lower-cased (Slurm stores accounts so).
     account: Option<String>,
+    /// `-q`: comma list, lower-cased; a job without a QOS matches none.
+    qos: Option<String>,
     nodelist: Option<String>,
     sort: Option<String>,
     /// `--start`: pending jobs with their expected start times.
@@ -145,6 +148,7 @@ impl Args {
                 Opt::NodeList => a.nodelist = v,
                 Opt::Partition => a.partition = v,
                 Opt::Account => a.account = v.map(|v| v.to_lowercase()),
+                Opt::Qos => a.qos = v.map(|v| v.to_lowercase()),
                 Opt::Sort => a.sort = v,
                 Opt::Start => a.start = true,
                 Opt::States => a.states = v,
@@ -298,6 +302,7 @@ async fn list(
         let names: Option<Vec<&str>> = a.name.as_deref().map(|n| n.split(',').collect());
         let parts: Option<Vec<&str>> = a.partition.as_deref().map(|p| p.split(',').collect());
         let accounts: Option<Vec<&str>> = a.account.as_deref().map(|p| p.split(',').collect());
+        let qos: Option<Vec<&str>> = a.qos.as_deref().map(|p| p.split(',').collect());
         let shown: Vec<JobInfo> = jobs
             .into_iter()
             .filter(|_| !a.unmatchable)
@@ -318,6 +323,10 @@ async fn list(
                 accounts
                     .as_ref()
                     .is_none_or(|want| want.contains(&j.account.as_str()))
+            })
+            .filter(|j| {
+                qos.as_ref()
+                    .is_none_or(|want| want.contains(&j.qos.as_str()))
             })
             .filter(|j| {
                 nodes.as_ref().is_none_or(|want| {
