@@ -72,6 +72,8 @@ impl<'a> AssocGate<'a> {
             .iter()
             .filter_map(|p| p.access.qos.as_deref().map(|q| (p.name.as_str(), q)))
             .collect();
+        // Nothing to count when no limit could hold a job.
+        let on = on && db.has_run_limits();
         let mut g = AssocGate {
             db,
             cluster,

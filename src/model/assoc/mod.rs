@@ -239,6 +239,29 @@ impl AssocDb {
         id
     }
 
+    /// Whether any association or QOS sets a limit that can hold a
+    /// running job back (a pass skips counting when none does).
+    pub fn has_run_limits(&self) -> bool {
+        let tres = |t: &Tres| !t.is_empty();
+        self.assocs.values().any(|a| {
+            let l = &a.limits;
+            tres(&l.grp_tres)
+                || tres(&l.max_tres_per_job)
+                || tres(&l.max_tres_per_node)
+                || l.grp_jobs.is_some()
+                || l.max_jobs.is_some()
+                || l.max_wall.is_some()
+        }) || self.qos.values().any(|q| {
+            tres(&q.grp_tres)
+                || tres(&q.max_tres_per_job)
+                || tres(&q.max_tres_per_node)
+                || tres(&q.max_tres_per_user)
+                || q.grp_jobs.is_some()
+                || q.max_jobs_per_user.is_some()
+                || q.max_wall.is_some()
+        })
+    }
+
     /// The association `user` has in `account` on `cluster`.
     pub fn user_assoc(&self, cluster: &str, account: &str, user: &str) -> Option<&Assoc> {
         self.assocs.get(&AssocKey::user(cluster, account, user))
