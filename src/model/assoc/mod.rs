@@ -4,6 +4,7 @@
 //! yet); `edit` holds the pure add/modify/delete functions with Slurm's
 //! refusals, `request` the serialisable requests sacctmgr sends.
 
+mod delete;
 pub mod edit;
 pub mod limits;
 pub mod qos;
