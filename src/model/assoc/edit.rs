@@ -1,4 +1,5 @@
-//! Changes to the association database: add, modify and delete of
+//! Changes to the association database: add, modify and (in
+//! `delete.rs`) delete of
 //! clusters, accounts, users and QOS, each with Slurm's refusals and the
 //! lines sacctmgr prints. Pure: each takes the database and returns the
 //! new one (or the refusal); the caller decides whether to keep it (a
