@@ -40,9 +40,8 @@ enum Opt {
     Version,
     Clusters,
     NoConvert,
-    /// `-q`: canopy jobs have no QOS (squeue shows `(null)`), so naming
-    /// one matches no job, as in Slurm without them.
-    Unmatchable,
+    /// `-q`: jobs of these QOS.
+    Qos,
     /// `-R`: jobs of these reservations.
     Reservation,
     /// `-L`: jobs asking for any of these licenses.
@@ -78,7 +77,7 @@ static OPTIONS: &[getopt::OptSpec<Opt>] = &[
     spec("nodelist", Some('w'), Required, Opt::NodeList),
     spec("partition", Some('p'), Required, Opt::Partition),
     spec("priority", Some('P'), Flag, Opt::Moot),
-    spec("qos", Some('q'), Required, Opt::Unmatchable),
+    spec("qos", Some('q'), Required, Opt::Qos),
     spec("reservation", Some('R'), Required, Opt::Reservation),
     spec("sibling", None, Flag, Opt::Moot),
     spec("sort", Some('S'), Required, Opt::Sort),
@@ -106,6 +105,8 @@ struct Args {
     partition: Option<String>,
     /// `-A`: comma list, compared lower-cased (Slurm stores accounts so).
     account: Option<String>,
+    /// `-q`: comma list, lower-cased; a job without a QOS matches none.
+    qos: Option<String>,
     nodelist: Option<String>,
     sort: Option<String>,
     /// `--start`: pending jobs with their expected start times.
@@ -123,8 +124,6 @@ struct Args {
     clusters: Option<String>,
     /// `--noconvert`: memory in MB, not the largest unit.
     noconvert: bool,
-    /// A `-q` filter was given: no canopy job matches it.
-    unmatchable: bool,
     /// `-R`.
     reservation: Option<String>,
     /// `-L`.
@@ -152,6 +151,7 @@ impl Args {
                 Opt::NodeList => a.nodelist = v,
                 Opt::Partition => a.partition = v,
                 Opt::Account => a.account = v.map(|v| v.to_lowercase()),
+                Opt::Qos => a.qos = v.map(|v| v.to_lowercase()),
                 Opt::Sort => a.sort = v,
                 Opt::Start => a.start = true,
                 Opt::States => a.states = v,
@@ -161,7 +161,6 @@ impl Args {
                 Opt::Version => a.version = true,
                 Opt::Clusters => a.clusters = v,
                 Opt::NoConvert => a.noconvert = true,
-                Opt::Unmatchable => a.unmatchable = true,
                 Opt::Reservation => a.reservation = v,
                 Opt::Licenses => a.licenses = v,
                 Opt::Moot => {}
@@ -307,9 +306,9 @@ async fn list(
         let names: Option<Vec<&str>> = a.name.as_deref().map(|n| n.split(',').collect());
         let parts: Option<Vec<&str>> = a.partition.as_deref().map(|p| p.split(',').collect());
         let accounts: Option<Vec<&str>> = a.account.as_deref().map(|p| p.split(',').collect());
+        let qos: Option<Vec<&str>> = a.qos.as_deref().map(|p| p.split(',').collect());
         let shown: Vec<JobInfo> = jobs
             .into_iter()
-            .filter(|_| !a.unmatchable)
             .filter(|j| {
                 a.reservation
                     .as_deref()
@@ -341,6 +340,10 @@ async fn list(
                 accounts
                     .as_ref()
                     .is_none_or(|want| want.contains(&j.account.as_str()))
+            })
+            .filter(|j| {
+                qos.as_ref()
+                    .is_none_or(|want| want.contains(&j.qos.as_str()))
             })
             .filter(|j| {
                 nodes.as_ref().is_none_or(|want| {

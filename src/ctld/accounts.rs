@@ -108,7 +108,10 @@ impl Core {
 
     /// A submission's account and QOS (`submit` is updated with them),
     /// refused as Slurm refuses: no association, a QOS not allowed, a
-    /// submit limit reached, a `DenyOnLimit` QOS's per-job limit passed.
+    /// partition's AllowAccounts/AllowQos, a submit limit reached, a
+    /// `DenyOnLimit` QOS's per-job limit passed. Accounting is in effect
+    /// when `AccountingStorageEnforce` names associations (or `limits` or
+    /// `qos`, which imply it).
     pub(super) fn check_accounts(
         &self,
         submit: &mut JobSubmit,
@@ -117,6 +120,21 @@ impl Core {
     ) -> Result<(), ErrorReply> {
         let enforce = self.conf.accounting_enforce;
         let cluster = self.conf.cluster_name.as_str();
+        let part = self
+            .conf
+            .partitions
+            .iter()
+            .find(|p| p.name == admitted.partition);
+        // Without `AccountingStorageEnforce` jobs run as asked, as in Slurm
+        // without accounting: no default account, no QOS (`(null)`).
+        if !enforce.associations {
+            submit.qos = submit.qos.take().map(|q| q.to_lowercase());
+            if let Some(p) = part {
+                assoc::check_partition(&p.access, submit.account.as_deref(), submit.qos.as_deref())
+                    .map_err(|e| refusal(e, submit))?;
+            }
+            return Ok(());
+        }
         let r = assoc::resolve(
             &self.accounts,
             cluster,
@@ -126,12 +144,7 @@ impl Core {
             submit.qos.as_deref().map(str::to_lowercase).as_deref(),
         )
         .map_err(|e| refusal(e, submit))?;
-        if let Some(p) = self
-            .conf
-            .partitions
-            .iter()
-            .find(|p| p.name == admitted.partition)
-        {
+        if let Some(p) = part {
             assoc::check_partition(&p.access, r.account.as_deref(), r.qos.as_deref())
                 .map_err(|e| refusal(e, submit))?;
         }

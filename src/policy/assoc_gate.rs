@@ -9,7 +9,7 @@
 //! Built from the running jobs for each pass, so the counts are right
 //! after a restart; each start in the pass is added as it happens.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use super::assoc::{held, requested, JobTres};
 use crate::model::assoc::reason::{LimitReason, Scope, TresKind, TresLimit};
@@ -72,6 +72,8 @@ impl<'a> AssocGate<'a> {
             .iter()
             .filter_map(|p| p.access.qos.as_deref().map(|q| (p.name.as_str(), q)))
             .collect();
+        // Nothing to count when no limit could hold a job.
+        let on = on && db.has_run_limits();
         let mut g = AssocGate {
             db,
             cluster,
@@ -283,9 +285,4 @@ impl StartGate for AssocGate<'_> {
             self.count(job, &held(alloc));
         }
     }
-}
-
-/// Per-level use, for tests and views: association key → running jobs.
-pub fn running_jobs(g: &AssocGate<'_>) -> BTreeMap<AssocKey, u32> {
-    g.assoc.iter().map(|(k, u)| (k.clone(), u.jobs)).collect()
 }

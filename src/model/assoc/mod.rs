@@ -4,6 +4,7 @@
 //! yet); `edit` holds the pure add/modify/delete functions with Slurm's
 //! refusals, `request` the serialisable requests sacctmgr sends.
 
+mod delete;
 pub mod edit;
 pub mod limits;
 pub mod qos;
@@ -237,6 +238,29 @@ impl AssocDb {
         let id = self.next_assoc_id.max(1);
         self.next_assoc_id = id + 1;
         id
+    }
+
+    /// Whether any association or QOS sets a limit that can hold a
+    /// running job back (a pass skips counting when none does).
+    pub fn has_run_limits(&self) -> bool {
+        let tres = |t: &Tres| !t.is_empty();
+        self.assocs.values().any(|a| {
+            let l = &a.limits;
+            tres(&l.grp_tres)
+                || tres(&l.max_tres_per_job)
+                || tres(&l.max_tres_per_node)
+                || l.grp_jobs.is_some()
+                || l.max_jobs.is_some()
+                || l.max_wall.is_some()
+        }) || self.qos.values().any(|q| {
+            tres(&q.grp_tres)
+                || tres(&q.max_tres_per_job)
+                || tres(&q.max_tres_per_node)
+                || tres(&q.max_tres_per_user)
+                || q.grp_jobs.is_some()
+                || q.max_jobs_per_user.is_some()
+                || q.max_wall.is_some()
+        })
     }
 
     /// The association `user` has in `account` on `cluster`.
