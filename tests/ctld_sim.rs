@@ -120,7 +120,7 @@ impl Disk {
             // new end.
             Op::PutAcctStep { .. } => {}
             // priority/multifactor's usage: not simulated here.
-            Op::PutUsage(_) => {}
+            Op::PutUsage(_) | Op::PutAges(_) => {}
         }
     }
 }

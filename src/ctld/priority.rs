@@ -462,6 +462,8 @@ impl Core {
         self.put_jobs(&changed, out);
         out.persist
             .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
+        out.persist
+            .push(Op::PutAges(Box::new(self.prio.usage.accrue.clone())));
     }
 
     /// sprio: each pending job's factors (those the caller may see).

@@ -208,6 +208,21 @@ fn fair_share_puts_the_unused_account_first_and_usage_survives_a_restart() {
     // alice's pending job has aged to the maximum (1 h): + 100.
     assert!(prio(&c, a) >= 100);
 
+    let ages = out
+        .persist
+        .iter()
+        .find_map(|o| match o {
+            Op::PutAges(a) => Some(a.as_ref().clone()),
+            _ => None,
+        })
+        .expect("the calculation stores the ages");
+    assert_eq!(
+        ages.get(&a),
+        Some(&(T0 + 610)),
+        "alice's job eligible since its submission"
+    );
+    let mut stored = stored;
+    stored.accrue = ages;
     // A restart: the core is rebuilt and given the stored book.
     let jobs: Vec<_> = c.jobs().values().cloned().collect();
     let conf = c.conf().clone();
