@@ -2,9 +2,10 @@
 //! driven directly in virtual time (the core reads no clock): a full
 //! cluster, many pending jobs across users in accounts; the time of one
 //! `PriorityCalcPeriod` calculation (decay, accrual, Fair Tree, every
-//! pending job re-prioritised), of a submission (its priority at once), of
-//! a job's end (usage added, shares recomputed) and of an sshare and sprio
-//! answer.
+//! pending job re-prioritised), of a submission (its priority at once),
+//! and of an sshare and sprio answer. (Nothing runs: no node registers,
+//! so usage is not exercised; a job's end costs one pass of fair share
+//! over the tree, about what sshare's answer costs.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,9 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use canopy::config::Config;
 use canopy::ctld::{Command, Core, Output};
-use canopy::model::acct::Usage;
-use canopy::model::job::{ExitStatus, JobState, JobSubmit};
-use canopy::model::reason::JobReason;
+use canopy::model::job::JobSubmit;
 use canopy::policy::authz::Caller;
 use canopy::wire::priority::{PriorityQuery, ShareQuery};
 
@@ -92,24 +91,6 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         submit(&mut core, &mut rng, now)?;
         submit_ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    // Job ends: usage added and shares recomputed (the jobs never ran, so
-    // this measures the recomputation over the tree).
-    let mut end_ms = Vec::new();
-    let ids: Vec<u32> = core.jobs().values().map(|j| j.job_id).take(200).collect();
-    for id in ids {
-        let t = Instant::now();
-        let _: Output = core.apply(
-            t0 + 1000,
-            Command::JobEnded {
-                job_id: id,
-                state: JobState::Completed,
-                exit: ExitStatus::default(),
-                reason: JobReason::None,
-                usage: Usage::default(),
-            },
-        );
-        end_ms.push(t.elapsed().as_secs_f64() * 1e3);
-    }
     let mut calc_ms = Vec::new();
     let mut changed = 0;
     for r in 0..o.rounds.max(1) {
@@ -142,7 +123,6 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         .set("calc_records_written", changed as u64)
         .num("submit_p50_ms", percentile(&mut submit_ms.clone(), 0.5))
         .num("submit_p99_ms", percentile(&mut submit_ms, 0.99))
-        .num("job_end_p99_ms", percentile(&mut end_ms, 0.99))
         .num("sshare_ms", sshare_ms)
         .set("sshare_rows", shares.rows.len() as u64)
         .num("sprio_ms", sprio_ms)
