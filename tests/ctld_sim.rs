@@ -123,7 +123,7 @@ impl Disk {
             // new end.
             Op::PutAcctStep { .. } => {}
             // priority/multifactor's usage: not simulated here.
-            Op::PutUsage(_) => {}
+            Op::PutUsage(_) | Op::PutAges(_) => {}
             // The simulation does not change the association database.
             Op::PutAccounts(_) => {}
             // The simulation makes no reservations.

@@ -112,6 +112,20 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2])]
         threads: Vec<u32>,
     },
+    /// priority/multifactor in the core, in virtual time: one calculation
+    /// over every pending job, a submission, a job's end, sshare, sprio.
+    Prio {
+        #[arg(long, default_value_t = 10000)]
+        nodes: u32,
+        #[arg(long, default_value_t = 100000)]
+        jobs: u32,
+        #[arg(long, default_value_t = 1000)]
+        users: u32,
+        #[arg(long, default_value_t = 50)]
+        accounts: u32,
+        #[arg(long, default_value_t = 5)]
+        rounds: u32,
+    },
     /// Node-side launch set-up and teardown with cgroups and binding, against a plain node.
     Leaf {
         /// Set-ups and teardowns timed (half as many fork+exec pairs).
@@ -357,6 +371,22 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 progress,
             )
         }
+        Scenario::Prio {
+            nodes,
+            jobs,
+            users,
+            accounts,
+            rounds,
+        } => scenarios::prio::run(
+            &scenarios::prio::Opts {
+                nodes: if q { 100 } else { *nodes },
+                jobs: if q { 2000 } else { *jobs },
+                users: if q { 50 } else { *users },
+                accounts: if q { 5 } else { *accounts },
+                rounds: if q { 1 } else { *rounds },
+            },
+            progress,
+        ),
         Scenario::Leaf { iterations, tasks } => scenarios::leaf::run(
             &scenarios::leaf::Opts {
                 iterations: if q { 50 } else { (*iterations).max(1) },

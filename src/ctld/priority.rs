@@ -13,6 +13,7 @@
 //! Under priority/basic nothing here runs.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::command::Output;
 use super::core::Core;
@@ -37,6 +38,10 @@ pub struct PrioState {
     shares: Vec<ShareFactors>,
     /// User association key → its fair-share factor.
     fairshare: HashMap<String, f64>,
+    /// Partition → the cluster as its jobs' factors see it (O(nodes) to
+    /// build), for the configuration it was built from (its address).
+    shapes: HashMap<String, ClusterShape>,
+    shapes_conf: usize,
 }
 
 /// What the association and QOS databases will supply: QOS `Priority` and
@@ -138,6 +143,12 @@ impl Core {
         book.last_calc.get_or_insert(now);
         self.prio.usage = book;
         self.refresh_fairshare();
+        // Priorities the last calculation set were not stored: derive them
+        // again from what was.
+        if self.multifactor() {
+            let inputs = self.policy_inputs();
+            self.reprioritise(now, &inputs);
+        }
     }
 
     /// The usage book as it stands (tests, views).
@@ -203,6 +214,21 @@ impl Core {
             *t = ShareTree::new();
         }
         insert_assoc(t, account, user);
+    }
+
+    /// `cluster_shape`, kept until the configuration changes.
+    fn cached_shape(&mut self, partition: &str, inputs: &PolicyInputs) -> ClusterShape {
+        let conf = Arc::as_ptr(&self.conf) as usize;
+        if self.prio.shapes_conf != conf {
+            self.prio.shapes.clear();
+            self.prio.shapes_conf = conf;
+        }
+        if let Some(s) = self.prio.shapes.get(partition) {
+            return s.clone();
+        }
+        let s = self.cluster_shape(partition, inputs);
+        self.prio.shapes.insert(partition.to_string(), s.clone());
+        s
     }
 
     /// The cluster as one job's factors see it (its partition's totals).
@@ -303,7 +329,6 @@ impl Core {
             self.recompute_shares();
         }
         let inputs = self.policy_inputs();
-        let mut shapes: HashMap<String, ClusterShape> = HashMap::new();
         let mut changed = Vec::new();
         for &id in ids {
             let Some(j) = self.jobs.get(id) else {
@@ -317,13 +342,18 @@ impl Core {
                     .max(j.submit_time);
                 self.prio.usage.accrue.entry(id).or_insert(from.min(now));
             }
-            let Some(j) = self.jobs.get(id).filter(|j| self.recalculated(j)) else {
+            let Some(part) = self
+                .jobs
+                .get(id)
+                .filter(|j| self.recalculated(j))
+                .map(|j| j.partition.clone())
+            else {
                 continue;
             };
-            let cluster = shapes
-                .entry(j.partition.clone())
-                .or_insert_with(|| self.cluster_shape(&j.partition, &inputs))
-                .clone();
+            let cluster = self.cached_shape(&part, &inputs);
+            let Some(j) = self.jobs.get(id) else {
+                continue;
+            };
             let p = self
                 .job_factors(j, &cluster, &inputs, now)
                 .priority(&self.conf.priority);
@@ -435,33 +465,46 @@ impl Core {
         }
         self.prio.usage.accrue = accrue;
         self.refresh_fairshare();
+        // The new priorities are not written to the job records: they are
+        // derived from the usage and ages stored below, and recomputed from
+        // them at a restart (`restore_usage`). Writing every pending job at
+        // every calculation would cost a record per job per period.
+        let changed = self.reprioritise(now, &inputs);
+        tracing::debug!(changed, "priorities recalculated");
+        out.persist
+            .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
+        out.persist
+            .push(Op::PutAges(Box::new(self.prio.usage.accrue.clone())));
+    }
+
+    /// Every job the calculation prices gets its priority at `now`; how
+    /// many changed.
+    fn reprioritise(&mut self, now: UnixTime, inputs: &PolicyInputs) -> usize {
+        let pc = self.conf.priority.clone();
         let mut shapes: HashMap<String, ClusterShape> = HashMap::new();
-        let mut changed = Vec::new();
         let ids: Vec<u32> = self
             .jobs
             .values()
             .filter(|j| self.recalculated(j))
             .map(|j| j.job_id)
             .collect();
+        let mut changed = 0;
         for id in ids {
             let Some(j) = self.jobs.get(id) else {
                 continue;
             };
             let cluster = shapes
                 .entry(j.partition.clone())
-                .or_insert_with(|| self.cluster_shape(&j.partition, &inputs))
+                .or_insert_with(|| self.cluster_shape(&j.partition, inputs))
                 .clone();
-            let p = self.job_factors(j, &cluster, &inputs, now).priority(&pc);
+            let p = self.job_factors(j, &cluster, inputs, now).priority(&pc);
             let keep = pc.flags.incr_only && p < j.priority;
             if p != j.priority && !keep {
                 self.jobs.modify(id, |j| j.priority = p);
-                changed.push(id);
+                changed += 1;
             }
         }
-        tracing::debug!(changed = changed.len(), "priorities recalculated");
-        self.put_jobs(&changed, out);
-        out.persist
-            .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
+        changed
     }
 
     /// sprio: each pending job's factors (those the caller may see).

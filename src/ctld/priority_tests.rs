@@ -208,6 +208,21 @@ fn fair_share_puts_the_unused_account_first_and_usage_survives_a_restart() {
     // alice's pending job has aged to the maximum (1 h): + 100.
     assert!(prio(&c, a) >= 100);
 
+    let ages = out
+        .persist
+        .iter()
+        .find_map(|o| match o {
+            Op::PutAges(a) => Some(a.as_ref().clone()),
+            _ => None,
+        })
+        .expect("the calculation stores the ages");
+    assert_eq!(
+        ages.get(&a),
+        Some(&(T0 + 610)),
+        "alice's job eligible since its submission"
+    );
+    let mut stored = stored;
+    stored.accrue = ages;
     // A restart: the core is rebuilt and given the stored book.
     let jobs: Vec<_> = c.jobs().values().cloned().collect();
     let conf = c.conf().clone();
@@ -268,4 +283,46 @@ fn the_account_defaults_to_the_group_then_root() {
         (acct(grouped), acct(bare)),
         ("lab".to_string(), "root".to_string())
     );
+}
+
+/// `PriorityFlags=NO_FAIR_TREE`: classic fair share; sshare shows every
+/// association's factor and no LevelFS. `CALCULATE_RUNNING`: a running
+/// job's priority is recalculated too.
+#[test]
+fn classic_fair_share_and_calculate_running() {
+    let mut c = core(
+        "PriorityWeightFairshare=1000\nPriorityFlags=NO_FAIR_TREE,CALCULATE_RUNNING\n\
+         PartitionName=p Nodes=ALL Default=YES",
+        "NodeName=n1 CPUs=2",
+        T0,
+    );
+    let run = submit(&mut c, T0, "alice", "chem", |s| s.ntasks = Some(2));
+    c.apply(T0, Command::Schedule);
+    assert_eq!(c.jobs().get(run).unwrap().state, JobState::Running);
+    let waiting = submit(&mut c, T0, "bob", "phys", |s| s.ntasks = Some(2));
+    let before = prio(&c, run);
+    let mut out = Output::default();
+    c.priority_calc(T0 + 600, &mut out);
+    // alice has used it all: 2^(-U_E/S) with U_E = 1, S = 0.5 → 0.25.
+    let rows = c
+        .share_report(
+            &ShareQuery {
+                all_users: true,
+                ..Default::default()
+            },
+            None,
+        )
+        .rows;
+    let alice = rows.iter().find(|r| r.user == "alice").unwrap();
+    assert!((alice.fairshare.unwrap() - 0.25).abs() < 1e-9, "{alice:?}");
+    assert_eq!(alice.level_fs, None);
+    let chem = rows
+        .iter()
+        .find(|r| r.account == "chem" && r.user.is_empty())
+        .unwrap();
+    assert!(chem.fairshare.is_some());
+    // The running job's priority followed its user's usage down.
+    assert!(prio(&c, run) < before, "{} → {}", before, prio(&c, run));
+    assert_eq!(prio(&c, run), 250);
+    assert_eq!(prio(&c, waiting), 1000);
 }

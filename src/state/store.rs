@@ -108,7 +108,8 @@ pub enum Op {
         job_id: u32,
         step: Box<crate::model::acct::AcctStep>,
     },
-    /// priority/multifactor's usage book, whole (replaces the last one).
+    /// priority/multifactor's usage book, whole (replaces the last one;
+    /// the jobs' ages are not in it).
     PutUsage(Box<crate::state::usage::UsageBook>),
     /// The association and QOS database as it is now (sacctmgr's changes;
     /// small, so stored whole).
@@ -119,6 +120,9 @@ pub enum Op {
     DeleteResv(String),
     /// The number the next generated reservation name ends in.
     ResvSuffix(u32),
+    /// priority/multifactor: pending jobs' eligible-since times (replaces
+    /// the last map).
+    PutAges(Box<std::collections::BTreeMap<u32, crate::model::time::UnixTime>>),
 }
 
 struct Batch {
@@ -302,6 +306,8 @@ fn decode_acct(v: &[u8], id: u32) -> Result<AcctJob, StoreError> {
 
 /// Where the usage book lives in the `meta` tree.
 const USAGE_KEY: &[u8] = b"usage";
+/// Where the jobs' eligible-since times live in the `meta` tree.
+const AGES_KEY: &[u8] = b"ages";
 
 fn recover(t: &Trees) -> Result<Recovered, StoreError> {
     let mut out = Recovered::default();
@@ -325,7 +331,11 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
             .push((String::from_utf8_lossy(&k).into_owned(), v.to_vec()));
     }
     if let Some(v) = t.meta.get(USAGE_KEY)? {
-        out.usage = Some(decode("usage", "book", &v)?);
+        let mut book: crate::state::usage::UsageBook = decode("usage", "book", &v)?;
+        if let Some(v) = t.meta.get(AGES_KEY)? {
+            book.accrue = decode("usage", "ages", &v)?;
+        }
+        out.usage = Some(book);
     }
     if let Some(v) = t.accounts.get(ACCOUNTS_KEY)? {
         out.accounts = Some(decode("accounts", "db", &v)?);
@@ -411,6 +421,10 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
             t.meta
                 .insert(b"resv_suffix", &n.to_be_bytes())
                 .map_err(|e| e.to_string())?;
+        }
+        Op::PutAges(ages) => {
+            let bytes = encode(ages.as_ref())?;
+            t.meta.insert(AGES_KEY, bytes).map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {
@@ -529,8 +543,12 @@ mod tests {
         {
             let (store, rec) = Store::open(dir.path()).unwrap();
             assert_eq!(rec.usage, None);
+            let ages = Box::new(book.accrue.clone());
             store
-                .commit(vec![Op::PutUsage(Box::new(book.clone()))])
+                .commit(vec![
+                    Op::PutUsage(Box::new(book.clone())),
+                    Op::PutAges(ages),
+                ])
                 .await
                 .unwrap();
         }

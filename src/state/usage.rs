@@ -3,7 +3,8 @@
 //! and every ancestor; all of it decays with `PriorityDecayHalfLife` and is
 //! cleared by `PriorityUsageResetPeriod`. Pure (times are passed in); the
 //! controller stores the book whole ([`crate::state::store::Op::PutUsage`])
-//! so usage survives a restart.
+//! so usage survives a restart, and the jobs' ages with it
+//! ([`crate::state::store::Op::PutAges`]).
 
 use std::collections::BTreeMap;
 
@@ -25,7 +26,10 @@ pub struct UsageBook {
     /// The last reset (`PriorityUsageResetPeriod`); `None` before the first.
     pub last_reset: Option<UnixTime>,
     /// Pending jobs eligible to run → since when (their age counts from
-    /// there). Kept with the usage so ages survive a restart too.
+    /// there). Stored apart ([`crate::state::store::Op::PutAges`], at each
+    /// calculation only): a job's end rewrites the usage, and should not
+    /// rewrite an entry per pending job with it.
+    #[serde(skip)]
     pub accrue: BTreeMap<u32, UnixTime>,
 }
 

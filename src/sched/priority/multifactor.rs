@@ -365,6 +365,34 @@ mod tests {
     }
 
     #[test]
+    fn qos_and_association_priorities_are_normalised_to_the_largest() {
+        let mut c = PriorityConf {
+            weight_qos: 1000,
+            weight_assoc: 500,
+            ..Default::default()
+        };
+        let mut j = job();
+        j.qos_priority = 25;
+        j.assoc_priority = 10;
+        let mut cl = cluster();
+        cl.max_qos_priority = 100;
+        cl.max_assoc_priority = 40;
+        let f = factors(&c, &j, &cl, 0.0, 1000);
+        assert!(close(f.qos, 0.25) && close(f.assoc, 0.25));
+        // 250 + 125.
+        assert_eq!(f.priority(&c), 375);
+        // NO_NORMAL_QOS / NO_NORMAL_ASSOC: the raw values.
+        c.flags.no_normal_qos = true;
+        c.flags.no_normal_assoc = true;
+        let f = factors(&c, &j, &cl, 0.0, 1000);
+        assert!(close(f.qos, 25.0) && close(f.assoc, 10.0));
+        // No QOS has a priority: the factor is 0, not a division by zero.
+        c.flags = Default::default();
+        cl.max_qos_priority = 0;
+        assert_eq!(factors(&c, &j, &cl, 0.0, 1000).qos, 0.0);
+    }
+
+    #[test]
     fn billing_defaults_to_cpus_and_max_tres_takes_the_largest() {
         let t = vec![
             ("CPU".to_string(), 4.0),
