@@ -69,8 +69,9 @@ pub fn account_of(j: &JobRecord) -> String {
         .to_string()
 }
 
-/// The job's association key (`account/user`) and its ancestors' keys.
-fn assoc_path(j: &JobRecord) -> Vec<String> {
+/// The job's association key (`account/user`) and its ancestors' keys,
+/// without an association database: the account sits under root.
+fn flat_path(j: &JobRecord) -> Vec<String> {
     let account = account_of(j);
     let mut v = vec![format!("{account}/{}", j.submit.user)];
     if account != "root" {
@@ -160,6 +161,53 @@ impl Core {
     /// Today root → account (see [`account_of`]) → user, every share 1,
     /// from the jobs the core knows and the associations with usage.
     pub(super) fn share_tree(&self) -> ShareTree {
+        let mut t = ShareTree::new();
+        // The association database's accounts, nested as sacctmgr made
+        // them, with their Fairshare= (a user's `parent` counts as 1).
+        let cluster = &self.conf.cluster_name;
+        let shares_of = |a: &crate::model::assoc::Assoc| match a.shares {
+            crate::model::assoc::Shares::Raw(n) => n,
+            crate::model::assoc::Shares::Parent => 1,
+        };
+        let mut index: HashMap<String, usize> = HashMap::from([("root".to_string(), 0)]);
+        let mut pending: Vec<(&crate::model::assoc::AssocKey, &crate::model::assoc::Assoc)> = self
+            .accounts
+            .assocs
+            .iter()
+            .filter(|(k, _)| &k.cluster == cluster && k.user.is_empty() && k.account != "root")
+            .collect();
+        // Parents before children, whatever the map's order.
+        while !pending.is_empty() {
+            let before = pending.len();
+            pending.retain(|(k, a)| {
+                let parent = a.parent.as_deref().unwrap_or("root");
+                match index.get(parent).copied() {
+                    Some(p) => {
+                        let i = t.add(p, &k.account, NodeKind::Account, shares_of(a));
+                        index.insert(k.account.clone(), i);
+                        false
+                    }
+                    None => true,
+                }
+            });
+            if pending.len() == before {
+                break;
+            }
+        }
+        for (k, a) in &self.accounts.assocs {
+            // Users directly under root (the cluster's own `root` user)
+            // count only once they run something: below, from the jobs.
+            if &k.cluster != cluster || k.user.is_empty() || k.account == "root" {
+                continue;
+            }
+            if let Some(&p) = index.get(&k.account) {
+                if t.child(p, &k.user, NodeKind::User).is_none() {
+                    t.add(p, &k.user, NodeKind::User, shares_of(a));
+                }
+            }
+        }
+        // Jobs and usage outside the database (no AccountingStorageEnforce):
+        // their account under root, every share 1.
         let mut pairs: std::collections::BTreeSet<(String, String)> = self
             .jobs
             .values()
@@ -170,16 +218,73 @@ impl Core {
                 pairs.insert((a.to_string(), u.to_string()));
             }
         }
-        let mut t = ShareTree::new();
         for (account, user) in pairs {
-            insert_assoc(&mut t, &account, &user);
+            match index.get(&account).copied() {
+                Some(p) => {
+                    if t.child(p, &user, NodeKind::User).is_none() {
+                        t.add(p, &user, NodeKind::User, 1);
+                    }
+                }
+                None => insert_assoc(&mut t, &account, &user),
+            }
         }
         t
     }
 
-    /// QOS and association priorities and usage factors (none yet).
+    /// The job's association key (`account/user`) and its ancestors' keys,
+    /// up the association database's account tree where the account is
+    /// in it (else the account under root).
+    fn assoc_path(&self, j: &JobRecord) -> Vec<String> {
+        let account = account_of(j);
+        let cluster = &self.conf.cluster_name;
+        let key = crate::model::assoc::AssocKey::account(cluster, &account);
+        if account == "root" || !self.accounts.assocs.contains_key(&key) {
+            return flat_path(j);
+        }
+        let mut v = vec![format!("{account}/{}", j.submit.user)];
+        let mut at = Some(account);
+        // Bounded by the number of accounts: a cycle cannot loop forever.
+        for _ in 0..=self.accounts.assocs.len() {
+            let Some(a) = at.take() else {
+                break;
+            };
+            if a == "root" {
+                break;
+            }
+            at = self
+                .accounts
+                .assocs
+                .get(&crate::model::assoc::AssocKey::account(cluster, &a))
+                .and_then(|x| x.parent.clone())
+                .or_else(|| Some("root".into()));
+            v.push(a);
+        }
+        v.push("root".into());
+        v
+    }
+
+    /// QOS priorities and usage factors, and association priorities
+    /// (`account/user` keys), from the association database.
     pub(super) fn policy_inputs(&self) -> PolicyInputs {
-        PolicyInputs::default()
+        let db = &self.accounts;
+        PolicyInputs {
+            qos_priority: db
+                .qos
+                .iter()
+                .map(|(n, q)| (n.clone(), q.priority))
+                .collect(),
+            qos_usage_factor: db
+                .qos
+                .iter()
+                .map(|(n, q)| (n.clone(), q.usage_factor))
+                .collect(),
+            assoc_priority: db
+                .assocs
+                .iter()
+                .filter(|(k, _)| k.cluster == self.conf.cluster_name && !k.user.is_empty())
+                .filter_map(|(k, a)| a.priority.map(|p| (format!("{}/{}", k.account, k.user), p)))
+                .collect(),
+        }
     }
 
     /// Rebuild the tree from every job (O(jobs): at start-up and each
@@ -232,7 +337,7 @@ impl Core {
     }
 
     /// The cluster as one job's factors see it (its partition's totals).
-    fn cluster_shape(&self, partition: &str, inputs: &PolicyInputs) -> ClusterShape {
+    pub(super) fn cluster_shape(&self, partition: &str, inputs: &PolicyInputs) -> ClusterShape {
         let conf = &self.conf;
         let ranks = self.partition_ranks(partition);
         let mut part_tres: BTreeMap<String, f64> = BTreeMap::new();
@@ -272,7 +377,7 @@ impl Core {
     }
 
     /// Job `j`'s factors at `now`.
-    fn job_factors(
+    pub(super) fn job_factors(
         &self,
         j: &JobRecord,
         cluster: &ClusterShape,
@@ -280,7 +385,7 @@ impl Core {
         now: UnixTime,
     ) -> Factors {
         let (tres, cpus, nodes) = job_tres(j);
-        let key = assoc_path(j).swap_remove(0);
+        let key = self.assoc_path(j).swap_remove(0);
         let shape = JobShape {
             submit_time: j.submit_time,
             accrue_time: self.prio.usage.accrue.get(&j.job_id).copied(),
@@ -290,7 +395,13 @@ impl Core {
             nice: j.submit.nice,
             tres,
             part_job_factor: self.conf.priority.partition(&j.partition).job_factor,
-            qos_priority: 0,
+            qos_priority: j
+                .submit
+                .qos
+                .as_deref()
+                .and_then(|q| inputs.qos_priority.get(q))
+                .copied()
+                .unwrap_or(0),
             assoc_priority: inputs.assoc_priority.get(&key).copied().unwrap_or(0),
         };
         // A user with no computed factor yet (a first job) is unused: 1.
@@ -402,14 +513,17 @@ impl Core {
         let pc = &self.conf.priority;
         let (tres, _, _) = job_tres(j);
         let billing = multifactor::billing(pc.billing_for(&j.partition), &tres, pc.flags.max_tres);
-        let factor = inputs
-            .qos_usage_factor
-            .get("normal")
+        // The job's QOS's UsageFactor (1 without a QOS).
+        let factor = j
+            .submit
+            .qos
+            .as_deref()
+            .and_then(|q| inputs.qos_usage_factor.get(q))
             .copied()
             .unwrap_or(1.0);
         // The stretch decays as Slurm's does: as if added at its start.
         let decayed = crate::state::usage::decay_factor(secs, pc.decay_half_life_s);
-        let keys = assoc_path(j);
+        let keys = self.assoc_path(j);
         tracing::debug!(job_id = id, billing, secs, "usage accrued");
         self.prio
             .usage
@@ -657,7 +771,7 @@ impl Core {
                 continue;
             };
             let mins = u64::from(a.total_cpus()) * u64::from(limit);
-            for k in assoc_path(j) {
+            for k in self.assoc_path(j) {
                 *out.entry(k).or_default() += mins;
             }
         }

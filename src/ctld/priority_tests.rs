@@ -326,3 +326,103 @@ fn classic_fair_share_and_calculate_running() {
     assert_eq!(prio(&c, run), 250);
     assert_eq!(prio(&c, waiting), 1000);
 }
+
+/// With an association database, fair share runs over its account tree
+/// (nested accounts, their Fairshare=) and usage climbs it; QOS priority
+/// and UsageFactor come from the job's QOS.
+#[test]
+fn fair_share_and_usage_follow_the_association_tree_and_the_qos() {
+    use crate::model::assoc::{Assoc, AssocKey, Qos, Shares};
+    let mut c = core(
+        "PriorityWeightQOS=1000\nPriorityCalcPeriod=1\n",
+        "NodeName=n1 CPUs=4\nPartitionName=p Nodes=n1 Default=YES",
+        T0,
+    );
+    let db = &mut c.accounts;
+    db.ensure_cluster("t");
+    for (name, parent, shares) in [
+        ("science", "root", 3),
+        ("chem", "science", 1),
+        ("bio", "root", 1),
+    ] {
+        let id = db.take_assoc_id();
+        db.accounts.insert(name.into(), Default::default());
+        let mut a = Assoc::new(id, Some(parent.into()));
+        a.shares = Shares::Raw(shares);
+        db.assocs.insert(AssocKey::account("t", name), a);
+    }
+    for (u, a) in [("alice", "chem"), ("carol", "bio")] {
+        let id = db.take_assoc_id();
+        db.assocs
+            .insert(AssocKey::user("t", a, u), Assoc::new(id, None));
+    }
+    let mut cheap = Qos::new(2, "cheap");
+    cheap.priority = 10;
+    cheap.usage_factor = 0.5;
+    db.qos.insert("cheap".into(), cheap);
+
+    let tree = c.share_tree();
+    let path = |name: &str| {
+        let mut i = tree.nodes.iter().position(|n| n.name == name).unwrap();
+        let mut v = vec![tree.nodes[i].name.clone()];
+        while let Some(p) = tree.nodes[i].parent {
+            i = p;
+            v.push(tree.nodes[i].name.clone());
+        }
+        v
+    };
+    assert_eq!(path("alice"), ["alice", "chem", "science", "root"]);
+    assert_eq!(path("carol"), ["carol", "bio", "root"]);
+    let science = tree.nodes.iter().find(|n| n.name == "science").unwrap();
+    assert_eq!(science.shares, 3);
+
+    // alice runs a job under the cheap QOS for 100 s: her usage counts at
+    // half, on her association and every account up to root.
+    let id = submit(&mut c, T0, "alice", "chem", |s| {
+        s.qos = Some("cheap".into())
+    });
+    c.apply(T0, Command::Schedule);
+    assert_eq!(c.jobs().get(id).unwrap().state, JobState::Running);
+    let out = c.apply(
+        T0 + 100,
+        Command::JobEnded {
+            job_id: id,
+            state: JobState::Completed,
+            exit: ExitStatus::default(),
+            reason: JobReason::None,
+            usage: Usage::default(),
+        },
+    );
+    let book: &UsageBook = out
+        .persist
+        .iter()
+        .find_map(|op| match op {
+            Op::PutUsage(b) => Some(b.as_ref()),
+            _ => None,
+        })
+        .expect("usage stored at the job's end");
+    let raw = |k: &str| book.raw.get(k).copied().unwrap_or(0.0);
+    assert!((raw("chem/alice") - 50.0).abs() < 1.0, "{:?}", book.raw);
+    for k in ["chem", "science", "root"] {
+        assert!(
+            (raw(k) - raw("chem/alice")).abs() < 1e-6,
+            "{k}: {:?}",
+            book.raw
+        );
+    }
+    assert_eq!(raw("bio"), 0.0);
+    // The QOS's priority shows in a pending job's factors.
+    let pending = submit(&mut c, T0 + 101, "carol", "bio", |s| {
+        s.qos = Some("cheap".into());
+        s.hold = true;
+    });
+    let inputs = c.policy_inputs();
+    let j = c.jobs().get(pending).unwrap();
+    let f = c.job_factors(
+        j,
+        &c.cluster_shape(&j.partition, &inputs),
+        &inputs,
+        T0 + 101,
+    );
+    assert!(f.qos > 0.99, "{f:?}");
+}
