@@ -160,6 +160,7 @@ fn leaf_times_every_row() {
             "setup_plain",
             "teardown_confined",
             "teardown_plain",
+            "setup_confined_cpu",
             "fork_exec_confined",
             "fork_exec_plain",
             "added_launch",
