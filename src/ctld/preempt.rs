@@ -57,13 +57,25 @@ impl Core {
         let Ok(req) = Request::for_job(&job.submit, conf.as_ref()) else {
             return Vec::new();
         };
+        // The partition's nodes as a map by rank: each running job is
+        // checked against it once (no scan of the partition per job).
+        let mut in_part = vec![false; self.slots.len()];
+        for &r in ranks {
+            if let Some(x) = in_part.get_mut(r as usize) {
+                *x = true;
+            }
+        }
         let mut freeing: Vec<&Allocation> = Vec::new();
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
         for j in self.jobs.running() {
             let Some(alloc) = &j.alloc else {
                 continue;
             };
-            if !alloc.ranks.iter().any(|r| ranks.contains(r)) {
+            let shares_nodes = alloc
+                .ranks
+                .iter()
+                .any(|&r| in_part.get(r as usize).copied().unwrap_or(false));
+            if !shares_nodes {
                 continue;
             }
             if j.ending_as.is_some() || j.preempted.is_some() {
