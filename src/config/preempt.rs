@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::partition::{PartPreempt, PreemptAction, PreemptMode};
+
 /// `PreemptType`: which jobs may displace which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum PreemptKind {
@@ -24,59 +26,6 @@ impl PreemptKind {
             PreemptKind::None => "preempt/none",
             PreemptKind::PartitionPrio => "preempt/partition_prio",
             PreemptKind::Qos => "preempt/qos",
-        }
-    }
-}
-
-/// What happens to a preempted job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum PreemptAction {
-    #[default]
-    Off,
-    /// Killed; it ends PREEMPTED.
-    Cancel,
-    /// Killed and put back in the queue (its run is accounted PREEMPTED).
-    Requeue,
-    /// Stopped while the preemptor runs (needs gang scheduling).
-    Suspend,
-}
-
-impl PreemptAction {
-    pub fn name(self) -> &'static str {
-        match self {
-            PreemptAction::Off => "OFF",
-            PreemptAction::Cancel => "CANCEL",
-            PreemptAction::Requeue => "REQUEUE",
-            PreemptAction::Suspend => "SUSPEND",
-        }
-    }
-}
-
-/// A `PreemptMode` value: one action, optionally with `GANG` or `WITHIN`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct PreemptMode {
-    pub action: PreemptAction,
-    pub gang: bool,
-    pub within: bool,
-}
-
-impl PreemptMode {
-    /// As `scontrol show config` / `show partition` print it (slurmctld's
-    /// `preempt_mode_string`: the modifier first; `OFF` with one is the
-    /// modifier alone).
-    pub fn name(self) -> String {
-        let action = self.action.name();
-        let modifier = if self.gang {
-            Some("GANG")
-        } else if self.within {
-            Some("WITHIN")
-        } else {
-            None
-        };
-        match (modifier, self.action) {
-            (None, _) => action.to_string(),
-            (Some(m), PreemptAction::Off) => m.to_string(),
-            (Some(m), _) => format!("{m},{action}"),
         }
     }
 }
@@ -146,18 +95,6 @@ impl PreemptConf {
     pub fn enabled(&self) -> bool {
         self.kind != PreemptKind::None && self.mode.action != PreemptAction::Off
     }
-}
-
-/// A partition's preemption settings. (Its `PriorityTier`, which decides
-/// who preempts whom, is read with the priority keys:
-/// `Config::priority.partition(name).tier`.)
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartPreempt {
-    /// `PreemptMode` for jobs of this partition; `None`: the global mode.
-    pub mode: Option<PreemptMode>,
-    /// `GraceTime`, seconds: a preempted job gets SIGCONT and SIGTERM and
-    /// this long before it is killed or requeued.
-    pub grace_s: u32,
 }
 
 /// Check the settings together, as slurmctld does at start: the words are

@@ -352,16 +352,7 @@ pub struct PartitionConf {
     pub access: PartitionAccess,
 }
 
-/// Which accounts and QOS a partition takes, and its own QOS (whose
-/// limits apply to every job in it). Names lower-cased; `None` = ALL.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionAccess {
-    pub allow_accounts: Option<Vec<String>>,
-    pub deny_accounts: Vec<String>,
-    pub allow_qos: Option<Vec<String>>,
-    pub deny_qos: Vec<String>,
-    pub qos: Option<String>,
-}
+pub use crate::model::partition::PartitionAccess;
 
 /// A configuration error at `file:line` (line 0 when it concerns the file as a whole).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -227,7 +227,7 @@ pub struct PartitionInfo {
     pub total_mem_mb: u64,
     /// PriorityTier, GraceTime (and the partition's own PreemptMode).
     #[serde(default)]
-    pub preempt: crate::config::preempt::PartPreempt,
+    pub preempt: crate::model::partition::PartPreempt,
     /// The mode its jobs are preempted with: its own, else the cluster's
     /// (as `scontrol show partition` prints it).
     #[serde(default = "preempt_off")]
@@ -238,7 +238,7 @@ pub struct PartitionInfo {
     pub priority_tier: u16,
     /// `AllowAccounts`/`DenyAccounts`/`AllowQos`/`DenyQos`/`QOS`.
     #[serde(default)]
-    pub access: crate::config::PartitionAccess,
+    pub access: crate::model::partition::PartitionAccess,
 }
 
 fn one() -> u16 {
