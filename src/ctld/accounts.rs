@@ -94,6 +94,9 @@ impl Core {
                 if commit && outcome.changed {
                     tracing::info!(user, verb = ?req.verb, entity = ?req.entity, "accounting database changed");
                     self.accounts = db;
+                    // Cached cluster shapes hold the largest QOS and
+                    // association priorities: they may have changed.
+                    self.forget_priority_shapes();
                     out.persist
                         .push(Op::PutAccounts(Box::new(self.accounts.clone())));
                     // Changed limits may let jobs start (or hold them).

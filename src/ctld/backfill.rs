@@ -72,11 +72,16 @@ impl Core {
             .iter()
             .map(|p| (p.default_time_min, p.max_time_min))
             .collect();
+        let tiers: Vec<u16> = parts
+            .iter()
+            .map(|p| conf.priority.partition(p.name).tier)
+            .collect();
         let input = Input {
             parts: &parts,
             part_limits: &part_limits,
             nodes: conf.as_ref(),
             params: &conf.sched,
+            tiers: &tiers,
         };
         // The same policy as the quick pass: limits, reservations, licenses.
         let mut limits = super::pass_policy::limits(&policy.db, &conf, self.jobs.running());

@@ -33,7 +33,7 @@ impl Core {
         self.jobs
             .set_queue_depth(self.conf.sched.default_queue_depth);
         let started = self.quick_pass(now);
-        self.preempt_for_waiting(now, out);
+        self.preempt_for_waiting(now, &started, out);
         self.jobs_started(&started, out);
     }
 

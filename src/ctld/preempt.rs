@@ -14,6 +14,7 @@ use crate::config::preempt::{PreemptAction, PreemptKind};
 use crate::model::job::{Allocation, JobState, Preemption};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
+use crate::sched::gate::StartGate;
 use crate::sched::preempt::{plan, Candidate, Order, Plan};
 use crate::sched::Request;
 use crate::wire::messages::KillCause;
@@ -23,7 +24,9 @@ const SIGTERM: i32 = 15;
 
 impl Core {
     /// Preempt for each partition's first waiting job that found no room.
-    pub(super) fn preempt_for_waiting(&mut self, now: UnixTime, out: &mut Output) {
+    /// `started`: the jobs the pass just started (not victims in the same
+    /// pass: slurmctld preempts before lower tiers get those nodes).
+    pub(super) fn preempt_for_waiting(&mut self, now: UnixTime, started: &[u32], out: &mut Output) {
         let conf = self.conf.clone();
         if !conf.preempt.enabled() || conf.preempt.kind != PreemptKind::PartitionPrio {
             return;
@@ -38,7 +41,7 @@ impl Core {
             let Some((waiting, JobReason::Resources)) = self.jobs.blocked_head(&part.name) else {
                 continue;
             };
-            let victims = self.victims_for(waiting, i, now);
+            let victims = self.victims_for(waiting, i, started, now);
             for victim in victims {
                 self.preempt(victim, waiting, now, out);
             }
@@ -47,16 +50,25 @@ impl Core {
 
     /// Whom to preempt so that job `waiting` (first in partition index
     /// `part`) can start; empty when nothing may or need be.
-    fn victims_for(&self, waiting: u32, part: usize, now: UnixTime) -> Vec<u32> {
+    fn victims_for(&self, waiting: u32, part: usize, started: &[u32], now: UnixTime) -> Vec<u32> {
         let conf = &self.conf;
         let Some(job) = self.jobs.get(waiting) else {
             return Vec::new();
         };
         let tier = conf.priority.partition(&conf.partitions[part].name).tier;
-        let ranks = self.partition_ranks(&conf.partitions[part].name);
         let Ok(req) = Request::for_job(&job.submit, conf.as_ref()) else {
             return Vec::new();
         };
+        // Only the nodes the job may use (its reservation's, or none of an
+        // active one it is not in), as the pass saw them.
+        let (resv, _) = self.start_gates(now);
+        let part_ranks = self.partition_ranks(&conf.partitions[part].name);
+        let allowed = match resv.restrict(job, part_ranks, now) {
+            None => std::borrow::Cow::Borrowed(part_ranks),
+            Some(Ok(v)) => std::borrow::Cow::Owned(v),
+            Some(Err(_)) => return Vec::new(),
+        };
+        let ranks: &[u32] = &allowed;
         // The partition's nodes as a map by rank: each running job is
         // checked against it once (no scan of the partition per job).
         let mut in_part = vec![false; self.slots.len()];
@@ -82,7 +94,7 @@ impl Core {
                 freeing.push(alloc);
                 continue;
             }
-            if j.state != JobState::Running {
+            if j.state != JobState::Running || started.contains(&j.job_id) {
                 continue;
             }
             let Some(pc) = conf.partitions.iter().find(|p| p.name == j.partition) else {
@@ -427,6 +439,29 @@ mod tests {
         let high = submit(&mut c, "high", 1100, |_| {});
         assert!(ended(&c.apply(1100, Command::Schedule)).is_empty());
         assert_eq!(state(&c, high), JobState::Pending);
+    }
+
+    #[test]
+    fn a_job_started_in_the_same_pass_is_not_its_victim() {
+        let mut c = core("", PARTITION_PRIO);
+        let a = submit(&mut c, "low", 1000, |s| s.ntasks = Some(1));
+        c.apply(1000, Command::Schedule);
+        // The high job needs the whole node; a one-CPU low job starts on
+        // the free CPU in the same pass, after the high one was tried.
+        submit(&mut c, "high", 1100, |_| {});
+        let b = submit(&mut c, "low", 1100, |s| s.ntasks = Some(1));
+        let out = c.apply(1100, Command::Schedule);
+        assert_eq!(state(&c, b), JobState::Running);
+        assert!(
+            ended(&out).iter().all(|(id, _, _)| *id != b),
+            "{:?}",
+            ended(&out)
+        );
+        // A later pass may take both.
+        let out = c.apply(1101, Command::Schedule);
+        let mut victims: Vec<u32> = ended(&out).iter().map(|(id, _, _)| *id).collect();
+        victims.sort_unstable();
+        assert_eq!(victims, [a, b]);
     }
 
     #[test]

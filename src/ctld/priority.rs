@@ -337,6 +337,12 @@ impl Core {
     }
 
     /// The cluster as one job's factors see it (its partition's totals).
+    /// Drop the cached cluster shapes (after a change to the QOS or the
+    /// associations, whose largest priorities they hold).
+    pub(super) fn forget_priority_shapes(&mut self) {
+        self.prio.shapes.clear();
+    }
+
     pub(super) fn cluster_shape(&self, partition: &str, inputs: &PolicyInputs) -> ClusterShape {
         let conf = &self.conf;
         let ranks = self.partition_ranks(partition);

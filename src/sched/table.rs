@@ -812,12 +812,20 @@ impl JobTable {
         self.queue_depth = (depth > 0).then_some(depth);
     }
 
-    /// Every queued (schedulable) pending job, highest priority first
-    /// across all partitions, as the backfill pass walks them.
-    pub fn queue_order(&self) -> Vec<u32> {
-        let mut keys: Vec<QueueKey> = self.queues.values().flatten().copied().collect();
+    /// Every queued (schedulable) pending job as the backfill pass walks
+    /// them: higher PriorityTier partitions first (`tier` of a partition's
+    /// name), then highest priority first across partitions.
+    pub fn queue_order(&self, tier: impl Fn(&str) -> u16) -> Vec<u32> {
+        let mut keys: Vec<(std::cmp::Reverse<u16>, QueueKey)> = self
+            .queues
+            .iter()
+            .flat_map(|(part, q)| {
+                let t = std::cmp::Reverse(tier(part));
+                q.iter().map(move |k| (t, *k))
+            })
+            .collect();
         keys.sort_unstable();
-        keys.into_iter().map(|k| k.3).collect()
+        keys.into_iter().map(|(_, k)| k.3).collect()
     }
 
     /// Whether job `id` is an array task whose array already runs its `%N`.
@@ -1287,7 +1295,12 @@ mod tests {
             j.priority = prio;
             t.admit(j);
         }
-        assert_eq!(t.queue_order(), vec![2, 3, 1]);
+        assert_eq!(t.queue_order(|_| 1), vec![2, 3, 1]);
+        // A higher tier's jobs first, whatever their priority.
+        assert_eq!(
+            t.queue_order(|p| if p == "q" { 2 } else { 1 }),
+            vec![3, 2, 1]
+        );
     }
 
     #[test]

@@ -239,6 +239,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         part_limits: &[(None, None)],
         nodes: &nodir,
         params: &params,
+        tiers: &[],
     };
     let mut pass_s = Vec::new();
     let mut examined = 0u64;

@@ -327,8 +327,10 @@ impl ControllerActor {
             let now = chrono::Utc::now().timestamp();
             let (mut core, mut out) =
                 Core::recover(conf.clone(), jobs, recovered.next_job_id, &admin, now);
-            core.restore_usage(recovered.usage, now);
+            // The association database first: fair share and the QOS
+            // and association priorities that usage restores read it.
             core.recover_accounts(recovered.accounts);
+            core.restore_usage(recovered.usage, now);
             let resv_out =
                 core.restore_reservations(recovered.reservations, recovered.resv_suffix, now);
             out.persist.extend(resv_out.persist);

@@ -74,6 +74,10 @@ pub struct Input<'a> {
     pub part_limits: &'a [(Option<u32>, Option<u32>)],
     pub nodes: &'a dyn NodeDirectory,
     pub params: &'a SchedConf,
+    /// Each partition's PriorityTier, same order as `parts` (empty: all
+    /// alike): jobs of a higher tier are walked first, whatever their
+    /// priority, as slurmctld sorts its job queue.
+    pub tiers: &'a [u16],
 }
 
 /// How long `j` may run, in seconds ([`NEVER`] without any limit).
@@ -186,7 +190,13 @@ pub fn backfill(
         .filter(|&r| tl.has_room_now(r as usize))
         .collect();
 
-    let order = table.queue_order();
+    let tier_of: HashMap<&str, u16> = input
+        .parts
+        .iter()
+        .zip(input.tiers)
+        .map(|(p, &t)| (p.name, t))
+        .collect();
+    let order = table.queue_order(|part| tier_of.get(part).copied().unwrap_or(1));
     let mut report = Report {
         queue_len: order.len() as u32,
         ..Default::default()

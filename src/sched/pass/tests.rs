@@ -109,6 +109,7 @@ fn pass_with(
         part_limits: &[(None, None)],
         nodes: &no_names,
         params: p,
+        tiers: &[],
     };
     backfill(t, slots, now, &input, gate)
 }
