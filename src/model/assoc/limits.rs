@@ -138,31 +138,43 @@ impl LimitsEdit {
 
     /// The settings lines sacctmgr prints for this edit (`  GrpJobs       = 4`).
     pub fn lines(&self, out: &mut Vec<String>) {
-        let count = |out: &mut Vec<String>, label: &str, e: &Edit<u32>| match e {
-            Some(None) => out.push(format!("  {label}= NONE")),
-            Some(Some(v)) => out.push(format!("  {label}= {v}")),
-            None => {}
-        };
-        let tres = |out: &mut Vec<String>, label: &str, e: &Option<TresEdit>| {
-            if let Some(e) = e {
-                out.push(format!("  {label}= {e}"));
-            }
-        };
-        let wall = |out: &mut Vec<String>, label: &str, e: &Edit<u32>| match e {
-            Some(None) => out.push(format!("  {label}= NONE")),
-            Some(Some(m)) => out.push(format!("  {label}= {}", fmt_minutes(*m))),
-            None => {}
-        };
-        count(out, "GrpJobs       ", &self.grp_jobs);
-        count(out, "GrpSubmitJobs ", &self.grp_submit_jobs);
-        tres(out, "GrpTRES       ", &self.grp_tres);
-        tres(out, "GrpTRESMins   ", &self.grp_tres_mins);
-        wall(out, "GrpWall       ", &self.grp_wall);
-        count(out, "MaxJobs       ", &self.max_jobs);
-        count(out, "MaxSubmitJobs ", &self.max_submit_jobs);
-        tres(out, "MaxTRES       ", &self.max_tres_per_job);
-        tres(out, "MaxTRESPerNode", &self.max_tres_per_node);
-        wall(out, "MaxWall       ", &self.max_wall);
+        edit_line(out, "GrpJobs       ", &self.grp_jobs);
+        edit_line(out, "GrpSubmitJobs ", &self.grp_submit_jobs);
+        tres_line(out, "GrpTRES       ", &self.grp_tres);
+        tres_line(out, "GrpTRESMins   ", &self.grp_tres_mins);
+        wall_line(out, "GrpWall       ", &self.grp_wall);
+        edit_line(out, "MaxJobs       ", &self.max_jobs);
+        edit_line(out, "MaxSubmitJobs ", &self.max_submit_jobs);
+        tres_line(out, "MaxTRES       ", &self.max_tres_per_job);
+        tres_line(out, "MaxTRESPerNode", &self.max_tres_per_node);
+        wall_line(out, "MaxWall       ", &self.max_wall);
+    }
+}
+
+/// One sacctmgr settings line for a count edit (`  GrpJobs       = 4`,
+/// `= NONE` when cleared); nothing when the edit leaves it alone. Shared by
+/// the association and QOS edits.
+pub(super) fn edit_line(out: &mut Vec<String>, label: &str, e: &Edit<u32>) {
+    match e {
+        Some(None) => out.push(format!("  {label}= NONE")),
+        Some(Some(v)) => out.push(format!("  {label}= {v}")),
+        None => {}
+    }
+}
+
+/// As [`edit_line`], for a TRES edit.
+pub(super) fn tres_line(out: &mut Vec<String>, label: &str, e: &Option<TresEdit>) {
+    if let Some(e) = e {
+        out.push(format!("  {label}= {e}"));
+    }
+}
+
+/// As [`edit_line`], for a time in minutes.
+pub(super) fn wall_line(out: &mut Vec<String>, label: &str, e: &Edit<u32>) {
+    match e {
+        Some(None) => out.push(format!("  {label}= NONE")),
+        Some(Some(m)) => out.push(format!("  {label}= {}", fmt_minutes(*m))),
+        None => {}
     }
 }
 

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::limits::{fmt_minutes, Edit};
+use super::limits::{edit_line, tres_line, wall_line, Edit};
 use super::tres::{Tres, TresEdit};
 
 /// `Flags=` of a QOS, in Slurm's print order.
@@ -349,21 +349,6 @@ impl QosEdit {
 
     /// The settings lines sacctmgr prints for this edit.
     pub fn lines(&self, out: &mut Vec<String>) {
-        let count = |out: &mut Vec<String>, label: &str, e: &Edit<u32>| match e {
-            Some(None) => out.push(format!("  {label}= NONE")),
-            Some(Some(v)) => out.push(format!("  {label}= {v}")),
-            None => {}
-        };
-        let tres = |out: &mut Vec<String>, label: &str, e: &Option<TresEdit>| {
-            if let Some(e) = e {
-                out.push(format!("  {label}= {e}"));
-            }
-        };
-        let wall = |out: &mut Vec<String>, label: &str, e: &Edit<u32>| match e {
-            Some(None) => out.push(format!("  {label}= NONE")),
-            Some(Some(m)) => out.push(format!("  {label}= {}", fmt_minutes(*m))),
-            None => {}
-        };
         if let Some(d) = &self.description {
             out.push(format!("  Description    = {d}"));
         }
@@ -373,23 +358,23 @@ impl QosEdit {
         if let Some(g) = self.grace_time {
             out.push(format!("  GraceTime      = {}", g.unwrap_or(0)));
         }
-        count(out, "GrpJobs        ", &self.grp_jobs);
-        count(out, "GrpSubmitJobs  ", &self.grp_submit_jobs);
-        tres(out, "GrpTRES        ", &self.grp_tres);
-        wall(out, "GrpWall        ", &self.grp_wall);
-        count(out, "MaxJobsPU      ", &self.max_jobs_per_user);
-        count(out, "MaxSubmitJobsPU", &self.max_submit_jobs_per_user);
-        tres(out, "MaxTRES        ", &self.max_tres_per_job);
-        tres(out, "MaxTRESPerNode ", &self.max_tres_per_node);
-        tres(out, "MaxTRESPU      ", &self.max_tres_per_user);
-        wall(out, "MaxWall        ", &self.max_wall);
+        edit_line(out, "GrpJobs        ", &self.grp_jobs);
+        edit_line(out, "GrpSubmitJobs  ", &self.grp_submit_jobs);
+        tres_line(out, "GrpTRES        ", &self.grp_tres);
+        wall_line(out, "GrpWall        ", &self.grp_wall);
+        edit_line(out, "MaxJobsPU      ", &self.max_jobs_per_user);
+        edit_line(out, "MaxSubmitJobsPU", &self.max_submit_jobs_per_user);
+        tres_line(out, "MaxTRES        ", &self.max_tres_per_job);
+        tres_line(out, "MaxTRESPerNode ", &self.max_tres_per_node);
+        tres_line(out, "MaxTRESPU      ", &self.max_tres_per_user);
+        wall_line(out, "MaxWall        ", &self.max_wall);
         if let Some(p) = &self.preempt {
             out.push(format!("  Preempt        = {}", p.text()));
         }
         if let Some(m) = self.preempt_mode {
             out.push(format!("  PreemptMode    = {m}"));
         }
-        count(out, "Priority       ", &self.priority);
+        edit_line(out, "Priority       ", &self.priority);
         if let Some(u) = self.usage_factor {
             out.push(format!("  UsageFactor    = {}", u.unwrap_or(1.0)));
         }
