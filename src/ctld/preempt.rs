@@ -16,6 +16,7 @@ use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched::gate::StartGate;
 use crate::sched::preempt::{plan, Candidate, Order, Plan};
+use crate::sched::resv_gate::ResvGate;
 use crate::sched::Request;
 use crate::wire::messages::KillCause;
 
@@ -31,6 +32,8 @@ impl Core {
         if !conf.preempt.enabled() || conf.preempt.kind != PreemptKind::PartitionPrio {
             return;
         }
+        // The reservation rules, built once for every partition below.
+        let (resv, _) = self.start_gates(now);
         // Higher tiers first: what they take is gone for the lower ones.
         let mut parts: Vec<usize> = (0..conf.partitions.len()).collect();
         parts.sort_by_key(|&i| {
@@ -41,7 +44,7 @@ impl Core {
             let Some((waiting, JobReason::Resources)) = self.jobs.blocked_head(&part.name) else {
                 continue;
             };
-            let victims = self.victims_for(waiting, i, started, now);
+            let victims = self.victims_for(waiting, i, started, &resv, now);
             for victim in victims {
                 self.preempt(victim, waiting, now, out);
             }
@@ -50,7 +53,14 @@ impl Core {
 
     /// Whom to preempt so that job `waiting` (first in partition index
     /// `part`) can start; empty when nothing may or need be.
-    fn victims_for(&self, waiting: u32, part: usize, started: &[u32], now: UnixTime) -> Vec<u32> {
+    fn victims_for(
+        &self,
+        waiting: u32,
+        part: usize,
+        started: &[u32],
+        resv: &ResvGate,
+        now: UnixTime,
+    ) -> Vec<u32> {
         let conf = &self.conf;
         let Some(job) = self.jobs.get(waiting) else {
             return Vec::new();
@@ -61,7 +71,6 @@ impl Core {
         };
         // Only the nodes the job may use (its reservation's, or none of an
         // active one it is not in), as the pass saw them.
-        let (resv, _) = self.start_gates(now);
         let part_ranks = self.partition_ranks(&conf.partitions[part].name);
         let allowed = match resv.restrict(job, part_ranks, now) {
             None => std::borrow::Cow::Borrowed(part_ranks),
