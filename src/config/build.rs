@@ -171,20 +171,6 @@ pub(super) fn time_limit(loc: &Loc, item: &Item) -> Result<Option<u32>, ConfigEr
     })
 }
 
-/// A `PreemptMode` value (global or a partition's).
-pub(super) fn preempt_mode(
-    loc: &Loc,
-    item: &Item,
-) -> Result<crate::config::preempt::PreemptMode, ConfigError> {
-    crate::config::preempt::parse_mode(&item.value).ok_or_else(|| {
-        bad_value(
-            loc,
-            item,
-            "one of OFF, CANCEL, REQUEUE or SUSPEND, optionally with GANG or WITHIN",
-        )
-    })
-}
-
 pub(super) fn yes_no(loc: &Loc, item: &Item) -> Result<bool, ConfigError> {
     match item.value.trim().to_ascii_uppercase().as_str() {
         "YES" | "TRUE" | "UP" | "1" => Ok(true),
@@ -644,50 +630,6 @@ impl Builder {
     /// `max_submit_jobs_per_user=N`; the rest earn one warning naming them.
     /// (A repeated line warns and replaces the earlier one, as for any
     /// scalar.)
-    /// `PreemptParameters`: youngest_first, strict_order, reorder_count=N;
-    /// other (newer) words are named in one warning.
-    pub(super) fn preempt_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
-        let p = &mut self.cfg.preempt;
-        p.youngest_first = false;
-        p.strict_order = false;
-        p.reorder_count = 1;
-        let mut ignored = Vec::new();
-        for word in item
-            .value
-            .split(',')
-            .map(str::trim)
-            .filter(|w| !w.is_empty())
-        {
-            let (name, value) = word.split_once('=').unwrap_or((word, ""));
-            match name.to_ascii_lowercase().as_str() {
-                "youngest_first" => p.youngest_first = true,
-                "strict_order" => p.strict_order = true,
-                "reorder_count" => {
-                    p.reorder_count = digits(value.trim())
-                        .filter(|n| *n <= 5)
-                        .map(|n| n as u32)
-                        .ok_or_else(|| {
-                            loc.error(
-                                &item.key,
-                                format!(
-                                    "PreemptParameters {word}: expected an integer between 0 and 5"
-                                ),
-                            )
-                        })?
-                }
-                _ => ignored.push(word.to_string()),
-            }
-        }
-        if !ignored.is_empty() {
-            let w = format!(
-                "{loc}: PreemptParameters {} not used by canopy; ignored",
-                ignored.join(",")
-            );
-            self.cfg.warnings.push(w);
-        }
-        Ok(())
-    }
-
     pub(super) fn scheduler_parameters(
         &mut self,
         loc: &Loc,
@@ -1185,7 +1127,7 @@ impl Builder {
                     }
                 }
             }
-            GlobalKey::PreemptMode => cfg.preempt.mode = preempt_mode(loc, item)?,
+            GlobalKey::PreemptMode => cfg.preempt.mode = super::preempt::preempt_mode(loc, item)?,
             GlobalKey::PreemptExemptTime => {
                 cfg.preempt.exempt_time_s = if item.value.trim() == "-1" {
                     None
@@ -1517,7 +1459,9 @@ impl Builder {
                 PartAttr::MaxNodes => spec.max_nodes = Some(max_nodes(loc, item)?),
                 PartAttr::MinNodes => spec.min_nodes = Some(int_in(loc, item, 0, u32::MAX.into())?),
                 PartAttr::State => spec.state = Some(partition_state(loc, item)?),
-                PartAttr::PreemptMode => spec.preempt_mode = Some(preempt_mode(loc, item)?),
+                PartAttr::PreemptMode => {
+                    spec.preempt_mode = Some(super::preempt::preempt_mode(loc, item)?)
+                }
                 PartAttr::GraceTime => spec.grace_s = Some(int_in(loc, item, 0, u32::MAX.into())?),
                 PartAttr::AllowAccounts => spec.access.allow_accounts = access_names(&item.value),
                 PartAttr::DenyAccounts => {

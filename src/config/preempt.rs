@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::model::partition::{PartPreempt, PreemptAction, PreemptMode};
 
+use super::build::{bad_value, digits, Builder};
+use super::parse::{Item, Loc};
+use super::types::ConfigError;
+
 /// `PreemptType`: which jobs may displace which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum PreemptKind {
@@ -138,6 +142,63 @@ pub fn validate<'a>(
         );
     }
     Ok(())
+}
+
+/// A `PreemptMode` value (global or a partition's).
+pub(super) fn preempt_mode(loc: &Loc, item: &Item) -> Result<PreemptMode, ConfigError> {
+    parse_mode(&item.value).ok_or_else(|| {
+        bad_value(
+            loc,
+            item,
+            "one of OFF, CANCEL, REQUEUE or SUSPEND, optionally with GANG or WITHIN",
+        )
+    })
+}
+
+impl Builder {
+    /// `PreemptParameters`: youngest_first, strict_order, reorder_count=N;
+    /// other (newer) words are named in one warning.
+    pub(super) fn preempt_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let p = &mut self.cfg.preempt;
+        p.youngest_first = false;
+        p.strict_order = false;
+        p.reorder_count = 1;
+        let mut ignored = Vec::new();
+        for word in item
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+        {
+            let (name, value) = word.split_once('=').unwrap_or((word, ""));
+            match name.to_ascii_lowercase().as_str() {
+                "youngest_first" => p.youngest_first = true,
+                "strict_order" => p.strict_order = true,
+                "reorder_count" => {
+                    p.reorder_count = digits(value.trim())
+                        .filter(|n| *n <= 5)
+                        .map(|n| n as u32)
+                        .ok_or_else(|| {
+                            loc.error(
+                                &item.key,
+                                format!(
+                                    "PreemptParameters {word}: expected an integer between 0 and 5"
+                                ),
+                            )
+                        })?
+                }
+                _ => ignored.push(word.to_string()),
+            }
+        }
+        if !ignored.is_empty() {
+            let w = format!(
+                "{loc}: PreemptParameters {} not used by canopy; ignored",
+                ignored.join(",")
+            );
+            self.cfg.warnings.push(w);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
