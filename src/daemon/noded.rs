@@ -123,6 +123,7 @@ pub async fn start(
         ExecMode::Real { conf_path, .. } => Some(conf_path.clone()),
         ExecMode::Simulated { .. } => None,
     };
+    let detected_gpus = resources.gpus.clone();
     let mut agent = NodeAgent::new(
         nc.name.clone(),
         rank,
@@ -138,9 +139,9 @@ pub async fn start(
     }
     if let Some(spool) = leaf_spool {
         // cgroup.conf, the cgroup mount and hwloc are read off the loop.
-        let (c, node) = (conf.clone(), nc.name.clone());
+        let (c, node, gpus) = (conf.clone(), nc.name.clone(), detected_gpus);
         let leaf = tokio::task::spawn_blocking(move || {
-            crate::exec::leaf::Leaf::for_node(&c, &node, rank as usize, &spool, detected)
+            crate::exec::leaf::Leaf::for_node(&c, &node, rank as usize, &spool, detected, &gpus)
         })
         .await
         .map_err(|e| NodedError::Config(format!("node set-up failed: {e}")))?;

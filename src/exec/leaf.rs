@@ -58,7 +58,8 @@ pub struct Leaf {
 impl Leaf {
     /// Settings from slurm.conf and cgroup.conf for node `node`: whether to
     /// track, confine and bind; the machine's topology for binding; the
-    /// node's device files. Blocking (reads cgroup.conf, probes the cgroup
+    /// node's device files (gres.conf's, and with AutoDetect the GPUs
+    /// `detected_gpus` names). Blocking (reads cgroup.conf, probes the cgroup
     /// mount, asks hwloc): call it off the event loop.
     ///
     /// The node's cgroup root is named after the node and its spool
@@ -71,6 +72,7 @@ impl Leaf {
         rank: usize,
         spool: &std::path::Path,
         detected: Option<Topology>,
+        detected_gpus: &[crate::model::node::ReportedGpu],
     ) -> Leaf {
         let plugins = &conf.task_plugins;
         let confine = plugins.iter().any(|p| p == "task/cgroup");
@@ -90,8 +92,8 @@ impl Leaf {
             .then(|| Arc::new(Containment::start(&cg, &root_id(node, spool))));
         let nc = conf.nodes.get(rank);
         let topo = machine_topology(nc, node, detected);
-        let devices = conf
-            .node_gres(rank)
+        let gres = conf.node_gres(rank);
+        let mut devices: Vec<DeviceFile> = gres
             .map(|g| {
                 g.devices
                     .iter()
@@ -106,6 +108,25 @@ impl Leaf {
                     .collect()
             })
             .unwrap_or_default();
+        // With AutoDetect=nvml the GPUs' files come from NVML, not from
+        // gres.conf: without them a job would be neither fenced from the
+        // GPUs it was not given nor renumbered (as slurmd, which takes its
+        // GPU list from the detection).
+        if gres.is_some_and(|g| g.detects()) {
+            for g in detected_gpus {
+                let known = devices
+                    .iter()
+                    .any(|d| d.name == "gpu" && d.index == g.index);
+                if !known && !g.file.is_empty() {
+                    devices.push(DeviceFile {
+                        name: "gpu".into(),
+                        index: g.index,
+                        path: PathBuf::from(&g.file),
+                        cores: g.cores.clone(),
+                    });
+                }
+            }
+        }
         Leaf {
             node: node.to_string(),
             containment,
@@ -665,5 +686,78 @@ mod tests {
     fn without_cpuacct_stat_the_total_counts_as_user_time() {
         let u = node_usage("n1", 0, cg(0, None, None, Some(2_000_000)), &[], 1);
         assert_eq!((u.user_cpu_ms, u.system_cpu_ms, u.oom_kills), (2000, 0, 1));
+    }
+
+    /// A leaf for node n1 of a GPU node whose gres.conf says only
+    /// `autodetect`, cgroups switched off (no real cgroup is touched).
+    fn gpu_leaf(autodetect: &str, gpus: &[crate::model::node::ReportedGpu]) -> Leaf {
+        let dir = tempfile::tempdir().unwrap();
+        let conf_path = dir.path().join("slurm.conf");
+        std::fs::write(
+            &conf_path,
+            "ClusterName=t\nSlurmctldHost=h\nGresTypes=gpu\nTaskPlugin=task/cgroup\n\
+             NodeName=n1 CPUs=2 Gres=gpu:tst:2\nPartitionName=p Nodes=ALL\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("gres.conf"), autodetect).unwrap();
+        std::fs::write(
+            dir.path().join("cgroup.conf"),
+            "CgroupPlugin=disabled\nConstrainDevices=yes\n",
+        )
+        .unwrap();
+        let conf = crate::config::Config::load(&conf_path).unwrap();
+        Leaf::for_node(&conf, "n1", 0, dir.path(), None, gpus)
+    }
+
+    fn detected(index: u32) -> crate::model::node::ReportedGpu {
+        crate::model::node::ReportedGpu {
+            index,
+            type_name: "tst".into(),
+            file: format!("/dev/nvidia{index}"),
+            cores: vec![index],
+        }
+    }
+
+    #[test]
+    fn autodetected_gpus_are_fenced_from_jobs_not_given_them() {
+        let leaf = gpu_leaf("AutoDetect=nvml\n", &[detected(0), detected(1)]);
+        let paths = |v: &[PathBuf]| {
+            v.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+        };
+        // A job holding GPU 1 may open it and not GPU 0.
+        let share = NodeShare {
+            cpu_ids: vec![0],
+            mem_mb: 0,
+            gres: vec![crate::model::tres::GresAlloc {
+                name: "gpu".into(),
+                type_: Some("tst".into()),
+                indices: vec![1],
+                count: 1,
+            }],
+        };
+        let rules = leaf.limits(Some(&share)).devices.expect("device rules");
+        assert_eq!(paths(&rules.allow), ["/dev/nvidia1"]);
+        assert_eq!(paths(&rules.deny), ["/dev/nvidia0"]);
+        // A job with no GPU is denied both: a step on a GPU node that asked
+        // for none must not reach them.
+        let plain = NodeShare {
+            cpu_ids: vec![0],
+            ..NodeShare::default()
+        };
+        let rules = leaf.limits(Some(&plain)).devices.expect("device rules");
+        assert!(rules.allow.is_empty());
+        assert_eq!(paths(&rules.deny), ["/dev/nvidia0", "/dev/nvidia1"]);
+    }
+
+    #[test]
+    fn detected_gpus_are_ignored_without_autodetect() {
+        let leaf = gpu_leaf("AutoDetect=off\n", &[detected(0)]);
+        let share = NodeShare {
+            cpu_ids: vec![0],
+            ..NodeShare::default()
+        };
+        assert!(leaf.limits(Some(&share)).devices.is_none());
     }
 }

@@ -252,10 +252,10 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("plain slurm.conf")?;
     let cpus = conf.nodes[0].cpus;
-    let confined = Leaf::for_node(&conf, "n1", 0, &cdir, None);
+    let confined = Leaf::for_node(&conf, "n1", 0, &cdir, None, &[]);
     // The same reader with linuxproc and task/none makes a plain leaf: no
     // cgroups, no masks.
-    let plain = Leaf::for_node(&plain_conf, "n1", 0, &pdir, None);
+    let plain = Leaf::for_node(&plain_conf, "n1", 0, &pdir, None, &[]);
     if plain.containment().is_some() {
         bail!("proctrack/linuxproc with task/none still made a containment");
     }
