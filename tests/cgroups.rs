@@ -157,18 +157,30 @@ fn cpuset_of_cpu_0_is_what_the_task_sees() {
         .step(StepName::Batch, &JobLimits::default())
         .expect("step");
     let task = step.task(0).expect("task");
-    let layout = format!(
-        "/sys/fs/cgroup/cpuset/canopy_{}/uid_0/job_2/step_batch/task_0",
-        node("cpuset")
-    );
+    // A task has its own cgroup only where Slurm makes one (memory and cpuacct,
+    // for per-task accounting); in the cpuset it stays in its step.
+    let under = |ctl: &str, rest: &str| {
+        PathBuf::from(format!(
+            "/sys/fs/cgroup/{ctl}/canopy_{}/uid_0/job_2/step_batch{rest}",
+            node("cpuset")
+        ))
+    };
+    let paths = task.paths();
+    assert!(paths.contains(&under("memory", "/task_0")), "{paths:?}");
+    assert!(paths.contains(&under("cpuacct", "/task_0")), "{paths:?}");
     assert!(
-        task.paths().contains(&PathBuf::from(layout)),
-        "{:?}",
-        task.paths()
+        !paths
+            .iter()
+            .any(|p| p.starts_with("/sys/fs/cgroup/cpuset")
+                || p.starts_with("/sys/fs/cgroup/freezer")),
+        "{paths:?}"
     );
     let out = {
-        let mut command = Command::new("grep");
-        command.args(["Cpus_allowed_list", "/proc/self/status"]);
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            "grep Cpus_allowed_list /proc/self/status; cat /proc/self/cgroup",
+        ]);
         let attach = task.attach().try_clone().expect("clone");
         // SAFETY: as in spawn_in.
         unsafe {
@@ -177,11 +189,22 @@ fn cpuset_of_cpu_0_is_what_the_task_sees() {
         command.output().expect("grep")
     };
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        text.split_whitespace().collect::<Vec<_>>(),
-        ["Cpus_allowed_list:", "0"],
-        "{text}"
-    );
+    assert!(text.starts_with("Cpus_allowed_list:\t0\n"), "{text}");
+    // Where the task's process landed in each hierarchy.
+    let rel = format!("/canopy_{}/uid_0/job_2/step_batch", node("cpuset"));
+    let in_hier = |ctl: &str| {
+        text.lines()
+            .find_map(|l| {
+                let (_, rest) = l.split_once(':')?;
+                let (names, path) = rest.split_once(':')?;
+                names.split(',').any(|n| n == ctl).then(|| path.to_string())
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(in_hier("cpuset"), rel, "{text}");
+    assert_eq!(in_hier("freezer"), rel, "{text}");
+    assert_eq!(in_hier("memory"), format!("{rel}/task_0"), "{text}");
+    assert_eq!(in_hier("cpuacct"), format!("{rel}/task_0"), "{text}");
     drop(task);
     step.remove().expect("remove step");
     job.remove().expect("remove job");
@@ -734,11 +757,9 @@ fn cpusets_below_the_root_are_filled_without_load_balancing() {
             .find(|p| p.starts_with(&root))
             .expect("cpuset dir")
     };
-    let (job_dir, step_dir, task_dir) = (
-        cpuset(job.paths()),
-        cpuset(step.paths()),
-        cpuset(task.paths()),
-    );
+    let (job_dir, step_dir) = (cpuset(job.paths()), cpuset(step.paths()));
+    // Tasks have no cpuset of their own: they run in their step's.
+    assert!(!task.paths().iter().any(|p| p.starts_with(&root)));
     let uid_dir = job_dir.parent().expect("uid level").to_path_buf();
     assert_eq!(read(&root, "cpuset.sched_load_balance"), "1");
     let mems = read(&root, "cpuset.mems");
@@ -746,7 +767,6 @@ fn cpusets_below_the_root_are_filled_without_load_balancing() {
         (&uid_dir, read(&root, "cpuset.cpus")),
         (&job_dir, "0".to_string()),
         (&step_dir, "0".to_string()),
-        (&task_dir, "0".to_string()),
     ] {
         assert_eq!(
             read(dir, "cpuset.sched_load_balance"),
@@ -757,7 +777,7 @@ fn cpusets_below_the_root_are_filled_without_load_balancing() {
         assert_eq!(read(dir, "cpuset.cpus"), cpus, "{}", dir.display());
         assert_eq!(read(dir, "cpuset.mems"), mems, "{}", dir.display());
     }
-    // A process can join the task's cpuset, and sees its CPUs.
+    // A task's process joins the step's cpuset, and sees its CPUs.
     let out = {
         let mut command = Command::new("grep");
         command.args(["Cpus_allowed_list", "/proc/self/status"]);

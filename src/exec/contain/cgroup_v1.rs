@@ -1,5 +1,6 @@
 //! cgroup v1: one directory per controller hierarchy, `<mount>/<controller>/canopy_<node>/
-//! uid_<uid>/job_<id>/step_<s>/task_<n>`, as Slurm's `slurm/uid_X/job_Y/step_Z/task_N`.
+//! uid_<uid>/job_<id>/step_<s>/task_<n>`, as Slurm's `slurm/uid_X/job_Y/step_Z/task_N`;
+//! the `task_<n>` level only in memory and cpuacct, as Slurm makes it.
 //!
 //! - freezer: always; it lists every process (proctrack) and stops forks while signalling.
 //! - memory, cpuacct: whenever mounted, for accounting and the OOM count; memory limits
@@ -37,6 +38,16 @@ enum Ctl {
 }
 
 impl Ctl {
+    /// Whether a task gets its own cgroup in this hierarchy. Only the accounting
+    /// ones, as Slurm's jobacct_gather/cgroup makes `task_N` in memory and cpuacct
+    /// for per-task MaxRSS and CPU; proctrack keeps the freezer at the step, and
+    /// task/cgroup confines cpusets and devices per step (tasks are bound with
+    /// sched_setaffinity). Each level skipped is a mkdir, an rmdir and, for a cpuset,
+    /// three writes fewer per task launched: the confined launch's largest cost.
+    fn has_task_level(self) -> bool {
+        matches!(self, Ctl::Memory | Ctl::Cpuacct)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Ctl::Freezer => "freezer",
@@ -121,10 +132,27 @@ impl V1 {
         })
     }
 
+    /// The directories of `rel` in each hierarchy that has that level: a task's
+    /// cgroup exists only in memory and cpuacct (see [`Ctl::has_task_level`]).
     pub(super) fn dirs(&self, rel: &Path) -> Vec<PathBuf> {
+        let task = is_task(rel);
         self.hiers
             .iter()
+            .filter(|(ctl, _)| !task || ctl.has_task_level())
             .map(|(_, root)| under(root, rel))
+            .collect()
+    }
+
+    /// Where a process of `rel` goes in each hierarchy: a task's own cgroup where it
+    /// has one, else its step's.
+    pub(super) fn attach_dirs(&self, rel: &Path) -> Vec<PathBuf> {
+        let task = is_task(rel);
+        self.hiers
+            .iter()
+            .map(|(ctl, root)| match rel.parent() {
+                Some(step) if task && !ctl.has_task_level() => under(root, step),
+                _ => under(root, rel),
+            })
             .collect()
     }
 
@@ -157,6 +185,9 @@ impl V1 {
         let _uid_level = (level == Level::Job).then(|| self.lock_uid_level());
         let last = rel.components().count();
         for (ctl, root) in &self.hiers {
+            if level == Level::Task && !ctl.has_task_level() {
+                continue;
+            }
             // Whether this call made the last level: a new cpuset gets its limits as
             // it is filled, one write each.
             let made_last = std::cell::Cell::new(false);
@@ -339,6 +370,13 @@ fn inherit_root_cpuset(root: &Path) -> Result<(), ContainError> {
         }
     }
     Ok(())
+}
+
+/// Whether `rel` names a task's cgroup (`.../step_S/task_N`).
+fn is_task(rel: &Path) -> bool {
+    rel.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("task_"))
 }
 
 fn under(root: &Path, rel: &Path) -> PathBuf {

@@ -12,7 +12,8 @@
 //!   `slurm/uid_X/job_Y/step_Z/task_N` with the root renamed, in each of the hierarchies
 //!   freezer (always: it is the process tracker), memory and cpuacct (accounting, OOM
 //!   count; limits only with ConstrainRAMSpace/ConstrainSwapSpace), cpuset (ConstrainCores)
-//!   and devices (ConstrainDevices).
+//!   and devices (ConstrainDevices). `task_<n>` exists only in memory and cpuacct (per-task
+//!   accounting); in the others a task's process stays in its step.
 //! - v2: `<mount>/canopy_<node>/job_<id>/step_<s>/task_<n>`, made directly under the mount
 //!   (Slurm's `IgnoreSystemd=yes` shape: no D-Bus scope). Controllers are enabled in the
 //!   root's and each job's `cgroup.subtree_control`, never in a step's, so processes may
@@ -373,6 +374,14 @@ impl Inner {
         }
     }
 
+    /// Where a process of `rel` is moved, one directory per hierarchy.
+    fn attach_dirs(&self, rel: &Path) -> Vec<PathBuf> {
+        match &self.backend {
+            Backend::V1(v1) => v1.attach_dirs(rel),
+            _ => self.dirs(rel),
+        }
+    }
+
     /// The directory whose `cgroup.procs` tree lists every process of `rel`.
     fn procs_dir(&self, rel: &Path) -> Option<PathBuf> {
         match &self.backend {
@@ -493,7 +502,7 @@ impl Group {
 
     fn attach(&self) -> Result<Attach, ContainError> {
         let mut fds = Vec::new();
-        for dir in self.inner.dirs(&self.rel) {
+        for dir in self.inner.attach_dirs(&self.rel) {
             let path = dir.join("cgroup.procs");
             // std opens with O_CLOEXEC: the descriptors vanish at exec in the child.
             let file = std::fs::OpenOptions::new()
