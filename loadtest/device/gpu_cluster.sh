@@ -163,7 +163,7 @@ print("matmul ok", bool(torch.isfinite((x @ x).sum()).item()))' 2>&1)
         pass "GresUsed shows the running job's GPU" || fail "GresUsed"
     sinfo -h -o %G
     squeue -h -o '%i %b'
-    for _ in $(seq 30); do squeue -h -j "$j" -o %i | grep -q . || break; sleep 1; done
+    for _ in $(seq 30); do squeue -h -j "$j" -t PD,R,CG -o %i | grep -q . || break; sleep 1; done
     cat "gpu-$j.out"
     grep -q "SLURM_JOB_GPUS=0" "gpu-$j.out" && pass "the batch job has SLURM_JOB_GPUS" ||
         fail "SLURM_JOB_GPUS in the batch job"
