@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use canopy::exec::record::JobRecord;
+use canopy::exec::record::{read_records, records_dir, JobRecord};
 use canopy::wire::types::{JobState, NodeBaseState};
 use common::{alive, write_script, Cluster};
 
@@ -26,12 +26,13 @@ fn pids(c: &Cluster, file: &Path, n: usize) -> Vec<i32> {
 /// Wait until `node`'s spool record of job `id` lists `tasks` srun tasks
 /// (and its batch script, if `batch`): what a restarted daemon will know.
 fn recorded(c: &Cluster, node: &str, id: u32, batch: bool, tasks: usize) {
-    let path = c.dir.path().join(format!("spool/{node}/jobs/{id}.json"));
+    let dir = records_dir(&c.dir.path().join(format!("spool/{node}")));
     c.wait_for(Duration::from_secs(30), "the job's spool record", |_| {
-        std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<JobRecord>(&b).ok())
-            .is_some_and(|r| r.batch.is_some() == batch && r.tasks.len() == tasks)
+        read_records(&dir).is_ok_and(|recs| {
+            recs.iter().any(|r: &JobRecord| {
+                r.job_id == id && r.batch.is_some() == batch && r.tasks.len() == tasks
+            })
+        })
     });
 }
 
@@ -110,9 +111,9 @@ fn a_restarted_node_daemon_keeps_its_jobs() {
     c.wait_for(Duration::from_secs(30), "n2 idle", |c| {
         c.node("n2").base == NodeBaseState::Idle
     });
-    let records = c.dir.path().join("spool/n2/jobs");
+    let records = records_dir(&c.dir.path().join("spool/n2"));
     c.wait_for(Duration::from_secs(10), "the job records removed", |_| {
-        std::fs::read_dir(&records).is_ok_and(|d| d.count() == 0)
+        read_records(&records).is_ok_and(|r| r.is_empty())
     });
     for id in [ends, cancelled] {
         let spool = c.dir.path().join(format!("spool/n2/job{id:05}"));
