@@ -114,8 +114,14 @@ fn memory_hog_is_oom_killed_and_counted() {
         .into_iter()
         .find(|p| p.starts_with("/sys/fs/cgroup/memory"))
         .expect("memory dir");
-    let limit = std::fs::read_to_string(memory_dir.join("memory.limit_in_bytes")).expect("limit");
-    assert_eq!(limit.trim(), (64 * MIB).to_string());
+    // The step's limit is the job's, written once at the job's level: the
+    // kernel reports what binds the step as its hierarchical limit.
+    let stat = std::fs::read_to_string(memory_dir.join("memory.stat")).expect("memory.stat");
+    assert!(
+        stat.lines()
+            .any(|l| l == format!("hierarchical_memory_limit {}", 64 * MIB)),
+        "{stat}"
+    );
 
     // Twice the limit, written (b'x' * n touches every page; a zeroed bytearray may not).
     let mut child = spawn_in(

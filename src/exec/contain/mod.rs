@@ -322,7 +322,11 @@ impl Containment {
             return Err(e);
         }
         tracing::debug!(job_id, uid, "cgroup: job ready");
-        Ok(JobCgroup { job_id, group })
+        Ok(JobCgroup {
+            job_id,
+            group,
+            resolved,
+        })
     }
 
     /// Remove this node's root and every empty cgroup in it (daemon shutdown, tests);
@@ -649,6 +653,8 @@ fn wait_empty(dir: &Path, wait: Duration) -> Result<bool, ContainError> {
 pub struct JobCgroup {
     job_id: u32,
     group: Group,
+    /// The limits written at the job's level.
+    resolved: Resolved,
 }
 
 impl JobCgroup {
@@ -658,7 +664,20 @@ impl JobCgroup {
 
     /// Make (or reopen) a step's cgroup under the job; `limits` narrows the job's.
     pub fn step(&self, step: StepName, limits: &JobLimits) -> Result<StepCgroup, ContainError> {
-        let resolved = self.group.inner.resolve(limits)?;
+        let mut resolved = self.group.inner.resolve(limits)?;
+        // Memory limits and device rules bind a cgroup's whole subtree: a step
+        // whose own are the job's (the usual srun step) needs them written
+        // once, at the job. Its cpuset is always filled (v1 takes no process
+        // into an empty one).
+        if resolved.memory == self.resolved.memory
+            && resolved.swappiness == self.resolved.swappiness
+        {
+            resolved.memory = None;
+            resolved.swappiness = None;
+        }
+        if resolved.devices == self.resolved.devices {
+            resolved.devices = None;
+        }
         let mut group = self.group.child(&format!("step_{step}"));
         group.make(&resolved, Level::Step).inspect_err(|e| {
             tracing::warn!(job_id = self.job_id, step_id = %step, error = %e, "cgroup: step setup failed");

@@ -106,6 +106,13 @@ fn v2_job_and_step_get_limits_and_controllers() {
         .step(StepName::Extern, &JobLimits::default())
         .expect("extern");
     assert_eq!(one(ext.paths()), job_dir.join("step_extern"));
+
+    // A step holding all of the job's share: its cpuset is written, its
+    // memory limit is not (the job's binds its whole subtree).
+    let whole = job.step(StepName::Numbered(1), &limits).expect("step 1");
+    let whole_dir = one(whole.paths());
+    assert_eq!(read(whole_dir.join("cpuset.cpus")), "0,1,3");
+    assert!(!whole_dir.join("memory.max").exists());
 }
 
 #[test]
