@@ -140,6 +140,8 @@ pub(super) struct SlurmSpec<'a> {
     pub(super) nodes: u32,
     pub(super) tree_width: u32,
     pub(super) leaves: Leaves,
+    /// Lines appended as they are (a scenario's own settings).
+    pub(super) extra: &'a str,
 }
 
 /// `n1`, or `n[1-K]` for several nodes.
@@ -201,6 +203,7 @@ pub(super) fn slurm_conf(spec: &SlurmSpec) -> String {
         s,
         "PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
     );
+    s.push_str(spec.extra);
     s
 }
 
@@ -274,6 +277,7 @@ impl SlurmCluster {
                 nodes,
                 tree_width: ctx.tree_width,
                 leaves: ctx.leaves,
+                extra: &ctx.extra_conf,
             }),
         )?;
         // Read from beside slurm.conf.
