@@ -568,10 +568,7 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
 }
 
 /// `peer-sched`: one row per figure, the set-up on each.
-fn peer_sched(
-    opts: &peer::SchedOpts,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Vec<Row>> {
+fn peer_sched(opts: &peer::SchedOpts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let run = match peer::run_sched(opts, progress) {
         Ok(run) => run,
         // Only a missing Slurm is a skip; canopy failing is an error.
@@ -582,10 +579,8 @@ fn peer_sched(
                 .set("note", e.to_string())]);
         }
         Err(e) => {
-            return Err(anyhow::Error::from(e).context(format!(
-                "logs kept under {}",
-                opts.work_dir.display()
-            )))
+            return Err(anyhow::Error::from(e)
+                .context(format!("logs kept under {}", opts.work_dir.display())))
         }
     };
     progress(&format!(

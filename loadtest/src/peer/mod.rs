@@ -360,6 +360,8 @@ enum Unit {
     /// Jobs counted (a depth, a queue length): the ratio is canopy/slurm, 1 when both
     /// saw as many.
     Jobs,
+    /// Records of a table (backfill's time table): canopy/slurm, as counts.
+    Records,
     /// Resident memory.
     MiB,
 }
@@ -371,6 +373,7 @@ impl Unit {
             Unit::Ms => "ms",
             Unit::Us => "us",
             Unit::Jobs => "jobs",
+            Unit::Records => "records",
             Unit::MiB => "MiB",
         }
     }
@@ -380,7 +383,7 @@ impl Unit {
 /// canopy counted more).
 fn advantage(unit: Unit, canopy: f64, slurm: f64) -> Option<f64> {
     let r = match unit {
-        Unit::JobsPerS | Unit::Jobs => canopy / slurm,
+        Unit::JobsPerS | Unit::Jobs | Unit::Records => canopy / slurm,
         Unit::Ms | Unit::Us | Unit::MiB => slurm / canopy,
     };
     (r.is_finite() && r > 0.0).then_some(r)

@@ -168,7 +168,9 @@ pub fn run_sched(opts: &SchedOpts, progress: &mut dyn FnMut(&str)) -> Result<Sch
         ensure_munged(progress)?;
     }
     raise_fd_limit(progress);
-    let root = opts.work_dir.join(format!("peer-sched-{}", std::process::id()));
+    let root = opts
+        .work_dir
+        .join(format!("peer-sched-{}", std::process::id()));
     create_dir(&root)?;
     let ctx = Ctx {
         root: root.clone(),
@@ -235,6 +237,8 @@ struct Figures {
     window: Summary,
     /// The last reading: sdiag's own since-start figures.
     end: Backfill,
+    /// Jobs backfill started during the window.
+    backfilled: u64,
     rss_mib: f64,
     peak_rss_mib: f64,
     submit_per_s: f64,
@@ -287,7 +291,13 @@ fn canopy_figures(
         "canopy: {n} node(s) idle after {:.1} s",
         started.elapsed().as_secs_f64()
     ));
-    let result = drive(&cluster.client(), cluster.ctld_pid(), work, "canopy", progress);
+    let result = drive(
+        &cluster.client(),
+        cluster.ctld_pid(),
+        work,
+        "canopy",
+        progress,
+    );
     let stopped = cluster.stop(result.is_ok());
     let figures = result?;
     stopped?;
@@ -349,15 +359,21 @@ fn drive(
     while window.len() < u64::from(plan.cycles) {
         wait_poll(deadline, "backfill cycles")?;
         let before = window.last.cycles;
-        window.observe(read_sdiag(c)?).map_err(|e| PeerError::Parse {
-            command: format!("{name} sdiag"),
-            output: e,
-        })?;
+        window
+            .observe(read_sdiag(c)?)
+            .map_err(|e| PeerError::Parse {
+                command: format!("{name} sdiag"),
+                output: e,
+            })?;
         if window.last.cycles > before {
             let last = &window.last;
             progress(&format!(
                 "{name}: backfill cycle {}: {} us, depth {} (try {}), queue {}",
-                last.cycles, last.last_us, last.last_depth, last.last_depth_try, last.last_queue_len
+                last.cycles,
+                last.last_us,
+                last.last_depth,
+                last.last_depth_try,
+                last.last_queue_len
             ));
             poke(c)?;
         }
@@ -369,6 +385,10 @@ fn drive(
     let (rss_mib, peak_rss_mib) = ctld_pid.map(memory_mib).unwrap_or((0.0, 0.0));
     Ok(Figures {
         window: summary,
+        backfilled: window
+            .last
+            .backfilled
+            .saturating_sub(window.base.backfilled),
         end: window.last,
         rss_mib,
         peak_rss_mib,
@@ -510,7 +530,10 @@ fn wait_allocated(c: &Client, nodes: u32, limit: Duration) -> Result<(), PeerErr
 /// VmRSS and VmHWM of `pid`, MiB (zeros when it cannot be read).
 fn memory_mib(pid: i32) -> (f64, f64) {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    (status_kib(&status, "VmRSS:") / 1024.0, status_kib(&status, "VmHWM:") / 1024.0)
+    (
+        status_kib(&status, "VmRSS:") / 1024.0,
+        status_kib(&status, "VmHWM:") / 1024.0,
+    )
 }
 
 /// A `Key:   123 kB` line of /proc/PID/status, in KiB.
@@ -586,8 +609,14 @@ fn rows(plan: &SchedPlan, canopy: &Figures, slurm: &Result<Figures, String>) -> 
     row(
         "bf_backfilled_jobs",
         Unit::Jobs,
-        |f| f.end.backfilled as f64,
-        "sdiag Total backfilled jobs (since last slurm start) at the end".into(),
+        |f| f.backfilled as f64,
+        format!("jobs started by backfill in {window} (change of sdiag Total backfilled jobs)"),
+    );
+    row(
+        "bf_table_size",
+        Unit::Records,
+        |f| f.end.last_table_size as f64,
+        "sdiag Last table size at the end: the time table's records".into(),
     );
     row(
         "ctld_rss_mib",
@@ -613,7 +642,8 @@ fn rows(plan: &SchedPlan, canopy: &Figures, slurm: &Result<Figures, String>) -> 
             .chain(slurm.as_ref().ok().map(|s| s.window.from_sums))
             .any(|x| x);
         if missed && r.metric.starts_with("bf_") {
-            r.note.push_str("; a poll missed a cycle, so means come from sdiag's sums");
+            r.note
+                .push_str("; a poll missed a cycle, so means come from sdiag's sums");
         }
     }
     rows

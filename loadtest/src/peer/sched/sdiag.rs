@@ -67,7 +67,12 @@ pub(in crate::peer) fn parse_backfill(out: &str) -> Result<Backfill, String> {
         *slot = number(key, value)?;
         seen.push(key);
     }
-    for key in ["Total cycles", "Last cycle", "Max cycle", "Last depth cycle"] {
+    for key in [
+        "Total cycles",
+        "Last cycle",
+        "Max cycle",
+        "Last depth cycle",
+    ] {
         if !seen.contains(&key) {
             return Err(format!("no \"{key}\" line in the backfill section"));
         }

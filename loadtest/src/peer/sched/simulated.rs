@@ -36,7 +36,10 @@ pub(in crate::peer) struct SimSpec<'a> {
 pub(in crate::peer) fn sim_conf(spec: &SimSpec) -> String {
     let d = spec.dir.display();
     let mut s = String::new();
-    let _ = writeln!(s, "# Written by canopy-loadtest (peer-sched, simulated nodes).");
+    let _ = writeln!(
+        s,
+        "# Written by canopy-loadtest (peer-sched, simulated nodes)."
+    );
     let _ = writeln!(s, "ClusterName=peer");
     let _ = writeln!(s, "SlurmctldHost=localhost(127.0.0.1)");
     let _ = writeln!(s, "SlurmctldPort={}", spec.ctld_port);
@@ -92,10 +95,12 @@ impl SimCanopy {
         for sub in ["state", "spool", "log"] {
             create_dir(&dir.join(sub))?;
         }
-        let io = |action, path: PathBuf| move |source| PeerError::Io {
-            action,
-            path,
-            source,
+        let io = |action, path: PathBuf| {
+            move |source| PeerError::Io {
+                action,
+                path,
+                source,
+            }
         };
         let ctld_port = TcpListener::bind(("127.0.0.1", 0))
             .and_then(|l| l.local_addr())
@@ -120,9 +125,8 @@ impl SimCanopy {
             }),
         )?;
         let key = dir.join("slurm.key");
-        ::canopy::wire::auth::generate_key_file(&key).map_err(|e| {
-            io("create", key.clone())(std::io::Error::other(e.to_string()))
-        })?;
+        ::canopy::wire::auth::generate_key_file(&key)
+            .map_err(|e| io("create", key.clone())(std::io::Error::other(e.to_string())))?;
         let bin = ctx
             .canopy_exe
             .parent()

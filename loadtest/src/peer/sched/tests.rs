@@ -40,7 +40,10 @@ fn plan_uses_options_or_small_sizes_in_quick_mode() {
         ..opts()
     })
     .unwrap();
-    assert_eq!((q.nodes, q.pending, q.cycles, q.bf_interval), (8, 200, 2, 2));
+    assert_eq!(
+        (q.nodes, q.pending, q.cycles, q.bf_interval),
+        (8, 200, 2, 2)
+    );
     assert!(q.canopy_only);
 }
 
@@ -48,10 +51,34 @@ fn plan_uses_options_or_small_sizes_in_quick_mode() {
 fn plan_rejects_unusable_options_naming_them() {
     for (bad, word) in [
         (SchedOpts { nodes: 0, ..opts() }, "nodes"),
-        (SchedOpts { pending: 0, ..opts() }, "pending"),
-        (SchedOpts { cycles: 0, ..opts() }, "cycles"),
-        (SchedOpts { tree_width: 1, ..opts() }, "tree_width"),
-        (SchedOpts { bf_interval: 0, ..opts() }, "bf_interval"),
+        (
+            SchedOpts {
+                pending: 0,
+                ..opts()
+            },
+            "pending",
+        ),
+        (
+            SchedOpts {
+                cycles: 0,
+                ..opts()
+            },
+            "cycles",
+        ),
+        (
+            SchedOpts {
+                tree_width: 1,
+                ..opts()
+            },
+            "tree_width",
+        ),
+        (
+            SchedOpts {
+                bf_interval: 0,
+                ..opts()
+            },
+            "bf_interval",
+        ),
         (
             SchedOpts {
                 bf_interval: 10_801,
@@ -305,13 +332,17 @@ fn canopys_sdiag_reads_the_same_way() {
         (7, 4, 1500, 2500, Some(1500))
     );
     assert_eq!(
-        (b.last_depth, b.last_depth_try, b.depth_mean, b.depth_try_mean),
+        (
+            b.last_depth,
+            b.last_depth_try,
+            b.depth_mean,
+            b.depth_try_mean
+        ),
         (40, 30, Some(40), Some(25))
     );
     assert_eq!((b.last_queue_len, b.queue_len_mean), (41, Some(41)));
     // Before the first cycle: no means.
-    let b =
-        parse_backfill(&::canopy::cli::sdiag::render(&Default::default())).unwrap();
+    let b = parse_backfill(&::canopy::cli::sdiag::render(&Default::default())).unwrap();
     assert_eq!((b.cycles, b.mean_us, b.depth_mean), (0, None, None));
 }
 
@@ -415,8 +446,10 @@ fn figures(mean_us: f64, depth: f64) -> Figures {
         end: Backfill {
             backfilled: 0,
             max_us: 1,
+            last_table_size: 40,
             ..Default::default()
         },
+        backfilled: 0,
         rss_mib: 50.0,
         peak_rss_mib: 60.0,
         submit_per_s: 500.0,
@@ -429,10 +462,15 @@ fn rows_put_both_systems_side_by_side_with_canopys_advantage() {
     let rows = rows(&p, &figures(1000.0, 2000.0), &Ok(figures(50_000.0, 2000.0)));
     let metric = |m: &str| rows.iter().find(|r| r.metric == m).unwrap();
     let mean = metric("bf_cycle_mean_us");
-    assert_eq!((mean.canopy, mean.slurm, mean.ratio), (1000.0, Some(50_000.0), Some(50.0)));
+    assert_eq!(
+        (mean.canopy, mean.slurm, mean.ratio),
+        (1000.0, Some(50_000.0), Some(50.0))
+    );
     assert_eq!(mean.unit, "us");
     assert_eq!(mean.nodes, Some(64));
-    assert!(mean.note.contains("5 cycles over 2000 pending jobs on 64 full nodes"));
+    assert!(mean
+        .note
+        .contains("5 cycles over 2000 pending jobs on 64 full nodes"));
     assert_eq!(metric("bf_depth_mean").ratio, Some(1.0));
     assert_eq!(metric("bf_examined_per_s").ratio, Some(50.0));
     assert_eq!(metric("ctld_rss_mib").unit, "MiB");
@@ -441,7 +479,9 @@ fn rows_put_both_systems_side_by_side_with_canopys_advantage() {
     assert!(alone
         .iter()
         .all(|r| r.slurm.is_none() && r.note.ends_with("slurm not measured: --canopy-only")));
-    assert_eq!(alone.len(), 12);
+    assert_eq!(alone.len(), 13);
+    assert_eq!(metric("bf_table_size").ratio, Some(1.0));
+    assert_eq!(metric("bf_table_size").unit, "records");
 }
 
 #[test]
