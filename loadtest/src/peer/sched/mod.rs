@@ -66,6 +66,8 @@ struct SchedPlan {
     pending: u32,
     cycles: u32,
     bf_interval: u32,
+    /// `bf_max_time`, seconds: Slurm's maximum (3600), or two minutes in quick mode.
+    bf_max_time: u32,
     tree_width: u32,
     seed: u64,
     canopy_only: bool,
@@ -114,6 +116,7 @@ impl SchedPlan {
             pending,
             cycles,
             bf_interval,
+            bf_max_time: if o.quick { 120 } else { 3600 },
             tree_width: o.tree_width,
             seed: o.seed,
             canopy_only: o.canopy_only,
@@ -123,18 +126,25 @@ impl SchedPlan {
 
 /// The one `SchedulerParameters` value both systems get. `bf_max_job_test` above the
 /// queue and `bf_window` over the longest fill plus the longest pending limit make
-/// every pending job examined and planned; `bf_continue` and `bf_max_time` (Slurm's
-/// maximum) keep a long Slurm cycle from being cut short. Slurm gives up its locks
-/// every `bf_yield_interval` for `bf_yield_sleep` and leaves that sleep out of the
-/// cycle time sdiag prints; the interval is set to its maximum (10 s) so that yields
-/// are few. canopy's pass never yields (it warns that it ignores the three).
+/// every pending job examined and planned; `bf_continue` and `bf_max_time` keep a long
+/// Slurm cycle from being cut short (canopy's pass never stops part way, and warns
+/// that it ignores `bf_max_time`).
+///
+/// Slurm's lock yields keep their defaults (`bf_yield_interval` 2 s,
+/// `bf_yield_sleep` 0.5 s): Slurm 22.05 takes the sleeps out of the cycle time it
+/// prints (backfill.c, `_do_diag_stats`: real_time = delta_t - bf_sleep_usec), and
+/// without them a cycle of minutes would hold the locks past sbatch's 10 s
+/// MessageTimeout while the queue fills. While cycles are measured nothing else
+/// reaches either controller but sdiag (no locks in Slurm) and one held submission
+/// just after each cycle, so a yield costs Slurm only its unlock and relock.
 fn scheduler_parameters(plan: &SchedPlan) -> String {
     let window = FILL_MINUTES.1 + PENDING_MINUTES.1;
     format!(
         "bf_interval={},bf_window={window},bf_resolution=60,bf_max_job_test={},\
-         bf_continue,bf_max_time=3600,bf_yield_interval=10000000",
+         bf_continue,bf_max_time={}",
         plan.bf_interval,
-        (plan.pending + 1000).min(1_000_000)
+        (plan.pending + 1000).min(1_000_000),
+        plan.bf_max_time
     )
 }
 
@@ -344,20 +354,21 @@ fn drive(
         took.as_secs_f64(),
         plan.cycles
     ));
-    let deadline = Instant::now() + window_limit(plan);
+    let stall = stall_limit(plan);
+    let mut since = Instant::now();
     let first = read_sdiag(c)?;
     // The next cycle to end may have begun before the queue was full; the window
     // starts after it.
     let mut base = first.clone();
     poke(c)?;
     while base.cycles <= first.cycles {
-        wait_poll(deadline, "the first backfill cycle over the full queue")?;
+        wait_poll(since, stall, "the first backfill cycle over the full queue")?;
         base = read_sdiag(c)?;
     }
     poke(c)?;
     let mut window = Window::new(base);
     while window.len() < u64::from(plan.cycles) {
-        wait_poll(deadline, "backfill cycles")?;
+        wait_poll(since, stall, "the next backfill cycle")?;
         let before = window.last.cycles;
         window
             .observe(read_sdiag(c)?)
@@ -375,6 +386,7 @@ fn drive(
                 last.last_depth_try,
                 last.last_queue_len
             ));
+            since = Instant::now();
             poke(c)?;
         }
     }
@@ -400,21 +412,18 @@ fn submit_budget(pending: u32) -> Duration {
     Duration::from_secs(600 + u64::from(pending) / 20)
 }
 
-/// Room for the first cycle and `cycles` more, each of which may take minutes on a
-/// deep queue.
-fn window_limit(plan: &SchedPlan) -> Duration {
-    Duration::from_secs(
-        300 + (u64::from(plan.cycles) + 2) * (2 * u64::from(plan.bf_interval) + 10)
-            + u64::from(plan.pending) / 20,
-    )
+/// How long to wait for the next cycle: the interval, then a cycle as long as
+/// `bf_max_time` lets Slurm's run, and some slack.
+fn stall_limit(plan: &SchedPlan) -> Duration {
+    Duration::from_secs(u64::from(plan.bf_interval) + u64::from(plan.bf_max_time) + 120)
 }
 
-fn wait_poll(deadline: Instant, what: &str) -> Result<(), PeerError> {
-    if Instant::now() > deadline {
+fn wait_poll(since: Instant, limit: Duration, what: &str) -> Result<(), PeerError> {
+    if since.elapsed() > limit {
         return Err(PeerError::Timeout {
             what: format!("waiting for {what}"),
-            limit_s: 0,
-            last: "sdiag's Total cycles did not reach the count".into(),
+            limit_s: limit.as_secs(),
+            last: "sdiag's Total cycles did not move".into(),
         });
     }
     thread::sleep(POLL);

@@ -114,7 +114,7 @@ fn both_systems_get_parameters_that_examine_and_plan_every_job() {
     assert_eq!(
         scheduler_parameters(&p),
         "bf_interval=10,bf_window=2880,bf_resolution=60,bf_max_job_test=3000,\
-         bf_continue,bf_max_time=3600,bf_yield_interval=10000000"
+         bf_continue,bf_max_time=3600"
     );
     let extra = extra_conf(&p);
     assert!(extra.starts_with("PriorityType=priority/basic\nSchedulerParameters=bf_interval=10,"));
