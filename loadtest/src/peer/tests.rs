@@ -490,6 +490,25 @@ fn environ_matching_is_exact() {
 }
 
 #[test]
+fn job_processes_are_found_by_their_clusters_slurm_conf() {
+    let conf =
+        std::env::temp_dir().join(format!("peer-test-jobs-{}/slurm.conf", std::process::id()));
+    let mut script = Command::new("sleep")
+        .arg("30")
+        .env("SLURM_CONF", &conf)
+        .spawn()
+        .unwrap();
+    let pid = script.id() as i32;
+    assert!(wait_until(Duration::from_secs(5), || our_job_processes(
+        &conf
+    ) == [pid]));
+    assert!(our_job_processes(&conf.with_file_name("other.conf")).is_empty());
+    script.kill().unwrap();
+    script.wait().unwrap();
+    assert!(our_job_processes(&conf).is_empty());
+}
+
+#[test]
 fn wait_until_reports_whether_the_condition_held() {
     let mut calls = 0;
     assert!(wait_until(Duration::from_secs(5), || {

@@ -168,7 +168,7 @@ pub fn run_sched(opts: &SchedOpts, progress: &mut dyn FnMut(&str)) -> Result<Sch
     }
     if !plan.canopy_only {
         let mut files = SLURM_FILES.to_vec();
-        files.extend(["/usr/bin/sdiag", "/usr/bin/scancel"]);
+        files.extend(["/usr/bin/sdiag", "/usr/bin/scancel", "/usr/bin/scontrol"]);
         ensure_slurm_installed(&files, opts.quick, progress)?;
         if !nix::unistd::geteuid().is_root() {
             return Err(PeerError::SlurmUnavailable(
@@ -275,10 +275,10 @@ fn slurm_figures(
         .map(|(_, c)| c.id() as i32);
     let client = cluster.client();
     let result = drive(&client, pid, work, "slurm", progress);
-    // Running jobs' scripts go with their steps; pending ones go with the state.
-    let mut cancel = client.command("scancel");
-    cancel.args(["--state=RUNNING", "--partition=debug"]);
-    let _ = run_ok(&mut cancel, CLIENT_LIMIT);
+    // Running jobs end with their scripts; pending ones go with the state.
+    if let Err(e) = cancel_running(&client) {
+        progress(&format!("slurm: running jobs not cancelled: {e}"));
+    }
     let stopped = cluster.stop(result.is_ok());
     let figures = result?;
     stopped?;
@@ -499,6 +499,37 @@ fn submit_all(
     match first_error.into_inner() {
         Ok(Some(e)) => Err(e),
         _ => Ok(started.elapsed()),
+    }
+}
+
+/// `scancel` every running job and wait until none runs, so that their scripts end
+/// with them rather than outlive their steps. The partition goes DOWN first: nodes
+/// freed by the cancel would otherwise start pending jobs at once.
+fn cancel_running(c: &Client) -> Result<(), PeerError> {
+    let mut down = c.command("scontrol");
+    down.args(["update", "PartitionName=debug", "State=DOWN"]);
+    run_ok(&mut down, CLIENT_LIMIT)?;
+    let mut cancel = c.command("scancel");
+    cancel.args(["--state=RUNNING", "--partition=debug"]);
+    run_ok(&mut cancel, CLIENT_LIMIT)?;
+    let limit = Duration::from_secs(60);
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut squeue = c.command("squeue");
+        squeue.args(["-h", "-t", "R,CG", "-o", "%i"]);
+        let out = run_ok(&mut squeue, CLIENT_LIMIT)?;
+        let left = String::from_utf8_lossy(&out.stdout).lines().count();
+        if left == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(PeerError::Timeout {
+                what: "cancelling the running jobs".into(),
+                limit_s: limit.as_secs(),
+                last: format!("{left} still running or completing"),
+            });
+        }
+        thread::sleep(Duration::from_millis(250));
     }
 }
 
