@@ -587,27 +587,41 @@ fn peer_sched(opts: &peer::SchedOpts, progress: &mut dyn FnMut(&str)) -> Result<
         "canopy: {}; slurm: {}; SchedulerParameters={}",
         run.canopy_nodes, run.slurm_nodes, run.scheduler_parameters
     ));
-    Ok(run
-        .rows
-        .into_iter()
-        .map(|r| {
-            let row = Row::new("peer-sched")
-                .set("metric", r.metric)
-                .set("unit", r.unit)
-                .set("nodes", run.nodes)
-                .set("pending", run.pending)
-                .num("canopy", r.canopy);
-            let row = match r.slurm {
-                Some(s) => row.num("slurm", s),
-                None => row.set("slurm", serde_json::Value::Null),
-            };
-            let row = match r.ratio {
-                Some(x) => row.num("ratio", x),
-                None => row.set("ratio", serde_json::Value::Null),
-            };
-            row.set("note", r.note)
-        })
-        .collect())
+    // The set-up in the same columns, so that a table or a JSON line says what ran
+    // the nodes and how both schedulers were configured.
+    let setup = Row::new("peer-sched")
+        .set("metric", "node_daemons")
+        .set("unit", "-")
+        .set("nodes", run.nodes)
+        .set("pending", run.pending)
+        .set("canopy", run.canopy_nodes.clone())
+        .set("slurm", run.slurm_nodes.clone())
+        .set("ratio", serde_json::Value::Null)
+        .set(
+            "note",
+            format!(
+                "both: SchedulerType=sched/backfill PriorityType=priority/basic SchedulerParameters={}",
+                run.scheduler_parameters
+            ),
+        );
+    let rows = run.rows.into_iter().map(|r| {
+        let row = Row::new("peer-sched")
+            .set("metric", r.metric)
+            .set("unit", r.unit)
+            .set("nodes", run.nodes)
+            .set("pending", run.pending)
+            .num("canopy", r.canopy);
+        let row = match r.slurm {
+            Some(s) => row.num("slurm", s),
+            None => row.set("slurm", serde_json::Value::Null),
+        };
+        let row = match r.ratio {
+            Some(x) => row.num("ratio", x),
+            None => row.set("ratio", serde_json::Value::Null),
+        };
+        row.set("note", r.note)
+    });
+    Ok(std::iter::once(setup).chain(rows).collect())
 }
 
 fn main() {

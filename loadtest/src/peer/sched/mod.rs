@@ -215,14 +215,14 @@ pub fn run_sched(opts: &SchedOpts, progress: &mut dyn FnMut(&str)) -> Result<Sch
     let (canopy, processes) = canopy_figures(&ctx, &work, progress)?;
     let _ = fs::remove_dir(&root);
     let canopy_nodes = format!(
-        "{} simulated node daemons (canopy-noded --simulate, {processes} process{})",
+        "{} simulated (canopy-noded --simulate, {processes} process{})",
         plan.nodes,
         if processes == 1 { "" } else { "es" }
     );
     let slurm_nodes = if plan.canopy_only {
         "not run".to_string()
     } else {
-        format!("{} slurmd processes", plan.nodes)
+        format!("{} slurmd", plan.nodes)
     };
     Ok(SchedRun {
         rows: rows(&plan, &canopy, &slurm),
