@@ -11,7 +11,8 @@
 //!
 //! This file holds the options, the rows and the order of phases; the clusters
 //! are started in `slurm` and `canopy`, the figures taken in `measure`, and
-//! the process and file plumbing they share is in `process`.
+//! the process and file plumbing they share is in `process`. The backfill comparison
+//! (`peer-sched`: both systems' own sdiag figures) lives in `sched`.
 
 use std::fmt::Write as _;
 use std::fs;
