@@ -17,8 +17,9 @@ pub(in crate::peer) struct Shape {
 
 /// Fill jobs are at most this wide, so that their ends free the cluster piecemeal.
 pub(in crate::peer) const FILL_MAX_WIDTH: u32 = 8;
-/// Fill jobs' time limits: from half an hour (nothing ends while a run measures) to a day.
-pub(in crate::peer) const FILL_MINUTES: (u32, u32) = (30, 1440);
+/// Fill jobs' time limits: from two hours (longer than a large run takes, so no node
+/// frees while either system is measured and both see the same full cluster) to a day.
+pub(in crate::peer) const FILL_MINUTES: (u32, u32) = (120, 1440);
 /// Pending jobs' time limits: a minute to a day.
 pub(in crate::peer) const PENDING_MINUTES: (u32, u32) = (1, 1440);
 /// The share of pending jobs that ask for one node.
