@@ -217,6 +217,33 @@ enum Scenario {
         #[arg(long)]
         reps: Option<u32>,
     },
+    /// Backfill on real Slurm and on canopy, side by side from each one's own sdiag:
+    /// N nodes filled with long jobs, M pending jobs of mixed shapes.
+    PeerSched {
+        /// Nodes: slurmd processes for Slurm, simulated node daemons for canopy.
+        #[arg(long, default_value_t = 64)]
+        nodes: u32,
+        /// Pending jobs queued behind the fill.
+        #[arg(long, default_value_t = 2000)]
+        pending: u32,
+        /// Backfill cycles measured once the queue is full.
+        #[arg(long, default_value_t = 5)]
+        cycles: u32,
+        /// SchedulerParameters bf_interval, seconds (both systems).
+        #[arg(long = "bf-interval", default_value_t = 10)]
+        bf_interval: u32,
+        #[arg(long = "tree-width", default_value_t = 50)]
+        tree_width: u32,
+        /// Seed of the job list.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Canopy alone: no Slurm cluster.
+        #[arg(long = "canopy-only")]
+        canopy_only: bool,
+        /// Directory of the canopy binaries to measure (default: this binary's own).
+        #[arg(long = "canopy-bin")]
+        canopy_bin: Option<std::path::PathBuf>,
+    },
 }
 
 fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
@@ -251,6 +278,41 @@ fn nodes(t: &Topo, default: &[u32], quick: bool) -> Result<Vec<u32>> {
 fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let q = cli.quick;
     match &cli.scenario {
+        Scenario::PeerSched {
+            nodes,
+            pending,
+            cycles,
+            bf_interval,
+            tree_width,
+            seed,
+            canopy_only,
+            canopy_bin,
+        } => {
+            // Kept on failure (the clusters' logs), removed after a clean run.
+            let work = tempfile::Builder::new()
+                .prefix("canopy-peer-sched")
+                .tempdir()?;
+            let opts = peer::SchedOpts {
+                canopy_bin: match canopy_bin {
+                    Some(d) => d.clone(),
+                    None => harness::bin_dir()?,
+                },
+                work_dir: work.path().to_path_buf(),
+                nodes: *nodes,
+                pending: *pending,
+                cycles: *cycles,
+                bf_interval: *bf_interval,
+                tree_width: *tree_width,
+                seed: *seed,
+                quick: q,
+                canopy_only: *canopy_only,
+            };
+            let rows = peer_sched(&opts, progress);
+            if rows.is_err() {
+                let _ = work.keep();
+            }
+            rows
+        }
         Scenario::Heartbeat {
             topo,
             intervals,
@@ -503,6 +565,63 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             }
         }
     }
+}
+
+/// `peer-sched`: one row per figure, the set-up on each.
+fn peer_sched(opts: &peer::SchedOpts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
+    let run = match peer::run_sched(opts, progress) {
+        Ok(run) => run,
+        // Only a missing Slurm is a skip; canopy failing is an error.
+        Err(e @ peer::PeerError::SlurmUnavailable(_)) => {
+            progress(&format!("peer-sched: skipped: {e}"));
+            return Ok(vec![Row::new("peer-sched")
+                .set("skipped", true)
+                .set("note", e.to_string())]);
+        }
+        Err(e) => {
+            return Err(anyhow::Error::from(e)
+                .context(format!("logs kept under {}", opts.work_dir.display())))
+        }
+    };
+    progress(&format!(
+        "canopy: {}; slurm: {}; SchedulerParameters={}",
+        run.canopy_nodes, run.slurm_nodes, run.scheduler_parameters
+    ));
+    // The set-up in the same columns, so that a table or a JSON line says what ran
+    // the nodes and how both schedulers were configured.
+    let setup = Row::new("peer-sched")
+        .set("metric", "node_daemons")
+        .set("unit", "-")
+        .set("nodes", run.nodes)
+        .set("pending", run.pending)
+        .set("canopy", run.canopy_nodes.clone())
+        .set("slurm", run.slurm_nodes.clone())
+        .set("ratio", serde_json::Value::Null)
+        .set(
+            "note",
+            format!(
+                "both: SchedulerType=sched/backfill PriorityType=priority/basic SchedulerParameters={}",
+                run.scheduler_parameters
+            ),
+        );
+    let rows = run.rows.into_iter().map(|r| {
+        let row = Row::new("peer-sched")
+            .set("metric", r.metric)
+            .set("unit", r.unit)
+            .set("nodes", run.nodes)
+            .set("pending", run.pending)
+            .num("canopy", r.canopy);
+        let row = match r.slurm {
+            Some(s) => row.num("slurm", s),
+            None => row.set("slurm", serde_json::Value::Null),
+        };
+        let row = match r.ratio {
+            Some(x) => row.num("ratio", x),
+            None => row.set("ratio", serde_json::Value::Null),
+        };
+        row.set("note", r.note)
+    });
+    Ok(std::iter::once(setup).chain(rows).collect())
 }
 
 fn main() {

@@ -186,3 +186,65 @@ fn resv_gate_lets_every_job_through_without_rules_and_holds_some_with_them() {
         }
     }
 }
+
+/// `peer-sched`'s figure rows (after the set-up row) with canopy's value.
+fn peer_sched_rows(rows: &[Value]) -> Vec<&Value> {
+    assert_eq!(rows[0]["metric"], "node_daemons", "{}", rows[0]);
+    assert!(
+        rows[0]["canopy"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("8 simulated (canopy-noded --simulate")),
+        "{}",
+        rows[0]
+    );
+    rows[1..].iter().collect()
+}
+
+#[test]
+fn peer_sched_reads_both_sdiags_or_skips_cleanly() {
+    let rows = run("peer-sched");
+    if rows[0].get("skipped").is_some() {
+        assert!(rows[0]["note"].as_str().is_some_and(|n| !n.is_empty()));
+        return;
+    }
+    for r in peer_sched_rows(&rows) {
+        if r["metric"] == "bf_queue_len_mean" || r["metric"] == "bf_depth_mean" {
+            // Every measured cycle went through the whole queue, on both.
+            assert_eq!(num(r, "canopy"), 200.0, "{r}");
+            assert_eq!(num(r, "slurm"), 200.0, "{r}");
+        }
+        if r["metric"] == "bf_cycle_mean_us" {
+            assert!(num(r, "canopy") > 0.0 && num(r, "slurm") > 0.0, "{r}");
+        }
+    }
+}
+
+#[test]
+fn peer_sched_canopy_only_needs_no_slurm() {
+    let exe = env!("CARGO_BIN_EXE_canopy-loadtest");
+    let out = Command::new(exe)
+        .args(["peer-sched", "--quick", "--json", "--canopy-only"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "peer-sched failed:\n{stderr}");
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows[0]["slurm"], "not run", "{}", rows[0]);
+    let rows = peer_sched_rows(&rows);
+    assert_eq!(rows.len(), 13);
+    for r in rows {
+        assert!(r["slurm"].is_null() && r["ratio"].is_null(), "{r}");
+        match r["metric"].as_str() {
+            Some("bf_queue_len_mean" | "bf_depth_mean" | "bf_depth_try_mean") => {
+                assert_eq!(num(r, "canopy"), 200.0, "{r}")
+            }
+            Some("bf_cycle_mean_us" | "bf_examined_per_s" | "ctld_rss_mib") => {
+                assert!(num(r, "canopy") > 0.0, "{r}")
+            }
+            _ => {}
+        }
+    }
+}

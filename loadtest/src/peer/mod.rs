@@ -11,7 +11,8 @@
 //!
 //! This file holds the options, the rows and the order of phases; the clusters
 //! are started in `slurm` and `canopy`, the figures taken in `measure`, and
-//! the process and file plumbing they share is in `process`.
+//! the process and file plumbing they share is in `process`. The backfill comparison
+//! (`peer-sched`: both systems' own sdiag figures) lives in `sched`.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -35,12 +36,15 @@ use nix::unistd::{Pid, User};
 mod canopy;
 mod measure;
 mod process;
+mod sched;
 mod slurm;
 
 use canopy::*;
 use measure::*;
 use process::*;
 use slurm::*;
+
+pub use sched::{run_sched, SchedOpts};
 
 /// What to measure and where.
 #[derive(Debug, Clone)]
@@ -244,6 +248,7 @@ pub fn run(opts: &PeerOpts, progress: &mut dyn FnMut(&str)) -> Result<Vec<PeerRo
         hostname: hostname(),
         tree_width: plan.tree_width,
         leaves: opts.leaves,
+        extra_conf: String::new(),
     };
     let rows = measure_all(&ctx, &plan, progress)?;
     // Only empty when every cluster finished cleanly; otherwise logs stay for a look.
@@ -327,6 +332,9 @@ struct Ctx {
     hostname: String,
     tree_width: u32,
     leaves: Leaves,
+    /// slurm.conf lines a scenario adds to Slurm's config (the backfill comparison's
+    /// `SchedulerParameters`); empty for the launch and queue rows.
+    extra_conf: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -348,6 +356,15 @@ impl System {
 enum Unit {
     JobsPerS,
     Ms,
+    /// Microseconds, as sdiag prints cycle times.
+    Us,
+    /// Jobs counted (a depth, a queue length): the ratio is canopy/slurm, 1 when both
+    /// saw as many.
+    Jobs,
+    /// Records of a table (backfill's time table): canopy/slurm, as counts.
+    Records,
+    /// Resident memory.
+    MiB,
 }
 
 impl Unit {
@@ -355,15 +372,20 @@ impl Unit {
         match self {
             Unit::JobsPerS => "jobs_per_s",
             Unit::Ms => "ms",
+            Unit::Us => "us",
+            Unit::Jobs => "jobs",
+            Unit::Records => "records",
+            Unit::MiB => "MiB",
         }
     }
 }
 
-/// Canopy's advantage over Slurm: above 1 means canopy is ahead.
+/// Canopy's advantage over Slurm: above 1 means canopy is ahead (for counts, that
+/// canopy counted more).
 fn advantage(unit: Unit, canopy: f64, slurm: f64) -> Option<f64> {
     let r = match unit {
-        Unit::JobsPerS => canopy / slurm,
-        Unit::Ms => slurm / canopy,
+        Unit::JobsPerS | Unit::Jobs | Unit::Records => canopy / slurm,
+        Unit::Ms | Unit::Us | Unit::MiB => slurm / canopy,
     };
     (r.is_finite() && r > 0.0).then_some(r)
 }

@@ -140,6 +140,8 @@ pub(super) struct SlurmSpec<'a> {
     pub(super) nodes: u32,
     pub(super) tree_width: u32,
     pub(super) leaves: Leaves,
+    /// Lines appended as they are (a scenario's own settings).
+    pub(super) extra: &'a str,
 }
 
 /// `n1`, or `n[1-K]` for several nodes.
@@ -201,6 +203,7 @@ pub(super) fn slurm_conf(spec: &SlurmSpec) -> String {
         s,
         "PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
     );
+    s.push_str(spec.extra);
     s
 }
 
@@ -274,6 +277,7 @@ impl SlurmCluster {
                 nodes,
                 tree_width: ctx.tree_width,
                 leaves: ctx.leaves,
+                extra: &ctx.extra_conf,
             }),
         )?;
         // Read from beside slurm.conf.
@@ -411,6 +415,11 @@ impl Running for SlurmCluster {
                 last: format!("{} still running", our_stepds(&self.conf).len()),
             });
         }
+        // A batch script whose step was killed lives on, reparented (a `sleep` of
+        // hours); it carries this cluster's SLURM_CONF, so it goes too.
+        for pid in our_job_processes(&self.conf) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
         if remove_dir {
             fs::remove_dir_all(&self.dir).map_err(|source| PeerError::Io {
                 action: "remove",
@@ -435,6 +444,25 @@ pub(super) fn our_stepds(conf: &Path) -> Vec<i32> {
     entry.extend_from_slice(conf.as_os_str().as_bytes());
     pids_named("slurmstepd")
         .into_iter()
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| environ_has(&env, &entry))
+        })
+        .collect()
+}
+
+/// Every other live process that carries SLURM_CONF for the cluster configured by
+/// `conf`: once its daemons are gone, what is left of its jobs (the client
+/// commands, which carry it too, have all returned by then).
+pub(super) fn our_job_processes(conf: &Path) -> Vec<i32> {
+    let mut entry = b"SLURM_CONF=".to_vec();
+    entry.extend_from_slice(conf.as_os_str().as_bytes());
+    let me = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me && alive(pid, None))
         .filter(|pid| {
             fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| environ_has(&env, &entry))
         })

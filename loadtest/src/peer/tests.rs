@@ -243,6 +243,7 @@ fn slurm_conf_keeps_everything_in_its_dir_and_lists_k_nodes() {
         nodes: 128,
         tree_width: 50,
         leaves: Leaves::Plain,
+        extra: "",
     });
     for line in [
             "SlurmctldHost=vm(127.0.0.1)",
@@ -269,6 +270,7 @@ fn slurm_conf_keeps_everything_in_its_dir_and_lists_k_nodes() {
         nodes: 1,
         tree_width: 16,
         leaves: Leaves::Plain,
+        extra: "",
     });
     assert!(one.contains("NodeName=n1 NodeHostname=vm NodeAddr=127.0.0.1 Port=24001 "));
     assert!(one.contains("PartitionName=debug Nodes=n1 "));
@@ -285,6 +287,7 @@ fn leaves_are_stated_on_both_sides_and_confined_adds_cgroup_conf() {
         nodes: 8,
         tree_width: 50,
         leaves,
+        extra: "",
     };
     let plain = slurm_conf(&spec(Leaves::Plain));
     for line in ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none"] {
@@ -484,6 +487,25 @@ fn environ_matching_is_exact() {
     assert!(!environ_has(env, b"SLURM_CONF=/w/a"));
     assert!(!environ_has(env, b"SLURM_CONF=/w/a/slurm.conf.old"));
     assert!(our_stepds(Path::new("/nonexistent/slurm.conf")).is_empty());
+}
+
+#[test]
+fn job_processes_are_found_by_their_clusters_slurm_conf() {
+    let conf =
+        std::env::temp_dir().join(format!("peer-test-jobs-{}/slurm.conf", std::process::id()));
+    let mut script = Command::new("sleep")
+        .arg("30")
+        .env("SLURM_CONF", &conf)
+        .spawn()
+        .unwrap();
+    let pid = script.id() as i32;
+    assert!(wait_until(Duration::from_secs(5), || our_job_processes(
+        &conf
+    ) == [pid]));
+    assert!(our_job_processes(&conf.with_file_name("other.conf")).is_empty());
+    script.kill().unwrap();
+    script.wait().unwrap();
+    assert!(our_job_processes(&conf).is_empty());
 }
 
 #[test]
