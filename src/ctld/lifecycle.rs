@@ -56,7 +56,13 @@ impl Core {
         // PriorityTier: a higher tier's jobs go first where partitions
         // share nodes (stable: the file's order within a tier).
         parts.sort_by_key(|p| std::cmp::Reverse(conf.priority.partition(p.name).tier));
-        let mut limits = super::pass_policy::limits(&policy.db, &conf, self.jobs.running());
+        let mut limits = super::pass_policy::limits(
+            &policy.db,
+            &conf,
+            &self.prio.usage,
+            now,
+            self.jobs.running(),
+        );
         let started = self.jobs.schedule(
             &parts,
             &mut self.slots,

@@ -46,6 +46,7 @@ mod reservations;
 #[cfg(test)]
 mod resv_tests;
 mod steps;
+mod usage_limits;
 #[cfg(test)]
 mod tres_tests;
 mod views;

@@ -137,7 +137,7 @@ impl Core {
     pub fn restore_usage(&mut self, book: Option<UsageBook>, now: UnixTime) {
         let mut book = book.unwrap_or_default();
         if self.conf.priority.usage_reset == crate::config::priority::ResetPeriod::Now {
-            book.raw.clear();
+            book.clear();
             book.last_reset = Some(now);
         }
         // Running jobs count from here if nothing was ever calculated.
@@ -534,6 +534,40 @@ impl Core {
         self.prio
             .usage
             .add(&keys, billing * secs * factor * decayed);
+        // What GrpTRESMins and GrpWall weigh: every TRES the job holds
+        // (billing as weighted above) and its wall time, for its
+        // association and each above it, its QOS and its partition's.
+        let Some(alloc) = j.alloc.as_ref() else {
+            return;
+        };
+        let mut held = crate::policy::assoc::held(alloc);
+        held.insert("billing".into(), billing as u64);
+        let qos = self.limit_qos_of(j);
+        let book = &mut self.prio.usage;
+        let stretch = secs * factor * decayed;
+        for k in keys {
+            book.assoc_use.entry(k).or_default().add(&held, stretch);
+        }
+        for q in qos {
+            book.qos_use.entry(q).or_default().add(&held, stretch);
+        }
+    }
+
+    /// The QOS whose usage a job adds to: its own and its partition's
+    /// `QOS=` (once when they are the same), as Slurm charges both.
+    pub(super) fn limit_qos_of(&self, j: &JobRecord) -> Vec<String> {
+        let part = self
+            .conf
+            .partitions
+            .iter()
+            .find(|p| p.name == j.partition)
+            .and_then(|p| p.access.qos.clone());
+        let own = j.submit.qos.clone();
+        let mut v: Vec<String> = own.into_iter().collect();
+        if let Some(p) = part.filter(|p| !v.contains(p)) {
+            v.push(p);
+        }
+        v
     }
 
     /// The `PriorityCalcPeriod` work, if it is due at `now`: decay, accrue
@@ -595,6 +629,8 @@ impl Core {
             .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
         out.persist
             .push(Op::PutAges(Box::new(self.prio.usage.accrue.clone())));
+        // Usage moved: running jobs may have used up a minutes limit.
+        self.usage_limits_time_out(now, out);
     }
 
     /// Every job the calculation prices gets its priority at `now`; how

@@ -234,7 +234,9 @@ fn qos_setting(s: &mut Settings, key: &str, op: &str, v: &str) -> Result<bool, B
         q.grp_jobs = Some(count(key, v)?);
     } else if is_key(key, "GrpSubmitJobs", 4) {
         q.grp_submit_jobs = Some(count(key, v)?);
-    } else if is_key(key, "GrpTRES", 7) && !is_key(key, "GrpTRESMins", 8) {
+    } else if is_key(key, "GrpTRESMins", 8) {
+        q.grp_tres_mins = Some(tres(key, v)?);
+    } else if is_key(key, "GrpTRES", 7) {
         q.grp_tres = Some(tres(key, v)?);
     } else if is_key(key, "GrpWall", 4) {
         q.grp_wall = Some(minutes(key, v)?);

@@ -269,6 +269,7 @@ fn qos_value(q: &Qos, f: F) -> String {
         F::GrpJobs => opt(q.grp_jobs),
         F::GrpSubmit => opt(q.grp_submit_jobs),
         F::GrpWall => opt(q.grp_wall.map(fmt_minutes)),
+        F::GrpTresMins => tres(&q.grp_tres_mins),
         F::MaxTres => tres(&q.max_tres_per_job),
         F::MaxTresPerNode => tres(&q.max_tres_per_node),
         F::MaxTresPu => tres(&q.max_tres_per_user),
