@@ -46,6 +46,8 @@ mod reservations;
 #[cfg(test)]
 mod resv_tests;
 mod steps;
+#[cfg(test)]
+mod minutes_tests;
 mod usage_limits;
 #[cfg(test)]
 mod tres_tests;

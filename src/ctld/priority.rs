@@ -592,10 +592,13 @@ impl Core {
         let inputs = self.policy_inputs();
         let pc = self.conf.priority.clone();
         let running: Vec<u32> = self.jobs.running().map(|j| j.job_id).collect();
+        // Old usage decays first, then the new stretch is added with its
+        // own decay, as Slurm's decay thread does (the other way round the
+        // stretch would decay twice).
+        self.prio.usage.decay_to(now, pc.decay_half_life_s);
         for &id in &running {
             self.accrue_job(id, now, &inputs);
         }
-        self.prio.usage.decay_to(now, pc.decay_half_life_s);
         if self.prio.usage.reset_if_due(pc.usage_reset, now) {
             tracing::info!(period = pc.usage_reset.name(), "usage reset");
         }
