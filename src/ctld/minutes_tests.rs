@@ -153,6 +153,24 @@ fn used_minutes_hold_the_next_job_stop_the_running_one_and_decay_away() {
     assert_eq!(mins, 63);
     assert_eq!(c.usage().assoc_use["root"].tres_mins("cpu"), 63);
     assert_eq!(c.usage().qos_use["normal"].wall_mins(), 15);
+    // sshare -l: the limit, the usage in TRES-minutes, what the running
+    // job is still committed to (4 CPUs × 40 minutes left).
+    let q = crate::wire::priority::ShareQuery {
+        all_users: true,
+        ..Default::default()
+    };
+    let report = c.share_report(&q, None);
+    let chem = report
+        .rows
+        .iter()
+        .find(|r| r.account == "chem" && r.user.is_empty())
+        .unwrap();
+    assert_eq!(chem.grp_tres_mins, "cpu=100");
+    assert_eq!(
+        chem.grp_tres_raw,
+        "cpu=63,mem=0,energy=0,node=15,billing=63,fs/disk=0,vmem=0,pages=0"
+    );
+    assert!(chem.tres_run_mins.starts_with("cpu=160,"), "{}", chem.tres_run_mins);
     // Past the limit: the running job is stopped, TIMEOUT / TimeLimit.
     let out = calc(&mut c, T0 + 40 * 60);
     assert_eq!(timed_out(&out), vec![a]);

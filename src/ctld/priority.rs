@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::command::Output;
 use super::core::Core;
+use crate::model::assoc::Tres;
 use crate::model::job::{JobRecord, JobState};
 use crate::model::time::UnixTime;
 use crate::policy::authz::Caller;
@@ -767,6 +768,7 @@ impl Core {
             return report;
         }
         let running_mins = self.tres_run_mins();
+        let gres = self.accounted_gres();
         for i in t.listing_order() {
             let n = &t.nodes[i];
             let f = shares.get(i).copied().unwrap_or_default();
@@ -788,6 +790,8 @@ impl Core {
                 continue;
             }
             let root = n.parent.is_none();
+            let key = t.key(i);
+            let grp_tres_mins = self.grp_tres_mins_of(n.kind, &account, &user);
             report.rows.push(ShareRow {
                 depth: t.depth(i) as u32,
                 account,
@@ -800,27 +804,83 @@ impl Core {
                 fairshare: (!root && (classic || n.kind == NodeKind::User)).then_some(f.fairshare),
                 level_fs: (!root && !classic).then_some(f.level_fs),
                 tres_run_mins: running_mins
-                    .get(&t.key(i))
-                    .map_or_else(|| "cpu=0".to_string(), |m| format!("cpu={m}")),
+                    .get(&key)
+                    .unwrap_or(&Tres::default())
+                    .full(&gres),
+                grp_tres_mins,
+                grp_tres_raw: self.grp_tres_raw(&key, &gres),
             });
         }
         report
     }
 
-    /// Per association key: running jobs' CPU-minutes left to their time
-    /// limits (sshare's TRESRunMins).
-    fn tres_run_mins(&self) -> HashMap<String, u64> {
-        let mut out: HashMap<String, u64> = HashMap::new();
+    /// Per association key: running jobs' TRES-minutes left to their
+    /// time limits (sshare's TRESRunMins), as of the last calculation
+    /// (Slurm counts them down at each).
+    fn tres_run_mins(&self) -> HashMap<String, Tres> {
+        let at = self.prio.usage.last_calc;
+        let mut out: HashMap<String, Tres> = HashMap::new();
         for j in self.jobs.running() {
             let (Some(a), Some(limit)) = (&j.alloc, j.time_limit_min) else {
                 continue;
             };
-            let mins = u64::from(a.total_cpus()) * u64::from(limit);
+            let ran = match (at, j.start_time) {
+                (Some(at), Some(s)) => ((at - s).max(0) / 60) as u64,
+                _ => 0,
+            };
+            let left = u64::from(limit).saturating_sub(ran);
+            let held = crate::policy::assoc::held(a);
             for k in self.assoc_path(j) {
-                *out.entry(k).or_default() += mins;
+                let e = out.entry(k).or_default();
+                for (name, n) in &held {
+                    *e.0.entry(name.clone()).or_default() += n.saturating_mul(left);
+                }
             }
         }
         out
+    }
+
+    /// The GRES the cluster has, as TRES names (`gres/gpu`), for the
+    /// TRES strings sshare prints.
+    fn accounted_gres(&self) -> Vec<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for r in 0..self.conf.nodes.len() {
+            if let Some(g) = self.conf.node_gres(r) {
+                for item in &g.configured {
+                    names.insert(format!("gres/{}", item.name));
+                }
+            }
+        }
+        names.into_iter().collect()
+    }
+
+    /// An sshare row's GrpTRESMins: its association's own limit.
+    fn grp_tres_mins_of(&self, kind: NodeKind, account: &str, user: &str) -> String {
+        let cluster = &self.conf.cluster_name;
+        let key = match kind {
+            NodeKind::User => crate::model::assoc::AssocKey::user(cluster, account, user),
+            _ => crate::model::assoc::AssocKey::account(cluster, account),
+        };
+        self.accounts
+            .assocs
+            .get(&key)
+            .map(|a| a.limits.grp_tres_mins.plain())
+            .unwrap_or_default()
+    }
+
+    /// An sshare row's GrpTRESRaw: decayed usage in TRES-minutes.
+    fn grp_tres_raw(&self, key: &str, gres: &[String]) -> String {
+        let g = self.prio.usage.assoc_use.get(key);
+        let mins = Tres(
+            g.map(|g| {
+                g.tres
+                    .keys()
+                    .map(|k| (k.clone(), g.tres_mins(k)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        );
+        mins.full(gres)
     }
 }
 
