@@ -32,7 +32,14 @@ fn core(enforce: &str, half_life: &str) -> Core {
     c
 }
 
-fn acct(c: &mut Core, verb: Verb, entity: Entity, names: &[&str], accounts: &[&str], set: Settings) {
+fn acct(
+    c: &mut Core,
+    verb: Verb,
+    entity: Entity,
+    names: &[&str],
+    accounts: &[&str],
+    set: Settings,
+) {
     let req = AcctRequest {
         verb,
         entity,
@@ -67,7 +74,14 @@ fn tres_mins(text: &str) -> Settings {
 /// Account `chem` (with `set`) and user alice in it.
 fn setup(c: &mut Core, set: Settings) {
     acct(c, Verb::Add, Entity::Account, &["chem"], &[], set);
-    acct(c, Verb::Add, Entity::User, &["alice"], &["chem"], Settings::default());
+    acct(
+        c,
+        Verb::Add,
+        Entity::User,
+        &["alice"],
+        &["chem"],
+        Settings::default(),
+    );
 }
 
 fn submit(c: &mut Core, now: i64, cpus: u32, limit: Option<u32>) -> u32 {
@@ -170,7 +184,11 @@ fn used_minutes_hold_the_next_job_stop_the_running_one_and_decay_away() {
         chem.grp_tres_raw,
         "cpu=63,mem=0,energy=0,node=15,billing=63,fs/disk=0,vmem=0,pages=0"
     );
-    assert!(chem.tres_run_mins.starts_with("cpu=160,"), "{}", chem.tres_run_mins);
+    assert!(
+        chem.tres_run_mins.starts_with("cpu=160,"),
+        "{}",
+        chem.tres_run_mins
+    );
     // Past the limit: the running job is stopped, TIMEOUT / TimeLimit.
     let out = calc(&mut c, T0 + 40 * 60);
     assert_eq!(timed_out(&out), vec![a]);

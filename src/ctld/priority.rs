@@ -872,13 +872,8 @@ impl Core {
     fn grp_tres_raw(&self, key: &str, gres: &[String]) -> String {
         let g = self.prio.usage.assoc_use.get(key);
         let mins = Tres(
-            g.map(|g| {
-                g.tres
-                    .keys()
-                    .map(|k| (k.clone(), g.tres_mins(k)))
-                    .collect()
-            })
-            .unwrap_or_default(),
+            g.map(|g| g.tres.keys().map(|k| (k.clone(), g.tres_mins(k))).collect())
+                .unwrap_or_default(),
         );
         mins.full(gres)
     }

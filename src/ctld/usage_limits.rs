@@ -85,7 +85,11 @@ impl Core {
                     let u = mins_use(book.assoc_use.get(&usage_key(k)));
                     let lim = &a.limits.grp_tres_mins;
                     if let Some(o) = over_while_running(lim, &seen, wall, &u, &tres) {
-                        let who = format!("association (acc={}/user={}/part=(null))", k.account, if k.user.is_empty() { "(null)" } else { &k.user });
+                        let who = format!(
+                            "association (acc={}/user={}/part=(null))",
+                            k.account,
+                            if k.user.is_empty() { "(null)" } else { &k.user }
+                        );
                         why = Some(match o {
                             Overrun::Tres(t, l, used) => format!("Job is at or exceeds {who} group max TRES({t}) minutes of {l} with {used}"),
                             Overrun::Wall(l, used) => format!("Job is at or exceeds {who} group wall limit {l} with {used}"),

@@ -55,7 +55,11 @@ pub fn check_tres_mins(
         if skip.iter().any(|s| s.get(name).is_some()) {
             continue;
         }
-        let asked = req.get(name).copied().unwrap_or(0).saturating_mul(time_limit);
+        let asked = req
+            .get(name)
+            .copied()
+            .unwrap_or(0)
+            .saturating_mul(time_limit);
         if asked == 0 {
             continue;
         }
