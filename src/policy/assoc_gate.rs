@@ -73,11 +73,6 @@ pub fn qos_order<'d>(db: &'d AssocDb, own: Option<&str>, part: Option<&str>) -> 
     }
 }
 
-/// The used minutes the usage book holds for a group (`None`: none).
-pub fn mins_use(g: Option<&GroupUse>) -> MinsUse {
-    mins_of(g)
-}
-
 /// The usage book's key for an association (see `ShareTree::key`).
 pub fn usage_key(k: &AssocKey) -> String {
     if k.user.is_empty() {
@@ -87,7 +82,8 @@ pub fn usage_key(k: &AssocKey) -> String {
     }
 }
 
-fn mins_of(g: Option<&GroupUse>) -> MinsUse {
+/// The used minutes the usage book holds for a group (`None`: none).
+pub fn mins_use(g: Option<&GroupUse>) -> MinsUse {
     let Some(g) = g else {
         return MinsUse::default();
     };
@@ -186,12 +182,12 @@ impl<'a> AssocGate<'a> {
                 && (!a.limits.grp_tres_mins.is_empty() || a.limits.grp_wall.is_some())
             {
                 m.assoc
-                    .insert(k.clone(), mins_of(book.assoc_use.get(&usage_key(k))));
+                    .insert(k.clone(), mins_use(book.assoc_use.get(&usage_key(k))));
             }
         }
         for (name, q) in &db.qos {
             if !q.grp_tres_mins.is_empty() || q.grp_wall.is_some() {
-                m.qos.insert(name.clone(), mins_of(book.qos_use.get(name)));
+                m.qos.insert(name.clone(), mins_use(book.qos_use.get(name)));
             }
         }
         if !m.assoc.is_empty() || !m.qos.is_empty() {

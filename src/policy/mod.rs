@@ -12,4 +12,6 @@ pub mod assoc_gate;
 mod assoc_tests;
 pub mod authz;
 pub mod limits;
+#[cfg(test)]
+mod minutes_tests;
 pub mod tres_mins;
