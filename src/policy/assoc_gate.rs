@@ -336,11 +336,22 @@ impl AssocGate<'_> {
         job.time_limit_min.map_or(NO_LIMIT_MINS, u64::from)
     }
 
+    /// A job of a QOS with `UsageFactor=0` adds no usage, so Slurm lets
+    /// it past used and committed TRES-minutes (only its own size counts).
+    fn free(&self, job: &JobRecord) -> bool {
+        job.submit
+            .qos
+            .as_deref()
+            .and_then(|q| self.db.qos.get(q))
+            .is_some_and(|q| q.usage_factor == 0.0)
+    }
+
     /// `GrpWall` and `GrpTRESMins` of the job's QOS, the first QOS to set
     /// each taking it.
     fn qos_minutes(&self, job: &JobRecord, qoses: &[&Qos], req: &JobTres) -> Option<LimitReason> {
         let m = self.minutes.as_ref()?;
         let limit = Self::limit_mins(job);
+        let free = self.free(job);
         let mut wall_set = false;
         let mut seen: Vec<&Tres> = Vec::new();
         for q in qoses {
@@ -354,10 +365,15 @@ impl AssocGate<'_> {
                 }
             }
             let empty = JobTres::new();
-            let committed = self.qos.get(&q.name).map_or(&empty, |x| &x.committed);
+            let (used, committed) = if free {
+                (&empty, &empty)
+            } else {
+                let c = self.qos.get(&q.name).map_or(&empty, |x| &x.committed);
+                (&u.used, c)
+            };
             let lim = &q.grp_tres_mins;
             if let Some((kind, _)) =
-                tres_mins::check_tres_mins(lim, &seen, &u.used, committed, req, limit, m.safe)
+                tres_mins::check_tres_mins(lim, &seen, used, committed, req, limit, m.safe)
             {
                 return Some(LimitReason::GrpTresMins(Scope::Qos, kind));
             }
@@ -391,8 +407,13 @@ impl AssocGate<'_> {
         }
         let skip: Vec<&Tres> = qoses.iter().map(|q| &q.grp_tres_mins).collect();
         let lim = &a.limits.grp_tres_mins;
-        let c = &used.committed;
-        tres_mins::check_tres_mins(lim, &skip, &u.used, c, req, limit, m.safe)
+        let empty = JobTres::new();
+        let (have, c) = if self.free(job) {
+            (&empty, &empty)
+        } else {
+            (&u.used, &used.committed)
+        };
+        tres_mins::check_tres_mins(lim, &skip, have, c, req, limit, m.safe)
             .map(|(kind, _)| LimitReason::GrpTresMins(Scope::Assoc, kind))
     }
 }

@@ -129,6 +129,14 @@ fn every_level_up_the_tree_holds_and_a_qos_limit_comes_first() {
         reason(&d, &book, false, &[], &j).as_deref(),
         Some("AssocGrpCPUMinutesLimit")
     );
+    // A QOS with UsageFactor=0 adds no usage: its jobs pass used minutes.
+    let mut free = Qos::new(3, "free");
+    free.usage_factor = 0.0;
+    d.qos.insert("free".into(), free);
+    let mut f = job(9, "alice", 2, Some(60));
+    f.submit.qos = Some("free".into());
+    assert_eq!(reason(&d, &book, true, &[], &f), None);
+    d.qos.remove("free");
     // A QOS limit on cpu minutes replaces the association's.
     let mut q = Qos::new(1, "normal");
     q.grp_tres_mins = tres("cpu=5000");
