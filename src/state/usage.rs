@@ -229,6 +229,53 @@ mod tests {
     }
 
     #[test]
+    fn limit_usage_decays_resets_and_is_stored_with_the_book() {
+        let mut b = UsageBook {
+            last_calc: Some(0),
+            ..Default::default()
+        };
+        let held: BTreeMap<String, u64> = [("cpu".to_string(), 4), ("mem".to_string(), 1000)]
+            .into_iter()
+            .collect();
+        b.assoc_use
+            .entry("chem".into())
+            .or_default()
+            .add(&held, 600.0);
+        b.qos_use
+            .entry("normal".into())
+            .or_default()
+            .add(&held, 600.0);
+        let g = &b.assoc_use["chem"];
+        assert_eq!(
+            (g.tres_mins("cpu"), g.tres_mins("mem"), g.wall_mins()),
+            (40, 10_000, 10)
+        );
+        b.decay_to(3600, 3600);
+        let g = &b.assoc_use["chem"];
+        assert_eq!((g.tres_mins("cpu"), g.wall_mins()), (20, 5));
+        assert_eq!(b.qos_use["normal"].tres_mins("cpu"), 20);
+        // Stored and read back; a book stored before these existed reads
+        // with none.
+        let bytes = rmp_serde::to_vec_named(&b).unwrap();
+        let back: UsageBook = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(back.assoc_use, b.assoc_use);
+        #[derive(Serialize)]
+        struct Old {
+            raw: BTreeMap<String, f64>,
+            last_calc: Option<UnixTime>,
+        }
+        let old = rmp_serde::to_vec_named(&Old {
+            raw: b.raw.clone(),
+            last_calc: Some(5),
+        })
+        .unwrap();
+        let back: UsageBook = rmp_serde::from_slice(&old).unwrap();
+        assert!(back.assoc_use.is_empty() && back.qos_use.is_empty());
+        b.clear();
+        assert!(b.assoc_use.is_empty() && b.qos_use.is_empty());
+    }
+
+    #[test]
     fn one_half_life_halves_and_zero_means_none() {
         assert_eq!(decay_factor(3600.0, 3600), 0.5);
         assert_eq!(decay_factor(7200.0, 3600), 0.25);
