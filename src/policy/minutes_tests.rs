@@ -97,10 +97,7 @@ fn started(mut j: JobRecord, at: i64) -> JobRecord {
 
 /// A book where `key` has used `cpu_mins` CPU-minutes and `wall_mins`.
 fn used(book: &mut UsageBook, key: &str, cpu_mins: u64, wall_mins: u64) {
-    let g = book
-        .assoc_use
-        .entry(key.into())
-        .or_insert_with(GroupUse::default);
+    let g = book.assoc_use.entry(key.into()).or_default();
     g.tres.insert("cpu".into(), cpu_mins as f64 * 60.0);
     g.wall = wall_mins as f64 * 60.0;
 }
