@@ -197,6 +197,17 @@ fn used_minutes_hold_the_next_job_stop_the_running_one_and_decay_away() {
     c.apply(T0 + 41 * 60, Command::Schedule);
     assert_eq!(state(&c, b), JobState::Pending);
     assert_eq!(reason(&c, b, T0 + 41 * 60), "AssocGrpCPUMinutesLimit");
+    // A restart keeps the usage (stored with the book) and the hold.
+    let jobs: Vec<_> = c.jobs().values().cloned().collect();
+    let (db, book) = (c.accounts().clone(), c.usage().clone());
+    let conf = c.conf().clone();
+    let (mut again, _) = Core::recover(conf, jobs, None, &HashMap::new(), T0 + 42 * 60);
+    again.recover_accounts(Some(db));
+    again.restore_usage(Some(book), T0 + 42 * 60);
+    crate::ctld::fixtures::register(&mut again, 0, T0 + 42 * 60);
+    crate::ctld::fixtures::reach(&mut again, 0, true, T0 + 42 * 60);
+    again.apply(T0 + 42 * 60, Command::Schedule);
+    assert_eq!(reason(&again, b, T0 + 42 * 60), "AssocGrpCPUMinutesLimit");
     // An hour later usage has halved: the job starts.
     calc(&mut c, T0 + 100 * 60);
     assert!(c.usage().assoc_use["chem"].tres_mins("cpu") < 100);
