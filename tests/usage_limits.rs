@@ -14,9 +14,9 @@ use std::time::Duration;
 use canopy::wire::types::JobState;
 use common::Cluster;
 
-/// Usage is calculated every 2 s and decays with a one-minute half-life.
+/// Usage is calculated at each 5 s tick and decays with a 20 s half-life.
 const CONF: &str = "PriorityType=priority/multifactor\nPriorityCalcPeriod=0:02\n\
-                    PriorityDecayHalfLife=0:60\n";
+                    PriorityDecayHalfLife=0:20\n";
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
