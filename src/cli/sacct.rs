@@ -117,6 +117,7 @@ mod tests {
     /// Job 1000: ran 60 s on node1 with 2 CPUs; steps listed out of order on purpose.
     fn done_job() -> AcctJob {
         AcctJob {
+            earlier_runs: Vec::new(),
             job_id: 1000,
             name: "smoke".to_string(),
             user: "root".to_string(),

@@ -202,6 +202,8 @@ fn value(f: &str, r: &ShareRow, cluster: &str) -> String {
             })
             .unwrap_or_default(),
         "TRESRunMins" => r.tres_run_mins.clone(),
+        "GrpTRESMins" => r.grp_tres_mins.clone(),
+        "GrpTRESRaw" => r.grp_tres_raw.clone(),
         _ => String::new(),
     }
 }
@@ -424,6 +426,8 @@ mod tests {
                 fairshare: Some(0.5),
                 level_fs: Some(1.0),
                 tres_run_mins: "cpu=0".into(),
+                grp_tres_mins: "cpu=100".into(),
+                ..Default::default()
             },
             ShareRow {
                 depth: 1,
@@ -473,7 +477,11 @@ mod tests {
             "root|||0.000000|1234|1.000000|1.000000||||cpu=0"
         );
         assert_eq!(
-            lines.nth(2).unwrap(),
+            lines.nth(1).unwrap(),
+            "  chem|alice|1|1.000000|1234|1.000000|1.000000|0.500000|1.000000|cpu=100|cpu=0"
+        );
+        assert_eq!(
+            lines.next().unwrap(),
             " phys||1|0.500000|0|0.000000|0.000000||inf||cpu=0"
         );
         assert_eq!(field("Eff").unwrap().name, "EffectvUsage");

@@ -207,8 +207,8 @@ pub struct AcctEnforce {
     pub limits: bool,
     /// The job's QOS must be one its association may use.
     pub qos: bool,
-    /// `safe`: kept for `scontrol show config`; GrpTRESMins is not
-    /// enforced yet, so it changes nothing more.
+    /// `safe`: a job starts only if it can run to its time limit inside
+    /// `GrpTRESMins`/`GrpWall`, and running jobs are never stopped by them.
     pub safe: bool,
 }
 

@@ -295,6 +295,7 @@ fn new_record(
 ) -> JobRecord {
     let held = submit.hold;
     JobRecord {
+        earlier_runs: Vec::new(),
         job_id,
         submit,
         partition: admitted.partition.clone(),

@@ -84,7 +84,13 @@ impl Core {
             tiers: &tiers,
         };
         // The same policy as the quick pass: limits, reservations, licenses.
-        let mut limits = super::pass_policy::limits(&policy.db, &conf, self.jobs.running());
+        let mut limits = super::pass_policy::limits(
+            &policy.db,
+            &conf,
+            &self.prio.usage,
+            now,
+            self.jobs.running(),
+        );
         let report = backfill(
             &mut self.jobs,
             &mut self.slots,

@@ -8,6 +8,7 @@ use crate::wire::messages::{Hello, JobOnNode, JobReport};
 /// Job `id`, running since t=10 on node `rank` with one CPU.
 pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
     JobRecord {
+        earlier_runs: Vec::new(),
         job_id: id,
         submit: JobSubmit::default(),
         partition: "p".into(),

@@ -294,6 +294,8 @@ impl Core {
             _ if ending => Err("Job is currently being completed".into()),
             s if s.is_finished() => {
                 let run = self.jobs.get(id).map(|j| run_secs(j, now));
+                // Its finished run is recorded REQUEUED, as Slurm rewrites it.
+                self.keep_earlier_run(id, JobState::Requeued, Default::default());
                 self.jobs.requeue(id, hold.then_some(hold_reason));
                 self.mail_event(id, mail::REQUEUE, "Requeued", run, None, out);
                 tracing::info!(job_id = id, "finished job requeued");

@@ -56,7 +56,13 @@ impl Core {
         // PriorityTier: a higher tier's jobs go first where partitions
         // share nodes (stable: the file's order within a tier).
         parts.sort_by_key(|p| std::cmp::Reverse(conf.priority.partition(p.name).tier));
-        let mut limits = super::pass_policy::limits(&policy.db, &conf, self.jobs.running());
+        let mut limits = super::pass_policy::limits(
+            &policy.db,
+            &conf,
+            &self.prio.usage,
+            now,
+            self.jobs.running(),
+        );
         let started = self.jobs.schedule(
             &parts,
             &mut self.slots,
@@ -176,6 +182,18 @@ impl Core {
         self.mail_finished(ids, out);
     }
 
+    /// Keep job `id`'s run that just ended as its own accounting record,
+    /// ended `state`, before the job starts over (sacct `-D` lists it).
+    pub(super) fn keep_earlier_run(&mut self, id: u32, state: JobState, usage: Usage) {
+        let Some(j) = self.jobs.get(id) else {
+            return;
+        };
+        let mut run = self.acct_of(j, usage);
+        run.state = state;
+        run.earlier_runs.clear();
+        self.jobs.modify(id, |j| j.earlier_runs.push(run));
+    }
+
     /// Mark a running job as tearing down (shown CG) and tell its step.
     pub(super) fn end_job(
         &mut self,
@@ -237,6 +255,12 @@ impl Core {
             // `scontrol requeue` of a running job: the run is accounted for
             // above; the job itself starts over.
             let run = self.jobs.get(id).map(|j| run_secs(j, now));
+            // The run keeps its own record, ended as Slurm records it.
+            let ended = match state {
+                JobState::Preempted | JobState::NodeFail => state,
+                _ => JobState::Requeued,
+            };
+            self.keep_earlier_run(id, ended, usage);
             self.jobs.requeue(id, hold);
             self.mail_event(id, mail::REQUEUE, "Requeued", run, None, out);
             self.put_jobs(&[id], out);

@@ -33,6 +33,8 @@ mod fixtures;
 mod job_control;
 mod lifecycle;
 mod mailer;
+#[cfg(test)]
+mod minutes_tests;
 mod nodes;
 mod pass_policy;
 mod preempt;
@@ -42,12 +44,15 @@ mod priority_tests;
 mod prolog;
 mod reconfig;
 mod register;
+#[cfg(test)]
+mod requeue_tests;
 mod reservations;
 #[cfg(test)]
 mod resv_tests;
 mod steps;
 #[cfg(test)]
 mod tres_tests;
+mod usage_limits;
 mod views;
 
 pub use self::backfill::{BackfillState, BackfillStats};

@@ -12,6 +12,7 @@ use crate::model::job::JobRecord;
 use crate::model::time::UnixTime;
 use crate::policy::assoc_gate::AssocGate;
 use crate::sched::resv_gate::{LicenseGate, ResvGate};
+use crate::state::usage::UsageBook;
 
 pub(super) struct PassPolicy {
     pub(super) db: AssocDb,
@@ -19,17 +20,23 @@ pub(super) struct PassPolicy {
     pub(super) license: LicenseGate,
 }
 
-/// The association and QOS limits gate over `db`, counting `running` jobs.
+/// The association and QOS limits gate over `db`, counting `running` jobs,
+/// with the usage `GrpTRESMins` and `GrpWall` are held to (`book` at `now`).
 pub(super) fn limits<'a, 'r>(
     db: &'a AssocDb,
     conf: &'a Config,
+    book: &UsageBook,
+    now: UnixTime,
     running: impl Iterator<Item = &'r JobRecord>,
 ) -> AssocGate<'a> {
-    AssocGate::with_partitions(
+    AssocGate::with_usage(
         db,
         &conf.cluster_name,
         &conf.partitions,
         conf.accounting_enforce.limits,
+        book,
+        conf.accounting_enforce.safe,
+        now,
         running,
     )
 }

@@ -357,6 +357,13 @@ mod tests {
             (j.state, j.restarts, j.preempted),
             (JobState::Pending, 1, None)
         );
+        // The run is its own record for sacct -D, ended PREEMPTED.
+        let runs: Vec<_> = j
+            .earlier_runs
+            .iter()
+            .map(|r| (r.state, r.start_time, r.end_time))
+            .collect();
+        assert_eq!(runs, [(JobState::Preempted, Some(1000), Some(1102))]);
         c.apply(1102, Command::Schedule);
         assert_eq!(state(&c, high), JobState::Running);
         assert_eq!(state(&c, low), JobState::Pending);

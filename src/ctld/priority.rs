@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::command::Output;
 use super::core::Core;
+use crate::model::assoc::Tres;
 use crate::model::job::{JobRecord, JobState};
 use crate::model::time::UnixTime;
 use crate::policy::authz::Caller;
@@ -137,7 +138,7 @@ impl Core {
     pub fn restore_usage(&mut self, book: Option<UsageBook>, now: UnixTime) {
         let mut book = book.unwrap_or_default();
         if self.conf.priority.usage_reset == crate::config::priority::ResetPeriod::Now {
-            book.raw.clear();
+            book.clear();
             book.last_reset = Some(now);
         }
         // Running jobs count from here if nothing was ever calculated.
@@ -534,6 +535,40 @@ impl Core {
         self.prio
             .usage
             .add(&keys, billing * secs * factor * decayed);
+        // What GrpTRESMins and GrpWall weigh: every TRES the job holds
+        // (billing as weighted above) and its wall time, for its
+        // association and each above it, its QOS and its partition's.
+        let Some(alloc) = j.alloc.as_ref() else {
+            return;
+        };
+        let mut held = crate::policy::assoc::held(alloc);
+        held.insert("billing".into(), billing as u64);
+        let qos = self.limit_qos_of(j);
+        let book = &mut self.prio.usage;
+        let stretch = secs * factor * decayed;
+        for k in keys {
+            book.assoc_use.entry(k).or_default().add(&held, stretch);
+        }
+        for q in qos {
+            book.qos_use.entry(q).or_default().add(&held, stretch);
+        }
+    }
+
+    /// The QOS whose usage a job adds to: its own and its partition's
+    /// `QOS=` (once when they are the same), as Slurm charges both.
+    pub(super) fn limit_qos_of(&self, j: &JobRecord) -> Vec<String> {
+        let part = self
+            .conf
+            .partitions
+            .iter()
+            .find(|p| p.name == j.partition)
+            .and_then(|p| p.access.qos.clone());
+        let own = j.submit.qos.clone();
+        let mut v: Vec<String> = own.into_iter().collect();
+        if let Some(p) = part.filter(|p| !v.contains(p)) {
+            v.push(p);
+        }
+        v
     }
 
     /// The `PriorityCalcPeriod` work, if it is due at `now`: decay, accrue
@@ -558,10 +593,13 @@ impl Core {
         let inputs = self.policy_inputs();
         let pc = self.conf.priority.clone();
         let running: Vec<u32> = self.jobs.running().map(|j| j.job_id).collect();
+        // Old usage decays first, then the new stretch is added with its
+        // own decay, as Slurm's decay thread does (the other way round the
+        // stretch would decay twice).
+        self.prio.usage.decay_to(now, pc.decay_half_life_s);
         for &id in &running {
             self.accrue_job(id, now, &inputs);
         }
-        self.prio.usage.decay_to(now, pc.decay_half_life_s);
         if self.prio.usage.reset_if_due(pc.usage_reset, now) {
             tracing::info!(period = pc.usage_reset.name(), "usage reset");
         }
@@ -595,6 +633,8 @@ impl Core {
             .push(Op::PutUsage(Box::new(self.prio.usage.clone())));
         out.persist
             .push(Op::PutAges(Box::new(self.prio.usage.accrue.clone())));
+        // Usage moved: running jobs may have used up a minutes limit.
+        self.usage_limits_time_out(now, out);
     }
 
     /// Every job the calculation prices gets its priority at `now`; how
@@ -728,6 +768,7 @@ impl Core {
             return report;
         }
         let running_mins = self.tres_run_mins();
+        let gres = self.accounted_gres();
         for i in t.listing_order() {
             let n = &t.nodes[i];
             let f = shares.get(i).copied().unwrap_or_default();
@@ -749,6 +790,8 @@ impl Core {
                 continue;
             }
             let root = n.parent.is_none();
+            let key = t.key(i);
+            let grp_tres_mins = self.grp_tres_mins_of(n.kind, &account, &user);
             report.rows.push(ShareRow {
                 depth: t.depth(i) as u32,
                 account,
@@ -761,27 +804,78 @@ impl Core {
                 fairshare: (!root && (classic || n.kind == NodeKind::User)).then_some(f.fairshare),
                 level_fs: (!root && !classic).then_some(f.level_fs),
                 tres_run_mins: running_mins
-                    .get(&t.key(i))
-                    .map_or_else(|| "cpu=0".to_string(), |m| format!("cpu={m}")),
+                    .get(&key)
+                    .unwrap_or(&Tres::default())
+                    .full(&gres),
+                grp_tres_mins,
+                grp_tres_raw: self.grp_tres_raw(&key, &gres),
             });
         }
         report
     }
 
-    /// Per association key: running jobs' CPU-minutes left to their time
-    /// limits (sshare's TRESRunMins).
-    fn tres_run_mins(&self) -> HashMap<String, u64> {
-        let mut out: HashMap<String, u64> = HashMap::new();
+    /// Per association key: running jobs' TRES-minutes left to their
+    /// time limits (sshare's TRESRunMins), as of the last calculation
+    /// (Slurm counts them down at each).
+    fn tres_run_mins(&self) -> HashMap<String, Tres> {
+        let at = self.prio.usage.last_calc;
+        let mut out: HashMap<String, Tres> = HashMap::new();
         for j in self.jobs.running() {
             let (Some(a), Some(limit)) = (&j.alloc, j.time_limit_min) else {
                 continue;
             };
-            let mins = u64::from(a.total_cpus()) * u64::from(limit);
+            let ran = match (at, j.start_time) {
+                (Some(at), Some(s)) => ((at - s).max(0) / 60) as u64,
+                _ => 0,
+            };
+            let left = u64::from(limit).saturating_sub(ran);
+            let held = crate::policy::assoc::held(a);
             for k in self.assoc_path(j) {
-                *out.entry(k).or_default() += mins;
+                let e = out.entry(k).or_default();
+                for (name, n) in &held {
+                    *e.0.entry(name.clone()).or_default() += n.saturating_mul(left);
+                }
             }
         }
         out
+    }
+
+    /// The GRES the cluster has, as TRES names (`gres/gpu`), for the
+    /// TRES strings sshare prints.
+    fn accounted_gres(&self) -> Vec<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for r in 0..self.conf.nodes.len() {
+            if let Some(g) = self.conf.node_gres(r) {
+                for item in &g.configured {
+                    names.insert(format!("gres/{}", item.name));
+                }
+            }
+        }
+        names.into_iter().collect()
+    }
+
+    /// An sshare row's GrpTRESMins: its association's own limit.
+    fn grp_tres_mins_of(&self, kind: NodeKind, account: &str, user: &str) -> String {
+        let cluster = &self.conf.cluster_name;
+        let key = match kind {
+            NodeKind::User => crate::model::assoc::AssocKey::user(cluster, account, user),
+            _ => crate::model::assoc::AssocKey::account(cluster, account),
+        };
+        self.accounts
+            .assocs
+            .get(&key)
+            .map(|a| a.limits.grp_tres_mins.plain())
+            .unwrap_or_default()
+    }
+
+    /// An sshare row's GrpTRESRaw: decayed usage in TRES-minutes.
+    fn grp_tres_raw(&self, key: &str, gres: &[String]) -> String {
+        let g = self.prio.usage.assoc_use.get(key);
+        let mins = Tres(
+            g.map(|g| g.tres.keys().map(|k| (k.clone(), g.tres_mins(k))).collect())
+                .unwrap_or_default(),
+        );
+        mins.full(gres)
     }
 }
 

@@ -600,6 +600,7 @@ async fn acct(q: AcctQuery, h: &ControllerHandles) -> Body {
     if let Some(store) = reply.scan {
         // A scan of every finished job must not stall the controller's thread.
         let now = chrono::Utc::now().timestamp();
+        let q = q.clone();
         let scanned = tokio::task::spawn_blocking(move || {
             store.acct_scan(|a| crate::state::acct::matches(a, &q, now))
         })
@@ -615,6 +616,12 @@ async fn acct(q: AcctQuery, h: &ControllerHandles) -> Body {
             Err(e) => return error(ErrorCode::Internal, format!("accounting read failed: {e}")),
         }
     }
+    // Each run its own record with -D (earlier ones first), else the last.
+    let now = chrono::Utc::now().timestamp();
+    let mut jobs: Vec<_> = jobs
+        .into_iter()
+        .flat_map(|j| crate::state::acct::runs(j, &q, now))
+        .collect();
     jobs.sort_by_key(|j| j.job_id);
     Body::Acct(jobs)
 }

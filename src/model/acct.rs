@@ -144,6 +144,10 @@ pub struct AcctJob {
     pub req_gres: Vec<(String, u64)>,
     #[serde(default)]
     pub alloc_gres: Vec<(String, u64)>,
+    /// The job's runs before each requeue, oldest first, each its own
+    /// record (sacct `-D` lists them; the server flattens them out).
+    #[serde(default)]
+    pub earlier_runs: Vec<AcctJob>,
 }
 
 impl JobRecord {
@@ -263,6 +267,7 @@ impl JobRecord {
                 .chain(self.steps.iter().cloned())
                 .collect(),
             array: self.array,
+            earlier_runs: self.earlier_runs.clone(),
         }
     }
 }

@@ -303,6 +303,10 @@ pub struct JobRecord {
     /// requeued (a restart keeps the deadline).
     #[serde(default)]
     pub preempted: Option<Preemption>,
+    /// Accounting records of the runs before each requeue (sacct `-D`),
+    /// oldest first, each ended REQUEUED, PREEMPTED or NODE_FAIL.
+    #[serde(default)]
+    pub earlier_runs: Vec<crate::model::acct::AcctJob>,
 }
 
 /// A running job's preemption in progress.

@@ -24,6 +24,9 @@ pub enum JobState {
     BootFail,
     Deadline,
     OutOfMemory,
+    /// An earlier run of a requeued job, as accounting keeps it (sacct
+    /// `-D`); never a live job's state.
+    Requeued,
 }
 
 impl JobState {
@@ -44,6 +47,7 @@ impl JobState {
             JobState::BootFail => "BOOT_FAIL",
             JobState::Deadline => "DEADLINE",
             JobState::OutOfMemory => "OUT_OF_MEMORY",
+            JobState::Requeued => "REQUEUED",
         }
     }
 
@@ -64,12 +68,13 @@ impl JobState {
             JobState::BootFail => "BF",
             JobState::Deadline => "DL",
             JobState::OutOfMemory => "OOM",
+            JobState::Requeued => "RQ",
         }
     }
 
     /// Parse either the long name or the compact code, case-insensitively.
     pub fn parse(s: &str) -> Option<JobState> {
-        const ALL: [JobState; 14] = [
+        const ALL: [JobState; 15] = [
             JobState::Pending,
             JobState::Running,
             JobState::Suspended,
@@ -84,6 +89,7 @@ impl JobState {
             JobState::BootFail,
             JobState::Deadline,
             JobState::OutOfMemory,
+            JobState::Requeued,
         ];
         ALL.into_iter()
             .find(|st| st.name().eq_ignore_ascii_case(s) || st.code().eq_ignore_ascii_case(s))

@@ -8,30 +8,88 @@
 //!
 //! Built from the running jobs for each pass, so the counts are right
 //! after a restart; each start in the pass is added as it happens.
+//! `GrpTRESMins` and `GrpWall` ([`super::tres_mins`]) read the decayed
+//! usage book as it stood at the pass: the used minutes of the
+//! associations and QOS that set such a limit are taken out once per
+//! pass, so each job costs a map lookup per level.
 
 use std::collections::HashMap;
 
 use super::assoc::{held, requested, JobTres};
+use super::tres_mins::{self, MinsUse, NO_LIMIT_MINS};
 use crate::model::assoc::reason::{LimitReason, Scope, TresKind, TresLimit};
 use crate::model::assoc::{Assoc, AssocDb, AssocKey, Qos, Tres};
 use crate::model::job::{Allocation, JobRecord};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched::gate::StartGate;
+use crate::state::usage::{GroupUse, UsageBook};
 
 /// Running jobs and what they hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Usage {
     pub jobs: u32,
     pub tres: JobTres,
+    /// TRES-minutes the running jobs are still committed to (TRES × the
+    /// minutes left to their time limits × their QOS's UsageFactor):
+    /// what `safe` adds to the used minutes.
+    pub committed: JobTres,
 }
 
 impl Usage {
-    fn add(&mut self, t: &JobTres) {
+    fn add(&mut self, t: &JobTres, committed: &JobTres) {
         self.jobs += 1;
         for (k, v) in t {
             *self.tres.entry(k.clone()).or_default() += v;
         }
+        for (k, v) in committed {
+            let c = self.committed.entry(k.clone()).or_default();
+            *c = c.saturating_add(*v);
+        }
+    }
+}
+
+/// What the minutes limits read for one pass.
+struct Minutes {
+    now: UnixTime,
+    safe: bool,
+    /// Used minutes of the associations (and QOS) that set a minutes
+    /// limit, as the usage book had them.
+    assoc: HashMap<AssocKey, MinsUse>,
+    qos: HashMap<String, MinsUse>,
+}
+
+/// The QOS whose limits bind a job of QOS `own` in a partition with
+/// `QOS=part`, in the order they are checked: the partition's, then the
+/// job's (the other way round when the job's has `OverPartQOS`).
+pub fn qos_order<'d>(db: &'d AssocDb, own: Option<&str>, part: Option<&str>) -> Vec<&'d Qos> {
+    let own = own.and_then(|q| db.qos.get(q));
+    let part = part
+        .and_then(|q| db.qos.get(q))
+        .filter(|p| own.is_none_or(|o| o.name != p.name));
+    match (own, part) {
+        (Some(o), Some(p)) if o.has(crate::model::assoc::QosFlag::OverPartQOS) => vec![o, p],
+        (o, p) => p.into_iter().chain(o).collect(),
+    }
+}
+
+/// The usage book's key for an association (see `ShareTree::key`).
+pub fn usage_key(k: &AssocKey) -> String {
+    if k.user.is_empty() {
+        k.account.clone()
+    } else {
+        format!("{}/{}", k.account, k.user)
+    }
+}
+
+/// The used minutes the usage book holds for a group (`None`: none).
+pub fn mins_use(g: Option<&GroupUse>) -> MinsUse {
+    let Some(g) = g else {
+        return MinsUse::default();
+    };
+    MinsUse {
+        used: g.tres.keys().map(|k| (k.clone(), g.tres_mins(k))).collect(),
+        wall_used: g.wall_mins(),
     }
 }
 
@@ -46,6 +104,7 @@ pub struct AssocGate<'a> {
     pub assoc: HashMap<AssocKey, Usage>,
     pub qos: HashMap<String, Usage>,
     pub qos_user: HashMap<(String, String), Usage>,
+    minutes: Option<Minutes>,
 }
 
 impl<'a> AssocGate<'a> {
@@ -82,6 +141,7 @@ impl<'a> AssocGate<'a> {
             assoc: HashMap::new(),
             qos: HashMap::new(),
             qos_user: HashMap::new(),
+            minutes: None,
         };
         if on {
             for j in running {
@@ -93,43 +153,105 @@ impl<'a> AssocGate<'a> {
         g
     }
 
+    /// As [`with_partitions`](Self::with_partitions), with the usage
+    /// `GrpTRESMins` and `GrpWall` are compared with (`safe`:
+    /// `AccountingStorageEnforce=safe`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_usage<'r>(
+        db: &'a AssocDb,
+        cluster: &'a str,
+        partitions: &'a [crate::config::PartitionConf],
+        on: bool,
+        book: &UsageBook,
+        safe: bool,
+        now: UnixTime,
+        running: impl Iterator<Item = &'r JobRecord>,
+    ) -> AssocGate<'a> {
+        let mut g = Self::with_partitions(db, cluster, partitions, on, std::iter::empty());
+        if !g.on {
+            return g;
+        }
+        let mut m = Minutes {
+            now,
+            safe,
+            assoc: HashMap::new(),
+            qos: HashMap::new(),
+        };
+        for (k, a) in &db.assocs {
+            if k.cluster == cluster
+                && (!a.limits.grp_tres_mins.is_empty() || a.limits.grp_wall.is_some())
+            {
+                m.assoc
+                    .insert(k.clone(), mins_use(book.assoc_use.get(&usage_key(k))));
+            }
+        }
+        for (name, q) in &db.qos {
+            if !q.grp_tres_mins.is_empty() || q.grp_wall.is_some() {
+                m.qos.insert(name.clone(), mins_use(book.qos_use.get(name)));
+            }
+        }
+        if !m.assoc.is_empty() || !m.qos.is_empty() {
+            g.minutes = Some(m);
+        }
+        for j in running {
+            if let Some(a) = &j.alloc {
+                g.count(j, &held(a));
+            }
+        }
+        g
+    }
+
+    /// TRES-minutes job `j` holding `t` is still committed to: to its
+    /// time limit from its start (or from now, starting now).
+    fn committed(&self, j: &JobRecord, t: &JobTres) -> JobTres {
+        let Some(m) = &self.minutes else {
+            return JobTres::new();
+        };
+        let left = match j.time_limit_min {
+            Some(l) => {
+                let ran = j.start_time.map_or(0, |s| (m.now - s).max(0) as u64 / 60);
+                u64::from(l).saturating_sub(ran)
+            }
+            None => NO_LIMIT_MINS,
+        };
+        let factor = j
+            .submit
+            .qos
+            .as_deref()
+            .and_then(|q| self.db.qos.get(q))
+            .map_or(1.0, |q| q.usage_factor.max(0.0));
+        let mins = (left as f64 * factor) as u64;
+        tres_mins::times(t, mins)
+    }
+
     fn count(&mut self, j: &JobRecord, t: &JobTres) {
         let Some(acct) = &j.submit.account else {
             return;
         };
+        let c = self.committed(j, t);
         self.assoc
             .entry(AssocKey::user(self.cluster, acct, &j.submit.user))
             .or_default()
-            .add(t);
+            .add(t, &c);
         for (k, _) in self.db.ancestors(self.cluster, acct) {
-            self.assoc.entry(k.clone()).or_default().add(t);
+            self.assoc.entry(k.clone()).or_default().add(t, &c);
         }
         let part = self.part_qos.get(j.partition.as_str()).copied();
         let job_qos = j.submit.qos.as_deref();
         let both = [job_qos, part.filter(|p| Some(*p) != job_qos)];
         for q in both.into_iter().flatten() {
-            self.qos.entry(q.to_string()).or_default().add(t);
+            self.qos.entry(q.to_string()).or_default().add(t, &c);
             self.qos_user
                 .entry((q.to_string(), j.submit.user.clone()))
                 .or_default()
-                .add(t);
+                .add(t, &c);
         }
     }
 
-    /// The QOS whose limits bind `job`, in the order they are checked:
-    /// the partition's, then the job's (the other way round when the
-    /// job's has `OverPartQOS`).
+    /// The QOS whose limits bind `job`, in the order they are checked.
     fn qos_of(&self, job: &JobRecord) -> Vec<&'a Qos> {
-        let own = job.submit.qos.as_deref().and_then(|q| self.db.qos.get(q));
-        let part = self
-            .part_qos
-            .get(job.partition.as_str())
-            .and_then(|q| self.db.qos.get(*q))
-            .filter(|p| own.is_none_or(|o| o.name != p.name));
-        match (own, part) {
-            (Some(o), Some(p)) if o.has(crate::model::assoc::QosFlag::OverPartQOS) => vec![o, p],
-            (o, p) => p.into_iter().chain(o).collect(),
-        }
+        let part = self.part_qos.get(job.partition.as_str()).copied();
+        qos_order(self.db, job.submit.qos.as_deref(), part)
     }
 
     /// Why `job` may not start now under its QOS and association limits.
@@ -152,6 +274,9 @@ impl<'a> AssocGate<'a> {
             if let Some(r) = qos_reason(q, job, &req, qu, quu) {
                 return Some(r);
             }
+        }
+        if let Some(r) = self.qos_minutes(job, &qoses, &req) {
+            return Some(r);
         }
         let qos_sets = |f: &dyn Fn(&Qos) -> bool| qoses.iter().any(|q| f(q));
         // Per-job limits: the nearest level that sets each, unless the
@@ -194,11 +319,102 @@ impl<'a> AssocGate<'a> {
                     return Some(LimitReason::GrpJobs(Scope::Assoc));
                 }
             }
+            if let Some(r) = self.assoc_minutes(k, a, used, job, &req, &qoses) {
+                return Some(r);
+            }
             if let Some(kind) = over_grp(&a.limits.grp_tres, used, &req, &qos_grp) {
                 return Some(LimitReason::Tres(Scope::Assoc, TresLimit::Grp, kind));
             }
         }
         None
+    }
+}
+
+impl AssocGate<'_> {
+    /// The job's time limit in minutes (Slurm's INFINITE without one).
+    fn limit_mins(job: &JobRecord) -> u64 {
+        job.time_limit_min.map_or(NO_LIMIT_MINS, u64::from)
+    }
+
+    /// A job of a QOS with `UsageFactor=0` adds no usage, so Slurm lets
+    /// it past used and committed TRES-minutes (only its own size counts).
+    fn free(&self, job: &JobRecord) -> bool {
+        job.submit
+            .qos
+            .as_deref()
+            .and_then(|q| self.db.qos.get(q))
+            .is_some_and(|q| q.usage_factor == 0.0)
+    }
+
+    /// `GrpWall` and `GrpTRESMins` of the job's QOS, the first QOS to set
+    /// each taking it.
+    fn qos_minutes(&self, job: &JobRecord, qoses: &[&Qos], req: &JobTres) -> Option<LimitReason> {
+        let m = self.minutes.as_ref()?;
+        let limit = Self::limit_mins(job);
+        let free = self.free(job);
+        let mut wall_set = false;
+        let mut seen: Vec<&Tres> = Vec::new();
+        for q in qoses {
+            let Some(u) = m.qos.get(&q.name) else {
+                continue;
+            };
+            if let (false, Some(w)) = (wall_set, q.grp_wall) {
+                wall_set = true;
+                if tres_mins::wall_blocks(w, u.wall_used, limit, m.safe) {
+                    return Some(LimitReason::GrpWall(Scope::Qos));
+                }
+            }
+            let empty = JobTres::new();
+            let (used, committed) = if free {
+                (&empty, &empty)
+            } else {
+                let c = self.qos.get(&q.name).map_or(&empty, |x| &x.committed);
+                (&u.used, c)
+            };
+            let lim = &q.grp_tres_mins;
+            if let Some((kind, _)) =
+                tres_mins::check_tres_mins(lim, &seen, used, committed, req, limit, m.safe)
+            {
+                return Some(LimitReason::GrpTresMins(Scope::Qos, kind));
+            }
+            seen.push(&q.grp_tres_mins);
+        }
+        None
+    }
+
+    /// One association level's `GrpWall` and `GrpTRESMins` (a QOS that
+    /// sets the same limit replaces it).
+    fn assoc_minutes(
+        &self,
+        k: &AssocKey,
+        a: &Assoc,
+        used: &Usage,
+        job: &JobRecord,
+        req: &JobTres,
+        qoses: &[&Qos],
+    ) -> Option<LimitReason> {
+        let m = self.minutes.as_ref()?;
+        let u = m.assoc.get(k)?;
+        let limit = Self::limit_mins(job);
+        let qos_wall = qoses.iter().any(|q| q.grp_wall.is_some());
+        if let (false, Some(w)) = (qos_wall, a.limits.grp_wall) {
+            if tres_mins::wall_blocks(w, u.wall_used, limit, m.safe) {
+                return Some(LimitReason::GrpWall(Scope::Assoc));
+            }
+        }
+        if a.limits.grp_tres_mins.is_empty() {
+            return None;
+        }
+        let skip: Vec<&Tres> = qoses.iter().map(|q| &q.grp_tres_mins).collect();
+        let lim = &a.limits.grp_tres_mins;
+        let empty = JobTres::new();
+        let (have, c) = if self.free(job) {
+            (&empty, &empty)
+        } else {
+            (&u.used, &used.committed)
+        };
+        tres_mins::check_tres_mins(lim, &skip, have, c, req, limit, m.safe)
+            .map(|(kind, _)| LimitReason::GrpTresMins(Scope::Assoc, kind))
     }
 }
 

@@ -60,6 +60,7 @@ fn limits<'a>(d: &'a mut AssocDb, account: &str, user: &str) -> &'a mut Assoc {
 
 fn job(id: u32, user: &str, account: &str, cpus: u32) -> JobRecord {
     JobRecord {
+        earlier_runs: Vec::new(),
         job_id: id,
         submit: JobSubmit {
             user: user.into(),

@@ -2,7 +2,8 @@
 //! ([`admission`], with the size bounds of [`limits`]). Pure functions over the configuration and the request;
 //! the controller core calls them for every submission, update and step, so
 //! each rule lives in one place. Associations and QOS: [`assoc`] at
-//! submit, [`assoc_gate`] the run limits each scheduling pass consults.
+//! submit, [`assoc_gate`] the run limits each scheduling pass consults,
+//! [`tres_mins`] the arithmetic of `GrpTRESMins` and `GrpWall`.
 
 pub mod admission;
 pub mod assoc;
@@ -11,3 +12,6 @@ pub mod assoc_gate;
 mod assoc_tests;
 pub mod authz;
 pub mod limits;
+#[cfg(test)]
+mod minutes_tests;
+pub mod tres_mins;

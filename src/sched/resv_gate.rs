@@ -378,6 +378,7 @@ mod tests {
 
     fn job(resv: Option<&str>, limit_min: Option<u32>, nodes: u32, lic: Option<&str>) -> JobRecord {
         JobRecord {
+            earlier_runs: Vec::new(),
             job_id: 1,
             submit: JobSubmit {
                 reservation: resv.map(str::to_string),

@@ -869,6 +869,7 @@ mod tests {
 
     fn job(id: u32, part: &str, nodes: u32, hold: bool) -> JobRecord {
         JobRecord {
+            earlier_runs: Vec::new(),
             job_id: id,
             submit: JobSubmit {
                 min_nodes: Some(nodes),

@@ -4,11 +4,33 @@ use crate::model::acct::AcctJob;
 use crate::model::time::UnixTime;
 use crate::wire::messages::AcctQuery;
 
-/// True if `job` passes every filter of `q` (empty filters match all).
+/// True if `job` passes every filter of `q` (empty filters match all);
+/// with `-D` (`q.duplicates`), if its last run or any earlier one does.
 ///
 /// The time window follows sacct: a job is selected if it was active —
 /// eligible, running or ending — at some point inside `[start, end]`.
 pub fn matches(job: &AcctJob, q: &AcctQuery, now: UnixTime) -> bool {
+    run_matches(job, q, now)
+        || (q.duplicates && job.earlier_runs.iter().any(|r| run_matches(r, q, now)))
+}
+
+/// The records a selected job is listed as: its last run alone, or with
+/// `-D` every run that passes the filters, oldest first (as Slurm keeps a
+/// record per run of a requeued job).
+pub fn runs(mut job: AcctJob, q: &AcctQuery, now: UnixTime) -> Vec<AcctJob> {
+    let earlier = std::mem::take(&mut job.earlier_runs);
+    let mut out = Vec::new();
+    if q.duplicates {
+        out.extend(earlier.into_iter().filter(|r| run_matches(r, q, now)));
+    }
+    if !q.duplicates || run_matches(&job, q, now) {
+        out.push(job);
+    }
+    out
+}
+
+/// One run against the filters.
+fn run_matches(job: &AcctJob, q: &AcctQuery, now: UnixTime) -> bool {
     let any = |v: bool, empty: bool| empty || v;
     let active_from = job.eligible_time.unwrap_or(job.submit_time);
     let active_to = job.end_time.unwrap_or(now);
@@ -35,6 +57,7 @@ mod tests {
 
     fn job(id: u32, uid: u32, submit: i64, end: Option<i64>, state: JobState) -> AcctJob {
         AcctJob {
+            earlier_runs: Vec::new(),
             job_id: id,
             name: format!("j{id}"),
             user: "u".into(),

@@ -502,6 +502,7 @@ mod tests {
 
     fn rec(id: u32) -> JobRecord {
         JobRecord {
+            earlier_runs: Vec::new(),
             job_id: id,
             submit: JobSubmit {
                 name: format!("j{id}"),

@@ -31,6 +31,53 @@ pub struct UsageBook {
     /// rewrite an entry per pending job with it.
     #[serde(skip)]
     pub accrue: BTreeMap<u32, UnixTime>,
+    /// What `GrpTRESMins`/`GrpWall` are compared with, per association
+    /// key (as `raw`): each TRES's seconds and wall seconds, decayed and
+    /// reset with `raw` (Slurm's `usage_tres_raw` and `grp_used_wall`).
+    pub assoc_use: BTreeMap<String, GroupUse>,
+    /// The same per QOS name.
+    pub qos_use: BTreeMap<String, GroupUse>,
+}
+
+/// One association's or QOS's usage for the minutes limits: TRES-seconds
+/// by TRES name (`cpu`, `mem` in MiB, `node`, `billing`, `gres/gpu`) and
+/// wall seconds, each × the job's QOS `UsageFactor`, decayed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GroupUse {
+    pub tres: BTreeMap<String, f64>,
+    pub wall: f64,
+}
+
+impl GroupUse {
+    fn scale(&mut self, f: f64) {
+        for v in self.tres.values_mut() {
+            *v *= f;
+        }
+        self.wall *= f;
+    }
+
+    /// Add `secs` (already decayed and × the usage factor) of a job
+    /// holding `tres`.
+    pub fn add(&mut self, tres: &BTreeMap<String, u64>, secs: f64) {
+        if secs.is_nan() || secs <= 0.0 {
+            return;
+        }
+        for (k, n) in tres {
+            *self.tres.entry(k.clone()).or_insert(0.0) += *n as f64 * secs;
+        }
+        self.wall += secs;
+    }
+
+    /// Whole minutes used of each TRES, as Slurm truncates them.
+    pub fn tres_mins(&self, name: &str) -> u64 {
+        (self.tres.get(name).copied().unwrap_or(0.0) / 60.0) as u64
+    }
+
+    /// Whole wall minutes used.
+    pub fn wall_mins(&self) -> u64 {
+        (self.wall / 60.0) as u64
+    }
 }
 
 /// What is left of usage after `elapsed` seconds: `0.5^(elapsed/half_life)`
@@ -54,6 +101,9 @@ impl UsageBook {
             for v in self.raw.values_mut() {
                 *v *= f;
             }
+            for g in self.assoc_use.values_mut().chain(self.qos_use.values_mut()) {
+                g.scale(f);
+            }
         }
     }
 
@@ -66,6 +116,13 @@ impl UsageBook {
         for k in keys {
             *self.raw.entry(k.clone()).or_insert(0.0) += amount;
         }
+    }
+
+    /// Forget all usage (a reset).
+    pub fn clear(&mut self) {
+        self.raw.clear();
+        self.assoc_use.clear();
+        self.qos_use.clear();
     }
 
     pub fn get(&self, key: &str) -> f64 {
@@ -84,7 +141,7 @@ impl UsageBook {
             (p, Some(last)) => next_reset(p, last).is_some_and(|t| t <= now),
         };
         if due {
-            self.raw.clear();
+            self.clear();
             self.last_reset = Some(now);
         }
         due
@@ -169,6 +226,53 @@ mod tests {
                 "seed {seed}: {got} vs {expected}"
             );
         }
+    }
+
+    #[test]
+    fn limit_usage_decays_resets_and_is_stored_with_the_book() {
+        let mut b = UsageBook {
+            last_calc: Some(0),
+            ..Default::default()
+        };
+        let held: BTreeMap<String, u64> = [("cpu".to_string(), 4), ("mem".to_string(), 1000)]
+            .into_iter()
+            .collect();
+        b.assoc_use
+            .entry("chem".into())
+            .or_default()
+            .add(&held, 600.0);
+        b.qos_use
+            .entry("normal".into())
+            .or_default()
+            .add(&held, 600.0);
+        let g = &b.assoc_use["chem"];
+        assert_eq!(
+            (g.tres_mins("cpu"), g.tres_mins("mem"), g.wall_mins()),
+            (40, 10_000, 10)
+        );
+        b.decay_to(3600, 3600);
+        let g = &b.assoc_use["chem"];
+        assert_eq!((g.tres_mins("cpu"), g.wall_mins()), (20, 5));
+        assert_eq!(b.qos_use["normal"].tres_mins("cpu"), 20);
+        // Stored and read back; a book stored before these existed reads
+        // with none.
+        let bytes = rmp_serde::to_vec_named(&b).unwrap();
+        let back: UsageBook = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(back.assoc_use, b.assoc_use);
+        #[derive(Serialize)]
+        struct Old {
+            raw: BTreeMap<String, f64>,
+            last_calc: Option<UnixTime>,
+        }
+        let old = rmp_serde::to_vec_named(&Old {
+            raw: b.raw.clone(),
+            last_calc: Some(5),
+        })
+        .unwrap();
+        let back: UsageBook = rmp_serde::from_slice(&old).unwrap();
+        assert!(back.assoc_use.is_empty() && back.qos_use.is_empty());
+        b.clear();
+        assert!(b.assoc_use.is_empty() && b.qos_use.is_empty());
     }
 
     #[test]

@@ -1178,6 +1178,9 @@ pub struct AcctQuery {
     /// Jobs that were eligible/running/ended within [start, end]; `None` = open.
     pub start: Option<crate::wire::types::UnixTime>,
     pub end: Option<crate::wire::types::UnixTime>,
+    /// `-D`: every run of a requeued job, not only the last.
+    #[serde(default)]
+    pub duplicates: bool,
 }
 
 /// sacctmgr's change: the request, and whether to keep it (`false`: say

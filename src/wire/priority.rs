@@ -88,8 +88,15 @@ pub struct ShareRow {
     pub fairshare: Option<f64>,
     /// `None` for root and under classic fair share.
     pub level_fs: Option<f64>,
-    /// Running jobs' remaining TRES-minutes (`cpu=N`), for `TRESRunMins`.
+    /// Running jobs' remaining TRES-minutes (`cpu=N,mem=N,...`), for
+    /// `TRESRunMins`.
     pub tres_run_mins: String,
+    /// The association's `GrpTRESMins` (`cpu=100`; empty when unset).
+    #[serde(default)]
+    pub grp_tres_mins: String,
+    /// Its decayed usage in TRES-minutes, for `GrpTRESRaw`.
+    #[serde(default)]
+    pub grp_tres_raw: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -38,6 +38,7 @@ fn job(id: u32, rng: &mut Lcg, resvs: u32, with_rules: bool) -> JobRecord {
         (with_rules && resvs > 0 && rng.below(10) == 0).then(|| format!("r{}", rng.below(resvs)));
     let licenses = (with_rules && rng.below(5) == 0).then(|| format!("lic{}:1", rng.below(4)));
     JobRecord {
+        earlier_runs: Vec::new(),
         job_id: id,
         submit: JobSubmit {
             user: "u".into(),

@@ -68,6 +68,7 @@ fn node(rank: u32) -> NodeSlot {
 
 fn record(id: u32, submit: JobSubmit, limit_min: u32, priority: u32) -> JobRecord {
     JobRecord {
+        earlier_runs: Vec::new(),
         job_id: id,
         submit,
         partition: "batch".into(),

@@ -112,7 +112,6 @@ pub(super) enum StateName {
 
 /// Slurm job states canopy's [`JobState`] lacks: (long name, short name, accounted?).
 pub(super) const OTHER_SLURM_STATES: &[(&str, &str, bool)] = &[
-    ("REQUEUED", "RQ", true),
     ("RESIZING", "RS", true),
     ("REVOKED", "RV", true),
     ("STAGE_OUT", "SO", false),

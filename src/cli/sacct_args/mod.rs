@@ -17,7 +17,7 @@
 //!
 //! Options Slurm has that canopy cannot honour yet (filters on data it does not record,
 //! `--json`, job scripts) are refused with a message naming the option, rather than
-//! silently returning unfiltered rows. Options that change nothing for canopy (`-D`, `-T`,
+//! silently returning unfiltered rows. Options that change nothing for canopy (`-T`,
 //! `-M`, `-q`, `--array`, `-L`, `-v`, ...) are accepted and ignored.
 
 use std::ops::RangeInclusive;
@@ -316,6 +316,8 @@ enum Action {
     User,
     Version,
     WholeHetjob,
+    /// `-D`: every run of a requeued job.
+    Duplicates,
     /// Changes nothing for canopy: accepted (value consumed) and ignored.
     Ignored,
     /// A Slurm option canopy cannot honour yet: refused by name.
@@ -364,7 +366,7 @@ static OPTIONS: &[OptSpec] = &[
     spec("array", None, Flag, A::Array),
     spec("cluster", Some('M'), Required, A::Ignored),
     spec("clusters", Some('M'), Required, A::Ignored),
-    spec("duplicates", Some('D'), Flag, A::Ignored),
+    spec("duplicates", Some('D'), Flag, A::Duplicates),
     spec("federation", None, Flag, A::Ignored),
     spec("local", None, Flag, A::Ignored),
     spec("qos", Some('q'), Required, A::Ignored),
@@ -461,6 +463,7 @@ enum HelpKind {
 /// Options applied so far.
 #[derive(Debug)]
 struct Builder {
+    duplicates: bool,
     all_users: bool,
     uids: Vec<u32>,
     accounts: Vec<String>,
@@ -492,6 +495,7 @@ struct Builder {
 impl Builder {
     fn new() -> Self {
         Self {
+            duplicates: false,
             all_users: false,
             uids: Vec::new(),
             accounts: Vec::new(),
@@ -527,6 +531,7 @@ impl Builder {
         let value = given.value();
         match given.spec.action {
             A::AllUsers => self.all_users = true,
+            A::Duplicates => self.duplicates = true,
             A::Accounts => add_names(&mut self.accounts, value),
             A::Allocations => self.allocations = true,
             A::Array => self.expand_arrays = true,
@@ -627,6 +632,7 @@ impl Builder {
                 states: self.states,
                 start,
                 end: Some(end),
+                duplicates: self.duplicates,
             },
             all_users,
             format,

@@ -324,14 +324,16 @@ fn states() {
     );
     // States canopy never records drop out when others remain.
     assert_eq!(
-        ok(&["-s", "RQ,f,resizing"]).query.states,
+        ok(&["-s", "RV,f,resizing"]).query.states,
         vec![JobState::Failed]
     );
     assert_eq!(
-        err(&["-s", "rq,RV"]).to_string(),
-        "sacct: error: canopy never records jobs in state REQUEUED,REVOKED, so this query \
+        err(&["-s", "rs,RV"]).to_string(),
+        "sacct: error: canopy never records jobs in state RESIZING,REVOKED, so this query \
              cannot match anything"
     );
+    // A requeued job's earlier runs are recorded REQUEUED (seen with -D).
+    assert_eq!(ok(&["-s", "RQ"]).query.states, vec![JobState::Requeued]);
     assert_eq!(
         err(&["-s", "CG"]).to_string(),
         "sacct: fatal: job state CG is not supported / accounted"
@@ -507,7 +509,6 @@ fn ignored_options_change_nothing() {
         "-M",
         "other",
         "--cluster=x",
-        "-D",
         "-T",
         "-q",
         "normal",
@@ -521,6 +522,10 @@ fn ignored_options_change_nothing() {
     ]);
     assert_eq!(plain, noisy);
     assert!(!plain.expand_arrays);
+    // -D asks for a requeued job's earlier runs too.
+    assert!(!plain.query.duplicates);
+    assert!(ok(&["-D"]).query.duplicates);
+    assert!(ok(&["--duplicates"]).query.duplicates);
     assert!(ok(&["-X", "--array"]).expand_arrays);
     assert_eq!(
         err(&["--whole-hetjob=maybe"]).to_string(),
@@ -696,6 +701,7 @@ fn client_side_filters() {
 
 fn sample_job() -> AcctJob {
     AcctJob {
+        earlier_runs: Vec::new(),
         job_id: 1,
         name: String::new(),
         user: String::new(),

@@ -177,6 +177,8 @@ fn assoc_setting(e: &mut AssocEdit, key: &str, op: &str, v: &str) -> Result<bool
         l.grp_tres = Some(one_tres("node", key, v)?);
     } else if is_key(key, "GrpSubmitJobs", 4) {
         l.grp_submit_jobs = Some(count(key, v)?);
+    } else if is_key(key, "GrpCPUMins", 7) {
+        l.grp_tres_mins = Some(one_tres("cpu", key, v)?);
     } else if is_key(key, "GrpTRESMins", 8) {
         l.grp_tres_mins = Some(tres(key, v)?);
     } else if is_key(key, "GrpTRES", 7) {
@@ -234,7 +236,11 @@ fn qos_setting(s: &mut Settings, key: &str, op: &str, v: &str) -> Result<bool, B
         q.grp_jobs = Some(count(key, v)?);
     } else if is_key(key, "GrpSubmitJobs", 4) {
         q.grp_submit_jobs = Some(count(key, v)?);
-    } else if is_key(key, "GrpTRES", 7) && !is_key(key, "GrpTRESMins", 8) {
+    } else if is_key(key, "GrpCPUMins", 7) {
+        q.grp_tres_mins = Some(one_tres("cpu", key, v)?);
+    } else if is_key(key, "GrpTRESMins", 8) {
+        q.grp_tres_mins = Some(tres(key, v)?);
+    } else if is_key(key, "GrpTRES", 7) {
         q.grp_tres = Some(tres(key, v)?);
     } else if is_key(key, "GrpWall", 4) {
         q.grp_wall = Some(minutes(key, v)?);
@@ -556,6 +562,29 @@ mod tests {
         assert_eq!(r.set.qos.max_jobs_per_user, Some(Some(2)));
         assert_eq!(r.set.qos.grace_time, Some(Some(60)));
         assert!(parse(&words("add qos x Flags=Bogus")).is_err());
+        // GrpTRESMins (and the old GrpCPUMins) on a QOS and an account.
+        let r = change_of("modify qos high set GrpTRESMins=cpu=600,gres/gpu=60 GrpWall=2:00:00");
+        assert_eq!(
+            r.set.qos.grp_tres_mins.as_ref().unwrap().to_string(),
+            "cpu=600,gres/gpu=60"
+        );
+        assert_eq!(r.set.qos.grp_wall, Some(Some(120)));
+        let r = change_of("modify qos high set GrpCPUMins=-1");
+        assert_eq!(
+            r.set.qos.grp_tres_mins.as_ref().unwrap().to_string(),
+            "cpu=-1"
+        );
+        let r = change_of("modify account chem set GrpCPUMins=90");
+        assert_eq!(
+            r.set
+                .assoc
+                .limits
+                .grp_tres_mins
+                .as_ref()
+                .unwrap()
+                .to_string(),
+            "cpu=90"
+        );
         match parse(&words(
             "show assoc where user=alice format=account,user tree",
         ))

@@ -252,6 +252,8 @@ impl AssocDb {
                 || l.grp_jobs.is_some()
                 || l.max_jobs.is_some()
                 || l.max_wall.is_some()
+                || tres(&l.grp_tres_mins)
+                || l.grp_wall.is_some()
         }) || self.qos.values().any(|q| {
             tres(&q.grp_tres)
                 || tres(&q.max_tres_per_job)
@@ -260,6 +262,8 @@ impl AssocDb {
                 || q.grp_jobs.is_some()
                 || q.max_jobs_per_user.is_some()
                 || q.max_wall.is_some()
+                || tres(&q.grp_tres_mins)
+                || q.grp_wall.is_some()
         })
     }
 

@@ -125,6 +125,9 @@ pub struct Qos {
     pub grp_submit_jobs: Option<u32>,
     #[serde(default)]
     pub grp_wall: Option<u32>,
+    /// `GrpTRESMins`: TRES-minutes the QOS's jobs may use (decayed).
+    #[serde(default)]
+    pub grp_tres_mins: Tres,
     #[serde(default)]
     pub max_tres_per_job: Tres,
     #[serde(default)]
@@ -159,6 +162,7 @@ impl Qos {
             grp_jobs: None,
             grp_submit_jobs: None,
             grp_wall: None,
+            grp_tres_mins: Tres::default(),
             max_tres_per_job: Tres::default(),
             max_tres_per_node: Tres::default(),
             max_tres_per_user: Tres::default(),
@@ -264,6 +268,8 @@ pub struct QosEdit {
         with = "super::limits::double_option"
     )]
     pub grp_wall: Edit<u32>,
+    #[serde(default)]
+    pub grp_tres_mins: Option<TresEdit>,
     pub max_tres_per_job: Option<TresEdit>,
     pub max_tres_per_node: Option<TresEdit>,
     pub max_tres_per_user: Option<TresEdit>,
@@ -336,6 +342,7 @@ impl QosEdit {
         set(&mut q.grp_jobs, &self.grp_jobs);
         set(&mut q.grp_submit_jobs, &self.grp_submit_jobs);
         set(&mut q.grp_wall, &self.grp_wall);
+        tres(&mut q.grp_tres_mins, &self.grp_tres_mins);
         tres(&mut q.max_tres_per_job, &self.max_tres_per_job);
         tres(&mut q.max_tres_per_node, &self.max_tres_per_node);
         tres(&mut q.max_tres_per_user, &self.max_tres_per_user);
@@ -361,6 +368,7 @@ impl QosEdit {
         edit_line(out, "GrpJobs        ", &self.grp_jobs);
         edit_line(out, "GrpSubmitJobs  ", &self.grp_submit_jobs);
         tres_line(out, "GrpTRES        ", &self.grp_tres);
+        tres_line(out, "GrpTRESMins    ", &self.grp_tres_mins);
         wall_line(out, "GrpWall        ", &self.grp_wall);
         edit_line(out, "MaxJobsPU      ", &self.max_jobs_per_user);
         edit_line(out, "MaxSubmitJobsPU", &self.max_submit_jobs_per_user);

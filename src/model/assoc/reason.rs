@@ -143,12 +143,14 @@ impl LimitReason {
             LimitReason::GrpTresMins(Scope::Assoc, TresKind::Node) => "AssocGrpNodeMinutes",
             LimitReason::GrpTresMins(Scope::Assoc, TresKind::Gres) => "AssocGrpGRESMinutes",
             LimitReason::GrpTresMins(Scope::Assoc, TresKind::Billing) => "AssocGrpBillingMinutes",
+            LimitReason::GrpTresMins(Scope::Assoc, TresKind::License) => "AssocGrpLicenseMinutes",
             LimitReason::GrpTresMins(Scope::Assoc, _) => "AssocGrpUnknownMinutes",
             LimitReason::GrpTresMins(Scope::Qos, TresKind::Cpu) => "QOSGrpCPUMinutesLimit",
             LimitReason::GrpTresMins(Scope::Qos, TresKind::Mem) => "QOSGrpMemoryMinutes",
             LimitReason::GrpTresMins(Scope::Qos, TresKind::Node) => "QOSGrpNodeMinutes",
             LimitReason::GrpTresMins(Scope::Qos, TresKind::Gres) => "QOSGrpGRESMinutes",
             LimitReason::GrpTresMins(Scope::Qos, TresKind::Billing) => "QOSGrpBillingMinutes",
+            LimitReason::GrpTresMins(Scope::Qos, TresKind::License) => "QOSGrpLicenseMinutes",
             LimitReason::GrpTresMins(Scope::Qos, _) => "QOSGrpUnknownMinutes",
         }
     }

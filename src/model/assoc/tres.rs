@@ -186,6 +186,37 @@ impl Tres {
     }
 }
 
+impl Tres {
+    /// `name=count` in Slurm's order with plain numbers (memory in MiB),
+    /// as sshare prints a TRES array: `cpu=100,mem=10240`.
+    pub fn plain(&self) -> String {
+        self.ordered()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Every TRES Slurm counts by default (`cpu`, `mem`, `energy`,
+    /// `node`, `billing`, `fs/disk`, `vmem`, `pages`), then `extra` ones
+    /// (`gres/gpu`), each with its value here or 0: sshare's GrpTRESRaw
+    /// and TRESRunMins.
+    pub fn full(&self, extra: &[String]) -> String {
+        FIXED
+            .iter()
+            .copied()
+            .chain(
+                extra
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|e| !FIXED.contains(e)),
+            )
+            .map(|k| format!("{k}={}", self.get(k).unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
 impl fmt::Display for Tres {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, (name, v)) in self.ordered().into_iter().enumerate() {

@@ -19,6 +19,7 @@ pub(super) fn pending(
     limit_min: Option<u32>,
 ) -> JobRecord {
     JobRecord {
+        earlier_runs: Vec::new(),
         job_id: id,
         submit: JobSubmit {
             min_nodes: nodes,

@@ -559,7 +559,11 @@ pub fn render(jobs: &[AcctJob], args: &impl SacctRequest, now: UnixTime) -> Stri
     };
     for job in selected {
         if args.shows_job_row(job) {
-            let set = sets.get(&job.job_id).map(String::as_str);
+            // A requeued job's earlier runs (-D) share its id, not its set.
+            let set = sets
+                .get(&job.job_id)
+                .filter(|_| job.state == JobState::Pending)
+                .map(String::as_str);
             line(format, &layout, Row::Job(job, set), ctx, &mut out);
         }
         if args.allocations() {
