@@ -102,11 +102,8 @@ impl PreemptConf {
 }
 
 /// Check the settings together, as slurmctld does at start: the words are
-/// Slurm's. `part_modes`: each partition's own `PreemptMode`, by name.
-pub fn validate<'a>(
-    conf: &PreemptConf,
-    part_modes: impl IntoIterator<Item = (&'a str, PreemptMode)>,
-) -> Result<(), String> {
+/// Slurm's.
+pub fn validate(conf: &PreemptConf) -> Result<(), String> {
     let base = conf.mode.action;
     if base == PreemptAction::Suspend && !conf.mode.gang {
         return Err("PreemptMode=SUSPEND requires GANG too".into());
@@ -120,27 +117,11 @@ pub fn validate<'a>(
         }
         _ => {}
     }
-    let unsupported = |what: &str| {
-        Err(format!(
-            "{what}: preemption by suspending needs gang scheduling, which canopy does not do; \
-             use CANCEL or REQUEUE"
-        ))
-    };
-    if conf.enabled() && base == PreemptAction::Suspend {
-        return unsupported(&format!("PreemptMode={}", conf.mode.name()));
-    }
-    for (part, mode) in part_modes {
-        if mode.action == PreemptAction::Suspend && conf.enabled() {
-            return unsupported(&format!("PartitionName={part} PreemptMode={}", mode.name()));
-        }
-    }
-    if conf.kind == PreemptKind::Qos {
-        return Err(
-            "PreemptType=preempt/qos needs QOS Preempt= lists, which canopy does not keep yet; \
-             use preempt/partition_prio"
-                .into(),
-        );
-    }
+    // A partition's SUSPEND without the cluster's GANG is accepted, as
+    // slurmctld does: such a victim is killed instead (`_preempt_jobs`).
+    // GANG alone (preempt/none) asks for time-slicing of jobs that share
+    // nodes in OverSubscribe=FORCE partitions; canopy has no
+    // OverSubscribe yet, so it changes nothing.
     Ok(())
 }
 
@@ -227,33 +208,32 @@ mod tests {
             mode: parse_mode(mode).unwrap(),
             ..Default::default()
         };
-        let none: [(&str, PreemptMode); 0] = [];
         assert_eq!(
-            validate(&conf(PreemptKind::PartitionPrio, "OFF"), none),
+            validate(&conf(PreemptKind::PartitionPrio, "OFF")),
             Err("PreemptType and PreemptMode values incompatible".into())
         );
         assert_eq!(
-            validate(&conf(PreemptKind::None, "REQUEUE"), none),
+            validate(&conf(PreemptKind::None, "REQUEUE")),
             Err("PreemptType and PreemptMode values incompatible".into())
         );
         assert_eq!(
-            validate(&conf(PreemptKind::PartitionPrio, "SUSPEND"), none),
+            validate(&conf(PreemptKind::PartitionPrio, "SUSPEND")),
             Err("PreemptMode=SUSPEND requires GANG too".into())
         );
-        let err = validate(&conf(PreemptKind::PartitionPrio, "SUSPEND,GANG"), none).unwrap_err();
-        assert!(err.contains("gang scheduling"), "{err}");
-        let suspend = parse_mode("SUSPEND").unwrap();
-        let err = validate(
-            &conf(PreemptKind::PartitionPrio, "REQUEUE"),
-            [("low", suspend)],
-        )
-        .unwrap_err();
-        assert!(
-            err.starts_with("PartitionName=low PreemptMode=SUSPEND"),
-            "{err}"
+        assert_eq!(
+            validate(&conf(PreemptKind::Qos, "OFF")),
+            Err("PreemptType and PreemptMode values incompatible".into())
         );
-        assert!(validate(&conf(PreemptKind::PartitionPrio, "REQUEUE"), none).is_ok());
+        assert_eq!(
+            validate(&conf(PreemptKind::Qos, "SUSPEND")),
+            Err("PreemptMode=SUSPEND requires GANG too".into())
+        );
+        // Suspending with gang scheduling, by tier or by QOS.
+        assert!(validate(&conf(PreemptKind::PartitionPrio, "SUSPEND,GANG")).is_ok());
+        assert!(validate(&conf(PreemptKind::Qos, "SUSPEND,GANG")).is_ok());
+        assert!(validate(&conf(PreemptKind::Qos, "REQUEUE")).is_ok());
+        assert!(validate(&conf(PreemptKind::PartitionPrio, "REQUEUE")).is_ok());
         // GANG alone (time-slicing without preemption) is the default's twin.
-        assert!(validate(&conf(PreemptKind::None, "GANG"), none).is_ok());
+        assert!(validate(&conf(PreemptKind::None, "GANG")).is_ok());
     }
 }

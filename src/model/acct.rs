@@ -144,6 +144,9 @@ pub struct AcctJob {
     pub req_gres: Vec<(String, u64)>,
     #[serde(default)]
     pub alloc_gres: Vec<(String, u64)>,
+    /// Seconds the job spent suspended in its run (sacct's `Suspended`).
+    #[serde(default)]
+    pub suspended_secs: u64,
 }
 
 impl JobRecord {
@@ -246,6 +249,7 @@ impl JobRecord {
             submit_line: s.submit_line.clone(),
             priority: self.priority,
             restarts: self.restarts,
+            suspended_secs: self.suspend.total_secs,
             comment: s.comment.clone().unwrap_or_default(),
             constraints: s.constraint.clone().unwrap_or_default(),
             req_gres: crate::model::tres::gres_requested(

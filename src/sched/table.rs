@@ -607,6 +607,9 @@ impl JobTable {
         j.reason = JobReason::None;
         j.start_time = Some(now);
         j.alloc = Some(alloc);
+        // A new run: no suspensions yet.
+        j.suspend = Default::default();
+        j.preempt_suspended = None;
         self.running.insert(id);
         let array = j.array;
         self.touch(id, array);
@@ -833,6 +836,12 @@ impl JobTable {
         self.jobs.get(&id).is_some_and(|j| self.throttled(j))
     }
 
+    /// Whether job `id` is pending and may start (not held, no open
+    /// dependency).
+    pub fn is_queued(&self, id: u32) -> bool {
+        self.jobs.get(&id).is_some_and(schedulable)
+    }
+
     /// Start pending job `id` on `alloc` (a pass other than [`Self::schedule`]
     /// placed it); its record becomes Running. False if it is not queued.
     pub fn start_job(&mut self, id: u32, alloc: Allocation, now: UnixTime) -> bool {
@@ -896,6 +905,8 @@ mod tests {
             mail_sent: 0,
             configuring: false,
             preempted: None,
+            suspend: Default::default(),
+            preempt_suspended: None,
         }
     }
 

@@ -47,6 +47,7 @@ enum F {
     ParentName,
     Partition,
     Preempt,
+    PreemptExemptTime,
     PreemptMode,
     Priority,
     Qos,
@@ -129,7 +130,13 @@ const FIELDS: &[(&str, usize, &str, i32, F)] = &[
     ("Partition", 4, "Partition", 10, F::Partition),
     ("PreemptMode", 8, "PreemptMode", 11, F::PreemptMode),
     ("Preempt", 7, "Preempt", 10, F::Preempt),
-    ("PreemptExemptTime", 8, "PreemptExemptTime", 19, F::Blank),
+    (
+        "PreemptExemptTime",
+        8,
+        "PreemptExemptTime",
+        19,
+        F::PreemptExemptTime,
+    ),
     ("Priority", 3, "Priority", 10, F::Priority),
     ("QOSLevel", 3, "QOS", 20, F::Qos),
     ("RPC", 1, "RPC", 5, F::Rpc),
@@ -262,7 +269,12 @@ fn qos_value(q: &Qos, f: F) -> String {
         F::Priority => q.priority.to_string(),
         F::GraceTime => crate::model::time::fmt_duration_long(u64::from(q.grace_time)),
         F::Preempt => q.preempt.iter().cloned().collect::<Vec<_>>().join(","),
-        F::PreemptMode => q.preempt_mode.to_string(),
+        // sacctmgr shows the mode in lower case (`cluster`, `suspend`).
+        F::PreemptMode => q.preempt_mode.to_string().to_lowercase(),
+        F::PreemptExemptTime => q
+            .preempt_exempt_time
+            .map(|s| crate::model::time::fmt_duration_long(u64::from(s)))
+            .unwrap_or_default(),
         F::Flags => q.flags_text(),
         F::UsageFactor => format!("{:.6}", q.usage_factor),
         F::GrpTres => tres(&q.grp_tres),

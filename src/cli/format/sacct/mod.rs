@@ -902,8 +902,8 @@ fn value(field: Field, row: Row<'_>, ctx: Ctx) -> Value {
         }),
         F::State => Value::Text(step.map_or(job.state, |s| s.state).name().to_string()),
         F::SubmitLine => job_text(step, &job.submit_line),
-        // canopy does not suspend jobs, so no time is ever spent suspended.
-        F::Suspended => Value::Duration(Some(0)),
+        // The job's time suspended; its steps show the same, as sacct does.
+        F::Suspended => Value::Duration(Some(job.suspended_secs)),
         F::SystemCpu => Value::Text(cpu_time_text(cpu_ms(row, |s| s.system_cpu_ms))),
         F::UserCpu => Value::Text(cpu_time_text(cpu_ms(row, |s| s.user_cpu_ms))),
         F::TotalCpu => Value::Text(cpu_time_text(cpu_ms(row, |s| {

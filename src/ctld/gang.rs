@@ -1,0 +1,235 @@
+//! Preemption by suspending (`PreemptMode=SUSPEND,GANG`): the victim is
+//! stopped (SIGSTOP to all its processes, as `scontrol suspend`) and keeps
+//! its memory and GRES; its CPUs are lent to the job it was suspended for,
+//! which starts on them in the same pass. Nobody else may use them: until
+//! the preemptor starts they stay held by the suspended job, and once it
+//! starts they are held by the preemptor. When they are free again (the
+//! preemptor ended, or was itself preempted or requeued), the suspended
+//! job takes them back and resumes (SIGCONT), its time limit pushed back
+//! by the time it was stopped, as slurmctld's `job_suspend` does.
+//!
+//! Which CPUs were lent is kept in the job's record, so a restarted
+//! controller holds exactly what each job holds. N.B. Slurm's gang
+//! scheduler also time-slices jobs of one tier that share nodes in
+//! `OverSubscribe=FORCE` partitions (`SchedulerTimeSlice`); canopy has no
+//! OverSubscribe yet, so `GANG` does only the suspending here.
+
+use super::command::{Effect, Output};
+use super::core::Core;
+use crate::model::job::{JobState, LentCpus, PreemptSuspend};
+use crate::model::time::UnixTime;
+use crate::sched::{self, Request};
+
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
+
+impl Core {
+    /// Suspend running job `id` to make room for job `by`. Its CPUs stay
+    /// held until `by` starts on them ([`Core::start_over_suspended`]).
+    pub(super) fn suspend_for(&mut self, id: u32, by: u32, now: UnixTime, out: &mut Output) {
+        if !self.jobs.set_suspended(id, true) {
+            return;
+        }
+        self.jobs.modify(id, |j| {
+            let start = j.start_time.unwrap_or(now);
+            j.suspend.suspend(start, now);
+            j.preempt_suspended = Some(PreemptSuspend {
+                at: now,
+                by,
+                lent: Vec::new(),
+            });
+        });
+        out.effect(Effect::SignalJob {
+            job_id: id,
+            signal: SIGSTOP,
+            batch_only: false,
+            steps_only: false,
+        });
+        self.put_jobs(&[id], out);
+        tracing::info!(
+            job_id = id,
+            preemptor = by,
+            "preempted job suspended to reclaim resources"
+        );
+    }
+
+    /// Start pending job `id` on `ranks` with the CPUs of the jobs
+    /// suspended for it, if it fits there now: they lend it what it takes.
+    /// True if it started (the caller carries the start out).
+    pub(super) fn start_over_suspended(
+        &mut self,
+        id: u32,
+        ranks: &[u32],
+        now: UnixTime,
+        out: &mut Output,
+    ) -> bool {
+        let lenders: Vec<u32> = self
+            .jobs
+            .running()
+            .filter(|j| j.state == JobState::Suspended && j.ending_as.is_none())
+            .filter(|j| {
+                j.preempt_suspended
+                    .as_ref()
+                    .is_some_and(|s| s.by == id && s.lent.is_empty())
+            })
+            .map(|j| j.job_id)
+            .collect();
+        if lenders.is_empty() {
+            return false;
+        }
+        let Some(job) = self.jobs.get(id).filter(|j| j.state == JobState::Pending) else {
+            return false;
+        };
+        let Ok(req) = Request::for_job(&job.submit, self.conf.as_ref()) else {
+            return false;
+        };
+        let mut trial = self.slots.clone();
+        for &l in &lenders {
+            if let Some(a) = self.jobs.get(l).and_then(|j| j.alloc.as_ref()) {
+                sched::release_cpus(a, &mut trial);
+            }
+        }
+        let Some(alloc) = sched::place(&req, ranks, &trial) else {
+            return false;
+        };
+        let mut idle = Vec::new();
+        for &l in &lenders {
+            let lent = self
+                .jobs
+                .get(l)
+                .and_then(|j| j.alloc.as_ref())
+                .map(|a| lent_to(a, &alloc))
+                .unwrap_or_default();
+            for c in &lent {
+                sched::hold_cpus(c.rank, &c.ids, c.count, &mut self.slots, false);
+            }
+            if lent.is_empty() {
+                idle.push(l);
+            }
+            self.jobs.modify(l, |j| {
+                if let Some(s) = &mut j.preempt_suspended {
+                    s.lent = lent;
+                }
+            });
+        }
+        sched::apply(&alloc, &mut self.slots);
+        if !self.jobs.start_job(id, alloc, now) {
+            return false;
+        }
+        tracing::info!(job_id = id, lenders = ?lenders, "started on the CPUs of the jobs suspended for it");
+        self.put_jobs(&lenders, out);
+        // One it did not need after all goes on at once.
+        for l in idle {
+            self.resume_suspended(l, now, out);
+        }
+        true
+    }
+
+    /// Resume every job suspended for a preemptor whose lent CPUs are free
+    /// again, most important first. A job whose preemptor has not started
+    /// (and is still waiting) stays suspended for it.
+    pub(super) fn resume_ready(&mut self, now: UnixTime, out: &mut Output) {
+        let mut ready: Vec<(u32, u32)> = self
+            .jobs
+            .running()
+            .filter(|j| j.state == JobState::Suspended && j.ending_as.is_none())
+            .filter(|j| {
+                j.preempt_suspended.as_ref().is_some_and(|s| {
+                    !s.lent.is_empty()
+                        || self
+                            .jobs
+                            .get(s.by)
+                            .is_none_or(|p| p.state != JobState::Pending)
+                })
+            })
+            .map(|j| (j.priority, j.job_id))
+            .collect();
+        if ready.is_empty() {
+            return;
+        }
+        ready.sort_by_key(|&(prio, id)| (std::cmp::Reverse(prio), id));
+        for (_, id) in ready {
+            self.resume_suspended(id, now, out);
+        }
+    }
+
+    /// Take back the CPUs job `id` lent, if they are free, and resume it.
+    /// False if they are not free (or it is not suspended for a preemptor).
+    pub(super) fn resume_suspended(&mut self, id: u32, now: UnixTime, out: &mut Output) -> bool {
+        let Some(lent) = self
+            .jobs
+            .get(id)
+            .filter(|j| j.state == JobState::Suspended)
+            .and_then(|j| j.preempt_suspended.as_ref())
+            .map(|s| s.lent.clone())
+        else {
+            return false;
+        };
+        let free = lent.iter().all(|c| {
+            self.slots.get(c.rank as usize).is_some_and(|s| {
+                s.cpus.saturating_sub(s.alloc_cpus) >= c.count
+                    && c.ids.iter().all(|&x| !s.used.contains(x))
+            })
+        });
+        if !free {
+            return false;
+        }
+        for c in &lent {
+            sched::hold_cpus(c.rank, &c.ids, c.count, &mut self.slots, true);
+        }
+        self.jobs.set_suspended(id, false);
+        self.jobs.modify(id, |j| {
+            j.suspend.resume(now);
+            j.preempt_suspended = None;
+        });
+        out.effect(Effect::SignalJob {
+            job_id: id,
+            signal: SIGCONT,
+            batch_only: false,
+            steps_only: false,
+        });
+        self.put_jobs(&[id], out);
+        // Its time limit, pushed back by the time it was stopped.
+        self.arm_deadlines(id, out);
+        tracing::info!(job_id = id, "suspended job resumed");
+        true
+    }
+
+    /// What job `j` holds now, for the slots at recovery and at its end.
+    pub(super) fn held_by(&self, id: u32) -> Option<crate::model::job::Allocation> {
+        self.jobs.get(id).and_then(|j| j.held_alloc())
+    }
+}
+
+/// The CPUs of `victim` that `taker` uses, node by node.
+fn lent_to(
+    victim: &crate::model::job::Allocation,
+    taker: &crate::model::job::Allocation,
+) -> Vec<LentCpus> {
+    let mut out = Vec::new();
+    for (i, &rank) in victim.ranks.iter().enumerate() {
+        let Some(k) = taker.ranks.iter().position(|&r| r == rank) else {
+            continue;
+        };
+        let mine = victim.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
+        let theirs = taker.cpu_ids.get(k).map_or(&[][..], Vec::as_slice);
+        let (ids, count) = if mine.is_empty() {
+            // A record from before CPUs were held by identity: by count.
+            let n = victim.cpus.get(i).copied().unwrap_or(0);
+            let t = taker.cpus.get(k).copied().unwrap_or(0);
+            (Vec::new(), n.min(t))
+        } else {
+            let ids: Vec<u32> = mine
+                .iter()
+                .copied()
+                .filter(|x| theirs.contains(x))
+                .collect();
+            let n = ids.len() as u32;
+            (ids, n)
+        };
+        if count > 0 {
+            out.push(LentCpus { rank, ids, count });
+        }
+    }
+    out
+}
