@@ -613,3 +613,50 @@ fn a_preempt_suspended_job_resumes_by_hand_only_when_its_cpus_are_free() {
     }
     assert_eq!(state(&c, low), JobState::Suspended);
 }
+
+// ---- mail ----
+
+fn subjects(out: &Output) -> Vec<String> {
+    out.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Mail(m) => Some(m.subject.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Slurm 22.05 has no mail type for preemption: a cancelled victim's end
+/// goes under FAIL (END is for COMPLETED and CANCELLED), a requeued one
+/// gets only its REQUEUE mail, a suspended one none.
+#[test]
+fn preempted_jobs_mail_under_fail_or_requeue_only() {
+    use crate::mail::{END, FAIL, REQUEUE};
+    for (low_mode, mail_type, want) in [
+        ("PreemptMode=CANCEL", END, vec![]),
+        ("PreemptMode=CANCEL", FAIL, vec!["Failed"]),
+        ("", END | FAIL | REQUEUE, vec!["Requeued"]),
+    ] {
+        let mut c = core(low_mode, PARTITION_PRIO);
+        let low = submit(&mut c, "low", 1000, |s| s.mail_type = mail_type);
+        c.apply(1000, Command::Schedule);
+        submit(&mut c, "high", 1100, |_| {});
+        c.apply(1100, Command::Schedule);
+        let out = job_ended(&mut c, low, JobState::Preempted, 1101);
+        let got = subjects(&out);
+        assert_eq!(got.len(), want.len(), "{low_mode} {mail_type}: {got:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(g.contains(w), "{g}");
+        }
+        if mail_type & FAIL != 0 && low_mode.contains("CANCEL") {
+            assert!(got[0].contains(", PREEMPTED, "), "{got:?}");
+        }
+    }
+    let mut c = core("", SUSPEND_GANG);
+    let low = submit(&mut c, "low", 1000, |s| s.mail_type = END | FAIL | REQUEUE);
+    c.apply(1000, Command::Schedule);
+    submit(&mut c, "high", 1100, |_| {});
+    let out = c.apply(1100, Command::Schedule);
+    assert_eq!(state(&c, low), JobState::Suspended);
+    assert!(subjects(&out).is_empty(), "{:?}", subjects(&out));
+}
