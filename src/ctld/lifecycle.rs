@@ -238,12 +238,6 @@ impl Core {
         {
             self.jobs.modify(id, |j| j.preempt_suspended = None);
         }
-        // What it gave back may be what a suspended job lent, or what its
-        // preemptor waits for.
-        self.resume_ready(now, out);
-        if let Some(by) = preemptor {
-            self.start_preemptor(by, now, out);
-        }
         self.count_end(state);
         tracing::info!(
             job_id = id,
@@ -269,6 +263,14 @@ impl Core {
             self.jobs.requeue(id, hold);
             self.mail_event(id, mail::REQUEUE, "Requeued", run, None, out);
             self.put_jobs(&[id], out);
+        }
+        // What it gave back may be what a suspended job lent, or what its
+        // preemptor waits for. N.B. last: their records must reach the
+        // store after this job's end, or a write cut short could leave both
+        // holding the same CPUs after a restart.
+        self.resume_ready(now, out);
+        if let Some(by) = preemptor {
+            self.start_preemptor(by, now, out);
         }
         out.effect(Effect::Reschedule);
     }
