@@ -233,6 +233,34 @@ fn a_qos_grace_time_and_cancel_mode_end_the_low_job_preempted() {
         ],
     );
     assert_eq!(shown, "low|00:00:02|cancel\n");
+    // The preemptor's own exempt time does not protect anyone else.
+    ok(
+        &c,
+        w,
+        "sacctmgr",
+        &[
+            "-i",
+            "modify",
+            "qos",
+            "high",
+            "set",
+            "PreemptExemptTime=5:00",
+        ],
+    );
+    let shown = ok(
+        &c,
+        w,
+        "sacctmgr",
+        &[
+            "show",
+            "qos",
+            "high",
+            "format=Name,PreemptExemptTime",
+            "-P",
+            "-n",
+        ],
+    );
+    assert_eq!(shown, "high|00:05:00\n");
     let low = c.sbatch(
         w,
         &[

@@ -233,3 +233,91 @@ fn lent_to(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::job::{Allocation, JobRecord};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn alloc(nodes: &[(u32, Vec<u32>)]) -> Allocation {
+        Allocation {
+            ranks: nodes.iter().map(|(r, _)| *r).collect(),
+            cpus: nodes.iter().map(|(_, ids)| ids.len() as u32).collect(),
+            tasks: nodes.iter().map(|(_, ids)| ids.len() as u32).collect(),
+            mem_mb: 100,
+            cpu_ids: nodes.iter().map(|(_, ids)| ids.clone()).collect(),
+            gres: Vec::new(),
+        }
+    }
+
+    /// Random victims and takers on shared nodes: what the victim lends is
+    /// exactly the CPUs both hold, what it keeps is the rest of its own,
+    /// and nothing is held by both once it has lent.
+    #[test]
+    fn seeded_lending_splits_a_victims_cpus_exactly() {
+        let seed: u64 = std::env::var("CANOPY_GANG_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| rand::thread_rng().gen());
+        eprintln!("gang lending seed: {seed} (CANOPY_GANG_SEED replays it)");
+        let mut rng = StdRng::seed_from_u64(seed);
+        for round in 0..500 {
+            let ctx = format!("seed {seed} round {round}");
+            let mut victim = Vec::new();
+            let mut taker = Vec::new();
+            for rank in 0..rng.gen_range(1..4u32) {
+                // Eight CPUs: each the victim's, the taker's, or idle; the
+                // taker may also take the victim's.
+                let (mut v, mut t) = (Vec::new(), Vec::new());
+                for id in 0..8u32 {
+                    match rng.gen_range(0..4) {
+                        0 => v.push(id),
+                        1 => t.push(id),
+                        2 => {
+                            v.push(id);
+                            t.push(id)
+                        }
+                        _ => {}
+                    }
+                }
+                if !v.is_empty() && rng.gen_bool(0.8) {
+                    victim.push((rank, v));
+                }
+                if !t.is_empty() && rng.gen_bool(0.8) {
+                    taker.push((rank, t));
+                }
+            }
+            if victim.is_empty() {
+                continue;
+            }
+            let (va, ta) = (alloc(&victim), alloc(&taker));
+            let lent = lent_to(&va, &ta);
+            let mut rec = crate::ctld::fixtures::running(1, 0);
+            rec.alloc = Some(va.clone());
+            rec.preempt_suspended = Some(PreemptSuspend {
+                at: 0,
+                by: 2,
+                lent: lent.clone(),
+            });
+            let held = JobRecord::held_alloc(&rec).unwrap();
+            assert_eq!(held.mem_mb, va.mem_mb, "{ctx}: memory stays held");
+            for (i, (rank, ids)) in victim.iter().enumerate() {
+                let theirs: Vec<u32> = taker
+                    .iter()
+                    .find(|(r, _)| r == rank)
+                    .map(|(_, t)| t.clone())
+                    .unwrap_or_default();
+                let both: Vec<u32> = ids.iter().copied().filter(|x| theirs.contains(x)).collect();
+                let l = lent.iter().find(|c| c.rank == *rank);
+                assert_eq!(l.map_or(&[][..], |c| &c.ids[..]), &both[..], "{ctx}");
+                assert_eq!(l.map_or(0, |c| c.count), both.len() as u32, "{ctx}");
+                let kept = &held.cpu_ids[i];
+                assert!(kept.iter().all(|x| !theirs.contains(x)), "{ctx}");
+                assert_eq!(kept.len() + both.len(), ids.len(), "{ctx}");
+                assert_eq!(held.cpus[i] as usize, kept.len(), "{ctx}");
+            }
+        }
+    }
+}
