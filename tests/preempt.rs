@@ -353,3 +353,45 @@ fn suspend_gang_stops_the_low_job_while_the_high_one_runs_then_resumes_it() {
     );
     assert_ne!(acct.trim(), "00:00:00", "{acct}");
 }
+
+#[test]
+fn a_suspension_survives_a_controller_crash() {
+    let mut c = Cluster::start_with(
+        1,
+        2,
+        30,
+        "PreemptType=preempt/partition_prio\nPreemptMode=SUSPEND,GANG\n\
+         PartitionName=low Nodes=n1 PriorityTier=1\n\
+         PartitionName=high Nodes=n1 PriorityTier=2\n",
+    );
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let low = c.sbatch(w, &["-p", "low", "-n", "2", "--wrap", TICKING]);
+    c.wait_for(Duration::from_secs(20), "the low job ticking", |_| {
+        ticks(w) > 3
+    });
+    let high = c.sbatch(w, &["-p", "high", "-n", "2", "--wrap", "sleep 6"]);
+    c.wait_for(Duration::from_secs(20), "the low job suspended", |c| {
+        c.job(low).is_some_and(|j| j.state == JobState::Suspended)
+    });
+    c.kill_ctld();
+    c.start_ctld();
+    c.wait_for(Duration::from_secs(20), "the controller back", |c| {
+        c.job(low).is_some()
+    });
+    // Still stopped, its node's daemon keeping it; the high job runs on.
+    let frozen = ticks(w);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(ticks(w), frozen, "a suspended job kept running");
+    assert_eq!(c.job(low).unwrap().state, JobState::Suspended);
+    assert_eq!(c.job(high).unwrap().state, JobState::Running);
+    assert_eq!(
+        c.wait_done(high, Duration::from_secs(30)).state,
+        JobState::Completed
+    );
+    c.wait_for(Duration::from_secs(20), "the low job ticking again", |_| {
+        ticks(w) > frozen + 3
+    });
+    assert_eq!(c.job(low).unwrap().state, JobState::Running);
+    ok(&c, w, "scancel", &[&low.to_string()]);
+}
