@@ -125,6 +125,28 @@ pub fn validate(conf: &PreemptConf) -> Result<(), String> {
     Ok(())
 }
 
+/// Slurm 22.05's spelling of the search's parameters, as
+/// `SchedulerParameters` words: `preempt_youngest_first`,
+/// `preempt_strict_order`, `preempt_reorder_count=N` (newer Slurm moved
+/// them to `PreemptParameters` without the prefix; canopy reads both).
+/// `None`: not one of them.
+pub fn scheduler_param(p: &mut PreemptConf, name: &str, value: &str) -> Option<Result<(), String>> {
+    match name.to_ascii_lowercase().as_str() {
+        "preempt_youngest_first" => p.youngest_first = true,
+        "preempt_strict_order" => p.strict_order = true,
+        "preempt_reorder_count" => match digits(value.trim()).filter(|n| *n <= 5) {
+            Some(n) => p.reorder_count = n as u32,
+            None => {
+                return Some(Err(format!(
+                    "SchedulerParameters {name}={value}: expected an integer between 0 and 5"
+                )))
+            }
+        },
+        _ => return None,
+    }
+    Some(Ok(()))
+}
+
 /// A `PreemptMode` value (global or a partition's).
 pub(super) fn preempt_mode(loc: &Loc, item: &Item) -> Result<PreemptMode, ConfigError> {
     parse_mode(&item.value).ok_or_else(|| {
@@ -185,6 +207,26 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_22_05_reads_the_search_parameters_from_scheduler_parameters() {
+        let mut p = PreemptConf::default();
+        assert_eq!(scheduler_param(&mut p, "bf_window", "10"), None);
+        assert_eq!(
+            scheduler_param(&mut p, "preempt_youngest_first", ""),
+            Some(Ok(()))
+        );
+        assert_eq!(
+            scheduler_param(&mut p, "preempt_strict_order", ""),
+            Some(Ok(()))
+        );
+        assert_eq!(
+            scheduler_param(&mut p, "preempt_reorder_count", "3"),
+            Some(Ok(()))
+        );
+        assert!((p.youngest_first, p.strict_order, p.reorder_count) == (true, true, 3));
+        assert!(scheduler_param(&mut p, "preempt_reorder_count", "9").is_some_and(|r| r.is_err()));
+    }
 
     #[test]
     fn modes_parse_as_slurmctld_reads_them() {
