@@ -3,6 +3,10 @@
 //! nodes that it outranks: by partition `PriorityTier`
 //! (`PreemptType=preempt/partition_prio`) or by its QOS's `Preempt=` list
 //! (`preempt/qos`). The victims are chosen by `sched::preempt::plan`.
+//! Under preempt/qos a job queued behind that head whose QOS lists the
+//! head's preempts instead when the head cannot (slurmctld sorts such a
+//! job first); a preemptor starts as soon as its last victim is gone, so
+//! what they give back goes to it and not to a job ahead of it.
 //!
 //! What happens to a victim is its `PreemptMode` (its partition's under
 //! partition_prio, its QOS's under qos, else the cluster's): CANCEL and
@@ -69,12 +73,20 @@ impl Core {
         let mut also_started = Vec::new();
         for i in parts {
             let part = &conf.partitions[i];
-            let Some((waiting, JobReason::Resources)) = self.jobs.blocked_head(&part.name) else {
+            let Some((head, JobReason::Resources)) = self.jobs.blocked_head(&part.name) else {
                 continue;
             };
-            let Some(chosen) = self.victims_for(waiting, i, started, &resv, now) else {
+            let Some(mut chosen) = self.victims_for(head, i, started, &resv, now) else {
                 continue;
             };
+            let mut waiting = head;
+            if chosen.victims.is_empty() && !self.has_lenders(head) {
+                // slurmctld puts a job that may preempt the head before it
+                // in the queue: such a job behind the head preempts instead.
+                if let Some((j, c)) = self.preemptor_behind(head, i, started, &resv, now) {
+                    (waiting, chosen) = (j, c);
+                }
+            }
             for &victim in &chosen.victims {
                 self.preempt(victim, waiting, now, out);
             }
@@ -83,6 +95,66 @@ impl Core {
             }
         }
         also_started
+    }
+
+    /// How far behind a blocked head the search for a job that may preempt
+    /// it goes (a bound on the work of one pass).
+    const BEHIND: usize = 100;
+
+    /// The first job queued behind `head` (in partition index `part`) that
+    /// slurmctld would order before it, because it may preempt it
+    /// (preempt/qos: its QOS lists the head's), and that has victims now.
+    fn preemptor_behind(
+        &self,
+        head: u32,
+        part: usize,
+        started: &[u32],
+        resv: &ResvGate,
+        now: UnixTime,
+    ) -> Option<(u32, Chosen)> {
+        if self.conf.preempt.kind != PreemptKind::Qos {
+            // Under partition_prio a partition's jobs share one tier.
+            return None;
+        }
+        let head_job = self.jobs.get(head)?;
+        let tier = self.conf.priority.partition(&head_job.partition).tier;
+        let behind = self.jobs.queued_in(&head_job.partition, Self::BEHIND);
+        // The pass did not reach these jobs: they pass policy's gates here
+        // (association and QOS limits, reservations, licenses).
+        let limits = super::pass_policy::limits(&self.accounts, &self.conf, self.jobs.running());
+        let (_, licenses) = self.start_gates(now);
+        let gated = |j: &JobRecord| {
+            limits.blocked(j, now).is_some()
+                || resv.blocked(j, now).is_some()
+                || licenses.blocked(j, now).is_some()
+        };
+        for id in behind.into_iter().filter(|&id| id != head) {
+            let Some(j) = self.jobs.get(id) else {
+                continue;
+            };
+            let later = j.submit.begin_time.is_some_and(|t| t > now);
+            if later || self.jobs.is_throttled(id) || gated(j) {
+                continue;
+            }
+            if self.outranks(j, tier, head_job).is_none() {
+                continue;
+            }
+            match self.victims_for(id, part, started, resv, now) {
+                Some(c) if !c.victims.is_empty() || self.has_lenders(id) => return Some((id, c)),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Whether jobs are suspended for job `id` and wait for it to start.
+    fn has_lenders(&self, id: u32) -> bool {
+        self.jobs.running().any(|j| {
+            j.state == JobState::Suspended
+                && j.preempt_suspended
+                    .as_ref()
+                    .is_some_and(|s| s.by == id && s.lent.is_empty())
+        })
     }
 
     /// The QOS record of a job (`None`: it has none, or it is unknown).

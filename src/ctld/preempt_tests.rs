@@ -660,3 +660,38 @@ fn preempted_jobs_mail_under_fail_or_requeue_only() {
     assert_eq!(state(&c, low), JobState::Suspended);
     assert!(subjects(&out).is_empty(), "{:?}", subjects(&out));
 }
+
+/// slurmctld puts a job that may preempt another before it in the queue:
+/// a high-QOS job behind a waiting low-QOS one preempts for itself and
+/// gets what its victim gives back; behind a job its QOS does not list,
+/// it waits its turn.
+#[test]
+fn a_job_behind_the_head_preempts_when_its_qos_lists_the_heads() {
+    let mut c = qos_core(QOS_REQUEUE, |_| {});
+    let low = submit_qos(&mut c, "low", 1000, |_| {});
+    c.apply(1000, Command::Schedule);
+    let head = submit_qos(&mut c, "low", 1050, |_| {});
+    let high = submit_qos(&mut c, "high", 1100, |_| {});
+    let out = c.apply(1100, Command::Schedule);
+    assert_eq!(
+        ended(&out),
+        [(low, JobState::Preempted, Some(KillCause::Preempted))]
+    );
+    assert_eq!(c.jobs().get(low).unwrap().preempted.unwrap().by, high);
+    // Its victim gone (and requeued, ahead of it by priority), it starts
+    // at once.
+    let out = job_ended(&mut c, low, JobState::Preempted, 1101);
+    assert_eq!(started(&out), [high]);
+    assert_eq!(state(&c, high), JobState::Running);
+    c.apply(1102, Command::Schedule);
+    assert_eq!(state(&c, head), JobState::Pending);
+    assert_eq!(state(&c, low), JobState::Pending);
+
+    // Behind a `normal` job, which its QOS does not list: no preemption.
+    let mut c = qos_core(QOS_REQUEUE, |_| {});
+    submit_qos(&mut c, "low", 1000, |_| {});
+    c.apply(1000, Command::Schedule);
+    submit_qos(&mut c, "normal", 1050, |_| {});
+    submit_qos(&mut c, "high", 1100, |_| {});
+    assert!(ended(&c.apply(1100, Command::Schedule)).is_empty());
+}

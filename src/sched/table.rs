@@ -836,6 +836,14 @@ impl JobTable {
         self.jobs.get(&id).is_some_and(|j| self.throttled(j))
     }
 
+    /// A partition's queued jobs in queue order, the first `limit`.
+    pub fn queued_in(&self, partition: &str, limit: usize) -> Vec<u32> {
+        self.queues
+            .get(partition)
+            .map(|q| q.iter().take(limit).map(|k| k.3).collect())
+            .unwrap_or_default()
+    }
+
     /// Whether job `id` is pending and may start (not held, no open
     /// dependency).
     pub fn is_queued(&self, id: u32) -> bool {
