@@ -11,8 +11,10 @@
 //! Which CPUs were lent is kept in the job's record, so a restarted
 //! controller holds exactly what each job holds. N.B. Slurm's gang
 //! scheduler also time-slices jobs of one tier that share nodes in
-//! `OverSubscribe=FORCE` partitions (`SchedulerTimeSlice`); canopy has no
-//! OverSubscribe yet, so `GANG` does only the suspending here.
+//! `OverSubscribe=FORCE` partitions (`SchedulerTimeSlice`), and under
+//! preempt/qos a victim in the preemptor's own partition takes turns with
+//! it; canopy has no OverSubscribe yet, so `GANG` does only the suspending
+//! here and a victim waits until its CPUs are free, in any partition.
 
 use super::command::{Effect, Output};
 use super::core::Core;
