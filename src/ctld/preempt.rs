@@ -430,6 +430,13 @@ impl Core {
             Some(Ok(v)) => v,
             Some(Err(_)) => return,
         };
+        // Jobs suspended for it lend it their CPUs as it starts.
+        if self.has_lenders(by) {
+            if self.start_over_suspended(by, &ranks, now, out) {
+                self.jobs_started(&[by], out);
+            }
+            return;
+        }
         let Some(alloc) = crate::sched::place(&req, &ranks, &self.slots) else {
             return;
         };

@@ -695,3 +695,39 @@ fn a_job_behind_the_head_preempts_when_its_qos_lists_the_heads() {
     submit_qos(&mut c, "high", 1100, |_| {});
     assert!(ended(&c.apply(1100, Command::Schedule)).is_empty());
 }
+
+/// Victims of both kinds: the suspended one waits, stopped, while the
+/// cancelled one has its grace time; when that one is gone the preemptor
+/// starts at once, on the CPUs of both.
+#[test]
+fn a_preemptor_with_suspended_and_cancelled_victims_starts_when_the_last_is_gone() {
+    let text = format!(
+        "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\n{SUSPEND_GANG}\nNodeName=n1 CPUs=2\n\
+         PartitionName=low Nodes=n1 Default=YES PriorityTier=1\n\
+         PartitionName=lowc Nodes=n1 PriorityTier=1 PreemptMode=CANCEL GraceTime=10\n\
+         PartitionName=high Nodes=n1 PriorityTier=2\n"
+    );
+    let conf = Config::parse_str(&text, std::path::Path::new("/x/slurm.conf")).unwrap();
+    let mut c = Core::recover(Arc::new(conf), vec![], None, &HashMap::new(), 1000).0;
+    register(&mut c, 0, 1000);
+    reach(&mut c, 0, true, 1000);
+    let a = submit(&mut c, "low", 1000, |s| s.ntasks = Some(1));
+    let b = submit(&mut c, "lowc", 1000, |s| s.ntasks = Some(1));
+    c.apply(1000, Command::Schedule);
+    let high = submit(&mut c, "high", 1100, |_| {});
+    let out = c.apply(1100, Command::Schedule);
+    assert_eq!(state(&c, a), JobState::Suspended);
+    assert_eq!(signals(&out, b), [18, 15], "b's grace time");
+    assert_eq!(state(&c, high), JobState::Pending);
+    // Its CPU stays held meanwhile: a newcomer cannot have it.
+    let other = submit(&mut c, "low", 1105, |s| s.ntasks = Some(1));
+    c.apply(1105, Command::Schedule);
+    assert_eq!(state(&c, other), JobState::Pending);
+    c.apply(1110, Command::Schedule);
+    let out = job_ended(&mut c, b, JobState::Preempted, 1111);
+    assert_eq!(started(&out), [high]);
+    assert_eq!(state(&c, a), JobState::Suspended);
+    assert_eq!(c.slots()[0].alloc_cpus, 2);
+    job_ended(&mut c, high, JobState::Completed, 1200);
+    assert_eq!(state(&c, a), JobState::Running);
+}
