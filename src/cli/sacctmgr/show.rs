@@ -597,4 +597,23 @@ mod tests {
         );
         assert!(lines[2].contains(" 1.000000 "), "{}", lines[2]);
     }
+
+    #[test]
+    fn qos_preemption_settings_show_as_sacctmgr_prints_them() {
+        let mut d = db();
+        let mut q = crate::model::assoc::Qos::new(2, "urgent");
+        q.preempt.insert("normal".into());
+        q.preempt.insert("scavenger".into());
+        q.preempt_mode = crate::model::assoc::PreemptMode::Suspend;
+        q.grace_time = 90;
+        q.preempt_exempt_time = Some(3600 + 5);
+        d.qos.insert("urgent".into(), q);
+        let s = show("show qos urgent format=Name,Preempt,PreemptMode,GraceTime,PreemptExemptTime");
+        let style = Style {
+            noheader: true,
+            parsable: Some(true),
+        };
+        let text = render(&d, &HOST, &s, style).unwrap();
+        assert_eq!(text, "urgent|normal,scavenger|suspend|00:01:30|01:00:05|\n");
+    }
 }
