@@ -1016,7 +1016,7 @@ impl Sim {
             if j.state != JobState::Suspended || j.ending_as.is_some() {
                 continue;
             }
-            let waiting = jobs.get(s.by).is_some_and(|p| p.state == JobState::Pending);
+            let waiting = jobs.is_queued(s.by);
             let free = s.lent.iter().all(|c| {
                 let slot = &self.core.slots()[c.rank as usize];
                 c.ids.iter().all(|&x| !slot.used.contains(x))

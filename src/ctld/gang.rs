@@ -79,7 +79,12 @@ impl Core {
         if lenders.is_empty() {
             return false;
         }
-        let Some(job) = self.jobs.get(id).filter(|j| j.state == JobState::Pending) else {
+        // Only a job that may start (not held, no open dependency): the
+        // lending below is undone by nothing.
+        if !self.jobs.is_queued(id) {
+            return false;
+        }
+        let Some(job) = self.jobs.get(id) else {
             return false;
         };
         let Ok(req) = Request::for_job(&job.submit, self.conf.as_ref()) else {
@@ -129,20 +134,17 @@ impl Core {
 
     /// Resume every job suspended for a preemptor whose lent CPUs are free
     /// again, most important first. A job whose preemptor has not started
-    /// (and is still waiting) stays suspended for it.
+    /// and may still start stays suspended for it; one whose preemptor was
+    /// held, cancelled or ended goes on.
     pub(super) fn resume_ready(&mut self, now: UnixTime, out: &mut Output) {
         let mut ready: Vec<(u32, u32)> = self
             .jobs
             .running()
             .filter(|j| j.state == JobState::Suspended && j.ending_as.is_none())
             .filter(|j| {
-                j.preempt_suspended.as_ref().is_some_and(|s| {
-                    !s.lent.is_empty()
-                        || self
-                            .jobs
-                            .get(s.by)
-                            .is_none_or(|p| p.state != JobState::Pending)
-                })
+                j.preempt_suspended
+                    .as_ref()
+                    .is_some_and(|s| !s.lent.is_empty() || !self.jobs.is_queued(s.by))
             })
             .map(|j| (j.priority, j.job_id))
             .collect();

@@ -731,3 +731,32 @@ fn a_preemptor_with_suspended_and_cancelled_victims_starts_when_the_last_is_gone
     job_ended(&mut c, high, JobState::Completed, 1200);
     assert_eq!(state(&c, a), JobState::Running);
 }
+
+/// A preemptor held before it could start (its other victim still in its
+/// grace time) lets the suspended victim go on, and takes nothing.
+#[test]
+fn a_held_preemptor_releases_the_job_suspended_for_it() {
+    let text = format!(
+        "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\n{SUSPEND_GANG}\nNodeName=n1 CPUs=2\n\
+         PartitionName=low Nodes=n1 Default=YES PriorityTier=1\n\
+         PartitionName=lowc Nodes=n1 PriorityTier=1 PreemptMode=CANCEL GraceTime=10\n\
+         PartitionName=high Nodes=n1 PriorityTier=2\n"
+    );
+    let conf = Config::parse_str(&text, std::path::Path::new("/x/slurm.conf")).unwrap();
+    let mut c = Core::recover(Arc::new(conf), vec![], None, &HashMap::new(), 1000).0;
+    register(&mut c, 0, 1000);
+    reach(&mut c, 0, true, 1000);
+    let a = submit(&mut c, "low", 1000, |s| s.ntasks = Some(1));
+    let b = submit(&mut c, "lowc", 1000, |s| s.ntasks = Some(1));
+    c.apply(1000, Command::Schedule);
+    let high = submit(&mut c, "high", 1100, |_| {});
+    c.apply(1100, Command::Schedule);
+    assert_eq!(state(&c, a), JobState::Suspended);
+    update(&mut c, high, 1105, |u| u.hold = Some(true));
+    let out = job_ended(&mut c, b, JobState::Preempted, 1111);
+    assert!(started(&out).is_empty());
+    assert_eq!(signals(&out, a), [18]);
+    assert_eq!(state(&c, a), JobState::Running);
+    assert_eq!(state(&c, high), JobState::Pending);
+    assert_eq!(c.slots()[0].alloc_cpus, 1, "only a's CPU");
+}
