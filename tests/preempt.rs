@@ -370,9 +370,18 @@ fn a_suspension_survives_a_controller_crash() {
     c.wait_for(Duration::from_secs(20), "the low job ticking", |_| {
         ticks(w) > 3
     });
-    let high = c.sbatch(w, &["-p", "high", "-n", "2", "--wrap", "sleep 6"]);
+    let high = c.sbatch(
+        w,
+        &["-p", "high", "-n", "2", "--wrap", "touch high.txt; sleep 6"],
+    );
     c.wait_for(Duration::from_secs(20), "the low job suspended", |c| {
         c.job(low).is_some_and(|j| j.state == JobState::Suspended)
+    });
+    // The crash comes once the high job's launch has reached its node (a
+    // launch lost in a crash fails the job, NODE_FAIL, and the low job
+    // would rightly go on at once).
+    c.wait_for(Duration::from_secs(20), "the high job started", |_| {
+        w.join("high.txt").exists()
     });
     c.kill_ctld();
     c.start_ctld();
