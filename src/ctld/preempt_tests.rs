@@ -760,3 +760,27 @@ fn a_held_preemptor_releases_the_job_suspended_for_it() {
     assert_eq!(state(&c, high), JobState::Pending);
     assert_eq!(c.slots()[0].alloc_cpus, 1, "only a's CPU");
 }
+
+/// preempt/qos with SUSPEND,GANG: in one partition, the low-QOS job stops
+/// for the high-QOS one and goes on after it (canopy does not time-slice
+/// them, as Slurm's gang scheduler would in one partition).
+#[test]
+fn qos_suspension_in_one_partition_stops_the_victim_until_the_preemptor_ends() {
+    let mut c = qos_core("PreemptType=preempt/qos\nPreemptMode=SUSPEND,GANG", |_| {});
+    let low = submit_qos(&mut c, "low", 1000, |_| {});
+    c.apply(1000, Command::Schedule);
+    let high = submit_qos(&mut c, "high", 1100, |_| {});
+    let out = c.apply(1100, Command::Schedule);
+    assert_eq!(signals(&out, low), [19]);
+    assert_eq!(started(&out), [high]);
+    assert_eq!(state(&c, low), JobState::Suspended);
+    // A second low-QOS job waits; it may not take the victim's place.
+    let later = submit_qos(&mut c, "low", 1150, |_| {});
+    c.apply(1150, Command::Schedule);
+    assert_eq!(state(&c, later), JobState::Pending);
+    let out = job_ended(&mut c, high, JobState::Completed, 1200);
+    assert_eq!(signals(&out, low), [18]);
+    assert_eq!(state(&c, low), JobState::Running);
+    c.apply(1200, Command::Schedule);
+    assert_eq!(state(&c, later), JobState::Pending);
+}
