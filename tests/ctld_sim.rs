@@ -162,6 +162,8 @@ struct Sim {
     store_failures: u32,
     /// Preemptions made so far: (job, preemption time), each checked.
     preempt_seen: HashSet<(u32, i64)>,
+    /// Suspensions for a preemptor so far: (job, when), each checked.
+    suspend_seen: HashSet<(u32, i64)>,
     /// Inject failed writes (off for the directed tests).
     fail_writes: bool,
     step_no: usize,
@@ -194,6 +196,7 @@ impl Sim {
             restarts: 0,
             store_failures: 0,
             preempt_seen: HashSet::new(),
+            suspend_seen: HashSet::new(),
             fail_writes: true,
             step_no: 0,
             log: Vec::new(),
@@ -512,6 +515,21 @@ impl Sim {
         let jobs = self.core.jobs();
         let mut new = Vec::new();
         for victim in jobs.values() {
+            // Suspended for a preemptor (SUSPEND,GANG): it starts at once
+            // on the victim's CPUs, or waits for victims still leaving.
+            if let Some(s) = &victim.preempt_suspended {
+                if self.suspend_seen.insert((victim.job_id, s.at)) {
+                    let by = jobs.get(s.by).map(|j| (j.state, j.partition.clone()));
+                    match by {
+                        Some((JobState::Pending | JobState::Running, part))
+                            if tier(&part) > tier(&victim.partition) => {}
+                        other => new.push(format!(
+                            "job {} suspended for {} ({other:?})",
+                            victim.job_id, s.by
+                        )),
+                    }
+                }
+            }
             let Some(p) = victim.preempted else {
                 continue;
             };
@@ -793,8 +811,9 @@ impl Sim {
         // the sum of what its running jobs hold.
         let mut cpus = [0u32; NODES];
         let mut mem = [0u64; NODES];
+        // A job suspended for a preemptor holds what it did not lend.
         for j in jobs.running() {
-            let Some(a) = &j.alloc else {
+            let Some(a) = &j.held_alloc() else {
                 self.fail(format!("running job {} has no allocation", j.job_id));
             };
             for (i, &r) in a.ranks.iter().enumerate() {
@@ -809,7 +828,7 @@ impl Sim {
         let mut held_cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
         let mut held_gpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
         for j in jobs.running() {
-            let Some(a) = &j.alloc else { continue };
+            let Some(a) = &j.held_alloc() else { continue };
             for (i, &r) in a.ranks.iter().enumerate() {
                 let ids = a.cpu_ids.get(i).cloned().unwrap_or_default();
                 if ids.len() as u32 != a.cpus[i] {
@@ -823,7 +842,23 @@ impl Sim {
                 }
                 for id in ids {
                     if id >= 4 || !held_cpus[r as usize].insert(id) {
-                        self.fail(format!("CPU {id} of n{} held twice or out of range", r + 1));
+                        let holders: Vec<String> = jobs
+                            .running()
+                            .map(|j| {
+                                format!(
+                                    "{}:{}:{:?}:{:?}",
+                                    j.job_id,
+                                    j.state.name(),
+                                    j.held_alloc(),
+                                    j.preempt_suspended
+                                )
+                            })
+                            .collect();
+                        self.fail(format!(
+                            "CPU {id} of n{} held twice or out of range (job {}; running: {holders:?})",
+                            r + 1,
+                            j.job_id
+                        ));
                     }
                 }
                 for g in a.gres.get(i).into_iter().flatten() {
@@ -972,6 +1007,25 @@ impl Sim {
     fn check_nothing_stuck(&mut self) {
         let jobs = self.core.jobs();
         let conf = self.core.conf().clone();
+        // A job suspended for a preemptor that has started (or gone), whose
+        // lent CPUs are all free again, should have resumed.
+        for j in jobs.running() {
+            let Some(s) = j.preempt_suspended.as_ref() else {
+                continue;
+            };
+            if j.state != JobState::Suspended || j.ending_as.is_some() {
+                continue;
+            }
+            let waiting = jobs.is_queued(s.by);
+            let free = s.lent.iter().all(|c| {
+                let slot = &self.core.slots()[c.rank as usize];
+                c.ids.iter().all(|&x| !slot.used.contains(x))
+            });
+            if (!s.lent.is_empty() || !waiting) && free {
+                let id = j.job_id;
+                self.fail(format!("job {id} stays suspended though its CPUs are free"));
+            }
+        }
         let mut array_running: HashMap<u32, u32> = HashMap::new();
         for j in jobs.running() {
             if let Some(a) = j.array {
@@ -1074,6 +1128,9 @@ fn transition_ok(from: JobState, to: JobState, r_from: u32, r_to: u32) -> bool {
     }
     match (from, to) {
         (Pending, Running) | (Pending, Cancelled) => r_to == r_from,
+        // Started, then suspended for a preemptor by a later pass of the
+        // same step.
+        (Pending, Suspended) => r_to == r_from,
         (Running, Suspended) | (Suspended, Running) => r_to == r_from,
         (Running | Suspended, Completed | Failed | Cancelled | Timeout | NodeFail | Preempted) => {
             r_to == r_from
@@ -1119,6 +1176,35 @@ fn controller_core_keeps_its_invariants_under_random_commands() {
     assert!(sim.store_failures > 0, "seed {seed}: no failed writes");
     assert!(sim.acked.len() > 100, "seed {seed}: too few jobs");
     assert!(!sim.preempt_seen.is_empty(), "seed {seed}: no preemption");
+}
+
+/// The same under `SUSPEND,GANG`: jobs of `batch` are suspended for jobs
+/// of higher tiers (their CPUs lent, their memory and GPUs kept), and
+/// resumed when those CPUs are free again; jobs of `short` are still
+/// cancelled for `urgent` ones, sometimes beside a suspended victim.
+#[test]
+fn controller_core_keeps_its_invariants_with_suspend_preemption() {
+    let steps: usize = std::env::var("CANOPY_SIM_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let seed = seed();
+    eprintln!("ctld simulation (suspend): seed {seed}, {steps} steps (replay with CANOPY_SIM_SEED={seed})");
+    let mut sim = Sim::new(seed);
+    let text = CONF
+        .replace("PreemptMode=REQUEUE\n", "PreemptMode=REQUEUE,GANG\n")
+        .replace("GraceTime=30", "GraceTime=30 PreemptMode=SUSPEND");
+    sim.conf = Arc::new(Config::parse_str(&text, Path::new("/sim/slurm.conf")).expect("parses"));
+    sim.restart(true);
+    for _ in 0..steps {
+        sim.step();
+    }
+    eprintln!(
+        "ctld simulation (suspend): {} suspensions, {} other preemptions",
+        sim.suspend_seen.len(),
+        sim.preempt_seen.len()
+    );
+    assert!(!sim.suspend_seen.is_empty(), "seed {seed}: no suspension");
 }
 
 #[test]

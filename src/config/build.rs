@@ -664,6 +664,11 @@ impl Builder {
                         )
                     })
             };
+            // Slurm 22.05's preemption words (`preempt.rs`).
+            if let Some(r) = super::preempt::scheduler_param(&mut self.cfg.preempt, name, value) {
+                r.map_err(|e| loc.error(&item.key, e))?;
+                continue;
+            }
             // The scheduling loops' own parameters (`sched.rs`).
             if let Some(r) = self.cfg.sched.param(name, value) {
                 r.map_err(|e| loc.error(&item.key, e))?;

@@ -102,11 +102,8 @@ impl PreemptConf {
 }
 
 /// Check the settings together, as slurmctld does at start: the words are
-/// Slurm's. `part_modes`: each partition's own `PreemptMode`, by name.
-pub fn validate<'a>(
-    conf: &PreemptConf,
-    part_modes: impl IntoIterator<Item = (&'a str, PreemptMode)>,
-) -> Result<(), String> {
+/// Slurm's.
+pub fn validate(conf: &PreemptConf) -> Result<(), String> {
     let base = conf.mode.action;
     if base == PreemptAction::Suspend && !conf.mode.gang {
         return Err("PreemptMode=SUSPEND requires GANG too".into());
@@ -120,28 +117,34 @@ pub fn validate<'a>(
         }
         _ => {}
     }
-    let unsupported = |what: &str| {
-        Err(format!(
-            "{what}: preemption by suspending needs gang scheduling, which canopy does not do; \
-             use CANCEL or REQUEUE"
-        ))
-    };
-    if conf.enabled() && base == PreemptAction::Suspend {
-        return unsupported(&format!("PreemptMode={}", conf.mode.name()));
-    }
-    for (part, mode) in part_modes {
-        if mode.action == PreemptAction::Suspend && conf.enabled() {
-            return unsupported(&format!("PartitionName={part} PreemptMode={}", mode.name()));
-        }
-    }
-    if conf.kind == PreemptKind::Qos {
-        return Err(
-            "PreemptType=preempt/qos needs QOS Preempt= lists, which canopy does not keep yet; \
-             use preempt/partition_prio"
-                .into(),
-        );
-    }
+    // A partition's SUSPEND without the cluster's GANG is accepted, as
+    // slurmctld does: such a victim is killed instead (`_preempt_jobs`).
+    // GANG alone (preempt/none) asks for time-slicing of jobs that share
+    // nodes in OverSubscribe=FORCE partitions; canopy has no
+    // OverSubscribe yet, so it changes nothing.
     Ok(())
+}
+
+/// Slurm 22.05's spelling of the search's parameters, as
+/// `SchedulerParameters` words: `preempt_youngest_first`,
+/// `preempt_strict_order`, `preempt_reorder_count=N` (newer Slurm moved
+/// them to `PreemptParameters` without the prefix; canopy reads both).
+/// `None`: not one of them.
+pub fn scheduler_param(p: &mut PreemptConf, name: &str, value: &str) -> Option<Result<(), String>> {
+    match name.to_ascii_lowercase().as_str() {
+        "preempt_youngest_first" => p.youngest_first = true,
+        "preempt_strict_order" => p.strict_order = true,
+        "preempt_reorder_count" => match digits(value.trim()).filter(|n| *n <= 5) {
+            Some(n) => p.reorder_count = n as u32,
+            None => {
+                return Some(Err(format!(
+                    "SchedulerParameters {name}={value}: expected an integer between 0 and 5"
+                )))
+            }
+        },
+        _ => return None,
+    }
+    Some(Ok(()))
 }
 
 /// A `PreemptMode` value (global or a partition's).
@@ -206,6 +209,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn slurm_22_05_reads_the_search_parameters_from_scheduler_parameters() {
+        let mut p = PreemptConf::default();
+        assert_eq!(scheduler_param(&mut p, "bf_window", "10"), None);
+        assert_eq!(
+            scheduler_param(&mut p, "preempt_youngest_first", ""),
+            Some(Ok(()))
+        );
+        assert_eq!(
+            scheduler_param(&mut p, "preempt_strict_order", ""),
+            Some(Ok(()))
+        );
+        assert_eq!(
+            scheduler_param(&mut p, "preempt_reorder_count", "3"),
+            Some(Ok(()))
+        );
+        assert!((p.youngest_first, p.strict_order, p.reorder_count) == (true, true, 3));
+        assert!(scheduler_param(&mut p, "preempt_reorder_count", "9").is_some_and(|r| r.is_err()));
+    }
+
+    #[test]
     fn modes_parse_as_slurmctld_reads_them() {
         let m = |s| parse_mode(s).map(PreemptMode::name);
         assert_eq!(m("REQUEUE").as_deref(), Some("REQUEUE"));
@@ -227,33 +250,32 @@ mod tests {
             mode: parse_mode(mode).unwrap(),
             ..Default::default()
         };
-        let none: [(&str, PreemptMode); 0] = [];
         assert_eq!(
-            validate(&conf(PreemptKind::PartitionPrio, "OFF"), none),
+            validate(&conf(PreemptKind::PartitionPrio, "OFF")),
             Err("PreemptType and PreemptMode values incompatible".into())
         );
         assert_eq!(
-            validate(&conf(PreemptKind::None, "REQUEUE"), none),
+            validate(&conf(PreemptKind::None, "REQUEUE")),
             Err("PreemptType and PreemptMode values incompatible".into())
         );
         assert_eq!(
-            validate(&conf(PreemptKind::PartitionPrio, "SUSPEND"), none),
+            validate(&conf(PreemptKind::PartitionPrio, "SUSPEND")),
             Err("PreemptMode=SUSPEND requires GANG too".into())
         );
-        let err = validate(&conf(PreemptKind::PartitionPrio, "SUSPEND,GANG"), none).unwrap_err();
-        assert!(err.contains("gang scheduling"), "{err}");
-        let suspend = parse_mode("SUSPEND").unwrap();
-        let err = validate(
-            &conf(PreemptKind::PartitionPrio, "REQUEUE"),
-            [("low", suspend)],
-        )
-        .unwrap_err();
-        assert!(
-            err.starts_with("PartitionName=low PreemptMode=SUSPEND"),
-            "{err}"
+        assert_eq!(
+            validate(&conf(PreemptKind::Qos, "OFF")),
+            Err("PreemptType and PreemptMode values incompatible".into())
         );
-        assert!(validate(&conf(PreemptKind::PartitionPrio, "REQUEUE"), none).is_ok());
+        assert_eq!(
+            validate(&conf(PreemptKind::Qos, "SUSPEND")),
+            Err("PreemptMode=SUSPEND requires GANG too".into())
+        );
+        // Suspending with gang scheduling, by tier or by QOS.
+        assert!(validate(&conf(PreemptKind::PartitionPrio, "SUSPEND,GANG")).is_ok());
+        assert!(validate(&conf(PreemptKind::Qos, "SUSPEND,GANG")).is_ok());
+        assert!(validate(&conf(PreemptKind::Qos, "REQUEUE")).is_ok());
+        assert!(validate(&conf(PreemptKind::PartitionPrio, "REQUEUE")).is_ok());
         // GANG alone (time-slicing without preemption) is the default's twin.
-        assert!(validate(&conf(PreemptKind::None, "GANG"), none).is_ok());
+        assert!(validate(&conf(PreemptKind::None, "GANG")).is_ok());
     }
 }

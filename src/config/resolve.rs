@@ -160,12 +160,7 @@ impl Builder {
 
     /// The preemption keys together, as slurmctld checks them at start.
     pub(super) fn check_preempt(&self) -> Result<(), ConfigError> {
-        let parts = self
-            .cfg
-            .partitions
-            .iter()
-            .filter_map(|p| p.preempt.mode.map(|m| (p.name.as_str(), m)));
-        super::preempt::validate(&self.cfg.preempt, parts).map_err(|message| {
+        super::preempt::validate(&self.cfg.preempt).map_err(|message| {
             let key = [GlobalKey::PreemptMode, GlobalKey::PreemptType]
                 .into_iter()
                 .find_map(|k| self.set_at.get(&k).map(|l| (k, l)));

@@ -323,6 +323,8 @@ fn new_record(
         mail_sent: 0,
         configuring: false,
         preempted: None,
+        suspend: Default::default(),
+        preempt_suspended: None,
     }
 }
 

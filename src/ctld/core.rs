@@ -156,8 +156,9 @@ impl Core {
             let Some(job) = self.jobs.get(id) else {
                 continue;
             };
-            if let Some(a) = &job.alloc {
-                sched::apply(a, &mut self.slots);
+            // A job suspended for a preemptor holds what it did not lend.
+            if let Some(a) = job.held_alloc() {
+                sched::apply(&a, &mut self.slots);
             }
             tracing::info!(job_id = id, "adopting running job after restart");
             let (ending, cause) = (
@@ -302,7 +303,13 @@ impl Core {
         let (Some(limit), Some(start)) = (job.time_limit_min, job.start_time) else {
             return due;
         };
-        let kill_at = start + i64::from(limit) * 60;
+        // Its clock stops while it is suspended, and the limit is pushed
+        // back by the time it spent so (Slurm's `pre_sus_time`).
+        if job.state == JobState::Suspended {
+            return due;
+        }
+        let stopped = i64::try_from(job.suspend.total_secs).unwrap_or(i64::MAX);
+        let kill_at = (start + i64::from(limit) * 60).saturating_add(stopped);
         due.push((kill_at, Deadline::TimeLimit));
         if let Some(w) = job.submit.signal {
             due.push((kill_at - i64::from(w.secs), Deadline::Warn));

@@ -38,6 +38,8 @@ pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
         mail_sent: 0,
         configuring: false,
         preempted: None,
+        suspend: Default::default(),
+        preempt_suspended: None,
     }
 }
 

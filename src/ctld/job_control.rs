@@ -259,6 +259,16 @@ impl Core {
         if let Some(suspend) = u.suspend {
             let job = self.job_for(id, caller, Action::Suspend)?;
             let state = job.state;
+            if !suspend && job.preempt_suspended.is_some() && job.ending_as.is_none() {
+                // Suspended for a preemptor: it goes on only once the CPUs
+                // it lent are free again (slurmctld's gang scheduler
+                // likewise keeps it stopped while they are in use).
+                return if self.resume_suspended(id, now, out) {
+                    Ok(())
+                } else {
+                    Err("Requested operation is presently disabled".into())
+                };
+            }
             if !self.jobs.set_suspended(id, suspend) {
                 return Err(match (suspend, state) {
                     (true, JobState::Suspended) => "Job already suspended".into(),
@@ -266,6 +276,18 @@ impl Core {
                     (_, JobState::Pending) => "Job is pending execution".into(),
                     _ => "Job/step already completing or completed".into(),
                 });
+            }
+            // The time limit stops while it is suspended and is pushed
+            // back when it resumes, as slurmctld's `job_suspend` does.
+            self.jobs.modify(id, |j| {
+                if suspend {
+                    j.suspend.suspend(j.start_time.unwrap_or(now), now);
+                } else {
+                    j.suspend.resume(now);
+                }
+            });
+            if !suspend {
+                self.arm_deadlines(id, out);
             }
             let signal = if suspend { 19 } else { 18 }; // SIGSTOP / SIGCONT
             out.effect(Effect::SignalJob {

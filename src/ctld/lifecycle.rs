@@ -28,12 +28,15 @@ impl Core {
         self.node_deadlines_due(now, out);
         self.release_ready_launches(out);
         self.deadlines_due(now, out);
+        // Jobs suspended for a preemptor take their CPUs back first.
+        self.resume_ready(now, out);
         self.resolve_dependencies(now, out);
         self.reservations_due(now, out);
         self.jobs
             .set_queue_depth(self.conf.sched.default_queue_depth);
-        let started = self.quick_pass(now);
-        self.preempt_for_waiting(now, &started, out);
+        let mut started = self.quick_pass(now);
+        let over_suspended = self.preempt_for_waiting(now, &started, out);
+        started.extend(over_suspended);
         self.jobs_started(&started, out);
     }
 
@@ -229,10 +232,30 @@ impl Core {
         out: &mut Output,
     ) {
         self.multifactor_job_end(id, now, out);
-        let Some(alloc) = self.jobs.finish(id, state, exit, reason, now) else {
+        // A job suspended for a preemptor holds only what it did not lend;
+        // one that ends stopped stops counting its suspension now.
+        let held = self.held_by(id);
+        let preemptor = self.jobs.get(id).and_then(|j| j.preempted).map(|p| p.by);
+        if self
+            .jobs
+            .get(id)
+            .is_some_and(|j| j.state == JobState::Suspended)
+        {
+            self.jobs.modify(id, |j| j.suspend.resume(now));
+        }
+        if self.jobs.finish(id, state, exit, reason, now).is_none() {
             return;
-        };
-        sched::release(&alloc, &mut self.slots);
+        }
+        if let Some(alloc) = held {
+            sched::release(&alloc, &mut self.slots);
+        }
+        if self
+            .jobs
+            .get(id)
+            .is_some_and(|j| j.preempt_suspended.is_some())
+        {
+            self.jobs.modify(id, |j| j.preempt_suspended = None);
+        }
         self.count_end(state);
         tracing::info!(
             job_id = id,
@@ -265,6 +288,14 @@ impl Core {
             self.mail_event(id, mail::REQUEUE, "Requeued", run, None, out);
             self.put_jobs(&[id], out);
         }
+        // What it gave back may be what a suspended job lent, or what its
+        // preemptor waits for. N.B. last: their records must reach the
+        // store after this job's end, or a write cut short could leave both
+        // holding the same CPUs after a restart.
+        self.resume_ready(now, out);
+        if let Some(by) = preemptor {
+            self.start_preemptor(by, now, out);
+        }
         out.effect(Effect::Reschedule);
     }
 
@@ -276,8 +307,11 @@ impl Core {
         let mut stray = Vec::new();
         for rep in &hello.jobs {
             let ours = self.jobs.get(rep.job_id).filter(|j| {
-                matches!(j.state, JobState::Running | JobState::Completing)
-                    && j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank))
+                // A suspended job is still there, stopped.
+                matches!(
+                    j.state,
+                    JobState::Running | JobState::Completing | JobState::Suspended
+                ) && j.alloc.as_ref().is_some_and(|a| a.ranks.contains(&rank))
             });
             match (ours, &rep.state) {
                 (Some(j), JobOnNode::BatchFinished(status)) => {

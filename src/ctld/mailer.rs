@@ -60,7 +60,7 @@ impl Core {
     pub(super) fn mail_finished(&self, ids: &[u32], out: &mut Output) {
         let mut arrays = HashSet::new();
         for j in ids.iter().filter_map(|&id| self.jobs.get(id)) {
-            let flags = j.submit.mail_type;
+            let flags = end_mail_flags(j);
             if flags & (mail::END | mail::FAIL) == 0 {
                 continue;
             }
@@ -141,6 +141,19 @@ impl Core {
 
 /// The job's group name, resolved when it was submitted (the gid itself
 /// for records from before the name was kept).
+/// The `--mail-type` bits that apply to job `j`'s end. Slurm 22.05 has no
+/// mail type for preemption: a preempted job's end is mailed under FAIL
+/// only (END covers COMPLETED and CANCELLED), and not at all when it is
+/// requeued, whose REQUEUE mail follows (`job_completion_logger`).
+fn end_mail_flags(j: &JobRecord) -> u32 {
+    let flags = j.submit.mail_type;
+    match j.state {
+        JobState::Preempted if j.requeue.is_some() => flags & !(mail::END | mail::FAIL),
+        JobState::Preempted => flags & !mail::END,
+        _ => flags,
+    }
+}
+
 fn group_of(j: &JobRecord) -> String {
     if j.submit.group.is_empty() {
         j.submit.gid.to_string()

@@ -19,7 +19,9 @@
 //! ReturnToService, DRAIN/DOWN/RESUME), `register.rs` (a registration's
 //! hardware checked against slurm.conf; autodetected GPUs), `steps.rs` (srun steps), `mailer.rs` (which mail goes when),
 //! `views.rs` (what clients are shown), `reconfig.rs`, `accounts.rs`
-//! (the association and QOS database: sacctmgr, submit checks, run limits).
+//! (the association and QOS database: sacctmgr, submit checks, run limits),
+//! `preempt.rs` (who preempts whom, grace times) and `gang.rs` (preemption by
+//! suspending: CPUs lent to the preemptor, resumed when they are free).
 
 mod accounts;
 #[cfg(test)]
@@ -30,6 +32,7 @@ mod command;
 mod core;
 #[cfg(test)]
 mod fixtures;
+mod gang;
 mod job_control;
 mod lifecycle;
 mod mailer;
@@ -38,6 +41,8 @@ mod minutes_tests;
 mod nodes;
 mod pass_policy;
 mod preempt;
+#[cfg(test)]
+mod preempt_tests;
 mod priority;
 #[cfg(test)]
 mod priority_tests;

@@ -1,21 +1,32 @@
-//! Preemption (`PreemptType=preempt/partition_prio`): after a scheduling
-//! pass, the first waiting job of a partition that found no room may take
-//! it from running jobs of partitions with a lower `PriorityTier` on the
-//! same nodes. The victims are chosen by `sched::preempt::plan`; each gets
-//! its partition's `GraceTime` (SIGCONT and SIGTERM at once, torn down
-//! when it ends) and is then cancelled (ending PREEMPTED) or requeued
-//! (its run accounted PREEMPTED, the job pending again), as its
-//! partition's (or the global) `PreemptMode` says. The waiting job keeps
-//! its reason (`Resources`) and starts in the pass after they are gone.
+//! Preemption: after a scheduling pass, the first waiting job of a
+//! partition that found no room may take it from running jobs on the same
+//! nodes that it outranks: by partition `PriorityTier`
+//! (`PreemptType=preempt/partition_prio`) or by its QOS's `Preempt=` list
+//! (`preempt/qos`). The victims are chosen by `sched::preempt::plan`.
+//! Under preempt/qos a job queued behind that head whose QOS lists the
+//! head's preempts instead when the head cannot (slurmctld sorts such a
+//! job first); a preemptor starts as soon as its last victim is gone, so
+//! what they give back goes to it and not to a job ahead of it.
+//!
+//! What happens to a victim is its `PreemptMode` (its partition's under
+//! partition_prio, its QOS's under qos, else the cluster's): CANCEL and
+//! REQUEUE give it the `GraceTime` (its partition's or its QOS's: SIGCONT
+//! and SIGTERM at once, torn down when it ends), then cancel it (it ends
+//! PREEMPTED) or requeue it (its run accounted PREEMPTED, the job pending
+//! again); the waiting job keeps its reason (`Resources`) and starts in
+//! the pass after they are gone. SUSPEND (with the cluster's `GANG`) is
+//! `gang.rs`: the victim stops at once and the waiting job starts on its
+//! CPUs in the same pass.
 
 use super::command::{Effect, Output};
 use super::core::{Core, Deadline};
 use crate::config::preempt::{PreemptAction, PreemptKind};
-use crate::model::job::{Allocation, JobState, Preemption};
+use crate::model::assoc::{PreemptMode as QosMode, Qos};
+use crate::model::job::{JobRecord, JobState, Preemption};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::sched::gate::StartGate;
-use crate::sched::preempt::{plan, Candidate, Order, Plan};
+use crate::sched::preempt::{plan, Candidate, Freeing, Order, Plan};
 use crate::sched::resv_gate::ResvGate;
 use crate::sched::Request;
 use crate::wire::messages::KillCause;
@@ -23,14 +34,34 @@ use crate::wire::messages::KillCause;
 const SIGCONT: i32 = 18;
 const SIGTERM: i32 = 15;
 
+/// How a running job is preempted, by the policy in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct VictimTerms {
+    pub action: PreemptAction,
+    pub grace_s: u32,
+}
+
+/// Whom a waiting job may preempt, and the victims chosen for it.
+pub(super) struct Chosen {
+    pub victims: Vec<u32>,
+    /// The nodes it may use (its partition's, narrowed by a reservation).
+    pub ranks: Vec<u32>,
+}
+
 impl Core {
     /// Preempt for each partition's first waiting job that found no room.
     /// `started`: the jobs the pass just started (not victims in the same
     /// pass: slurmctld preempts before lower tiers get those nodes).
-    pub(super) fn preempt_for_waiting(&mut self, now: UnixTime, started: &[u32], out: &mut Output) {
+    /// Returns the jobs started here, on CPUs of jobs suspended for them.
+    pub(super) fn preempt_for_waiting(
+        &mut self,
+        now: UnixTime,
+        started: &[u32],
+        out: &mut Output,
+    ) -> Vec<u32> {
         let conf = self.conf.clone();
-        if !conf.preempt.enabled() || conf.preempt.kind != PreemptKind::PartitionPrio {
-            return;
+        if !conf.preempt.enabled() {
+            return Vec::new();
         }
         // The reservation rules, built once for every partition below.
         let (resv, _) = self.start_gates(now);
@@ -39,20 +70,184 @@ impl Core {
         parts.sort_by_key(|&i| {
             std::cmp::Reverse(conf.priority.partition(&conf.partitions[i].name).tier)
         });
+        let mut also_started = Vec::new();
         for i in parts {
             let part = &conf.partitions[i];
-            let Some((waiting, JobReason::Resources)) = self.jobs.blocked_head(&part.name) else {
+            let Some((head, JobReason::Resources)) = self.jobs.blocked_head(&part.name) else {
                 continue;
             };
-            let victims = self.victims_for(waiting, i, started, &resv, now);
-            for victim in victims {
+            let Some(mut chosen) = self.victims_for(head, i, started, &resv, now) else {
+                continue;
+            };
+            let mut waiting = head;
+            if chosen.victims.is_empty() && !self.has_lenders(head) {
+                // slurmctld puts a job that may preempt the head before it
+                // in the queue: such a job behind the head preempts instead.
+                if let Some((j, c)) = self.preemptor_behind(head, i, started, &resv, now) {
+                    (waiting, chosen) = (j, c);
+                }
+            }
+            for &victim in &chosen.victims {
                 self.preempt(victim, waiting, now, out);
+            }
+            if self.start_over_suspended(waiting, &chosen.ranks, now, out) {
+                also_started.push(waiting);
+            }
+        }
+        also_started
+    }
+
+    /// How far behind a blocked head the search for a job that may preempt
+    /// it goes (a bound on the work of one pass).
+    const BEHIND: usize = 100;
+
+    /// The first job queued behind `head` (in partition index `part`) that
+    /// slurmctld would order before it, because it may preempt it
+    /// (preempt/qos: its QOS lists the head's), and that has victims now.
+    fn preemptor_behind(
+        &self,
+        head: u32,
+        part: usize,
+        started: &[u32],
+        resv: &ResvGate,
+        now: UnixTime,
+    ) -> Option<(u32, Chosen)> {
+        if self.conf.preempt.kind != PreemptKind::Qos {
+            // Under partition_prio a partition's jobs share one tier.
+            return None;
+        }
+        let head_job = self.jobs.get(head)?;
+        let tier = self.conf.priority.partition(&head_job.partition).tier;
+        let behind = self.jobs.queued_in(&head_job.partition, Self::BEHIND);
+        // The pass did not reach these jobs: they pass policy's gates here
+        // (association and QOS limits, reservations, licenses).
+        let limits = super::pass_policy::limits(
+            &self.accounts,
+            &self.conf,
+            &self.prio.usage,
+            now,
+            self.jobs.running(),
+        );
+        let (_, licenses) = self.start_gates(now);
+        let gated = |j: &JobRecord| {
+            limits.blocked(j, now).is_some()
+                || resv.blocked(j, now).is_some()
+                || licenses.blocked(j, now).is_some()
+        };
+        for id in behind.into_iter().filter(|&id| id != head) {
+            let Some(j) = self.jobs.get(id) else {
+                continue;
+            };
+            let later = j.submit.begin_time.is_some_and(|t| t > now);
+            if later || self.jobs.is_throttled(id) || gated(j) {
+                continue;
+            }
+            if self.outranks(j, tier, head_job).is_none() {
+                continue;
+            }
+            match self.victims_for(id, part, started, resv, now) {
+                Some(c) if !c.victims.is_empty() || self.has_lenders(id) => return Some((id, c)),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Whether jobs are suspended for job `id` and wait for it to start.
+    fn has_lenders(&self, id: u32) -> bool {
+        self.jobs.running().any(|j| {
+            j.state == JobState::Suspended
+                && j.preempt_suspended
+                    .as_ref()
+                    .is_some_and(|s| s.by == id && s.lent.is_empty())
+        })
+    }
+
+    /// The QOS record of a job (`None`: it has none, or it is unknown).
+    pub(super) fn job_qos(&self, j: &JobRecord) -> Option<&Qos> {
+        j.submit
+            .qos
+            .as_deref()
+            .and_then(|q| self.accounts.qos.get(q))
+    }
+
+    /// How job `j` is preempted: its partition's mode and grace time under
+    /// partition_prio, its QOS's under qos (the cluster's mode where those
+    /// say nothing). SUSPEND without the cluster's GANG kills it, as
+    /// slurmctld does (`_preempt_jobs`: the victim "had to be killed").
+    pub(super) fn victim_terms(&self, j: &JobRecord) -> Option<VictimTerms> {
+        let conf = &self.conf.preempt;
+        let (action, grace_s) = match conf.kind {
+            PreemptKind::None => return None,
+            PreemptKind::PartitionPrio => {
+                let pc = self
+                    .conf
+                    .partitions
+                    .iter()
+                    .find(|p| p.name == j.partition)?;
+                let mode = pc.preempt.mode.unwrap_or(conf.mode).action;
+                (mode, pc.preempt.grace_s)
+            }
+            PreemptKind::Qos => {
+                let q = self.job_qos(j);
+                let action = match q.map(|q| q.preempt_mode) {
+                    None | Some(QosMode::Cluster) => conf.mode.action,
+                    Some(QosMode::Off) => PreemptAction::Off,
+                    Some(QosMode::Cancel) => PreemptAction::Cancel,
+                    Some(QosMode::Requeue) => PreemptAction::Requeue,
+                    Some(QosMode::Suspend) => PreemptAction::Suspend,
+                };
+                (action, q.map_or(0, |q| q.grace_time))
+            }
+        };
+        let action = if action == PreemptAction::Suspend && !conf.mode.gang {
+            PreemptAction::Cancel
+        } else {
+            action
+        };
+        Some(VictimTerms { action, grace_s })
+    }
+
+    /// Whether job `by` (waiting in a partition of tier `tier`) outranks
+    /// running job `j`, and how much `j` matters in the victims' order
+    /// (its tier, or its QOS's priority). `None`: it may not be preempted
+    /// by `by`.
+    fn outranks(&self, by: &JobRecord, tier: u16, j: &JobRecord) -> Option<u32> {
+        match self.conf.preempt.kind {
+            PreemptKind::None => None,
+            PreemptKind::PartitionPrio => {
+                let theirs = self.conf.priority.partition(&j.partition).tier;
+                (theirs < tier).then_some(u32::from(theirs))
+            }
+            PreemptKind::Qos => {
+                // As preempt/qos: both need a QOS; the same QOS only with
+                // WITHIN and a higher job priority; else the preemptor's
+                // QOS must list the victim's.
+                let (mine, theirs) = (self.job_qos(by)?, self.job_qos(j)?);
+                let may = if mine.id == theirs.id {
+                    self.conf.preempt.mode.within && by.priority > j.priority
+                } else {
+                    mine.preempt.contains(&theirs.name)
+                };
+                may.then_some(theirs.priority)
             }
         }
     }
 
+    /// `PreemptExemptTime`: the victim's QOS's if it has one, else the
+    /// cluster's (as `acct_policy_get_preemptable_time`).
+    fn exempt(&self, j: &JobRecord, now: UnixTime) -> bool {
+        let limit = self
+            .job_qos(j)
+            .and_then(|q| q.preempt_exempt_time)
+            .map(u64::from)
+            .or(self.conf.preempt.exempt_time_s);
+        let ran = u64::try_from(now - j.start_time.unwrap_or(now)).unwrap_or(0);
+        limit.is_some_and(|e| ran < e)
+    }
+
     /// Whom to preempt so that job `waiting` (first in partition index
-    /// `part`) can start; empty when nothing may or need be.
+    /// `part`) can start; `None` when it may use no node.
     fn victims_for(
         &self,
         waiting: u32,
@@ -60,33 +255,28 @@ impl Core {
         started: &[u32],
         resv: &ResvGate,
         now: UnixTime,
-    ) -> Vec<u32> {
+    ) -> Option<Chosen> {
         let conf = &self.conf;
-        let Some(job) = self.jobs.get(waiting) else {
-            return Vec::new();
-        };
+        let job = self.jobs.get(waiting)?;
         let tier = conf.priority.partition(&conf.partitions[part].name).tier;
-        let Ok(req) = Request::for_job(&job.submit, conf.as_ref()) else {
-            return Vec::new();
-        };
+        let req = Request::for_job(&job.submit, conf.as_ref()).ok()?;
         // Only the nodes the job may use (its reservation's, or none of an
         // active one it is not in), as the pass saw them.
         let part_ranks = self.partition_ranks(&conf.partitions[part].name);
-        let allowed = match resv.restrict(job, part_ranks, now) {
-            None => std::borrow::Cow::Borrowed(part_ranks),
-            Some(Ok(v)) => std::borrow::Cow::Owned(v),
-            Some(Err(_)) => return Vec::new(),
+        let ranks: Vec<u32> = match resv.restrict(job, part_ranks, now) {
+            None => part_ranks.to_vec(),
+            Some(Ok(v)) => v,
+            Some(Err(_)) => return None,
         };
-        let ranks: &[u32] = &allowed;
         // The partition's nodes as a map by rank: each running job is
         // checked against it once (no scan of the partition per job).
         let mut in_part = vec![false; self.slots.len()];
-        for &r in ranks {
+        for &r in &ranks {
             if let Some(x) = in_part.get_mut(r as usize) {
                 *x = true;
             }
         }
-        let mut freeing: Vec<&Allocation> = Vec::new();
+        let mut freeing: Vec<Freeing<'_>> = Vec::new();
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
         for j in self.jobs.running() {
             let Some(alloc) = &j.alloc else {
@@ -100,65 +290,78 @@ impl Core {
                 continue;
             }
             if j.ending_as.is_some() || j.preempted.is_some() {
-                freeing.push(alloc);
+                freeing.push(Freeing {
+                    alloc,
+                    cpus_only: false,
+                });
+                continue;
+            }
+            // Suspended for this very job: its CPUs are this job's to take.
+            if j.preempt_suspended
+                .as_ref()
+                .is_some_and(|s| s.by == waiting)
+            {
+                freeing.push(Freeing {
+                    alloc,
+                    cpus_only: true,
+                });
                 continue;
             }
             if j.state != JobState::Running || started.contains(&j.job_id) {
                 continue;
             }
-            let Some(pc) = conf.partitions.iter().find(|p| p.name == j.partition) else {
+            let Some(prio) = self.outranks(job, tier, j) else {
                 continue;
             };
-            let mode = pc.preempt.mode.unwrap_or(conf.preempt.mode).action;
-            let their_tier = conf.priority.partition(&pc.name).tier;
-            if their_tier >= tier || mode == PreemptAction::Off {
+            let Some(terms) = self.victim_terms(j) else {
                 continue;
-            }
-            let start = j.start_time.unwrap_or(now);
-            // PreemptExemptTime: too young to be preempted.
-            let exempt = conf
-                .preempt
-                .exempt_time_s
-                .is_some_and(|e| ((now - start).max(0) as u64) < e);
-            if exempt {
+            };
+            if terms.action == PreemptAction::Off || self.exempt(j, now) {
                 continue;
             }
             candidates.push(Candidate {
                 job_id: j.job_id,
                 alloc,
-                tier: u32::from(their_tier),
-                start,
+                prio,
+                start: j.start_time.unwrap_or(now),
+                suspend: terms.action == PreemptAction::Suspend,
             });
-        }
-        if candidates.is_empty() {
-            return Vec::new();
         }
         let order = Order {
             youngest_first: conf.preempt.youngest_first,
             reorder_count: conf.preempt.reorder_count,
         };
-        match plan(&req, ranks, &self.slots, &freeing, &mut candidates, order) {
-            Some(Plan::Preempt(v)) => v,
-            Some(Plan::Wait) | None => Vec::new(),
-        }
+        let victims = if candidates.is_empty() {
+            Vec::new()
+        } else {
+            match plan(&req, &ranks, &self.slots, &freeing, &mut candidates, order) {
+                Some(Plan::Preempt(v)) => v,
+                Some(Plan::Wait) | None => Vec::new(),
+            }
+        };
+        Some(Chosen { victims, ranks })
     }
 
-    /// Preempt running job `id` for job `by`: with a grace time, warn it
-    /// and come back when the time is up; else tear it down now.
+    /// Preempt running job `id` for job `by`: suspend it, or, with a grace
+    /// time, warn it and come back when the time is up; else tear it down
+    /// now.
     fn preempt(&mut self, id: u32, by: u32, now: UnixTime, out: &mut Output) {
-        let conf = self.conf.clone();
         let Some(job) = self.jobs.get(id) else {
             return;
         };
-        let Some(pc) = conf.partitions.iter().find(|p| p.name == job.partition) else {
+        let Some(terms) = self.victim_terms(job) else {
             return;
         };
-        let action = pc.preempt.mode.unwrap_or(conf.preempt.mode).action;
+        if terms.action == PreemptAction::Suspend {
+            self.suspend_for(id, by, now, out);
+            return;
+        }
         // Only batch jobs that allow it are requeued; others are killed,
         // as slurmctld falls back when its requeue is refused.
-        let requeue =
-            action == PreemptAction::Requeue && !job.submit.no_requeue && !job.submit.interactive;
-        let grace = pc.preempt.grace_s;
+        let requeue = terms.action == PreemptAction::Requeue
+            && !job.submit.no_requeue
+            && !job.submit.interactive;
+        let grace = terms.grace_s;
         let p = Preemption {
             at: now,
             until: now + i64::from(grace),
@@ -212,281 +415,50 @@ impl Core {
         );
     }
 
+    /// A victim of job `by` is gone: start `by` now if it fits, before the
+    /// next pass could give what came free to a job ahead of it in the
+    /// queue (the victim itself, requeued, among them). slurmctld gets the
+    /// same by putting jobs that can preempt first in its queue.
+    pub(super) fn start_preemptor(&mut self, by: u32, now: UnixTime, out: &mut Output) {
+        if !self.jobs.is_queued(by) {
+            return;
+        }
+        let Some(job) = self.jobs.get(by) else {
+            return;
+        };
+        let Ok(req) = Request::for_job(&job.submit, self.conf.as_ref()) else {
+            return;
+        };
+        let (resv, _) = self.start_gates(now);
+        let part_ranks = self.partition_ranks(&job.partition);
+        let ranks: Vec<u32> = match resv.restrict(job, part_ranks, now) {
+            None => part_ranks.to_vec(),
+            Some(Ok(v)) => v,
+            Some(Err(_)) => return,
+        };
+        // Jobs suspended for it lend it their CPUs as it starts.
+        if self.has_lenders(by) {
+            if self.start_over_suspended(by, &ranks, now, out) {
+                self.jobs_started(&[by], out);
+            }
+            return;
+        }
+        let Some(alloc) = crate::sched::place(&req, &ranks, &self.slots) else {
+            return;
+        };
+        crate::sched::apply(&alloc, &mut self.slots);
+        if self.jobs.start_job(by, alloc, now) {
+            tracing::info!(
+                job_id = by,
+                "preemptor started on what its victims gave back"
+            );
+            self.jobs_started(&[by], out);
+        }
+    }
+
     /// The end of job `id`'s grace time, if it is being preempted.
     pub(super) fn preempt_due(&self, id: u32) -> Option<(UnixTime, Deadline)> {
         let p = self.jobs.get(id)?.preempted?;
         Some((p.until, Deadline::Preempt))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::HashMap;
-    use std::sync::Arc;
-
-    use crate::config::Config;
-    use crate::ctld::fixtures::{reach, register};
-    use crate::ctld::{Command, Core, Effect, Output, Reply};
-    use crate::model::acct::Usage;
-    use crate::model::job::{ExitStatus, JobState, JobSubmit};
-    use crate::model::reason::JobReason;
-    use crate::policy::authz::Caller;
-    use crate::wire::messages::KillCause;
-
-    const ALICE: Caller = Caller {
-        uid: 1000,
-        operator: false,
-    };
-
-    /// One two-CPU node shared by a low and a high partition.
-    fn core(low: &str, global: &str) -> Core {
-        let text = format!(
-            "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\n{global}\nNodeName=n1 CPUs=2\n\
-             PartitionName=low Nodes=n1 Default=YES PriorityTier=1 {low}\n\
-             PartitionName=high Nodes=n1 PriorityTier=2\n"
-        );
-        let conf = Config::parse_str(&text, std::path::Path::new("/x/slurm.conf")).unwrap();
-        let mut c = Core::recover(Arc::new(conf), vec![], None, &HashMap::new(), 1000).0;
-        register(&mut c, 0, 1000);
-        reach(&mut c, 0, true, 1000);
-        c
-    }
-
-    const PARTITION_PRIO: &str = "PreemptType=preempt/partition_prio\nPreemptMode=REQUEUE";
-
-    fn submit(core: &mut Core, part: &str, now: i64, f: impl FnOnce(&mut JobSubmit)) -> u32 {
-        let mut s = JobSubmit {
-            name: part.into(),
-            uid: 1000,
-            user: "alice".into(),
-            partition: Some(part.into()),
-            ntasks: Some(2),
-            script: "#!/bin/sh\n".into(),
-            ..Default::default()
-        };
-        f(&mut s);
-        let out = core.apply(
-            now,
-            Command::Submit {
-                submit: Box::new(s),
-                caller: ALICE,
-            },
-        );
-        match out.reply {
-            Some(Reply::Submit(Ok(r))) => r.job_id,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn ended(out: &Output) -> Vec<(u32, JobState, Option<KillCause>)> {
-        out.effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::EndJob {
-                    job_id,
-                    state,
-                    cause,
-                    ..
-                } => Some((*job_id, *state, *cause)),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn signals(out: &Output, id: u32) -> Vec<i32> {
-        out.effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::SignalJob { job_id, signal, .. } if *job_id == id => Some(*signal),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn wakes(out: &Output) -> Vec<i64> {
-        out.effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::WakeAt(t) => Some(*t),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn job_ended(core: &mut Core, id: u32, state: JobState, now: i64) -> Output {
-        core.apply(
-            now,
-            Command::JobEnded {
-                job_id: id,
-                state,
-                exit: ExitStatus::default(),
-                reason: JobReason::None,
-                usage: Usage::default(),
-            },
-        )
-    }
-
-    fn state(core: &Core, id: u32) -> JobState {
-        core.jobs().get(id).unwrap().state
-    }
-
-    #[test]
-    fn a_higher_tier_job_requeues_a_lower_one_and_starts_when_it_is_gone() {
-        let mut c = core("", PARTITION_PRIO);
-        let low = submit(&mut c, "low", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        assert_eq!(state(&c, low), JobState::Running);
-        let high = submit(&mut c, "high", 1100, |_| {});
-        let out = c.apply(1100, Command::Schedule);
-        assert_eq!(
-            ended(&out),
-            [(low, JobState::Preempted, Some(KillCause::Preempted))]
-        );
-        // The preemptor waits for the resources to come back.
-        assert_eq!(state(&c, high), JobState::Pending);
-        assert_eq!(
-            c.jobs().reason(c.jobs().get(high).unwrap(), 1100),
-            JobReason::Resources
-        );
-        // A second pass while it goes does not preempt again.
-        assert!(ended(&c.apply(1101, Command::Schedule)).is_empty());
-        job_ended(&mut c, low, JobState::Preempted, 1102);
-        // Requeued: pending again, its run accounted PREEMPTED.
-        let j = c.jobs().get(low).unwrap();
-        assert_eq!(
-            (j.state, j.restarts, j.preempted),
-            (JobState::Pending, 1, None)
-        );
-        // The run is its own record for sacct -D, ended PREEMPTED.
-        let runs: Vec<_> = j
-            .earlier_runs
-            .iter()
-            .map(|r| (r.state, r.start_time, r.end_time))
-            .collect();
-        assert_eq!(runs, [(JobState::Preempted, Some(1000), Some(1102))]);
-        c.apply(1102, Command::Schedule);
-        assert_eq!(state(&c, high), JobState::Running);
-        assert_eq!(state(&c, low), JobState::Pending);
-    }
-
-    #[test]
-    fn grace_time_warns_first_and_cancel_mode_ends_the_job_preempted() {
-        let mut c = core("PreemptMode=CANCEL GraceTime=30", PARTITION_PRIO);
-        let low = submit(&mut c, "low", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        submit(&mut c, "high", 1100, |_| {});
-        let out = c.apply(1100, Command::Schedule);
-        assert!(ended(&out).is_empty(), "not before its grace time");
-        assert_eq!(signals(&out, low), [18, 15]);
-        assert!(wakes(&out).contains(&1130));
-        assert!(
-            out.persist.iter().any(|op| matches!(op,
-                crate::state::store::Op::PutJob(j) if j.job_id == low && j.preempted.is_some())),
-            "the grace deadline is on disk"
-        );
-        assert!(ended(&c.apply(1129, Command::Schedule)).is_empty());
-        let out = c.apply(1130, Command::Schedule);
-        assert_eq!(
-            ended(&out),
-            [(low, JobState::Preempted, Some(KillCause::Preempted))]
-        );
-        job_ended(&mut c, low, JobState::Preempted, 1131);
-        assert_eq!(
-            state(&c, low),
-            JobState::Preempted,
-            "cancelled, not requeued"
-        );
-    }
-
-    #[test]
-    fn a_restart_keeps_the_grace_deadline() {
-        let mut c = core("GraceTime=60", PARTITION_PRIO);
-        let low = submit(&mut c, "low", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        submit(&mut c, "high", 1100, |_| {});
-        c.apply(1100, Command::Schedule);
-        let records: Vec<_> = c.jobs().values().cloned().collect();
-        let conf = c.conf().clone();
-        let (mut again, out) = Core::recover(conf, records, None, &HashMap::new(), 1120);
-        assert!(wakes(&out).contains(&1160), "{:?}", out.effects);
-        register(&mut again, 0, 1120);
-        reach(&mut again, 0, true, 1120);
-        let out = again.apply(1160, Command::Schedule);
-        assert_eq!(
-            ended(&out),
-            [(low, JobState::Preempted, Some(KillCause::Preempted))]
-        );
-    }
-
-    #[test]
-    fn who_is_spared_same_tier_off_mode_exempt_time_and_no_requeue() {
-        // Same tier: no preemption.
-        let mut c = core("PriorityTier=2", PARTITION_PRIO);
-        submit(&mut c, "low", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        submit(&mut c, "high", 1100, |_| {});
-        assert!(ended(&c.apply(1100, Command::Schedule)).is_empty());
-        // The low partition's own PreemptMode=OFF.
-        let mut c = core("PreemptMode=OFF", PARTITION_PRIO);
-        submit(&mut c, "low", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        submit(&mut c, "high", 1100, |_| {});
-        assert!(ended(&c.apply(1100, Command::Schedule)).is_empty());
-        // PreemptExemptTime: not before it has run 5 minutes.
-        let mut c = core("", &format!("{PARTITION_PRIO}\nPreemptExemptTime=5"));
-        let low = submit(&mut c, "low", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        submit(&mut c, "high", 1100, |_| {});
-        assert!(ended(&c.apply(1100, Command::Schedule)).is_empty());
-        assert_eq!(ended(&c.apply(1300, Command::Schedule)).len(), 1);
-        assert_eq!(state(&c, low), JobState::Running, "still tearing down");
-        // --no-requeue under REQUEUE: killed instead.
-        let mut c = core("", PARTITION_PRIO);
-        let low = submit(&mut c, "low", 1000, |s| s.no_requeue = true);
-        c.apply(1000, Command::Schedule);
-        submit(&mut c, "high", 1100, |_| {});
-        c.apply(1100, Command::Schedule);
-        job_ended(&mut c, low, JobState::Preempted, 1101);
-        assert_eq!(state(&c, low), JobState::Preempted);
-        // No PreemptType: nothing.
-        let mut c = core("", "");
-        submit(&mut c, "low", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        let high = submit(&mut c, "high", 1100, |_| {});
-        assert!(ended(&c.apply(1100, Command::Schedule)).is_empty());
-        assert_eq!(state(&c, high), JobState::Pending);
-    }
-
-    #[test]
-    fn a_job_started_in_the_same_pass_is_not_its_victim() {
-        let mut c = core("", PARTITION_PRIO);
-        let a = submit(&mut c, "low", 1000, |s| s.ntasks = Some(1));
-        c.apply(1000, Command::Schedule);
-        // The high job needs the whole node; a one-CPU low job starts on
-        // the free CPU in the same pass, after the high one was tried.
-        submit(&mut c, "high", 1100, |_| {});
-        let b = submit(&mut c, "low", 1100, |s| s.ntasks = Some(1));
-        let out = c.apply(1100, Command::Schedule);
-        assert_eq!(state(&c, b), JobState::Running);
-        assert!(
-            ended(&out).iter().all(|(id, _, _)| *id != b),
-            "{:?}",
-            ended(&out)
-        );
-        // A later pass may take both.
-        let out = c.apply(1101, Command::Schedule);
-        let mut victims: Vec<u32> = ended(&out).iter().map(|(id, _, _)| *id).collect();
-        victims.sort_unstable();
-        assert_eq!(victims, [a, b]);
-    }
-
-    #[test]
-    fn higher_tiers_are_scheduled_first() {
-        let mut c = core("", "");
-        let low = submit(&mut c, "low", 1000, |s| s.hold = false);
-        let high = submit(&mut c, "high", 1000, |_| {});
-        c.apply(1000, Command::Schedule);
-        assert_eq!(state(&c, high), JobState::Running);
-        assert_eq!(state(&c, low), JobState::Pending);
     }
 }

@@ -120,6 +120,11 @@ impl Core {
                 .unwrap_or_default(),
             sched_start: None,
             sched_nodes: String::new(),
+            suspend_time: j.suspend.last,
+            secs_pre_suspend: j.suspend.pre_secs,
+            suspended_secs: j
+                .suspend
+                .suspended_secs(j.state == JobState::Suspended, now),
         };
         if let Some(plan) = self.plan(j.job_id) {
             info.sched_start = Some(plan.start);

@@ -148,6 +148,9 @@ pub struct AcctJob {
     /// record (sacct `-D` lists them; the server flattens them out).
     #[serde(default)]
     pub earlier_runs: Vec<AcctJob>,
+    /// Seconds the job spent suspended in its run (sacct's `Suspended`).
+    #[serde(default)]
+    pub suspended_secs: u64,
 }
 
 impl JobRecord {
@@ -250,6 +253,7 @@ impl JobRecord {
             submit_line: s.submit_line.clone(),
             priority: self.priority,
             restarts: self.restarts,
+            suspended_secs: self.suspend.total_secs,
             comment: s.comment.clone().unwrap_or_default(),
             constraints: s.constraint.clone().unwrap_or_default(),
             req_gres: crate::model::tres::gres_requested(

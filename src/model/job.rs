@@ -307,6 +307,99 @@ pub struct JobRecord {
     /// oldest first, each ended REQUEUED, PREEMPTED or NODE_FAIL.
     #[serde(default)]
     pub earlier_runs: Vec<crate::model::acct::AcctJob>,
+    /// This run's suspensions (`scontrol suspend` or preemption), so its
+    /// time limit stops while it is stopped.
+    #[serde(default)]
+    pub suspend: SuspendClock,
+    /// Suspended by preemption (`PreemptMode=SUSPEND,GANG`): for whom, and
+    /// the CPUs it lent; it resumes when they are free again.
+    #[serde(default)]
+    pub preempt_suspended: Option<PreemptSuspend>,
+}
+
+/// Slurm's `suspend_time`, `pre_sus_time` and `tot_sus_time` for one run:
+/// the time limit counts running time only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuspendClock {
+    /// When it was last suspended or resumed (`SuspendTime=`).
+    pub last: Option<UnixTime>,
+    /// Seconds it ran before its latest suspension (`SecsPreSuspend=`).
+    pub pre_secs: u64,
+    /// Seconds it has spent suspended, the current suspension excluded
+    /// (sacct's `Suspended`).
+    pub total_secs: u64,
+}
+
+impl SuspendClock {
+    /// It stops at `now` (started at `start`).
+    pub fn suspend(&mut self, start: UnixTime, now: UnixTime) {
+        let from = self.last.unwrap_or(start);
+        self.pre_secs += u64::try_from(now - from).unwrap_or(0);
+        self.last = Some(now);
+    }
+
+    /// It goes on at `now`.
+    pub fn resume(&mut self, now: UnixTime) {
+        let from = self.last.unwrap_or(now);
+        self.total_secs += u64::try_from(now - from).unwrap_or(0);
+        self.last = Some(now);
+    }
+
+    /// Seconds suspended up to `now`, the current suspension included
+    /// when `suspended`.
+    pub fn suspended_secs(&self, suspended: bool, now: UnixTime) -> u64 {
+        let current = match (suspended, self.last) {
+            (true, Some(t)) => u64::try_from(now - t).unwrap_or(0),
+            _ => 0,
+        };
+        self.total_secs + current
+    }
+}
+
+/// A job suspended to make room for a preemptor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreemptSuspend {
+    /// When it was suspended.
+    pub at: UnixTime,
+    /// The job it makes room for.
+    pub by: u32,
+    /// The CPUs the preemptor took from it, by node (empty until the
+    /// preemptor starts): the job holds the rest of its CPUs, and all of
+    /// its memory and GRES, while it waits.
+    pub lent: Vec<LentCpus>,
+}
+
+impl JobRecord {
+    /// The part of its allocation the job holds now: all of it, less the
+    /// CPUs it lent while suspended for a preemptor.
+    pub fn held_alloc(&self) -> Option<Allocation> {
+        let mut a = self.alloc.clone()?;
+        let Some(s) = &self.preempt_suspended else {
+            return Some(a);
+        };
+        for lent in &s.lent {
+            let Some(i) = a.ranks.iter().position(|&r| r == lent.rank) else {
+                continue;
+            };
+            if let Some(c) = a.cpus.get_mut(i) {
+                *c = c.saturating_sub(lent.count);
+            }
+            if let Some(ids) = a.cpu_ids.get_mut(i) {
+                ids.retain(|x| !lent.ids.contains(x));
+            }
+        }
+        Some(a)
+    }
+}
+
+/// CPUs a suspended job lent on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LentCpus {
+    pub rank: u32,
+    /// Slurm's abstract CPU ids (empty for an allocation made before CPUs
+    /// were held by identity).
+    pub ids: Vec<u32>,
+    pub count: u32,
 }
 
 /// A running job's preemption in progress.

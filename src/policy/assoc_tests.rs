@@ -91,6 +91,8 @@ fn job(id: u32, user: &str, account: &str, cpus: u32) -> JobRecord {
         mail_sent: 0,
         configuring: false,
         preempted: None,
+        suspend: Default::default(),
+        preempt_suspended: None,
     }
 }
 

@@ -47,6 +47,8 @@ fn account<'a>(d: &'a mut AssocDb, name: &str) -> &'a mut Assoc {
 fn job(id: u32, user: &str, cpus: u32, limit: Option<u32>) -> JobRecord {
     JobRecord {
         earlier_runs: Vec::new(),
+        suspend: Default::default(),
+        preempt_suspended: None,
         job_id: id,
         submit: JobSubmit {
             user: user.into(),

@@ -660,6 +660,29 @@ pub fn release(alloc: &Allocation, slots: &mut [NodeSlot]) {
     }
 }
 
+/// Give back only an allocation's CPUs: a job suspended for a preemptor
+/// keeps its memory and GRES.
+pub fn release_cpus(alloc: &Allocation, slots: &mut [NodeSlot]) {
+    for (i, &rank) in alloc.ranks.iter().enumerate() {
+        let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
+        let count = alloc.cpus.get(i).copied().unwrap_or(0);
+        hold_cpus(rank, ids, count, slots, false);
+    }
+}
+
+/// Hold (`true`) or give back CPUs on node `rank`: `ids` by identity,
+/// `count` in the node's count.
+pub fn hold_cpus(rank: u32, ids: &[u32], count: u32, slots: &mut [NodeSlot], hold: bool) {
+    if let Some(s) = slots.get_mut(rank as usize) {
+        s.alloc_cpus = if hold {
+            s.alloc_cpus.saturating_add(count)
+        } else {
+            s.alloc_cpus.saturating_sub(count)
+        };
+        placement::hold(&mut s.used, &mut s.gres, ids, &[], hold);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

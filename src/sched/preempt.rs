@@ -2,7 +2,9 @@
 //! running jobs it may displace, the smallest set whose resources let it
 //! start. Pure: the controller core builds the candidates from its policy
 //! (`preempt/partition_prio`: jobs of lower `PriorityTier` partitions on
-//! shared nodes) and carries the preemptions out.
+//! shared nodes; `preempt/qos`: jobs whose QOS the waiting job's QOS
+//! lists in `Preempt=`) and carries the preemptions out. A candidate to be
+//! suspended gives up only its CPUs: its memory and GRES stay held.
 //!
 //! The search follows slurmctld's (`_run_now` in select/cons_tres): take
 //! candidates away one at a time, the least important first, until the job
@@ -10,7 +12,7 @@
 //! each back, the most important first, and keep it running if the job
 //! still fits without its resources.
 
-use super::{place, release, NodeSlot, Request};
+use super::{place, release, release_cpus, NodeSlot, Request};
 use crate::model::job::Allocation;
 use crate::model::time::UnixTime;
 
@@ -19,17 +21,37 @@ use crate::model::time::UnixTime;
 pub struct Candidate<'a> {
     pub job_id: u32,
     pub alloc: &'a Allocation,
-    /// Its partition's `PriorityTier`.
-    pub tier: u32,
+    /// How much it matters: its partition's `PriorityTier`
+    /// (partition_prio) or its QOS's `Priority` (qos).
+    pub prio: u32,
     pub start: UnixTime,
+    /// It would be suspended: only its CPUs come free.
+    pub suspend: bool,
 }
 
 impl Candidate<'_> {
-    /// slurmctld's order key for preempt/partition_prio: tier first, then
-    /// size (smaller jobs go first).
+    /// slurmctld's order key (both plugins' `_gen_job_prio`): importance
+    /// in the high 16 bits, then size (smaller jobs go first).
     fn key(&self) -> u32 {
-        (self.tier << 16).saturating_add((self.alloc.ranks.len() as u32).min(0xffff))
+        (self.prio.min(0xffff) << 16).saturating_add((self.alloc.ranks.len() as u32).min(0xffff))
     }
+
+    fn free(&self, slots: &mut [NodeSlot]) {
+        if self.suspend {
+            release_cpus(self.alloc, slots);
+        } else {
+            release(self.alloc, slots);
+        }
+    }
+}
+
+/// Resources that come free without preempting anyone: the allocation
+/// of a job already ending (all of it) or one suspended for this very
+/// job (its CPUs only).
+#[derive(Debug, Clone, Copy)]
+pub struct Freeing<'a> {
+    pub alloc: &'a Allocation,
+    pub cpus_only: bool,
 }
 
 /// How candidates are ordered and how hard the search shrinks its set.
@@ -52,21 +74,25 @@ pub enum Plan {
     Preempt(Vec<u32>),
 }
 
-/// Whom to preempt so that `req` can start on `ranks`. `freeing`: the
-/// allocations of jobs already ending or preempted (counted as free).
+/// Whom to preempt so that `req` can start on `ranks`. `freeing`: what
+/// jobs already ending, preempted or suspended for it will give back.
 /// `None`: it would not fit even with every candidate gone, so nothing is
 /// preempted for it.
 pub fn plan(
     req: &Request,
     ranks: &[u32],
     slots: &[NodeSlot],
-    freeing: &[&Allocation],
+    freeing: &[Freeing<'_>],
     candidates: &mut [Candidate<'_>],
     order: Order,
 ) -> Option<Plan> {
     let mut base = slots.to_vec();
-    for a in freeing {
-        release(a, &mut base);
+    for f in freeing {
+        if f.cpus_only {
+            release_cpus(f.alloc, &mut base);
+        } else {
+            release(f.alloc, &mut base);
+        }
     }
     if place(req, ranks, &base).is_some() {
         return Some(Plan::Wait);
@@ -82,7 +108,7 @@ pub fn plan(
     let mut taken = 0;
     let mut fit = None;
     for c in candidates.iter() {
-        release(c.alloc, &mut trial);
+        c.free(&mut trial);
         taken += 1;
         if let Some(a) = place(req, ranks, &trial) {
             fit = Some(a);
@@ -133,7 +159,7 @@ fn fits_without(
 ) -> Option<Allocation> {
     let mut s = base.to_vec();
     for c in gone {
-        release(c.alloc, &mut s);
+        c.free(&mut s);
     }
     place(req, ranks, &s)
 }
@@ -151,9 +177,14 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn req(nodes: u32, tasks: u32) -> Request {
+        req_mem(nodes, tasks, None)
+    }
+
+    fn req_mem(nodes: u32, tasks: u32, mem_mb: Option<u64>) -> Request {
         Request::from_submit(&JobSubmit {
             min_nodes: Some(nodes),
             ntasks: Some(tasks),
+            mem_per_node_mb: mem_mb,
             ..Default::default()
         })
     }
@@ -161,6 +192,12 @@ mod tests {
     /// A cluster of `n` four-CPU nodes with the given jobs (nodes, tasks)
     /// placed in order (those that no longer fit are left out).
     fn cluster(n: usize, jobs: &[(u32, u32)]) -> (Vec<NodeSlot>, Vec<Allocation>) {
+        let jobs: Vec<(u32, u32, Option<u64>)> = jobs.iter().map(|&(n, t)| (n, t, None)).collect();
+        cluster_mem(n, &jobs)
+    }
+
+    /// As [`cluster`], the jobs holding memory too (nodes have 1000 MiB).
+    fn cluster_mem(n: usize, jobs: &[(u32, u32, Option<u64>)]) -> (Vec<NodeSlot>, Vec<Allocation>) {
         let mut slots: Vec<NodeSlot> = (0..n).map(|_| NodeSlot::plain(4, 1000)).collect();
         for s in &mut slots {
             s.available = true;
@@ -168,8 +205,8 @@ mod tests {
         let ranks: Vec<u32> = (0..n as u32).collect();
         let allocs = jobs
             .iter()
-            .filter_map(|&(nodes, tasks)| {
-                let a = place(&req(nodes, tasks), &ranks, &slots)?;
+            .filter_map(|&(nodes, tasks, mem)| {
+                let a = place(&req_mem(nodes, tasks, mem), &ranks, &slots)?;
                 apply(&a, &mut slots);
                 Some(a)
             })
@@ -184,8 +221,9 @@ mod tests {
             .map(|(i, a)| Candidate {
                 job_id: i as u32 + 1,
                 alloc: a,
-                tier: tiers[i],
+                prio: tiers[i],
                 start: i as i64,
+                suspend: false,
             })
             .collect()
     }
@@ -211,15 +249,79 @@ mod tests {
             None
         );
         // The other one is already ending: the job waits for it.
+        let leaving = Freeing {
+            alloc: &allocs[1],
+            cpus_only: false,
+        };
         let p = plan(
             &req(1, 4),
             &[0, 1],
             &slots,
-            &[&allocs[1]],
+            &[leaving],
             &mut c,
             Order::default(),
         );
         assert_eq!(p, Some(Plan::Wait));
+    }
+
+    #[test]
+    fn a_suspended_candidate_frees_its_cpus_but_not_its_memory() {
+        // One node: a job holding 2 CPUs and 800 of 1000 MiB.
+        let (slots, allocs) = cluster_mem(1, &[(1, 2, Some(800))]);
+        let mut c = candidates(&allocs, &[0]);
+        c[0].suspend = true;
+        // CPUs only: a job without memory fits once it is suspended.
+        let p = plan(&req(1, 4), &[0], &slots, &[], &mut c, Order::default());
+        assert_eq!(p, Some(Plan::Preempt(vec![1])));
+        // One that needs 500 MiB does not: suspending it is no help.
+        let p = plan(
+            &req_mem(1, 4, Some(500)),
+            &[0],
+            &slots,
+            &[],
+            &mut c,
+            Order::default(),
+        );
+        assert_eq!(p, None);
+        // Cancelled, it gives its memory back too.
+        c[0].suspend = false;
+        let p = plan(
+            &req_mem(1, 4, Some(500)),
+            &[0],
+            &slots,
+            &[],
+            &mut c,
+            Order::default(),
+        );
+        assert_eq!(p, Some(Plan::Preempt(vec![1])));
+    }
+
+    #[test]
+    fn qos_priority_orders_candidates_before_size() {
+        // Three one-node jobs; the two-node one has the lowest QOS
+        // priority, so it goes before the smaller, more important ones.
+        let (slots, allocs) = cluster(3, &[(1, 4), (2, 8)]);
+        let mut c = candidates(&allocs, &[50, 10]);
+        let p = plan(
+            &req(1, 4),
+            &[0, 1, 2],
+            &slots,
+            &[],
+            &mut c,
+            Order::default(),
+        );
+        assert_eq!(p, Some(Plan::Preempt(vec![2])));
+        // A QOS priority past 16 bits counts as 0xffff, not as a wrap.
+        let mut c = candidates(&allocs, &[0x1_0000, 0xfffe]);
+        let p = plan(
+            &req(1, 4),
+            &[0, 1, 2],
+            &slots,
+            &[],
+            &mut c,
+            Order::default(),
+        );
+        assert_eq!(p, Some(Plan::Preempt(vec![2])));
     }
 
     #[test]
@@ -259,19 +361,35 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(seed);
         for round in 0..300 {
             let n = rng.gen_range(1..=6);
-            let jobs: Vec<(u32, u32)> = (0..rng.gen_range(0..10))
-                .map(|_| (1, rng.gen_range(1..=4)))
+            // Some jobs hold memory, so a suspended one (which keeps it)
+            // may not make room where a cancelled one would.
+            let jobs: Vec<(u32, u32, Option<u64>)> = (0..rng.gen_range(0..10))
+                .map(|_| {
+                    let mem = rng.gen_bool(0.3).then(|| rng.gen_range(100..=600));
+                    (1, rng.gen_range(1..=4), mem)
+                })
                 .collect();
-            let (slots, allocs) = cluster(n, &jobs);
+            let (slots, allocs) = cluster_mem(n, &jobs);
             let tiers: Vec<u32> = allocs.iter().map(|_| rng.gen_range(0..3)).collect();
+            let suspend: Vec<bool> = allocs.iter().map(|_| rng.gen_bool(0.5)).collect();
             let leaving = rng.gen_range(0..=allocs.len().min(1));
-            let freeing: Vec<&Allocation> = allocs[..leaving].iter().collect();
+            // The one leaving is either ending or suspended for this job.
+            let leaving_cpus_only = rng.gen_bool(0.5);
+            let freeing: Vec<Freeing<'_>> = allocs[..leaving]
+                .iter()
+                .map(|alloc| Freeing {
+                    alloc,
+                    cpus_only: leaving_cpus_only,
+                })
+                .collect();
             let mut c = candidates(&allocs[leaving..], &tiers[leaving..]);
             for (i, cand) in c.iter_mut().enumerate() {
                 cand.job_id = (leaving + i) as u32 + 1;
+                cand.suspend = suspend[leaving + i];
             }
             let ranks: Vec<u32> = (0..n as u32).collect();
-            let r = req(rng.gen_range(1..=n as u32), rng.gen_range(1..=8));
+            let mem = rng.gen_bool(0.3).then(|| rng.gen_range(100..=800));
+            let r = req_mem(rng.gen_range(1..=n as u32), rng.gen_range(1..=8), mem);
             let order = Order {
                 youngest_first: rng.gen(),
                 reorder_count: 1,
@@ -279,11 +397,20 @@ mod tests {
             let ctx = format!("seed {seed} round {round}");
             let gone = |ids: &[u32]| {
                 let mut s = slots.clone();
-                for a in &freeing {
-                    release(a, &mut s);
+                for f in &freeing {
+                    if f.cpus_only {
+                        release_cpus(f.alloc, &mut s);
+                    } else {
+                        release(f.alloc, &mut s);
+                    }
                 }
                 for &id in ids {
-                    release(&allocs[id as usize - 1], &mut s);
+                    let i = id as usize - 1;
+                    if suspend[i] {
+                        release_cpus(&allocs[i], &mut s);
+                    } else {
+                        release(&allocs[i], &mut s);
+                    }
                 }
                 s
             };

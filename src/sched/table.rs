@@ -607,6 +607,9 @@ impl JobTable {
         j.reason = JobReason::None;
         j.start_time = Some(now);
         j.alloc = Some(alloc);
+        // A new run: no suspensions yet.
+        j.suspend = Default::default();
+        j.preempt_suspended = None;
         self.running.insert(id);
         let array = j.array;
         self.touch(id, array);
@@ -833,6 +836,20 @@ impl JobTable {
         self.jobs.get(&id).is_some_and(|j| self.throttled(j))
     }
 
+    /// A partition's queued jobs in queue order, the first `limit`.
+    pub fn queued_in(&self, partition: &str, limit: usize) -> Vec<u32> {
+        self.queues
+            .get(partition)
+            .map(|q| q.iter().take(limit).map(|k| k.3).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether job `id` is pending and may start (not held, no open
+    /// dependency).
+    pub fn is_queued(&self, id: u32) -> bool {
+        self.jobs.get(&id).is_some_and(schedulable)
+    }
+
     /// Start pending job `id` on `alloc` (a pass other than [`Self::schedule`]
     /// placed it); its record becomes Running. False if it is not queued.
     pub fn start_job(&mut self, id: u32, alloc: Allocation, now: UnixTime) -> bool {
@@ -897,6 +914,8 @@ mod tests {
             mail_sent: 0,
             configuring: false,
             preempted: None,
+            suspend: Default::default(),
+            preempt_suspended: None,
         }
     }
 

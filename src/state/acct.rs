@@ -94,6 +94,7 @@ mod tests {
             array: None,
             req_gres: Vec::new(),
             alloc_gres: Vec::new(),
+            suspended_secs: 0,
         }
     }
 

@@ -529,6 +529,8 @@ mod tests {
             mail_sent: 0,
             configuring: false,
             preempted: None,
+            suspend: Default::default(),
+            preempt_suspended: None,
         }
     }
 

@@ -215,6 +215,9 @@ job_columns! {
     licenses: String,
     sched_start: Option<UnixTime>,
     sched_nodes: String,
+    suspend_time: Option<UnixTime>,
+    secs_pre_suspend: u64,
+    suspended_secs: u64,
 }
 
 impl<'de> Deserialize<'de> for JobList {

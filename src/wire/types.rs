@@ -116,6 +116,15 @@ pub struct JobInfo {
     /// empty when none.
     #[serde(default)]
     pub sched_nodes: String,
+    /// When it was last suspended or resumed (`SuspendTime=`).
+    #[serde(default)]
+    pub suspend_time: Option<UnixTime>,
+    /// Seconds it ran before its latest suspension (`SecsPreSuspend=`).
+    #[serde(default)]
+    pub secs_pre_suspend: u64,
+    /// Seconds it has been suspended in this run, up to now.
+    #[serde(default)]
+    pub suspended_secs: u64,
 }
 
 /// One `Nodes=n[1-2] CPU_IDs=0-3 Mem=1000 GRES=gpu:a100:2(IDX:0-1)` line.

@@ -68,6 +68,8 @@ fn job(id: u32, rng: &mut Lcg, resvs: u32, with_rules: bool) -> JobRecord {
         mail_sent: 0,
         configuring: false,
         preempted: None,
+        suspend: Default::default(),
+        preempt_suspended: None,
     }
 }
 

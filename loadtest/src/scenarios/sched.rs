@@ -92,6 +92,8 @@ fn record(id: u32, submit: JobSubmit, limit_min: u32, priority: u32) -> JobRecor
         mail_sent: 0,
         configuring: false,
         preempted: None,
+        suspend: Default::default(),
+        preempt_suspended: None,
     }
 }
 

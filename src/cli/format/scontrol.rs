@@ -117,7 +117,10 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
     // The scheduler last looked at the job when it started it (or, for a job
     // that never started, when it was submitted).
     r.line(format!(
-        "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
+        "SuspendTime={} SecsPreSuspend={} LastSchedEval={} Scheduler=Main",
+        j.suspend_time
+            .map_or_else(|| "None".to_string(), |t| fmt_timestamp(Some(t))),
+        j.secs_pre_suspend,
         fmt_timestamp(j.start_time.or(Some(j.submit_time)))
     ));
     r.line(format!("Partition={} AllocNode:Sid=(null):0", j.partition));

@@ -738,6 +738,7 @@ fn sample_job() -> AcctJob {
         array: None,
         req_gres: Vec::new(),
         alloc_gres: Vec::new(),
+        suspended_secs: 0,
     }
 }
 

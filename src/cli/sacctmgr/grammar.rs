@@ -131,6 +131,48 @@ fn minutes(key: &str, v: &str) -> Result<Option<u32>, Bad> {
     }
 }
 
+/// A time in seconds, read as sacctmgr's `time_str2secs` does:
+/// `days-hours[:minutes[:seconds]]`, `hours:minutes:seconds`,
+/// `minutes:seconds` or `minutes`. `-1`, `INFINITE` and `UNLIMITED`
+/// clear it (`Some(None)`); `None`: not a time.
+fn exempt_secs(v: &str) -> Option<Option<u32>> {
+    let v = v.trim();
+    if v == "-1" || v.eq_ignore_ascii_case("infinite") || v.eq_ignore_ascii_case("unlimited") {
+        return Some(None);
+    }
+    let num = |t: &str| -> Option<u64> {
+        (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| t.parse().ok())
+            .flatten()
+    };
+    let (days, rest) = match v.split_once('-') {
+        Some((d, r)) => (num(d)?, Some(r)),
+        None => (0, None),
+    };
+    let secs = match rest {
+        Some(r) => {
+            let mut parts = r.split(':');
+            let h = parts.next().map_or(Some(0), num)?;
+            let m = parts.next().map_or(Some(0), num)?;
+            let s = parts.next().map_or(Some(0), num)?;
+            if parts.next().is_some() {
+                return None;
+            }
+            days * 86400 + h * 3600 + m * 60 + s
+        }
+        None => {
+            let parts: Vec<u64> = v.split(':').map(num).collect::<Option<_>>()?;
+            match parts[..] {
+                [m] => m * 60,
+                [m, s] => m * 60 + s,
+                [h, m, s] => h * 3600 + m * 60 + s,
+                _ => return None,
+            }
+        }
+    };
+    u32::try_from(secs).ok().map(Some)
+}
+
 fn tres(key: &str, v: &str) -> Result<TresEdit, Bad> {
     TresEdit::parse(v).map_err(|e| Bad(format!(" Bad {key} value: {}", e.0)))
 }
@@ -259,6 +301,11 @@ fn qos_setting(s: &mut Settings, key: &str, op: &str, v: &str) -> Result<bool, B
         q.max_tres_per_job = Some(tres(key, v)?);
     } else if is_key(key, "MaxWallDurationPerJob", 4) {
         q.max_wall = Some(minutes(key, v)?);
+    } else if is_key(key, "PreemptExemptTime", 8) {
+        q.preempt_exempt_time = Some(
+            exempt_secs(v)
+                .ok_or_else(|| Bad(format!(" Bad PreemptExemptTime format: {key}={v}")))?,
+        );
     } else if is_key(key, "PreemptMode", 8) {
         q.preempt_mode =
             Some(PreemptMode::parse(v).ok_or_else(|| Bad(format!(" Bad PreemptMode value: {v}")))?);
@@ -561,6 +608,13 @@ mod tests {
         assert_eq!(r.set.qos.max_wall, Some(Some(1440)));
         assert_eq!(r.set.qos.max_jobs_per_user, Some(Some(2)));
         assert_eq!(r.set.qos.grace_time, Some(Some(60)));
+        let r = change_of("modify qos high set PreemptExemptTime=1-0:10 PreemptMode=suspend");
+        assert_eq!(r.set.qos.preempt_exempt_time, Some(Some(86400 + 600)));
+        assert_eq!(exempt_secs("10"), Some(Some(600)));
+        assert_eq!(exempt_secs("1:30"), Some(Some(90)));
+        assert_eq!(exempt_secs("01:00:05"), Some(Some(3605)));
+        assert_eq!(exempt_secs("-1"), Some(None));
+        assert_eq!(exempt_secs("soon"), None);
         assert!(parse(&words("add qos x Flags=Bogus")).is_err());
         // GrpTRESMins (and the old GrpCPUMins) on a QOS and an account.
         let r = change_of("modify qos high set GrpTRESMins=cpu=600,gres/gpu=60 GrpWall=2:00:00");

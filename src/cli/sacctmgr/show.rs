@@ -48,6 +48,7 @@ enum F {
     ParentName,
     Partition,
     Preempt,
+    PreemptExemptTime,
     PreemptMode,
     Priority,
     Qos,
@@ -130,7 +131,13 @@ const FIELDS: &[(&str, usize, &str, i32, F)] = &[
     ("Partition", 4, "Partition", 10, F::Partition),
     ("PreemptMode", 8, "PreemptMode", 11, F::PreemptMode),
     ("Preempt", 7, "Preempt", 10, F::Preempt),
-    ("PreemptExemptTime", 8, "PreemptExemptTime", 19, F::Blank),
+    (
+        "PreemptExemptTime",
+        8,
+        "PreemptExemptTime",
+        19,
+        F::PreemptExemptTime,
+    ),
     ("Priority", 3, "Priority", 10, F::Priority),
     ("QOSLevel", 3, "QOS", 20, F::Qos),
     ("RPC", 1, "RPC", 5, F::Rpc),
@@ -264,7 +271,12 @@ fn qos_value(q: &Qos, f: F) -> String {
         F::Priority => q.priority.to_string(),
         F::GraceTime => crate::model::time::fmt_duration_long(u64::from(q.grace_time)),
         F::Preempt => q.preempt.iter().cloned().collect::<Vec<_>>().join(","),
-        F::PreemptMode => q.preempt_mode.to_string(),
+        // sacctmgr shows the mode in lower case (`cluster`, `suspend`).
+        F::PreemptMode => q.preempt_mode.to_string().to_lowercase(),
+        F::PreemptExemptTime => q
+            .preempt_exempt_time
+            .map(|s| crate::model::time::fmt_duration_long(u64::from(s)))
+            .unwrap_or_default(),
         F::Flags => q.flags_text(),
         F::UsageFactor => format!("{:.6}", q.usage_factor),
         F::GrpTres => tres(&q.grp_tres),
@@ -588,5 +600,24 @@ mod tests {
             lines[2]
         );
         assert!(lines[2].contains(" 1.000000 "), "{}", lines[2]);
+    }
+
+    #[test]
+    fn qos_preemption_settings_show_as_sacctmgr_prints_them() {
+        let mut d = db();
+        let mut q = crate::model::assoc::Qos::new(2, "urgent");
+        q.preempt.insert("normal".into());
+        q.preempt.insert("scavenger".into());
+        q.preempt_mode = crate::model::assoc::PreemptMode::Suspend;
+        q.grace_time = 90;
+        q.preempt_exempt_time = Some(3600 + 5);
+        d.qos.insert("urgent".into(), q);
+        let s = show("show qos urgent format=Name,Preempt,PreemptMode,GraceTime,PreemptExemptTime");
+        let style = Style {
+            noheader: true,
+            parsable: Some(true),
+        };
+        let text = render(&d, &HOST, &s, style).unwrap();
+        assert_eq!(text, "urgent|normal,scavenger|suspend|00:01:30|01:00:05|\n");
     }
 }

@@ -97,8 +97,8 @@ impl fmt::Display for PreemptMode {
     }
 }
 
-/// One QOS. Times: `max_wall`/`grp_wall` in minutes, `grace_time` in
-/// seconds.
+/// One QOS. Times: `max_wall`/`grp_wall` in minutes, `grace_time` and
+/// `preempt_exempt_time` in seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Qos {
     pub id: u32,
@@ -115,6 +115,10 @@ pub struct Qos {
     pub preempt: BTreeSet<String>,
     #[serde(default)]
     pub preempt_mode: PreemptMode,
+    /// `PreemptExemptTime`: its jobs are not preempted before they have
+    /// run this long (it overrides slurm.conf's). `None`: not set.
+    #[serde(default)]
+    pub preempt_exempt_time: Option<u32>,
     #[serde(default)]
     pub flags: BTreeSet<QosFlag>,
     #[serde(default)]
@@ -157,6 +161,7 @@ impl Qos {
             grace_time: 0,
             preempt: BTreeSet::new(),
             preempt_mode: PreemptMode::Cluster,
+            preempt_exempt_time: None,
             flags: BTreeSet::new(),
             grp_tres: Tres::default(),
             grp_jobs: None,
@@ -247,6 +252,12 @@ pub struct QosEdit {
     pub grace_time: Edit<u32>,
     pub preempt: Option<ListEdit>,
     pub preempt_mode: Option<PreemptMode>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::limits::double_option"
+    )]
+    pub preempt_exempt_time: Edit<u32>,
     /// Flags: `Set` replaces, `Add`/`Remove` edit (names already checked).
     pub flags: Option<(ListEdit, Vec<QosFlag>)>,
     pub grp_tres: Option<TresEdit>,
@@ -327,6 +338,7 @@ impl QosEdit {
         if let Some(m) = self.preempt_mode {
             q.preempt_mode = m;
         }
+        set(&mut q.preempt_exempt_time, &self.preempt_exempt_time);
         if let Some((how, flags)) = &self.flags {
             match how {
                 ListEdit::Set(_) => q.flags = flags.iter().copied().collect(),
@@ -381,6 +393,12 @@ impl QosEdit {
         }
         if let Some(m) = self.preempt_mode {
             out.push(format!("  PreemptMode    = {m}"));
+        }
+        if let Some(e) = self.preempt_exempt_time {
+            let t = e.map_or("NONE".to_string(), |s| {
+                crate::model::time::fmt_duration_long(u64::from(s))
+            });
+            out.push(format!("  PreemptExemptTime = {t}"));
         }
         edit_line(out, "Priority       ", &self.priority);
         if let Some(u) = self.usage_factor {

@@ -150,15 +150,19 @@ pub fn backfill(
         .collect();
     let limits_of = |name: &str| part_index.get(name).and_then(|&i| input.part_limits.get(i));
     let running = table.running().filter_map(|j| {
-        let alloc = j.alloc.clone()?;
+        // A job suspended for a preemptor gives back only what it holds.
+        let alloc = j.held_alloc()?;
         let d = run_secs(j, limits_of(&j.partition));
         let start = j.start_time.unwrap_or(now);
         // A suspended job's clock stops: take it as ending no sooner than
-        // a full limit from now.
+        // the rest of its limit from now; one that was suspended before
+        // ends that much later.
+        let stopped = i64::try_from(j.suspend.total_secs).unwrap_or(i64::MAX);
         let end = if j.state == JobState::Suspended {
-            now.saturating_add(d)
+            let ran = i64::try_from(j.suspend.pre_secs).unwrap_or(0);
+            now.saturating_add((d - ran).max(0))
         } else {
-            start.saturating_add(d)
+            start.saturating_add(d).saturating_add(stopped)
         };
         Some((end.min(NEVER), alloc))
     });

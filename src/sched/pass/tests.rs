@@ -49,6 +49,8 @@ pub(super) fn pending(
         mail_sent: 0,
         configuring: false,
         preempted: None,
+        suspend: Default::default(),
+        preempt_suspended: None,
     }
 }
 

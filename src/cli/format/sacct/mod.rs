@@ -906,8 +906,8 @@ fn value(field: Field, row: Row<'_>, ctx: Ctx) -> Value {
         }),
         F::State => Value::Text(step.map_or(job.state, |s| s.state).name().to_string()),
         F::SubmitLine => job_text(step, &job.submit_line),
-        // canopy does not suspend jobs, so no time is ever spent suspended.
-        F::Suspended => Value::Duration(Some(0)),
+        // The job's time suspended; its steps show the same, as sacct does.
+        F::Suspended => Value::Duration(Some(job.suspended_secs)),
         F::SystemCpu => Value::Text(cpu_time_text(cpu_ms(row, |s| s.system_cpu_ms))),
         F::UserCpu => Value::Text(cpu_time_text(cpu_ms(row, |s| s.user_cpu_ms))),
         F::TotalCpu => Value::Text(cpu_time_text(cpu_ms(row, |s| {
@@ -976,12 +976,14 @@ fn secs_between(from: UnixTime, to: UnixTime) -> u64 {
 /// Wall time of the row: from start to end (or to `now` while running), 0 if it never
 /// started. A step with no end of its own ends with its job, as Slurm fills it in.
 fn elapsed_secs(row: Row<'_>, now: UnixTime) -> u64 {
-    let (start, end) = match row {
-        Row::Job(job, _) => (job.start_time, job.end_time),
-        Row::Step(job, step) => (step.start_time, step.end_time.or(job.end_time)),
+    // Time the job spent suspended is not run time (slurmdbd subtracts
+    // it too); canopy keeps it for the job, not per step.
+    let (start, end, suspended) = match row {
+        Row::Job(job, _) => (job.start_time, job.end_time, job.suspended_secs),
+        Row::Step(job, step) => (step.start_time, step.end_time.or(job.end_time), 0),
     };
     match set_time(start) {
-        Some(start) => secs_between(start, set_time(end).unwrap_or(now)),
+        Some(start) => secs_between(start, set_time(end).unwrap_or(now)).saturating_sub(suspended),
         None => 0,
     }
 }

@@ -451,19 +451,21 @@ fn fmt_squeue_time(t: Option<i64>) -> String {
 }
 
 /// Seconds the job has run: none while pending, up to `now` while it runs,
-/// up to its end once it has one.
+/// up to its end once it has one; time spent suspended does not count
+/// (a suspended job shows what it ran before, as Slurm's `SecsPreSuspend`).
 pub(crate) fn used_secs(j: &JobInfo, now: i64) -> u64 {
     let Some(start) = j.start_time else {
         return 0;
     };
     let end = match j.state {
         JobState::Pending => return 0,
-        // N.B. Slurm shows a suspended job's pre-suspension time; JobInfo does
-        // not carry it, so a suspended job keeps counting like a running one.
-        JobState::Running | JobState::Suspended => now,
+        JobState::Suspended => return j.secs_pre_suspend,
+        JobState::Running => now,
         _ => j.end_time.unwrap_or(now),
     };
-    u64::try_from(end.saturating_sub(start)).unwrap_or(0)
+    u64::try_from(end.saturating_sub(start))
+        .unwrap_or(0)
+        .saturating_sub(j.suspended_secs)
 }
 
 /// `%D`: a pending job shows the node count it asked for.

@@ -487,3 +487,21 @@ fn start_format_shows_planned_starts_and_nodes() {
     );
     assert_eq!(out, expected);
 }
+
+/// Time suspended does not count as run time: a suspended job shows what
+/// it ran before (`SecsPreSuspend`), a resumed one its running time only.
+#[test]
+fn used_time_leaves_out_time_suspended() {
+    let mut j = job(1, "s", "p", JobState::Suspended);
+    j.start_time = Some(T0);
+    j.secs_pre_suspend = 30;
+    j.suspend_time = Some(T0 + 30);
+    assert_eq!(used_secs(&j, T0 + 500), 30);
+    j.state = JobState::Running;
+    j.suspend_time = Some(T0 + 130);
+    j.suspended_secs = 100;
+    assert_eq!(used_secs(&j, T0 + 200), 100);
+    j.state = JobState::Cancelled;
+    j.end_time = Some(T0 + 300);
+    assert_eq!(used_secs(&j, T0 + 900), 200);
+}
