@@ -224,6 +224,8 @@ struct Journal {
     live: std::collections::BTreeMap<u32, JobRecord>,
     /// Bytes in the file now.
     bytes: u64,
+    /// Bytes it held after it was last rewritten (its live records then).
+    rewritten: u64,
 }
 
 impl Journal {
@@ -234,14 +236,15 @@ impl Journal {
             .into_iter()
             .map(|r| (r.job_id, r))
             .collect();
-        let mut journal = Journal {
-            file: rewrite(&path, &live)?,
-            bytes: 0,
+        let file = rewrite(&path, &live)?;
+        let bytes = file.metadata()?.len();
+        Ok(Journal {
+            file,
+            bytes,
+            rewritten: bytes,
             path,
             live,
-        };
-        journal.bytes = journal.file.metadata()?.len();
-        Ok(journal)
+        })
     }
 
     /// Append `ops` in one write; rewrite the file when it has grown well past
@@ -266,12 +269,14 @@ impl Journal {
         }
         let appended = self.file.write_all(&text);
         self.bytes += text.len() as u64;
-        let live_bytes = self.live.len() as u64 * 256;
-        let grown = self.bytes > COMPACT_MIN_BYTES && self.bytes > COMPACT_FACTOR * live_bytes;
+        // Against the size of the last rewrite, not an estimate of the live
+        // records: a rewrite then always buys room for many appends.
+        let grown = self.bytes > COMPACT_MIN_BYTES.max(COMPACT_FACTOR * self.rewritten);
         if appended.is_err() || grown {
             // The whole live set, written afresh, stands for the failed append too.
             self.file = rewrite(&self.path, &self.live)?;
             self.bytes = self.file.metadata()?.len();
+            self.rewritten = self.bytes;
             return Ok(());
         }
         appended
@@ -571,6 +576,25 @@ mod tests {
             .map(|r| r.job_id)
             .collect();
         assert_eq!(ids, [2, 4]);
+    }
+
+    #[test]
+    fn large_live_records_are_not_rewritten_at_every_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = journal_path(dir.path());
+        let mut journal = Journal::open(dir.path()).unwrap();
+        // 100 jobs of 64 tasks each stay: far more than the minimum size.
+        for id in 0..100 {
+            journal.apply(vec![Op::Put(rec(id, 64))]).unwrap();
+        }
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let before = ino(&path);
+        // A few short jobs come and go: appended, not a rewrite each.
+        for id in 1000..1010 {
+            journal.apply(vec![Op::Put(rec(id, 1))]).unwrap();
+            journal.apply(vec![Op::Remove(id)]).unwrap();
+        }
+        assert_eq!(ino(&path), before, "the journal was rewritten");
     }
 
     #[test]
