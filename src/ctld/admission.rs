@@ -65,9 +65,9 @@ pub(super) fn recovered_next_id(
 ) -> u32 {
     let max = max.max(first);
     let start = persisted.unwrap_or(first).max(first);
-    let next = ids.filter(|&id| id >= start).fold(start, |n, id| {
-        n.max(id.saturating_add(1))
-    });
+    let next = ids
+        .filter(|&id| id >= start)
+        .fold(start, |n, id| n.max(id.saturating_add(1)));
     // Past MaxJobId the sequence wraps, as a live allocation does.
     if next > max {
         first
