@@ -1266,12 +1266,22 @@ impl Handler<RunCommand> for NodeAgent {
                             })
                             .await;
                         }
-                        term_then_kill(&groups, wait).await;
                         // A launch given up on is interrupted until it
-                        // settles; past this the teardown answers anyway
-                        // (a call stuck beyond any signal).
-                        for rx in settles {
-                            let _ = tokio::time::timeout(wait + LAUNCH_GRACE, rx).await;
+                        // settles; past KillWait and the launch grace the
+                        // teardown answers anyway (a call stuck beyond any
+                        // signal), within the controller's budget for it.
+                        let settled = async {
+                            for rx in settles {
+                                let _ = rx.await;
+                            }
+                        };
+                        let settled = tokio::time::timeout(wait + LAUNCH_GRACE, settled);
+                        let (_, settled) = tokio::join!(term_then_kill(&groups, wait), settled);
+                        if settled.is_err() {
+                            tracing::warn!(
+                                job_id,
+                                "a launch given up on has not settled; teardown answered anyway"
+                            );
                         }
                     }
                     .into_actor(self)
