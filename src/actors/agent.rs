@@ -233,6 +233,11 @@ pub struct NodeAgent {
     stats: Arc<ActorStats>,
     /// The Prolog and Epilog (real jobs only; see `agent/prolog.rs`).
     scripts: Option<prolog::NodeScripts>,
+    /// Batch launches a teardown gave up on, by their `Starting` id: told
+    /// once each has cleaned up what it made. The teardown answers only
+    /// then, as slurmd waits for a job's slurmstepd: the job's next run
+    /// (a requeue) reuses its spool directory and cgroup.
+    settling: HashMap<u64, oneshot::Sender<()>>,
 }
 
 /// A reply a handler gives later.
@@ -269,6 +274,7 @@ impl NodeAgent {
             next_seq: 1,
             stats,
             scripts: None,
+            settling: HashMap::new(),
         }
     }
 
@@ -744,20 +750,37 @@ impl NodeAgent {
             .get_mut(&job_id)
             .filter(|j| j.seq == seq && !abort.is_cancelled());
         let Some(job) = current else {
-            // Cancelled while it started: whatever it started dies now.
-            if let Ok(p) = r {
+            // Cancelled while it started: whatever it started dies now, and
+            // the teardown waiting on it answers once that is cleaned up
+            // (a launch that failed cleaned up after itself).
+            let settled = self.settling.remove(&id);
+            let leftovers = r.ok().map(|p| {
                 tracing::info!(
                     job_id,
                     pid = p.pid,
                     "batch script of a cancelled job killed"
                 );
                 signal_group(p.pid, Signal::SIGKILL);
-                remove_spool_dir(job_id, p.spool_dir);
-                if let Some(cg) = p.cgroup {
-                    end_job_cgroup(cg);
-                }
-            }
+                (p.spool_dir, p.cgroup)
+            });
             let _ = reply.send(Err(format!("job {job_id} ended while it was starting")));
+            ctx.spawn(
+                async move {
+                    if let Some((dir, cgroup)) = leftovers {
+                        let _ = tokio::task::spawn_blocking(move || {
+                            remove_spool_dir_now(job_id, &dir);
+                            if let Some(cg) = cgroup {
+                                crate::exec::leaf::end_job(cg);
+                            }
+                        })
+                        .await;
+                    }
+                    if let Some(tx) = settled {
+                        let _ = tx.send(());
+                    }
+                }
+                .into_actor(self),
+            );
             return;
         };
         job.starting.retain(|s| s.id != id);
@@ -857,13 +880,15 @@ struct BatchOutcome {
 /// Remove a job's spool directory off the event loop (it may sit on a slow
 /// disk).
 fn remove_spool_dir(job_id: u32, dir: PathBuf) {
-    tokio::task::spawn_blocking(move || {
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(job_id, dir = %dir.display(), error = %e, "cannot remove the job's spool directory");
-            }
+    tokio::task::spawn_blocking(move || remove_spool_dir_now(job_id, &dir));
+}
+
+fn remove_spool_dir_now(job_id: u32, dir: &std::path::Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(job_id, dir = %dir.display(), error = %e, "cannot remove the job's spool directory");
         }
-    });
+    }
 }
 
 /// Slurm's note, in a killed batch job's stderr, of when and why it was
@@ -1196,6 +1221,12 @@ impl Handler<RunCommand> for NodeAgent {
                 };
                 // Launches still blocked give up; one that starts its
                 // processes anyway kills them (the job is gone by then).
+                let batch_starts: Vec<u64> = job
+                    .starting
+                    .iter()
+                    .filter(|s| s.step.is_none())
+                    .map(|s| s.id)
+                    .collect();
                 if job.cancel_starting(|_| true) > 0 {
                     tracing::info!(job_id, node = %self.node, "job cancelled while starting");
                 }
@@ -1219,6 +1250,14 @@ impl Handler<RunCommand> for NodeAgent {
                 let groups: Vec<i32> = job.groups().collect();
                 let wait = Duration::from_secs(u64::from(kill_wait_s));
                 let node = self.node.clone();
+                let settles: Vec<oneshot::Receiver<()>> = batch_starts
+                    .into_iter()
+                    .map(|id| {
+                        let (tx, rx) = oneshot::channel();
+                        self.settling.insert(id, tx);
+                        rx
+                    })
+                    .collect();
                 Box::pin(
                     async move {
                         if let Some((file, cause)) = banner {
@@ -1227,7 +1266,23 @@ impl Handler<RunCommand> for NodeAgent {
                             })
                             .await;
                         }
-                        term_then_kill(&groups, wait).await
+                        // A launch given up on is interrupted until it
+                        // settles; past KillWait and the launch grace the
+                        // teardown answers anyway (a call stuck beyond any
+                        // signal), within the controller's budget for it.
+                        let settled = async {
+                            for rx in settles {
+                                let _ = rx.await;
+                            }
+                        };
+                        let settled = tokio::time::timeout(wait + LAUNCH_GRACE, settled);
+                        let (_, settled) = tokio::join!(term_then_kill(&groups, wait), settled);
+                        if settled.is_err() {
+                            tracing::warn!(
+                                job_id,
+                                "a launch given up on has not settled; teardown answered anyway"
+                            );
+                        }
                     }
                     .into_actor(self)
                     .then(move |_, act, ctx| {

@@ -51,6 +51,31 @@ pub(super) fn with_nice(priority: u32, nice: i32) -> u32 {
     adjusted.clamp(1, i64::from(u32::MAX - 1)) as u32
 }
 
+/// The next job id after a restart: the persisted one, but past every
+/// recovered job at or above it, as slurmctld advances its sequence over
+/// each job it loads. The store writes a submission's records before its
+/// next id, so a crash in between leaves jobs the persisted id does not
+/// cover; handing out their ids again once they are purged (MinJobAge)
+/// would give a new job a finished one's id.
+pub(super) fn recovered_next_id(
+    persisted: Option<u32>,
+    ids: impl Iterator<Item = u32>,
+    first: u32,
+    max: u32,
+) -> u32 {
+    let max = max.max(first);
+    let start = persisted.unwrap_or(first).max(first);
+    let next = ids
+        .filter(|&id| id >= start)
+        .fold(start, |n, id| n.max(id.saturating_add(1)));
+    // Past MaxJobId the sequence wraps, as a live allocation does.
+    if next > max {
+        first
+    } else {
+        next
+    }
+}
+
 impl Core {
     pub(super) fn submit(
         &mut self,
@@ -388,6 +413,60 @@ mod tests {
             Some(Reply::Submit(r)) => r.map(|r| r.job_id),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A crash between a submission's record and its next id: the job is
+    /// recovered but the persisted id still names it. Once the job is
+    /// cancelled and purged, a new submission must not get its id again.
+    #[test]
+    fn a_job_recovered_past_the_persisted_next_id_keeps_its_id_after_purge() {
+        use crate::state::store::Op;
+        let mut c = core("MinJobAge=10\n");
+        let id = submit(&mut c, 1000, 1, |_| {}).unwrap();
+        assert_eq!(id, 1);
+        let req = CancelRequest {
+            job_ids: vec![id],
+            signal: None,
+            batch_only: false,
+            exact: false,
+        };
+        c.apply(
+            1000,
+            Command::Cancel {
+                req,
+                caller: user(1000),
+            },
+        );
+        let rec = c.jobs().get(id).cloned().unwrap();
+        assert_eq!(rec.state, crate::model::job::JobState::Cancelled);
+        // The store kept the record but not NextJobId(2).
+        let conf = c.conf.clone();
+        let (mut c, out) = Core::recover(conf, vec![rec], Some(1), &HashMap::new(), 1001);
+        assert_eq!(c.next_job_id(), 2);
+        assert!(
+            out.persist.iter().any(|op| matches!(op, Op::NextJobId(2))),
+            "the advanced id is persisted before a purge can forget job 1"
+        );
+        let purged = c.apply(2000, Command::Tick).persist;
+        assert!(purged.iter().any(|op| matches!(op, Op::DeleteJob(1))));
+        assert_eq!(submit(&mut c, 1000, 1, |_| {}).unwrap(), 2);
+    }
+
+    #[test]
+    fn the_recovered_next_id_skips_recovered_jobs_and_wraps_at_max_job_id() {
+        use super::recovered_next_id as next;
+        // Nothing persisted, nothing recovered: FirstJobId.
+        assert_eq!(next(None, [].into_iter(), 10, 100), 10);
+        // Persisted id kept when no recovered job is at or above it.
+        assert_eq!(next(Some(40), [12, 39].into_iter(), 10, 100), 40);
+        // Past every job at or above it (array tasks included).
+        assert_eq!(next(Some(40), [12, 40, 41, 44].into_iter(), 10, 100), 45);
+        // A persisted id below FirstJobId starts there.
+        assert_eq!(next(Some(3), [].into_iter(), 10, 100), 10);
+        // Past MaxJobId: back to FirstJobId.
+        assert_eq!(next(Some(99), [100].into_iter(), 10, 100), 10);
+        // No persisted id (a crash before the first one was written).
+        assert_eq!(next(None, [10, 11].into_iter(), 10, 100), 12);
     }
 
     #[test]

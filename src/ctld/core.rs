@@ -107,9 +107,13 @@ impl Core {
             .collect();
         let (part_ranks, node_parts) = partition_layout(&conf);
         let priority = BasicPriority::recover(jobs.iter().map(|j| (j.priority, j.priority_set)));
-        let next_job_id = next_job_id
-            .unwrap_or(conf.first_job_id)
-            .max(conf.first_job_id);
+        let persisted = next_job_id;
+        let next_job_id = super::admission::recovered_next_id(
+            persisted,
+            jobs.iter().map(|j| j.job_id),
+            conf.first_job_id,
+            conf.max_job_id,
+        );
         let mut core = Core {
             jobs: JobTable::from_records(jobs),
             conf,
@@ -133,6 +137,11 @@ impl Core {
         };
         core.accounts.ensure_cluster(&core.conf.cluster_name);
         let mut out = Output::default();
+        if persisted.unwrap_or(core.conf.first_job_id) != next_job_id {
+            // On disk before any purge can free the ids it skips.
+            tracing::warn!(persisted = ?persisted, next_job_id, "next job id behind the recovered jobs; advanced");
+            out.persist.push(Op::NextJobId(next_job_id));
+        }
         core.arm_node_deadlines(now, &mut out);
         core.adopt_running(&mut out);
         // Recovered jobs still waiting for their `--begin` time: one wake-up
