@@ -28,10 +28,17 @@
 //! devices by identity). Summing holds that overlap the interval but not
 //! each other over-counts: that errs on the side of never delaying anyone.
 //!
+//! Advance reservations are fences: per node, the windows it is set aside
+//! for ([`crate::sched::gate::Aside`]). A fence is not usage: it binds only
+//! the jobs it does not exempt ([`Exempt`]: a reservation's own jobs may
+//! use its nodes), so each query says which job asks, and a node's earliest
+//! start for that job is pushed past every binding fence its run would meet.
+//!
 //! Times are Unix seconds; ends are rounded up to `bf_resolution` (a node
 //! is taken as busy until the next resolution step), as Slurm does.
 
 use crate::model::job::Allocation;
+use crate::sched::gate::{Aside, Exempt};
 use crate::sched::placement::GresSlot;
 use crate::sched::{place, MemRequest, NodeSlot, Request};
 
@@ -90,6 +97,16 @@ impl Change {
             Kind::Release | Kind::End => -1,
         }
     }
+}
+
+/// A window a node is set aside for: `[start, end)`, for the jobs
+/// `Exempt` lets through (`id`, `maint`: what it asks).
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    start: i64,
+    end: i64,
+    id: u32,
+    maint: bool,
 }
 
 /// The least one node must give a job (counts; placement decides the rest).
@@ -163,6 +180,8 @@ pub struct Timeline {
     up: Vec<bool>,
     /// Per node: changes in time order.
     changes: Vec<Vec<Change>>,
+    /// Per node: the windows it is set aside for, by start.
+    fences: Vec<Vec<Fence>>,
     /// Every allocation a change points at.
     allocs: Vec<Allocation>,
     /// Reservations laid down so far.
@@ -220,6 +239,7 @@ impl Timeline {
             cur,
             up: slots.iter().map(|s| s.available).collect(),
             changes: vec![Vec::new(); slots.len()],
+            fences: vec![Vec::new(); slots.len()],
             allocs: Vec::new(),
             holds: 0,
             memory,
@@ -344,6 +364,39 @@ impl Timeline {
         self.holds += 1;
     }
 
+    /// Set nodes aside over windows (advance reservations): a job a window
+    /// binds is never placed on its nodes across it.
+    pub fn set_aside(&mut self, asides: &[Aside]) {
+        for a in asides.iter().filter(|a| a.end > self.now) {
+            let f = Fence {
+                start: a.start,
+                end: a.end,
+                id: a.id,
+                maint: a.maint,
+            };
+            for &r in a.ranks.iter() {
+                if let Some(list) = self.fences.get_mut(r as usize) {
+                    list.push(f);
+                }
+            }
+        }
+        for list in &mut self.fences {
+            list.sort_by_key(|f| (f.start, f.end));
+        }
+    }
+
+    /// The latest end of the fences of `node` that bind `exempt` and meet
+    /// `[t, t + d)`, if any.
+    fn fenced(&self, node: usize, t: i64, d: i64, exempt: Exempt) -> Option<i64> {
+        let end = t.saturating_add(d);
+        self.fences[node]
+            .iter()
+            .take_while(|f| f.start < end)
+            .filter(|f| f.end > t && exempt.binds(f.id, f.maint))
+            .map(|f| f.end)
+            .max()
+    }
+
     /// Reservations laid down so far.
     pub fn holds(&self) -> usize {
         self.holds
@@ -372,10 +425,37 @@ impl Timeline {
     }
 
     /// The earliest `t` in `[from, limit]` at which `node` has room for
+    /// `need` through `[t, t + d)` and no fence binding `exempt` meets
+    /// that run; `None` if there is none.
+    pub fn node_free_from(
+        &self,
+        node: usize,
+        need: &Need,
+        from: i64,
+        d: i64,
+        limit: i64,
+        exempt: Exempt,
+    ) -> Option<i64> {
+        let mut from = from;
+        loop {
+            let t = self.room_from(node, need, from, d, limit)?;
+            match self.fenced(node, t, d, exempt) {
+                None => return Some(t),
+                // Past the fence (its end rounded up, as Slurm rounds a
+                // reservation's end), and look again from there.
+                Some(end) => from = self.round_up(end).max(t + 1),
+            }
+            if from > limit {
+                return None;
+            }
+        }
+    }
+
+    /// The earliest `t` in `[from, limit]` at which `node` has room for
     /// `need` through `[t, t + d)`; `None` if there is none. One sweep
     /// over the node's changes: every step without room pushes the
     /// earliest start past its end.
-    pub fn node_free_from(
+    fn room_from(
         &self,
         node: usize,
         need: &Need,
@@ -466,7 +546,8 @@ impl Timeline {
     /// The earliest time in `[from, limit]` that `req` (at least
     /// `need.nodes` nodes, each with room for `need`) can hold what it
     /// needs of `candidates` for `d` seconds, with its allocation.
-    /// `busy_first`: prefer nodes in use now (`bf_busy_nodes`).
+    /// `busy_first`: prefer nodes in use now (`bf_busy_nodes`); `exempt`:
+    /// the fences that leave this job alone.
     ///
     /// Each node's earliest fitting start sits in a min-heap; the time
     /// moves forward to the next one, and only nodes passed over are
@@ -483,6 +564,7 @@ impl Timeline {
         d: i64,
         limit: i64,
         busy_first: bool,
+        exempt: Exempt,
     ) -> Option<(i64, Allocation)> {
         use std::cmp::Reverse;
         let k = need.nodes.max(1) as usize;
@@ -495,7 +577,7 @@ impl Timeline {
             .iter()
             .enumerate()
             .filter_map(|(pos, &r)| {
-                self.node_free_from(r as usize, need, from, d, limit)
+                self.node_free_from(r as usize, need, from, d, limit, exempt)
                     .map(|f| Reverse((f, pos, r)))
             })
             .collect();
@@ -507,7 +589,7 @@ impl Timeline {
             }
             // Nodes passed over: where can they start from t on?
             for (pos, r) in ready.drain(..) {
-                if let Some(f) = self.node_free_from(r as usize, need, t, d, limit) {
+                if let Some(f) = self.node_free_from(r as usize, need, t, d, limit, exempt) {
                     heap.push(Reverse((f, pos, r)));
                 }
             }
@@ -517,7 +599,8 @@ impl Timeline {
                 }
                 heap.pop();
                 if f < t {
-                    if let Some(f) = self.node_free_from(r as usize, need, t, d, limit) {
+                    if let Some(f) = self.node_free_from(r as usize, need, t, d, limit, exempt)
+                    {
                         heap.push(Reverse((f, pos, r)));
                     }
                 } else {
