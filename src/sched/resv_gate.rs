@@ -651,6 +651,98 @@ mod tests {
     }
 
     #[test]
+    fn maint_and_overlap_reservations_jobs_pass_other_reservations() {
+        let resvs = [
+            resv("m", 0, 1000, &[0, 1], &[ResvFlag::Maint]),
+            resv("o", 0, 1000, &[1, 2], &[ResvFlag::Overlap]),
+            resv("p", 0, 1000, &[2, 3], &[]),
+        ];
+        let g = ResvGate::new(&resvs, 4, 10);
+        let ask = |r: &str| g.restrict(&job(Some(r), Some(5), 1, None), ALL, 10);
+        // MAINT's job: all its nodes; OVERLAP's: not the MAINT one; the
+        // plain one's: not the OVERLAP one.
+        assert_eq!(ask("m"), Some(Ok(vec![0, 1])));
+        assert_eq!(ask("o"), Some(Ok(vec![2])));
+        assert_eq!(ask("p"), Some(Ok(vec![3])));
+    }
+
+    #[test]
+    fn answers_over_a_partition_are_shared_and_match_the_plain_ones() {
+        let resvs = [
+            resv("a", 0, 1000, &[0], &[]),
+            resv("later", 500, 2000, &[1], &[]),
+        ];
+        let g = ResvGate::new(&resvs, 4, 100);
+        let part = PartitionView {
+            name: "p",
+            state: crate::model::partition::PartitionState::Up,
+            ranks: ALL,
+        };
+        for limit in [Some(5), Some(10), None] {
+            for r in [None, Some("a")] {
+                let j = job(r, limit, 1, None);
+                let plain = g.restrict(&j, ALL, 100);
+                let shared = g.restrict_in(&j, &part, 100);
+                assert_eq!(
+                    plain,
+                    shared.clone().map(|x| x.map(|v| v.to_vec())),
+                    "{limit:?} {r:?}"
+                );
+                // Asked again: the very same list.
+                let again = g.restrict_in(&j, &part, 100);
+                if let (Some(Ok(x)), Some(Ok(y))) = (&shared, &again) {
+                    assert!(Arc::ptr_eq(x, y));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn plans_see_every_window_and_a_reservations_job_its_scope() {
+        let mut daily = resv("d", 1000, 2000, &[2], &[ResvFlag::Daily]);
+        daily.users = AccessList::default();
+        let resvs = [
+            resv("r", 500, 1500, &[1], &[ResvFlag::Maint]),
+            daily,
+            resv("f", 500, 1500, &[3], &[ResvFlag::Flex]),
+            resv("lic", 0, 1500, &[], &[ResvFlag::AnyNodes]),
+            resv("gone", 0, 50, &[0], &[]),
+        ];
+        let g = ResvGate::new(&resvs, 4, 100);
+        let asides: Vec<(u32, i64, i64, Vec<u32>, bool)> = g
+            .set_aside(100, 1000 + 86_400)
+            .into_iter()
+            .map(|a| (a.id, a.start, a.end, a.ranks.to_vec(), a.maint))
+            .collect();
+        // The ended one and the licenses-only one set nothing aside; the
+        // daily one its windows through the first to start at the horizon.
+        assert_eq!(
+            asides,
+            [
+                (0, 500, 1500, vec![1], true),
+                (1, 1000, 2000, vec![2], false),
+                (1, 1000 + 86_400, 2000 + 86_400, vec![2], false),
+                (2, 500, 1500, vec![3], false),
+            ]
+        );
+        let scope = |r: &str| g.scope(&job(Some(r), Some(5), 1, None), ALL, 100);
+        let s = scope("r").unwrap().unwrap();
+        assert_eq!(
+            (s.nodes.as_deref(), s.not_before, s.not_after, s.exempt),
+            (Some(&[1][..]), Some(500), Some(1499), Exempt::Everything)
+        );
+        let s = scope("f").unwrap().unwrap();
+        assert_eq!(
+            (s.nodes, s.prefer.as_deref(), s.not_before, s.exempt),
+            (None, Some(&[3][..]), None, Exempt::Own(2))
+        );
+        let s = scope("lic").unwrap().unwrap();
+        assert_eq!((s.nodes, s.not_before), (None, Some(0)));
+        assert_eq!(scope("nope"), Some(Err(JobReason::ReservationDeleted)));
+        assert_eq!(g.scope(&job(None, Some(5), 1, None), ALL, 100), None);
+    }
+
+    #[test]
     fn licenses_count_running_jobs_starts_and_reserved_ones() {
         let mut running = job(None, None, 1, Some("fluent:2"));
         running.state = JobState::Running;
