@@ -188,9 +188,7 @@ impl StartGate for Gates<'_> {
         for g in &self.0 {
             let r = match &narrowed {
                 None => g.restrict_in(job, part, now),
-                Some(current) => g
-                    .restrict(job, current, now)
-                    .map(|r| r.map(Arc::from)),
+                Some(current) => g.restrict(job, current, now).map(|r| r.map(Arc::from)),
             };
             match r {
                 None => {}

@@ -316,7 +316,11 @@ fn case(seed: u64) -> (usize, usize, usize) {
         .started
         .iter()
         .chain(r.planned.iter().map(|p| &p.job_id))
-        .filter(|&&id| table.get(id).is_some_and(|j| j.submit.reservation.is_some()))
+        .filter(|&&id| {
+            table
+                .get(id)
+                .is_some_and(|j| j.submit.reservation.is_some())
+        })
         .count();
     (r.started.len(), r.planned.len(), in_resv)
 }

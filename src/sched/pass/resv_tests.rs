@@ -65,7 +65,10 @@ fn a_job_outside_starts_before_a_future_reservation_only_if_it_ends_first() {
     let rs = [resv("r", 3600, 7200, &[0], &[])];
     let (r, t) = run(
         2,
-        vec![pending(1, Some(1), 2, Some(120)), pending(2, Some(1), 2, Some(30))],
+        vec![
+            pending(1, Some(1), 2, Some(120)),
+            pending(2, Some(1), 2, Some(30)),
+        ],
         &rs,
         0,
     );
@@ -163,11 +166,21 @@ fn maint_and_overlap_reservations_jobs_pass_other_windows_as_slurm_lets_them() {
         resv("p", 0, 3600, &[0], &[]),
     ];
     // MAINT's job ignores every other reservation and starts.
-    let (r, _) = run(1, vec![in_resv(pending(1, Some(1), 1, Some(30)), "m")], &rs, 0);
+    let (r, _) = run(
+        1,
+        vec![in_resv(pending(1, Some(1), 1, Some(30)), "m")],
+        &rs,
+        0,
+    );
     assert_eq!(r.started, vec![1]);
     // OVERLAP's job is kept off by MAINT, for all of its own window: it
     // neither starts nor plans; without MAINT it starts.
-    let (r, _) = run(1, vec![in_resv(pending(1, Some(1), 1, Some(10)), "o")], &rs, 0);
+    let (r, _) = run(
+        1,
+        vec![in_resv(pending(1, Some(1), 1, Some(10)), "o")],
+        &rs,
+        0,
+    );
     assert!(r.started.is_empty() && r.planned.is_empty(), "{r:?}");
     let (r, _) = run(
         1,
@@ -190,7 +203,12 @@ fn maint_and_overlap_reservations_jobs_pass_other_windows_as_slurm_lets_them() {
 fn a_flex_reservations_job_starts_early_anywhere_free() {
     // f: node 1, from 3600. Its job may start now, on its own node first.
     let rs = [resv("f", 3600, 7200, &[1], &[ResvFlag::Flex])];
-    let (r, t) = run(2, vec![in_resv(pending(1, Some(1), 2, Some(10)), "f")], &rs, 0);
+    let (r, t) = run(
+        2,
+        vec![in_resv(pending(1, Some(1), 2, Some(10)), "f")],
+        &rs,
+        0,
+    );
     assert_eq!(r.started, vec![1]);
     assert_eq!(t.get(1).unwrap().alloc.as_ref().unwrap().ranks, [1]);
     // With its node busy now it takes the other.

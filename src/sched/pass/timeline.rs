@@ -109,6 +109,14 @@ struct Fence {
     maint: bool,
 }
 
+/// A node's usage from `at` until the next step: its changes folded,
+/// kept beside them so a search reads usage instead of summing deltas.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    at: i64,
+    used: Use,
+}
+
 /// The least one node must give a job (counts; placement decides the rest).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Need {
@@ -180,6 +188,9 @@ pub struct Timeline {
     up: Vec<bool>,
     /// Per node: changes in time order.
     changes: Vec<Vec<Change>>,
+    /// Per node: its usage after each change time (derived from `cur` and
+    /// `changes`, rebuilt for the nodes a start or a hold touches).
+    steps: Vec<Vec<Step>>,
     /// Per node: the windows it is set aside for, by start.
     fences: Vec<Vec<Fence>>,
     /// Every allocation a change points at.
@@ -240,6 +251,7 @@ impl Timeline {
             up: slots.iter().map(|s| s.available).collect(),
             changes: vec![Vec::new(); slots.len()],
             fences: vec![Vec::new(); slots.len()],
+            steps: vec![Vec::new(); slots.len()],
             allocs: Vec::new(),
             holds: 0,
             memory,
@@ -264,7 +276,24 @@ impl Timeline {
         for c in &mut t.changes {
             c.sort_by_key(Change::key);
         }
+        for n in 0..slots.len() {
+            t.restep(n);
+        }
         t
+    }
+
+    /// Rebuild `node`'s steps from its usage now and its changes.
+    fn restep(&mut self, node: usize) {
+        let mut u = self.cur[node];
+        let steps = &mut self.steps[node];
+        steps.clear();
+        for c in &self.changes[node] {
+            u.add(c.delta, c.sign());
+            match steps.last_mut() {
+                Some(last) if last.at == c.at => last.used = u,
+                _ => steps.push(Step { at: c.at, used: u }),
+            }
+        }
     }
 
     /// `t` rounded up to the resolution (`now` and [`NEVER`] stay).
@@ -330,6 +359,9 @@ impl Timeline {
                 } else {
                     list.push(c);
                 }
+            }
+            if sorted {
+                self.restep(rank as usize);
             }
         }
         self.allocs.push(alloc);
@@ -455,14 +487,7 @@ impl Timeline {
     /// `need` through `[t, t + d)`; `None` if there is none. One sweep
     /// over the node's changes: every step without room pushes the
     /// earliest start past its end.
-    fn room_from(
-        &self,
-        node: usize,
-        need: &Need,
-        from: i64,
-        d: i64,
-        limit: i64,
-    ) -> Option<i64> {
+    fn room_from(&self, node: usize, need: &Need, from: i64, d: i64, limit: i64) -> Option<i64> {
         if !self.up.get(node).copied().unwrap_or(false) {
             return None;
         }
@@ -470,29 +495,26 @@ impl Timeline {
         if c.cpus < i64::from(need.cpus) || c.gpus < need.gpus as i64 {
             return None;
         }
-        let list = &self.changes[node];
-        let mut u = self.cur[node];
-        let mut i = 0;
-        while i < list.len() && list[i].at <= from {
-            u.add(list[i].delta, list[i].sign());
-            i += 1;
-        }
+        let steps = &self.steps[node];
+        let mut i = steps.partition_point(|s| s.at <= from);
+        let mut u = match i {
+            0 => self.cur[node],
+            _ => steps[i - 1].used,
+        };
         let mut t = from;
         loop {
-            // The step from here to the next change has usage `u`.
-            let next = list.get(i).map_or(NEVER, |c| c.at);
+            // From here to the next step the usage is `u`.
+            let next = steps.get(i).map_or(NEVER, |s| s.at);
             if !self.room(node, u, need) {
                 t = next;
             } else if next >= t.saturating_add(d) {
                 return (t <= limit).then_some(t);
             }
-            if t > limit || i >= list.len() {
+            if t > limit || i >= steps.len() {
                 return None;
             }
-            while i < list.len() && list[i].at == next {
-                u.add(list[i].delta, list[i].sign());
-                i += 1;
-            }
+            u = steps[i].used;
+            i += 1;
         }
     }
 
@@ -572,15 +594,37 @@ impl Timeline {
             return None;
         }
         // Preference order of each candidate, to hand placement its nodes
-        // in the partition's order.
-        let mut heap: std::collections::BinaryHeap<Reverse<(i64, usize, u32)>> = candidates
-            .iter()
-            .enumerate()
-            .filter_map(|(pos, &r)| {
-                self.node_free_from(r as usize, need, from, d, limit, exempt)
-                    .map(|f| Reverse((f, pos, r)))
-            })
-            .collect();
+        // in the partition's order. Each entry: (time, position, rank,
+        // exact); an inexact time is only a bound (no start sooner).
+        //
+        // A node need not be looked at past the k-th earliest start found
+        // so far: the first k nodes free decide the answer unless
+        // placement fails there, and a node cut short waits in the heap
+        // with that bound, looked at again only if the search gets there.
+        // The answer is the same as with every node looked at in full;
+        // the walks are shorter.
+        // The k earliest starts found so far, kept loosely: the bound is
+        // brought down every so often (any bound keeps the answer right, a
+        // lower one only saves more).
+        let mut found: Vec<i64> = Vec::with_capacity(2 * k + 64);
+        let mut cap = limit;
+        let mut entries = Vec::with_capacity(candidates.len());
+        for (pos, &r) in candidates.iter().enumerate() {
+            match self.node_free_from(r as usize, need, from, d, cap, exempt) {
+                Some(f) => {
+                    entries.push(Reverse((f, pos, r, true)));
+                    found.push(f);
+                    if found.len() >= 2 * k + 64 {
+                        found.select_nth_unstable(k - 1);
+                        found.truncate(k);
+                        cap = found.iter().copied().max().unwrap_or(limit);
+                    }
+                }
+                None if cap < limit => entries.push(Reverse((cap + 1, pos, r, false))),
+                None => {}
+            }
+        }
+        let mut heap = std::collections::BinaryHeap::from(entries);
         let mut t = from;
         let mut ready: Vec<(usize, u32)> = Vec::new();
         loop {
@@ -590,34 +634,34 @@ impl Timeline {
             // Nodes passed over: where can they start from t on?
             for (pos, r) in ready.drain(..) {
                 if let Some(f) = self.node_free_from(r as usize, need, t, d, limit, exempt) {
-                    heap.push(Reverse((f, pos, r)));
+                    heap.push(Reverse((f, pos, r, true)));
                 }
             }
-            while let Some(&Reverse((f, pos, r))) = heap.peek() {
-                if f > t {
-                    break;
-                }
-                heap.pop();
-                if f < t {
-                    if let Some(f) = self.node_free_from(r as usize, need, t, d, limit, exempt)
-                    {
-                        heap.push(Reverse((f, pos, r)));
-                    }
-                } else {
-                    ready.push((pos, r));
-                }
-            }
+            // The nodes free at t, in preference order (the heap's): the
+            // first few are the usual answer, so the rest stay in the heap
+            // until those fail (bf_busy_nodes reorders all of them, so it
+            // takes all at once).
+            let few = if busy_first { usize::MAX } else { k * 2 + 8 };
+            self.pop_ready(&mut heap, &mut ready, t, few, (need, d, limit, exempt));
             if ready.len() >= k {
-                ready.sort_unstable();
                 let mut nodes: Vec<u32> = ready.iter().map(|&(_, r)| r).collect();
                 if busy_first {
                     nodes.sort_by_key(|&r| self.cur[r as usize].cpus == 0);
                 }
-                // Try the first few (the usual answer), then all of them.
-                let few = (k * 2 + 8).min(nodes.len());
-                let mut tried = self.place_at(req, &nodes[..few], base, t, d);
-                if tried.is_none() && few < nodes.len() {
-                    tried = self.place_at(req, &nodes, base, t, d);
+                let mut tried = self.place_at(req, &nodes[..nodes.len().min(few)], base, t, d);
+                if tried.is_none() {
+                    let before = ready.len();
+                    self.pop_ready(
+                        &mut heap,
+                        &mut ready,
+                        t,
+                        usize::MAX,
+                        (need, d, limit, exempt),
+                    );
+                    if ready.len() > before {
+                        let nodes: Vec<u32> = ready.iter().map(|&(_, r)| r).collect();
+                        tried = self.place_at(req, &nodes, base, t, d);
+                    }
                 }
                 if let Some(a) = tried {
                     return Some((t, a));
@@ -625,7 +669,7 @@ impl Timeline {
             }
             // Not yet: the next node to come free, or (enough nodes by
             // count, not by placement) the next release on a ready node.
-            let next_free = heap.peek().map(|&Reverse((f, _, _))| f);
+            let next_free = heap.peek().map(|&Reverse((f, _, _, _))| f);
             let next_drop = if ready.len() >= k {
                 ready
                     .iter()
@@ -639,6 +683,33 @@ impl Timeline {
                 (Some(a), None) | (None, Some(a)) => a,
                 (None, None) => return None,
             };
+        }
+    }
+
+    /// Move the heap's nodes free at `t` into `ready` (in the heap's
+    /// order: preference), up to `most` of them; entries older than `t`,
+    /// or only bounds, are looked at again from `t` on the way.
+    fn pop_ready(
+        &self,
+        heap: &mut std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, u32, bool)>>,
+        ready: &mut Vec<(usize, u32)>,
+        t: i64,
+        most: usize,
+        (need, d, limit, exempt): (&Need, i64, i64, Exempt),
+    ) {
+        use std::cmp::Reverse;
+        while let Some(&Reverse((f, pos, r, exact))) = heap.peek() {
+            if f > t || ready.len() >= most {
+                break;
+            }
+            heap.pop();
+            if f < t || !exact {
+                if let Some(f) = self.node_free_from(r as usize, need, t, d, limit, exempt) {
+                    heap.push(Reverse((f, pos, r, true)));
+                }
+            } else {
+                ready.push((pos, r));
+            }
         }
     }
 
