@@ -458,20 +458,6 @@ impl Reservation {
             parts.join(",")
         }
     }
-
-    /// The reservation that covers `rank` at some moment of `[from, to)`,
-    /// if any, out of `all`: for planning around future reservations (the
-    /// backfill timeline asks this for a candidate start).
-    pub fn covering(
-        all: &[Reservation],
-        rank: u32,
-        from: UnixTime,
-        to: UnixTime,
-    ) -> Option<&Reservation> {
-        all.iter().find(|r| {
-            r.holds_nodes() && r.overlaps(from, to) && r.ranks.binary_search(&rank).is_ok()
-        })
-    }
 }
 
 /// What `TRES=` asks for: a node count, and licenses by name.
@@ -683,16 +669,5 @@ mod tests {
             .unwrap()
             .weekday();
         assert!(matches!(day, Weekday::Sat | Weekday::Sun), "{day}");
-    }
-
-    #[test]
-    fn covering_finds_a_reservation_over_a_node_in_a_window() {
-        let all = vec![resv(&[])];
-        assert!(Reservation::covering(&all, 1, 500, 1001).is_some());
-        assert!(Reservation::covering(&all, 1, 500, 1000).is_none());
-        assert!(Reservation::covering(&all, 2, 0, 5000).is_none());
-        assert!(Reservation::covering(&all, 3, 1999, 3000).is_some());
-        let lic_only = vec![resv(&[ResvFlag::AnyNodes])];
-        assert!(Reservation::covering(&lic_only, 1, 0, 5000).is_none());
     }
 }

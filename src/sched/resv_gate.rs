@@ -262,7 +262,7 @@ impl ResvGate {
                 }
             }
             Some(w) if w.holds_nodes => {
-                let mut nodes = Self::keep(candidates, &taken).unwrap_or(candidates.to_vec());
+                let mut nodes = Self::keep(candidates, &taken).unwrap_or_else(|| candidates.to_vec());
                 // Its own nodes first: they are what it reserved.
                 nodes.sort_by_key(|&r| !w.nodes.has(r));
                 Kept {
@@ -374,7 +374,7 @@ impl StartGate for ResvGate {
     fn scope(
         &self,
         job: &JobRecord,
-        candidates: &[u32],
+        _candidates: &[u32],
         _now: UnixTime,
     ) -> Option<Result<Scope, JobReason>> {
         let name = job.submit.reservation.as_deref()?;
@@ -397,7 +397,6 @@ impl StartGate for ResvGate {
                 s.nodes = Some(w.ranks.clone());
             }
         }
-        let _ = candidates;
         Some(Ok(s))
     }
 

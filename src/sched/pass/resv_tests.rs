@@ -236,3 +236,27 @@ fn a_licenses_only_reservation_fences_no_node() {
     let (r, _) = run(1, vec![pending(1, Some(1), 2, Some(600))], &rs, 0);
     assert_eq!(r.started, vec![1]);
 }
+
+#[test]
+fn a_reservation_made_over_a_running_job_plans_its_jobs_after_it() {
+    // IGNORE_JOBS: r takes node 0 from 600 although a job runs there until
+    // 3000: r's job is planned at that job's end; a long job outside
+    // starts on node 1.
+    let rs = [resv("r", 600, 7200, &[0], &[ResvFlag::IgnoreJobs])];
+    let mut slots = vec![NodeSlot::plain(2, 1000); 2];
+    let old = pending(1, Some(1), 2, Some(50));
+    let a = place_now(&old, &mut slots);
+    assert_eq!(a.ranks, [0]);
+    let (r, _) = run_on(
+        &mut slots,
+        vec![
+            running(old, 0, a),
+            in_resv(pending(2, Some(1), 2, Some(30)), "r"),
+            pending(3, Some(1), 2, Some(600)),
+        ],
+        &rs,
+        60,
+    );
+    assert_eq!(plans(&r), [(2, 3000, vec![0])]);
+    assert_eq!(r.started, vec![3]);
+}

@@ -42,6 +42,11 @@ use crate::sched::gate::{Aside, Exempt};
 use crate::sched::placement::GresSlot;
 use crate::sched::{place, MemRequest, NodeSlot, Request};
 
+/// The search's heap: (a node's earliest start from the time searched, its
+/// preference position, its rank, whether that start is exact or only a
+/// bound), least first.
+type Frontier = std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, u32, bool)>>;
+
 /// A time no job reaches: what a job without any limit "ends" at.
 pub const NEVER: i64 = i64::MAX / 4;
 
@@ -624,7 +629,7 @@ impl Timeline {
                 None => {}
             }
         }
-        let mut heap = std::collections::BinaryHeap::from(entries);
+        let mut heap = Frontier::from(entries);
         let mut t = from;
         let mut ready: Vec<(usize, u32)> = Vec::new();
         loop {
@@ -691,7 +696,7 @@ impl Timeline {
     /// or only bounds, are looked at again from `t` on the way.
     fn pop_ready(
         &self,
-        heap: &mut std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, u32, bool)>>,
+        heap: &mut Frontier,
         ready: &mut Vec<(usize, u32)>,
         t: i64,
         most: usize,
