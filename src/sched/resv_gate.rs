@@ -109,7 +109,7 @@ pub struct ResvGate {
     future: Vec<usize>,
     /// Answers per (partition, the job's reservation, how many future
     /// windows its limit reaches).
-    cache: RefCell<HashMap<(String, Option<usize>, usize), Kept>>,
+    cache: RefCell<HashMap<String, HashMap<(Option<usize>, usize), Kept>>>,
     now: UnixTime,
 }
 
@@ -262,7 +262,8 @@ impl ResvGate {
                 }
             }
             Some(w) if w.holds_nodes => {
-                let mut nodes = Self::keep(candidates, &taken).unwrap_or_else(|| candidates.to_vec());
+                let mut nodes =
+                    Self::keep(candidates, &taken).unwrap_or_else(|| candidates.to_vec());
                 // Its own nodes first: they are what it reserved.
                 nodes.sort_by_key(|&r| !w.nodes.has(r));
                 Kept {
@@ -312,13 +313,22 @@ impl ResvGate {
         let reached = self.reached(end);
         let kept = match part {
             Some(p) => {
-                let key = (p.to_string(), own, reached);
-                let hit = self.cache.borrow().get(&key).cloned();
+                let key = (own, reached);
+                let hit = self
+                    .cache
+                    .borrow()
+                    .get(p)
+                    .and_then(|m| m.get(&key))
+                    .cloned();
                 match hit {
                     Some(k) => k,
                     None => {
                         let k = self.kept(candidates, own, reached);
-                        self.cache.borrow_mut().insert(key, k.clone());
+                        self.cache
+                            .borrow_mut()
+                            .entry(p.to_string())
+                            .or_default()
+                            .insert(key, k.clone());
                         k
                     }
                 }

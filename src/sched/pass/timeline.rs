@@ -196,6 +196,12 @@ pub struct Timeline {
     /// Per node: its usage after each change time (derived from `cur` and
     /// `changes`, rebuilt for the nodes a start or a hold touches).
     steps: Vec<Vec<Step>>,
+    /// Per node, flat (a search reads these for every candidate, and a
+    /// node's own lists only when the search gets to it): the first time
+    /// it has a CPU free, and the first time it is idle ([`NEVER`]: not
+    /// in sight). No job starts on a node sooner.
+    free_any: Vec<i64>,
+    free_idle: Vec<i64>,
     /// Per node: the windows it is set aside for, by start.
     fences: Vec<Vec<Fence>>,
     /// Every allocation a change points at.
@@ -257,6 +263,8 @@ impl Timeline {
             changes: vec![Vec::new(); slots.len()],
             fences: vec![Vec::new(); slots.len()],
             steps: vec![Vec::new(); slots.len()],
+            free_any: vec![NEVER; slots.len()],
+            free_idle: vec![NEVER; slots.len()],
             allocs: Vec::new(),
             holds: 0,
             memory,
@@ -299,6 +307,17 @@ impl Timeline {
                 _ => steps.push(Step { at: c.at, used: u }),
             }
         }
+        let cpus = self.cap[node].cpus;
+        let first = |ok: &dyn Fn(&Use) -> bool| {
+            if ok(&self.cur[node]) {
+                return self.now;
+            }
+            steps.iter().find(|s| ok(&s.used)).map_or(NEVER, |s| s.at)
+        };
+        let any = first(&|u| u.cpus < cpus);
+        let idle = first(&|u| u.cpus == 0);
+        self.free_any[node] = any;
+        self.free_idle[node] = idle;
     }
 
     /// `t` rounded up to the resolution (`now` and [`NEVER`] stay).
@@ -602,31 +621,28 @@ impl Timeline {
         // in the partition's order. Each entry: (time, position, rank,
         // exact); an inexact time is only a bound (no start sooner).
         //
-        // A node need not be looked at past the k-th earliest start found
-        // so far: the first k nodes free decide the answer unless
-        // placement fails there, and a node cut short waits in the heap
-        // with that bound, looked at again only if the search gets there.
-        // The answer is the same as with every node looked at in full;
-        // the walks are shorter.
-        // The k earliest starts found so far, kept loosely: the bound is
-        // brought down every so often (any bound keeps the answer right, a
-        // lower one only saves more).
-        let mut found: Vec<i64> = Vec::with_capacity(2 * k + 64);
-        let mut cap = limit;
+        // Every candidate starts in the heap with the bound its flat
+        // counts give (its first free CPU, or its first idle moment for a
+        // job that needs all of it), and is looked at only when the search
+        // reaches that time: a search that ends early never reads the
+        // nodes busy until later. The answer is the one looking at every
+        // node from the start would give.
         let mut entries = Vec::with_capacity(candidates.len());
         for (pos, &r) in candidates.iter().enumerate() {
-            match self.node_free_from(r as usize, need, from, d, cap, exempt) {
-                Some(f) => {
-                    entries.push(Reverse((f, pos, r, true)));
-                    found.push(f);
-                    if found.len() >= 2 * k + 64 {
-                        found.select_nth_unstable(k - 1);
-                        found.truncate(k);
-                        cap = found.iter().copied().max().unwrap_or(limit);
-                    }
-                }
-                None if cap < limit => entries.push(Reverse((cap + 1, pos, r, false))),
-                None => {}
+            let n = r as usize;
+            let Some(c) = self.cap.get(n) else {
+                continue;
+            };
+            if !self.up[n] || c.cpus < i64::from(need.cpus) || c.gpus < need.gpus as i64 {
+                continue;
+            }
+            let bound = if need.whole || i64::from(need.cpus) >= c.cpus {
+                self.free_idle[n]
+            } else {
+                self.free_any[n]
+            };
+            if bound <= limit {
+                entries.push(Reverse((bound.max(from), pos, r, false)));
             }
         }
         let mut heap = Frontier::from(entries);
