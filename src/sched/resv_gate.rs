@@ -92,6 +92,10 @@ struct Kept {
     maint: bool,
 }
 
+/// One partition's cached answers, by (the job's reservation, how many
+/// future windows its limit reaches).
+type PartAnswers = HashMap<(Option<usize>, usize), Kept>;
+
 /// Keeps jobs outside a reservation off its nodes while it is active, or
 /// would become active before they end; keeps a job that asks for one on
 /// its nodes, and waiting until it starts.
@@ -109,7 +113,7 @@ pub struct ResvGate {
     future: Vec<usize>,
     /// Answers per (partition, the job's reservation, how many future
     /// windows its limit reaches).
-    cache: RefCell<HashMap<String, HashMap<(Option<usize>, usize), Kept>>>,
+    cache: RefCell<HashMap<String, PartAnswers>>,
     now: UnixTime,
 }
 
