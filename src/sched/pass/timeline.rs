@@ -17,9 +17,12 @@
 //!   1,000 × (nodes of the job) list inserts;
 //! - a query looks at each node's few changes only: "the earliest time each
 //!   node has room for one unit of the job for its whole run" is O(changes)
-//!   per node, and the job's earliest start follows from the k-th smallest
-//!   of those (k = the nodes it needs at least) by a fixpoint that only
-//!   moves forward in time.
+//!   per node (read from the node's folded usage steps), and the job's
+//!   earliest start follows from the k-th smallest of those (k = the nodes
+//!   it needs at least) by a fixpoint that only moves forward in time;
+//!   each node enters it with a bound from two flat per-node times (its
+//!   first free CPU, its first idle moment) and is read only when the
+//!   search reaches that bound.
 //!
 //! Counts only filter; the final answer always comes from the production
 //! placement ([`crate::sched::place`]) run on each candidate node's state
