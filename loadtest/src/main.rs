@@ -183,6 +183,10 @@ enum Scenario {
         /// is still tried for an immediate one).
         #[arg(long = "reserve-depth", default_value_t = 1000)]
         reserve_depth: u32,
+        /// Advance reservations the backfill pass plans around (half active,
+        /// half starting within a day; a fiftieth of the jobs ask for one).
+        #[arg(long = "advance-reservations", default_value_t = 0)]
+        advance_reservations: u32,
         /// Full backfill passes timed, each on a fresh copy of the state.
         #[arg(long, default_value_t = 7)]
         passes: u32,
@@ -412,6 +416,7 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             users,
             accounts,
             reserve_depth,
+            advance_reservations,
             passes,
             quick_passes,
             seed,
@@ -426,6 +431,7 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                     users: *users,
                     accounts: *accounts,
                     reserve_depth: (*reserve_depth).max(1),
+                    advance_reservations: *advance_reservations,
                     passes: if q { 2 } else { (*passes).max(1) },
                     quick: if q { 100 } else { *quick_passes },
                     seed: *seed,

@@ -232,6 +232,69 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_goes_around_a_future_reservation_and_into_its_own() {
+        let mut c = core("");
+        // n2 reserved for alice from an hour on, for an hour.
+        let out = c.apply(
+            1001,
+            Command::CreateResv {
+                spec: crate::wire::resv::ResvSpec {
+                    name: Some("r".into()),
+                    start: Some(1001 + 3600),
+                    duration_min: Some(Some(60)),
+                    nodes: Some("n2".into()),
+                    users: Some("alice".into()),
+                    ..Default::default()
+                },
+                caller: Caller::ROOT,
+            },
+        );
+        assert!(matches!(out.reply, Some(Reply::Resv(Ok(_)))), "{out:?}");
+        let s = JobSubmit {
+            name: "j".into(),
+            uid: 1000,
+            user: "alice".into(),
+            script: "#!/bin/sh\ntrue\n".into(),
+            min_nodes: Some(1),
+            ntasks: Some(2),
+            time_limit_min: Some(30),
+            reservation: Some("r".into()),
+            ..Default::default()
+        };
+        let out = c.apply(
+            1002,
+            Command::Submit {
+                submit: Box::new(s),
+                caller: Caller {
+                    uid: 1000,
+                    operator: false,
+                },
+            },
+        );
+        let mine = match out.reply {
+            Some(Reply::Submit(Ok(r))) => r.job_id,
+            other => panic!("{other:?}"),
+        };
+        // Both nodes for two hours: it would run into r, so it waits, and
+        // its plan starts at r's end.
+        let wide = submit(&mut c, 2, 120);
+        c.apply(1003, Command::Backfill);
+        assert_eq!(c.jobs().get(wide).unwrap().state, JobState::Pending);
+        let r_end: i64 = 1001 + 2 * 3600;
+        let end_rounded = r_end.div_euclid(60) * 60 + 60;
+        let plan = c.plan(wide).unwrap();
+        assert_eq!((plan.start, plan.ranks.clone()), (end_rounded, vec![0, 1]));
+        // The reservation's job: on n2, at r's start; it waits with
+        // reason Reservation meanwhile.
+        let plan = c.plan(mine).unwrap();
+        assert_eq!((plan.start, plan.ranks.clone()), (1001 + 3600, vec![1]));
+        let info = c.job_info(c.jobs().get(mine).unwrap(), true, 1003);
+        assert_eq!(info.reason, "Reservation");
+        assert_eq!(info.sched_nodes, "n2");
+        assert_eq!(info.sched_start, Some(1001 + 3600));
+    }
+
+    #[test]
     fn sched_builtin_keeps_the_quick_pass_only() {
         let mut c = core("SchedulerType=sched/builtin\n");
         submit(&mut c, 1, 100);

@@ -603,6 +603,7 @@ fn seeded_reservations_and_licenses_never_break_the_rules() {
     // Reservations made over running jobs: those jobs may keep their nodes.
     let mut tolerated: Vec<(String, u32)> = Vec::new();
     let (mut created, mut started_in_resv, mut short_of_licenses) = (0, 0, 0);
+    let mut started_as: HashMap<u32, (bool, bool)> = HashMap::new();
     for step in 0..400 {
         match rng.below(11) {
             0 | 1 => {
@@ -715,7 +716,18 @@ fn seeded_reservations_and_licenses_never_break_the_rules() {
             }
         }
         pass(&mut core, now);
-        check(&core, now, &tolerated, seed, step);
+        // A job started in a MAINT or OVERLAP reservation may pass others
+        // (Slurm's rule) and keeps doing so after its own one is gone.
+        let resvs = core.reservations();
+        for j in core.jobs().running() {
+            let own = j.submit.reservation.as_deref();
+            if let Some(r) = own.and_then(|o| resvs.iter().find(|r| r.name == o)) {
+                started_as
+                    .entry(j.job_id)
+                    .or_insert((r.has(ResvFlag::Maint), r.has(ResvFlag::Overlap)));
+            }
+        }
+        check(&core, now, &tolerated, &started_as, seed, step);
         started_in_resv += core
             .jobs()
             .running()
@@ -735,7 +747,14 @@ fn seeded_reservations_and_licenses_never_break_the_rules() {
     assert!(created > 5, "seed {seed}");
 }
 
-fn check(core: &Core, now: i64, tolerated: &[(String, u32)], seed: u64, step: u32) {
+fn check(
+    core: &Core,
+    now: i64,
+    tolerated: &[(String, u32)],
+    started_as: &HashMap<u32, (bool, bool)>,
+    seed: u64,
+    step: u32,
+) {
     let ctx = || format!("seed {seed} (CANOPY_RESV_SEED={seed}), step {step}, t={now}");
     let resvs = core.reservations();
     let mut used: HashMap<String, u32> = HashMap::new();
@@ -767,13 +786,25 @@ fn check(core: &Core, now: i64, tolerated: &[(String, u32)], seed: u64, step: u3
             {
                 continue;
             }
+            // Slurm's job_test_resv: a MAINT reservation's jobs pass every
+            // other reservation, an OVERLAP one's every other but MAINT.
+            let (maint, overlap) = started_as.get(&j.job_id).copied().unwrap_or_default();
+            if maint || (overlap && !r.has(ResvFlag::Maint)) {
+                continue;
+            }
             assert!(
                 !ranks.iter().any(|x| r.ranks.contains(x)),
-                "job {} ({:?}) holds a node of active reservation {} ({:?}); {}",
+                "job {} ({:?}, of {:?}) holds a node of active reservation {} ({:?}); \
+                 reservations {:?}; {}",
                 j.job_id,
                 ranks,
+                own,
                 r.name,
                 r.ranks,
+                resvs
+                    .iter()
+                    .map(|r| (&r.name, r.start, r.end, &r.ranks, r.flags_shown()))
+                    .collect::<Vec<_>>(),
                 ctx()
             );
         }

@@ -381,6 +381,28 @@ impl Reservation {
         moved
     }
 
+    /// Its windows `[start, end)` from the current one on, through the first
+    /// that starts at or after `until` (a one-off one has only its own).
+    /// A plan that starts a job by `until` and keeps it off every window
+    /// listed keeps it off every later one too: a run that reached a later
+    /// window would cross the last one listed on its way.
+    pub fn occurrences(&self, until: UnixTime) -> Vec<(UnixTime, UnixTime)> {
+        let mut out = vec![(self.start, self.end)];
+        if !self.recurring() {
+            return out;
+        }
+        let mut next = self.clone();
+        // Bounded: an hourly one over a year's window is 8,760 windows.
+        while next.start < until && out.len() < 10_000 {
+            let end = next.end;
+            if !next.roll_forward(end) {
+                break;
+            }
+            out.push((next.start, next.end));
+        }
+        out
+    }
+
     /// Whether its start falls on a day its flag allows (local time, as
     /// Slurm's weekday rules are).
     fn day_allowed(&self) -> bool {
@@ -435,20 +457,6 @@ impl Reservation {
         } else {
             parts.join(",")
         }
-    }
-
-    /// The reservation that covers `rank` at some moment of `[from, to)`,
-    /// if any, out of `all`: for planning around future reservations (the
-    /// backfill timeline asks this for a candidate start).
-    pub fn covering(
-        all: &[Reservation],
-        rank: u32,
-        from: UnixTime,
-        to: UnixTime,
-    ) -> Option<&Reservation> {
-        all.iter().find(|r| {
-            r.holds_nodes() && r.overlaps(from, to) && r.ranks.binary_search(&rank).is_ok()
-        })
     }
 }
 
@@ -614,6 +622,32 @@ mod tests {
     }
 
     #[test]
+    fn occurrences_run_through_the_first_window_past_the_horizon() {
+        let once = resv(&[]);
+        assert_eq!(once.occurrences(1_000_000), vec![(1000, 2000)]);
+        let daily = resv(&[ResvFlag::Daily]);
+        // Up to 2.5 days on: today's, tomorrow's, and the one after (the
+        // first to start past the horizon).
+        let day = 86_400;
+        assert_eq!(
+            daily.occurrences(1000 + 2 * day + day / 2),
+            vec![
+                (1000, 2000),
+                (1000 + day, 2000 + day),
+                (1000 + 2 * day, 2000 + 2 * day),
+                (1000 + 3 * day, 2000 + 3 * day)
+            ]
+        );
+        // A horizon before its start: its own window only.
+        assert_eq!(daily.occurrences(500), vec![(1000, 2000)]);
+        let weekly = resv(&[ResvFlag::Weekly]);
+        assert_eq!(
+            weekly.occurrences(1000 + day),
+            vec![(1000, 2000), (1000 + 7 * day, 2000 + 7 * day)]
+        );
+    }
+
+    #[test]
     fn weekday_reservations_skip_weekends() {
         use chrono::{Datelike, TimeZone, Weekday};
         let mut r = resv(&[ResvFlag::Weekday]);
@@ -635,16 +669,5 @@ mod tests {
             .unwrap()
             .weekday();
         assert!(matches!(day, Weekday::Sat | Weekday::Sun), "{day}");
-    }
-
-    #[test]
-    fn covering_finds_a_reservation_over_a_node_in_a_window() {
-        let all = vec![resv(&[])];
-        assert!(Reservation::covering(&all, 1, 500, 1001).is_some());
-        assert!(Reservation::covering(&all, 1, 500, 1000).is_none());
-        assert!(Reservation::covering(&all, 2, 0, 5000).is_none());
-        assert!(Reservation::covering(&all, 3, 1999, 3000).is_some());
-        let lic_only = vec![resv(&[ResvFlag::AnyNodes])];
-        assert!(Reservation::covering(&lic_only, 1, 0, 5000).is_none());
     }
 }

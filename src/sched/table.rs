@@ -546,19 +546,22 @@ impl JobTable {
                     self.held.insert(id, reason);
                     continue;
                 }
-                let allowed = match gate.restrict(job, p.ranks, now) {
-                    None => Ok(std::borrow::Cow::Borrowed(p.ranks)),
-                    Some(Ok(v)) => Ok(std::borrow::Cow::Owned(v)),
+                // Asked over the partition's own list: a rule may share
+                // one answer among the partition's jobs.
+                let allowed = match gate.restrict_in(job, p, now) {
+                    None => Ok(None),
+                    Some(Ok(v)) => Ok(Some(v)),
                     Some(Err(reason)) => Err(reason),
                 };
                 if self.queue_depth.is_some_and(|d| tried >= d) {
                     break;
                 }
                 tried += 1;
-                let placed = allowed.and_then(|ranks| {
+                let placed = allowed.and_then(|shared| {
+                    let ranks = shared.as_deref().unwrap_or(p.ranks);
                     Request::for_job(&job.submit, nodes)
                         .ok()
-                        .and_then(|req| place(&req, &ranks, slots))
+                        .and_then(|req| place(&req, ranks, slots))
                         .ok_or(JobReason::Resources)
                 });
                 match placed {

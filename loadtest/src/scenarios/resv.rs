@@ -4,7 +4,7 @@
 //!
 //! Per pass: both gates are built (as `Core::start_gates` does, from every
 //! reservation and the running jobs holding licenses), then every pending
-//! job is asked about (`blocked`, then `restrict` over its partition's
+//! job is asked about (`blocked`, then `restrict_in` over its partition's
 //! nodes), as `JobTable::schedule` asks. Jobs have mixed time limits, a
 //! tenth ask for a reservation and a fifth for licenses; reservations are
 //! spread over the nodes, some active and some in the future. The baseline
@@ -17,9 +17,11 @@ use anyhow::Result;
 use hdrhistogram::Histogram;
 
 use canopy::model::job::{Allocation, JobRecord, JobState, JobSubmit};
+use canopy::model::partition::PartitionState;
 use canopy::model::reservation::{AccessList, Reservation, ResvFlag};
 use canopy::sched::gate::StartGate;
 use canopy::sched::resv_gate::{LicenseGate, ResvGate};
+use canopy::sched::table::PartitionView;
 
 use super::Lcg;
 use crate::report::Row;
@@ -123,13 +125,18 @@ fn pass(
     ranks: &[u32],
 ) -> usize {
     let resv = ResvGate::new(resvs, ranks.len(), NOW);
+    let part = PartitionView {
+        name: "p",
+        state: PartitionState::Up,
+        ranks,
+    };
     let mut lic = LicenseGate::new(totals, running.iter(), resvs, NOW);
     let mut allowed = 0;
     for j in jobs {
         if lic.blocked(j, NOW).is_some() {
             continue;
         }
-        match resv.restrict(j, ranks, NOW) {
+        match resv.restrict_in(j, &part, NOW) {
             Some(Err(_)) => continue,
             _ => allowed += 1,
         }

@@ -8,6 +8,8 @@
 //! each completion or submit (p99), pending jobs examined per CPU-second,
 //! and the process's memory. The cluster is filled until nothing more
 //! fits, then 3% of the running jobs end, leaving holes of every size.
+//! With `--advance-reservations N`, the backfill pass also plans around N
+//! advance reservations (through the controller's reservation gate).
 
 use std::time::Instant;
 
@@ -19,9 +21,11 @@ use canopy::config::SchedConf;
 use canopy::model::job::{Allocation, ExitStatus, JobRecord, JobState, JobSubmit};
 use canopy::model::partition::PartitionState;
 use canopy::model::reason::JobReason;
+use canopy::model::reservation::{AccessList, Reservation, ResvFlag};
 use canopy::model::tres::GresRequest;
-use canopy::sched::gate::NoGate;
+use canopy::sched::gate::{NoGate, StartGate};
 use canopy::sched::pass::backfill::{backfill, Input};
+use canopy::sched::resv_gate::ResvGate;
 use canopy::sched::table::{JobTable, PartitionView};
 use canopy::sched::{apply, place, release, GresDev, GresKind, GresSlot, NodeSlot, Request};
 
@@ -32,6 +36,8 @@ pub struct Opts {
     pub accounts: u32,
     /// `bf_max_job_test`.
     pub reserve_depth: u32,
+    /// Advance reservations over the nodes.
+    pub advance_reservations: u32,
     /// Full backfill passes timed.
     pub passes: u32,
     /// Quick passes timed (each after a completion or a submit).
@@ -138,6 +144,46 @@ fn shape(rng: &mut Lcg, users: u32, accounts: u32) -> (JobSubmit, u32) {
     (s, limit)
 }
 
+/// `o.advance_reservations` reservations, each over a run of a quarter of
+/// its share of the nodes: even ones active now, odd ones starting within
+/// a day, every seventh MAINT, every fifth DAILY; an hour to a day long.
+fn reservations(o: &Opts, rng: &mut Lcg) -> Vec<Reservation> {
+    let n = o.advance_reservations;
+    let per = (o.nodes / n.max(1) / 4).max(1);
+    (0..n)
+        .map(|i| {
+            let first = rng.below(o.nodes.saturating_sub(per).max(1));
+            let start = if i % 2 == 0 {
+                NOW - 60
+            } else {
+                NOW + i64::from(rng.below(86_400))
+            };
+            let mut flags = vec![ResvFlag::SpecNodes];
+            if i % 7 == 0 {
+                flags.push(ResvFlag::Maint);
+            }
+            if i % 5 == 0 {
+                flags.push(ResvFlag::Daily);
+            }
+            Reservation {
+                name: format!("r{i}"),
+                start,
+                end: start + 3600 + i64::from(rng.below(23 * 3600)),
+                ranks: (first..first + per).collect(),
+                node_list: String::new(),
+                cpus: 0,
+                partition: None,
+                features: None,
+                users: AccessList::default(),
+                accounts: AccessList::default(),
+                flags,
+                purge_secs: None,
+                licenses: vec![],
+            }
+        })
+        .collect()
+}
+
 /// The cluster full of running jobs, and the pending queue.
 fn build(o: &Opts) -> (Vec<NodeSlot>, Vec<JobRecord>) {
     let mut rng = Lcg::new(o.seed);
@@ -220,7 +266,16 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         "sched: building {} nodes full of running jobs and {} pending jobs",
         o.nodes, o.pending
     ));
-    let (slots, records) = build(o);
+    let (slots, mut records) = build(o);
+    let mut rng = Lcg::new(o.seed ^ 0x7e5e);
+    let resvs = reservations(o, &mut rng);
+    if !resvs.is_empty() {
+        for r in records.iter_mut().filter(|r| r.state == JobState::Pending) {
+            if rng.below(50) == 0 {
+                r.submit.reservation = Some(format!("r{}", rng.below(o.advance_reservations)));
+            }
+        }
+    }
     let running = records
         .iter()
         .filter(|r| r.state == JobState::Running)
@@ -252,7 +307,15 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         let mut table = JobTable::from_records(records.iter().cloned());
         let mut s = slots.clone();
         let (c0, t0) = (cpu_s(), Instant::now());
-        let r = backfill(&mut table, &mut s, NOW, &input, &mut NoGate);
+        // Built per pass, as the controller builds it.
+        let mut resv_gate;
+        let gate: &mut dyn StartGate = if resvs.is_empty() {
+            &mut NoGate
+        } else {
+            resv_gate = ResvGate::new(&resvs, slots.len(), NOW);
+            &mut resv_gate
+        };
+        let r = backfill(&mut table, &mut s, NOW, &input, gate);
         let secs = t0.elapsed().as_secs_f64();
         pass_cpu += cpu_s() - c0;
         pass_s.push(secs);
@@ -321,6 +384,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         .set("accounts", o.accounts)
         .set("passes", o.passes)
         .set("reserve_depth", o.reserve_depth)
+        .set("advance_reservations", o.advance_reservations)
         .num("backfill_median_s", median)
         .num("backfill_p99_s", p99)
         .set("examined", last.depth)

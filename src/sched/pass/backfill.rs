@@ -5,9 +5,18 @@
 //! from running jobs' time limits, and later jobs may not use those
 //! resources in that window. Pure: it takes `now` and reads no clock.
 //!
-//! Policy is asked through the [`StartGate`] exactly as the FIFO pass asks
-//! it: `blocked` holds a job (it neither starts nor reserves), `restrict`
-//! narrows its nodes, `started` hears every start.
+//! Policy is asked through the [`StartGate`]: `blocked` holds a job (it
+//! neither starts nor reserves), `scope` says where and when it may run
+//! (a reservation's nodes and window), `set_aside` lays the advance
+//! reservations' windows on the timeline as fences (see `timeline.rs`),
+//! `started` hears every start. A start now and a future start are both
+//! queries of the timeline with the job's scope, so a job outside a
+//! reservation neither starts nor plans across that reservation's window
+//! on its nodes (a wide job's plan goes after it, or onto other nodes),
+//! and a reservation's job plans on its nodes inside its window. Unlike
+//! Slurm 22.05, which plans nothing for a job whose reservation has not
+//! begun ("reservation defer"), such a job gets a plan from that start, so
+//! `squeue --start` shows when it should run.
 //!
 //! What it does not do: preemption, several partitions per job (canopy
 //! jobs have one), licenses (the gate's business).
@@ -34,7 +43,7 @@ use crate::config::SchedConf;
 use crate::model::job::{JobRecord, JobState};
 use crate::model::partition::PartitionState;
 use crate::model::time::UnixTime;
-use crate::sched::gate::StartGate;
+use crate::sched::gate::{Scope, StartGate};
 use crate::sched::table::{JobTable, PartitionView};
 use crate::sched::{apply, MemRequest, NodeDirectory, NodeSlot, Request};
 
@@ -88,8 +97,9 @@ fn run_secs(j: &JobRecord, limits: Option<&(Option<u32>, Option<u32>)>) -> i64 {
     min.map_or(NEVER, |m| i64::from(m) * 60)
 }
 
-/// A job's shape for the failure table: its request and where it may go.
-fn shape_key(req: &Request, nodes: &[u32], part: usize, restricted: bool) -> u64 {
+/// A job's shape for the failure table: its request, where it may go, and
+/// which reservations bind it.
+fn shape_key(req: &Request, nodes: &[u32], part: usize, restricted: bool, scope: &Scope) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (
         part,
@@ -112,7 +122,32 @@ fn shape_key(req: &Request, nodes: &[u32], part: usize, restricted: bool) -> u64
     if restricted {
         nodes.hash(&mut h);
     }
+    (scope.exempt, scope.not_before, scope.not_after).hash(&mut h);
     h.finish()
+}
+
+/// The nodes of partition `ranks` (`member`: the same as a map) that
+/// `scope` lets a job use, in the scope's order, its preferred ones first;
+/// and whether that is not simply the partition's list.
+fn scoped<'a>(
+    scope: &Scope,
+    ranks: &'a [u32],
+    member: &[bool],
+) -> (std::borrow::Cow<'a, [u32]>, bool) {
+    let of_part = |r: &u32| member.get(*r as usize).copied().unwrap_or(false);
+    match (&scope.nodes, &scope.prefer) {
+        (None, None) => (std::borrow::Cow::Borrowed(ranks), false),
+        (Some(nodes), _) => (
+            std::borrow::Cow::Owned(nodes.iter().copied().filter(of_part).collect()),
+            true,
+        ),
+        (None, Some(first)) => {
+            let firsts: std::collections::HashSet<u32> = first.iter().copied().collect();
+            let mut v: Vec<u32> = first.iter().copied().filter(of_part).collect();
+            v.extend(ranks.iter().copied().filter(|r| !firsts.contains(r)));
+            (std::borrow::Cow::Owned(v), true)
+        }
+    }
 }
 
 /// The shortest run times that failed, per shape, in this pass.
@@ -171,6 +206,7 @@ pub fn backfill(
     let mut tl = Timeline::new(now, resolution, slots, running, memory);
     let largest = slots.iter().map(|s| s.cpus).max().unwrap_or(1);
     let window_end = now.saturating_add(i64::from(p.bf_window_min) * 60);
+    tl.set_aside(&gate.set_aside(now, window_end));
     // Membership of each partition, for filtering the nodes with room now.
     let members: Vec<Vec<bool>> = input
         .parts
@@ -242,11 +278,12 @@ pub fn backfill(
         if gate.blocked(job, now).is_some() {
             continue;
         }
-        let (candidates, restricted) = match gate.restrict(job, part.ranks, now) {
-            None => (std::borrow::Cow::Borrowed(part.ranks), false),
-            Some(Ok(v)) => (std::borrow::Cow::Owned(v), true),
+        let scope = match gate.scope(job, part.ranks, now) {
+            None => Scope::default(),
+            Some(Ok(s)) => s,
             Some(Err(_)) => continue,
         };
+        let (candidates, restricted) = scoped(&scope, part.ranks, &members[pi]);
         let Ok(req) = Request::for_job(&job.submit, input.nodes) else {
             continue;
         };
@@ -254,11 +291,12 @@ pub fn backfill(
         let secs = run_secs(job, limits_of(&job.partition));
         let d = tl.span(secs);
         let need = Need::of(&req, largest);
-        let key = shape_key(&req, &candidates, pi, restricted);
+        let key = shape_key(&req, &candidates, pi, restricted, &scope);
 
         // Start now, on nodes with something free, if no reservation minds.
         let cpus = u64::from(req.ntasks) * u64::from(req.cpus_per_task.max(1));
-        if tl.may_start_now(&need, cpus) && !failed(&failures.now, key, d) {
+        let may_now = scope.not_before.is_none_or(|t| t <= now);
+        if may_now && tl.may_start_now(&need, cpus) && !failed(&failures.now, key, d) {
             let now_nodes: Vec<u32> = if !restricted && sorted[pi] {
                 room_now
                     .iter()
@@ -272,7 +310,17 @@ pub fn backfill(
                     .filter(|&r| room_now.contains(&r))
                     .collect()
             };
-            let fit = tl.earliest(&req, &need, &now_nodes, slots, now, d, now, false);
+            let fit = tl.earliest(
+                &req,
+                &need,
+                &now_nodes,
+                slots,
+                now,
+                d,
+                now,
+                false,
+                scope.exempt,
+            );
             if let Some((_, alloc)) = fit {
                 apply(&alloc, slots);
                 tl.start(alloc.clone(), secs);
@@ -303,17 +351,26 @@ pub fn backfill(
         {
             continue;
         }
+        // From the next instant (or its reservation's start) to the end
+        // of the window (or the last second of its reservation).
+        let from = tl
+            .round_up(now.saturating_add(1).min(window_end))
+            .max(scope.not_before.unwrap_or(now));
+        let limit = scope.not_after.map_or(window_end, |t| t.min(window_end));
+        if from > limit {
+            continue;
+        }
         planned_tries += 1;
-        let from = now.saturating_add(1).min(window_end);
         let found = tl.earliest(
             &req,
             &need,
             &candidates,
             slots,
-            tl.round_up(from),
+            from,
             d,
-            window_end,
+            limit,
             p.bf_busy_nodes,
+            scope.exempt,
         );
         match found {
             Some((start, alloc)) => {

@@ -7,4 +7,6 @@ pub mod timeline;
 #[cfg(test)]
 mod property;
 #[cfg(test)]
+mod resv_tests;
+#[cfg(test)]
 mod tests;

@@ -6,6 +6,12 @@
 //! nodes (CPU ids and GPU devices held once, CPU and memory counts within
 //! the node).
 //!
+//! Half the cases also have advance reservations (active and future, some
+//! MAINT, FLEX, OVERLAP or DAILY), and some jobs ask for one: no job the
+//! pass starts or plans may meet a window of a reservation it may not use
+//! on its nodes, and a reservation's job runs on its nodes (any, for
+//! FLEX) and starts inside its window (before its end, for FLEX).
+//!
 //! Seeded: each case prints its seed; `CANOPY_BF_SEED=N` replays one.
 
 use std::collections::{BTreeSet, HashMap};
@@ -13,9 +19,11 @@ use std::collections::{BTreeSet, HashMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::tests::{params, pass, pending, place_now, running};
+use super::tests::{params, pass_with, pending, place_now, running};
 use crate::model::job::{Allocation, JobRecord};
+use crate::model::reservation::{AccessList, Reservation, ResvFlag};
 use crate::model::tres::GresRequest;
+use crate::sched::resv_gate::ResvGate;
 use crate::sched::table::JobTable;
 use crate::sched::{GresDev, GresKind, GresSlot, NodeSlot};
 
@@ -95,8 +103,111 @@ fn check_fits(caps: &[NodeSlot], active: &[(u32, &Allocation)]) -> Result<(), St
     Ok(())
 }
 
-/// Returns how many jobs the pass started and planned.
-fn case(seed: u64) -> (usize, usize) {
+/// Up to three reservations over random nodes, some active at `now`,
+/// some later, with random flags.
+fn reservations(rng: &mut StdRng, n: usize, now: i64) -> Vec<Reservation> {
+    let count = if rng.gen_bool(0.5) {
+        rng.gen_range(1..=3)
+    } else {
+        0
+    };
+    (0..count)
+        .map(|i| {
+            let mut ranks: Vec<u32> = (0..n as u32).filter(|_| rng.gen_bool(0.4)).collect();
+            if ranks.is_empty() {
+                ranks.push(rng.gen_range(0..n as u32));
+            }
+            let start = now + rng.gen_range(-3600..4 * 3600);
+            let mut flags = Vec::new();
+            for (f, p) in [
+                (ResvFlag::Maint, 0.15),
+                (ResvFlag::Flex, 0.15),
+                (ResvFlag::Overlap, 0.1),
+                (ResvFlag::Daily, 0.2),
+            ] {
+                if rng.gen_bool(p) {
+                    flags.push(f);
+                }
+            }
+            Reservation {
+                name: format!("r{i}"),
+                start,
+                end: start + rng.gen_range(10..=300) * 60,
+                ranks,
+                node_list: String::new(),
+                cpus: 0,
+                partition: None,
+                features: None,
+                users: AccessList::default(),
+                accounts: AccessList::default(),
+                flags,
+                purge_secs: None,
+                licenses: vec![],
+            }
+        })
+        .filter(|r| r.end > now)
+        .collect()
+}
+
+/// Whether reservation `r`'s windows bind a job of reservation `own`
+/// (`None`: of none), as Slurm's `job_test_resv` has it.
+fn binds(r: &Reservation, own: Option<&Reservation>) -> bool {
+    match own {
+        None => true,
+        Some(o) if o.name == r.name => false,
+        Some(o) if o.has(ResvFlag::Maint) => false,
+        Some(o) if o.has(ResvFlag::Overlap) => r.has(ResvFlag::Maint),
+        Some(_) => true,
+    }
+}
+
+/// What the pass did with job `job` over `[start, end)` on `a` breaks no
+/// reservation: none it is bound by on its nodes then; its own one's
+/// nodes and window kept.
+fn check_resv(
+    resvs: &[Reservation],
+    job: &JobRecord,
+    (start, end): (i64, i64),
+    a: &Allocation,
+) -> Result<(), String> {
+    let id = job.job_id;
+    let own = job
+        .submit
+        .reservation
+        .as_deref()
+        .and_then(|n| resvs.iter().find(|r| r.name == n));
+    for r in resvs.iter().filter(|r| r.holds_nodes() && binds(r, own)) {
+        for (s, e) in r.occurrences(end) {
+            let meets = s < end && start < e;
+            if let Some(&node) = a.ranks.iter().find(|x| r.ranks.contains(x)) {
+                if meets {
+                    return Err(format!(
+                        "job {id} on node {node} over [{start}, {end}) meets {} [{s}, {e})",
+                        r.name
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(o) = own {
+        if start >= o.end {
+            return Err(format!("job {id} starts at {start}, after {} ends", o.name));
+        }
+        if !o.has(ResvFlag::Flex) {
+            if start < o.start {
+                return Err(format!("job {id} starts at {start}, before {}", o.name));
+            }
+            if o.holds_nodes() && a.ranks.iter().any(|x| !o.ranks.contains(x)) {
+                return Err(format!("job {id} off the nodes of {}", o.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Returns how many jobs the pass started and planned, and how many of
+/// those asked for a reservation.
+fn case(seed: u64) -> (usize, usize, usize) {
     eprintln!("backfill property: seed {seed} (CANOPY_BF_SEED={seed} replays it)");
     let mut rng = StdRng::seed_from_u64(seed);
     let n = rng.gen_range(1..=8);
@@ -124,6 +235,7 @@ fn case(seed: u64) -> (usize, usize) {
         records.push(running(j, start, a));
         id += 1;
     }
+    let resvs = reservations(&mut rng, n, now);
     let mut shapes: Vec<JobRecord> = Vec::new();
     for _ in 0..rng.gen_range(1..25) {
         // Half the time a shape seen before (another limit, perhaps), so
@@ -141,6 +253,10 @@ fn case(seed: u64) -> (usize, usize) {
             _ => job(&mut rng, id),
         };
         j.submit.uid = 1000 + id % 3;
+        j.submit.reservation = None;
+        if !resvs.is_empty() && rng.gen_bool(0.3) {
+            j.submit.reservation = Some(resvs[rng.gen_range(0..resvs.len())].name.clone());
+        }
         shapes.push(j.clone());
         records.push(j);
         id += 1;
@@ -157,9 +273,17 @@ fn case(seed: u64) -> (usize, usize) {
     if rng.gen_bool(0.3) {
         p.bf_max_job_test = rng.gen_range(1..=5);
     }
-    let r = pass(&mut table, &mut slots, now, &p);
+    let mut gate = ResvGate::new(&resvs, n, now);
+    let r = pass_with(&mut table, &mut slots, now, &p, &mut gate);
+    let checked = |id: u32, start: i64, a: &Allocation| {
+        let job = table.get(id).unwrap();
+        if let Err(e) = check_resv(&resvs, job, (start, start + limits[&id]), a) {
+            panic!("seed {seed}: {e}; reservations {resvs:?}; pass: {r:?}");
+        }
+    };
     for &s in &r.started {
         let a = table.get(s).and_then(|j| j.alloc.clone()).unwrap();
+        checked(s, now, &a);
         spans.push((s, now, now + limits[&s], a));
     }
     for p in &r.planned {
@@ -168,6 +292,7 @@ fn case(seed: u64) -> (usize, usize) {
             "seed {seed}: job {} planned for now",
             p.job_id
         );
+        checked(p.job_id, p.start, &p.alloc);
         spans.push((
             p.job_id,
             p.start,
@@ -187,7 +312,17 @@ fn case(seed: u64) -> (usize, usize) {
             panic!("seed {seed}: at {t}: {e}; pass: {r:?}");
         }
     }
-    (r.started.len(), r.planned.len())
+    let in_resv = r
+        .started
+        .iter()
+        .chain(r.planned.iter().map(|p| &p.job_id))
+        .filter(|&&id| {
+            table
+                .get(id)
+                .is_some_and(|j| j.submit.reservation.is_some())
+        })
+        .count();
+    (r.started.len(), r.planned.len(), in_resv)
 }
 
 #[test]
@@ -199,16 +334,19 @@ fn no_backfilled_job_delays_a_reservation_and_every_start_fits() {
         case(seed);
         return;
     }
-    let (mut started, mut planned) = (0, 0);
+    let (mut started, mut planned, mut in_resv) = (0, 0, 0);
     for seed in 0..300 {
-        let (s, p) = case(seed);
+        let (s, p, r) = case(seed);
         started += s;
         planned += p;
+        in_resv += r;
     }
-    // The cases exercise both halves of the pass.
-    eprintln!("backfill property: {started} started, {planned} reserved");
+    // The cases exercise both halves of the pass, and reservations' jobs.
+    eprintln!(
+        "backfill property: {started} started, {planned} reserved, {in_resv} of them in a reservation"
+    );
     assert!(
-        started > 100 && planned > 100,
-        "{started} started, {planned} planned"
+        started > 100 && planned > 100 && in_resv > 50,
+        "{started} started, {planned} planned, {in_resv} in a reservation"
     );
 }

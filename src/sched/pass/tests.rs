@@ -7,7 +7,7 @@ use crate::model::job::{Allocation, ExitStatus, JobRecord, JobState, JobSubmit};
 use crate::model::partition::PartitionState;
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
-use crate::sched::gate::{NoGate, StartGate};
+use crate::sched::gate::{Exempt, NoGate, StartGate};
 use crate::sched::table::{JobTable, PartitionView};
 use crate::sched::{apply, place, CrParams, MemRequest, NodeSlot, Request};
 
@@ -94,7 +94,7 @@ pub(super) fn pass(
     pass_with(t, slots, now, p, &mut NoGate)
 }
 
-fn pass_with(
+pub(super) fn pass_with(
     t: &mut JobTable,
     slots: &mut [NodeSlot],
     now: UnixTime,
@@ -143,7 +143,17 @@ fn a_half_used_node_takes_a_job_that_fits_now_and_a_whole_node_job_at_the_end() 
     let two = req(None, 2);
     let four = req(None, 4);
     let (t, a) = tl
-        .earliest(&two, &Need::of(&two, 4), &[0], &slots, 100, 600, 100, false)
+        .earliest(
+            &two,
+            &Need::of(&two, 4),
+            &[0],
+            &slots,
+            100,
+            600,
+            100,
+            false,
+            Exempt::Nothing,
+        )
         .unwrap();
     assert_eq!((t, a.cpus), (100, vec![2]));
     // Four CPUs: only once the running job's end (1000, rounded up to 1020).
@@ -157,6 +167,7 @@ fn a_half_used_node_takes_a_job_that_fits_now_and_a_whole_node_job_at_the_end() 
             600,
             5000,
             false,
+            Exempt::Nothing,
         )
         .unwrap();
     assert_eq!(t, 1020);
@@ -170,7 +181,8 @@ fn a_half_used_node_takes_a_job_that_fits_now_and_a_whole_node_job_at_the_end() 
             100,
             600,
             1000,
-            false
+            false,
+            Exempt::Nothing,
         )
         .is_none());
 }
@@ -185,10 +197,30 @@ fn a_job_past_its_limit_still_holds_its_node_now() {
     let one = req(None, 1);
     let need = Need::of(&one, 2);
     assert!(tl
-        .earliest(&one, &need, &[0], &slots, 100, 60, 100, false)
+        .earliest(
+            &one,
+            &need,
+            &[0],
+            &slots,
+            100,
+            60,
+            100,
+            false,
+            Exempt::Nothing
+        )
         .is_none());
     let (t, _) = tl
-        .earliest(&one, &need, &[0], &slots, 100, 60, 1000, false)
+        .earliest(
+            &one,
+            &need,
+            &[0],
+            &slots,
+            100,
+            60,
+            1000,
+            false,
+            Exempt::Nothing,
+        )
         .unwrap();
     assert_eq!(t, 160);
 }
@@ -204,16 +236,46 @@ fn a_reservation_keeps_later_jobs_off_its_resources_for_its_whole_run() {
     let need = Need::of(&whole, 2);
     // A 10-minute job fits before it; a 20-minute one goes to node 1.
     let (t, a) = tl
-        .earliest(&whole, &need, &[0, 1], &slots, 0, 600, 0, false)
+        .earliest(
+            &whole,
+            &need,
+            &[0, 1],
+            &slots,
+            0,
+            600,
+            0,
+            false,
+            Exempt::Nothing,
+        )
         .unwrap();
     assert_eq!((t, a.ranks), (0, vec![0]));
     let (t, a) = tl
-        .earliest(&whole, &need, &[0, 1], &slots, 0, 1200, 0, false)
+        .earliest(
+            &whole,
+            &need,
+            &[0, 1],
+            &slots,
+            0,
+            1200,
+            0,
+            false,
+            Exempt::Nothing,
+        )
         .unwrap();
     assert_eq!((t, a.ranks), (0, vec![1]));
     // Only node 0, 20 minutes: after the reservation.
     let (t, _) = tl
-        .earliest(&whole, &need, &[0], &slots, 0, 1200, 10_000, false)
+        .earliest(
+            &whole,
+            &need,
+            &[0],
+            &slots,
+            0,
+            1200,
+            10_000,
+            false,
+            Exempt::Nothing,
+        )
         .unwrap();
     assert_eq!(t, 1200);
     assert_eq!(tl.holds(), 1);
@@ -477,11 +539,31 @@ fn busy_nodes_first_puts_a_reservation_on_a_node_in_use_now() {
     tl.reserve(held, 60, 1140);
     let need = Need::of(&whole, 2);
     let (t, a) = tl
-        .earliest(&whole, &need, &[0, 1], &slots, 60, 600, 10_000, false)
+        .earliest(
+            &whole,
+            &need,
+            &[0, 1],
+            &slots,
+            60,
+            600,
+            10_000,
+            false,
+            Exempt::Nothing,
+        )
         .unwrap();
     assert_eq!((t, a.ranks), (1200, vec![0]));
     let (t, a) = tl
-        .earliest(&whole, &need, &[0, 1], &slots, 60, 600, 10_000, true)
+        .earliest(
+            &whole,
+            &need,
+            &[0, 1],
+            &slots,
+            60,
+            600,
+            10_000,
+            true,
+            Exempt::Nothing,
+        )
         .unwrap();
     assert_eq!((t, a.ranks), (1200, vec![1]));
 }

@@ -17,9 +17,12 @@
 //!   1,000 × (nodes of the job) list inserts;
 //! - a query looks at each node's few changes only: "the earliest time each
 //!   node has room for one unit of the job for its whole run" is O(changes)
-//!   per node, and the job's earliest start follows from the k-th smallest
-//!   of those (k = the nodes it needs at least) by a fixpoint that only
-//!   moves forward in time.
+//!   per node (read from the node's folded usage steps), and the job's
+//!   earliest start follows from the k-th smallest of those (k = the nodes
+//!   it needs at least) by a fixpoint that only moves forward in time;
+//!   each node enters it with a bound from two flat per-node times (its
+//!   first free CPU, its first idle moment) and is read only when the
+//!   search reaches that bound.
 //!
 //! Counts only filter; the final answer always comes from the production
 //! placement ([`crate::sched::place`]) run on each candidate node's state
@@ -28,12 +31,24 @@
 //! devices by identity). Summing holds that overlap the interval but not
 //! each other over-counts: that errs on the side of never delaying anyone.
 //!
+//! Advance reservations are fences: per node, the windows it is set aside
+//! for ([`crate::sched::gate::Aside`]). A fence is not usage: it binds only
+//! the jobs it does not exempt ([`Exempt`]: a reservation's own jobs may
+//! use its nodes), so each query says which job asks, and a node's earliest
+//! start for that job is pushed past every binding fence its run would meet.
+//!
 //! Times are Unix seconds; ends are rounded up to `bf_resolution` (a node
 //! is taken as busy until the next resolution step), as Slurm does.
 
 use crate::model::job::Allocation;
+use crate::sched::gate::{Aside, Exempt};
 use crate::sched::placement::GresSlot;
 use crate::sched::{place, MemRequest, NodeSlot, Request};
+
+/// The search's heap: (a node's earliest start from the time searched, its
+/// preference position, its rank, whether that start is exact or only a
+/// bound), least first.
+type Frontier = std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, u32, bool)>>;
 
 /// A time no job reaches: what a job without any limit "ends" at.
 pub const NEVER: i64 = i64::MAX / 4;
@@ -90,6 +105,24 @@ impl Change {
             Kind::Release | Kind::End => -1,
         }
     }
+}
+
+/// A window a node is set aside for: `[start, end)`, for the jobs
+/// `Exempt` lets through (`id`, `maint`: what it asks).
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    start: i64,
+    end: i64,
+    id: u32,
+    maint: bool,
+}
+
+/// A node's usage from `at` until the next step: its changes folded,
+/// kept beside them so a search reads usage instead of summing deltas.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    at: i64,
+    used: Use,
 }
 
 /// The least one node must give a job (counts; placement decides the rest).
@@ -163,6 +196,17 @@ pub struct Timeline {
     up: Vec<bool>,
     /// Per node: changes in time order.
     changes: Vec<Vec<Change>>,
+    /// Per node: its usage after each change time (derived from `cur` and
+    /// `changes`, rebuilt for the nodes a start or a hold touches).
+    steps: Vec<Vec<Step>>,
+    /// Per node, flat (a search reads these for every candidate, and a
+    /// node's own lists only when the search gets to it): the first time
+    /// it has a CPU free, and the first time it is idle ([`NEVER`]: not
+    /// in sight). No job starts on a node sooner.
+    free_any: Vec<i64>,
+    free_idle: Vec<i64>,
+    /// Per node: the windows it is set aside for, by start.
+    fences: Vec<Vec<Fence>>,
     /// Every allocation a change points at.
     allocs: Vec<Allocation>,
     /// Reservations laid down so far.
@@ -220,6 +264,10 @@ impl Timeline {
             cur,
             up: slots.iter().map(|s| s.available).collect(),
             changes: vec![Vec::new(); slots.len()],
+            fences: vec![Vec::new(); slots.len()],
+            steps: vec![Vec::new(); slots.len()],
+            free_any: vec![NEVER; slots.len()],
+            free_idle: vec![NEVER; slots.len()],
             allocs: Vec::new(),
             holds: 0,
             memory,
@@ -244,7 +292,35 @@ impl Timeline {
         for c in &mut t.changes {
             c.sort_by_key(Change::key);
         }
+        for n in 0..slots.len() {
+            t.restep(n);
+        }
         t
+    }
+
+    /// Rebuild `node`'s steps from its usage now and its changes.
+    fn restep(&mut self, node: usize) {
+        let mut u = self.cur[node];
+        let steps = &mut self.steps[node];
+        steps.clear();
+        for c in &self.changes[node] {
+            u.add(c.delta, c.sign());
+            match steps.last_mut() {
+                Some(last) if last.at == c.at => last.used = u,
+                _ => steps.push(Step { at: c.at, used: u }),
+            }
+        }
+        let cpus = self.cap[node].cpus;
+        let first = |ok: &dyn Fn(&Use) -> bool| {
+            if ok(&self.cur[node]) {
+                return self.now;
+            }
+            steps.iter().find(|s| ok(&s.used)).map_or(NEVER, |s| s.at)
+        };
+        let any = first(&|u| u.cpus < cpus);
+        let idle = first(&|u| u.cpus == 0);
+        self.free_any[node] = any;
+        self.free_idle[node] = idle;
     }
 
     /// `t` rounded up to the resolution (`now` and [`NEVER`] stay).
@@ -311,6 +387,9 @@ impl Timeline {
                     list.push(c);
                 }
             }
+            if sorted {
+                self.restep(rank as usize);
+            }
         }
         self.allocs.push(alloc);
     }
@@ -344,6 +423,39 @@ impl Timeline {
         self.holds += 1;
     }
 
+    /// Set nodes aside over windows (advance reservations): a job a window
+    /// binds is never placed on its nodes across it.
+    pub fn set_aside(&mut self, asides: &[Aside]) {
+        for a in asides.iter().filter(|a| a.end > self.now) {
+            let f = Fence {
+                start: a.start,
+                end: a.end,
+                id: a.id,
+                maint: a.maint,
+            };
+            for &r in a.ranks.iter() {
+                if let Some(list) = self.fences.get_mut(r as usize) {
+                    list.push(f);
+                }
+            }
+        }
+        for list in &mut self.fences {
+            list.sort_by_key(|f| (f.start, f.end));
+        }
+    }
+
+    /// The latest end of the fences of `node` that bind `exempt` and meet
+    /// `[t, t + d)`, if any.
+    fn fenced(&self, node: usize, t: i64, d: i64, exempt: Exempt) -> Option<i64> {
+        let end = t.saturating_add(d);
+        self.fences[node]
+            .iter()
+            .take_while(|f| f.start < end)
+            .filter(|f| f.end > t && exempt.binds(f.id, f.maint))
+            .map(|f| f.end)
+            .max()
+    }
+
     /// Reservations laid down so far.
     pub fn holds(&self) -> usize {
         self.holds
@@ -372,9 +484,8 @@ impl Timeline {
     }
 
     /// The earliest `t` in `[from, limit]` at which `node` has room for
-    /// `need` through `[t, t + d)`; `None` if there is none. One sweep
-    /// over the node's changes: every step without room pushes the
-    /// earliest start past its end.
+    /// `need` through `[t, t + d)` and no fence binding `exempt` meets
+    /// that run; `None` if there is none.
     pub fn node_free_from(
         &self,
         node: usize,
@@ -382,7 +493,28 @@ impl Timeline {
         from: i64,
         d: i64,
         limit: i64,
+        exempt: Exempt,
     ) -> Option<i64> {
+        let mut from = from;
+        loop {
+            let t = self.room_from(node, need, from, d, limit)?;
+            match self.fenced(node, t, d, exempt) {
+                None => return Some(t),
+                // Past the fence (its end rounded up, as Slurm rounds a
+                // reservation's end), and look again from there.
+                Some(end) => from = self.round_up(end).max(t + 1),
+            }
+            if from > limit {
+                return None;
+            }
+        }
+    }
+
+    /// The earliest `t` in `[from, limit]` at which `node` has room for
+    /// `need` through `[t, t + d)`; `None` if there is none. One sweep
+    /// over the node's changes: every step without room pushes the
+    /// earliest start past its end.
+    fn room_from(&self, node: usize, need: &Need, from: i64, d: i64, limit: i64) -> Option<i64> {
         if !self.up.get(node).copied().unwrap_or(false) {
             return None;
         }
@@ -390,29 +522,26 @@ impl Timeline {
         if c.cpus < i64::from(need.cpus) || c.gpus < need.gpus as i64 {
             return None;
         }
-        let list = &self.changes[node];
-        let mut u = self.cur[node];
-        let mut i = 0;
-        while i < list.len() && list[i].at <= from {
-            u.add(list[i].delta, list[i].sign());
-            i += 1;
-        }
+        let steps = &self.steps[node];
+        let mut i = steps.partition_point(|s| s.at <= from);
+        let mut u = match i {
+            0 => self.cur[node],
+            _ => steps[i - 1].used,
+        };
         let mut t = from;
         loop {
-            // The step from here to the next change has usage `u`.
-            let next = list.get(i).map_or(NEVER, |c| c.at);
+            // From here to the next step the usage is `u`.
+            let next = steps.get(i).map_or(NEVER, |s| s.at);
             if !self.room(node, u, need) {
                 t = next;
             } else if next >= t.saturating_add(d) {
                 return (t <= limit).then_some(t);
             }
-            if t > limit || i >= list.len() {
+            if t > limit || i >= steps.len() {
                 return None;
             }
-            while i < list.len() && list[i].at == next {
-                u.add(list[i].delta, list[i].sign());
-                i += 1;
-            }
+            u = steps[i].used;
+            i += 1;
         }
     }
 
@@ -466,7 +595,8 @@ impl Timeline {
     /// The earliest time in `[from, limit]` that `req` (at least
     /// `need.nodes` nodes, each with room for `need`) can hold what it
     /// needs of `candidates` for `d` seconds, with its allocation.
-    /// `busy_first`: prefer nodes in use now (`bf_busy_nodes`).
+    /// `busy_first`: prefer nodes in use now (`bf_busy_nodes`); `exempt`:
+    /// the fences that leave this job alone.
     ///
     /// Each node's earliest fitting start sits in a min-heap; the time
     /// moves forward to the next one, and only nodes passed over are
@@ -483,6 +613,7 @@ impl Timeline {
         d: i64,
         limit: i64,
         busy_first: bool,
+        exempt: Exempt,
     ) -> Option<(i64, Allocation)> {
         use std::cmp::Reverse;
         let k = need.nodes.max(1) as usize;
@@ -490,15 +621,34 @@ impl Timeline {
             return None;
         }
         // Preference order of each candidate, to hand placement its nodes
-        // in the partition's order.
-        let mut heap: std::collections::BinaryHeap<Reverse<(i64, usize, u32)>> = candidates
-            .iter()
-            .enumerate()
-            .filter_map(|(pos, &r)| {
-                self.node_free_from(r as usize, need, from, d, limit)
-                    .map(|f| Reverse((f, pos, r)))
-            })
-            .collect();
+        // in the partition's order. Each entry: (time, position, rank,
+        // exact); an inexact time is only a bound (no start sooner).
+        //
+        // Every candidate starts in the heap with the bound its flat
+        // counts give (its first free CPU, or its first idle moment for a
+        // job that needs all of it), and is looked at only when the search
+        // reaches that time: a search that ends early never reads the
+        // nodes busy until later. The answer is the one looking at every
+        // node from the start would give.
+        let mut entries = Vec::with_capacity(candidates.len());
+        for (pos, &r) in candidates.iter().enumerate() {
+            let n = r as usize;
+            let Some(c) = self.cap.get(n) else {
+                continue;
+            };
+            if !self.up[n] || c.cpus < i64::from(need.cpus) || c.gpus < need.gpus as i64 {
+                continue;
+            }
+            let bound = if need.whole || i64::from(need.cpus) >= c.cpus {
+                self.free_idle[n]
+            } else {
+                self.free_any[n]
+            };
+            if bound <= limit {
+                entries.push(Reverse((bound.max(from), pos, r, false)));
+            }
+        }
+        let mut heap = Frontier::from(entries);
         let mut t = from;
         let mut ready: Vec<(usize, u32)> = Vec::new();
         loop {
@@ -507,34 +657,35 @@ impl Timeline {
             }
             // Nodes passed over: where can they start from t on?
             for (pos, r) in ready.drain(..) {
-                if let Some(f) = self.node_free_from(r as usize, need, t, d, limit) {
-                    heap.push(Reverse((f, pos, r)));
+                if let Some(f) = self.node_free_from(r as usize, need, t, d, limit, exempt) {
+                    heap.push(Reverse((f, pos, r, true)));
                 }
             }
-            while let Some(&Reverse((f, pos, r))) = heap.peek() {
-                if f > t {
-                    break;
-                }
-                heap.pop();
-                if f < t {
-                    if let Some(f) = self.node_free_from(r as usize, need, t, d, limit) {
-                        heap.push(Reverse((f, pos, r)));
-                    }
-                } else {
-                    ready.push((pos, r));
-                }
-            }
+            // The nodes free at t, in preference order (the heap's): the
+            // first few are the usual answer, so the rest stay in the heap
+            // until those fail (bf_busy_nodes reorders all of them, so it
+            // takes all at once).
+            let few = if busy_first { usize::MAX } else { k * 2 + 8 };
+            self.pop_ready(&mut heap, &mut ready, t, few, (need, d, limit, exempt));
             if ready.len() >= k {
-                ready.sort_unstable();
                 let mut nodes: Vec<u32> = ready.iter().map(|&(_, r)| r).collect();
                 if busy_first {
                     nodes.sort_by_key(|&r| self.cur[r as usize].cpus == 0);
                 }
-                // Try the first few (the usual answer), then all of them.
-                let few = (k * 2 + 8).min(nodes.len());
-                let mut tried = self.place_at(req, &nodes[..few], base, t, d);
-                if tried.is_none() && few < nodes.len() {
-                    tried = self.place_at(req, &nodes, base, t, d);
+                let mut tried = self.place_at(req, &nodes[..nodes.len().min(few)], base, t, d);
+                if tried.is_none() {
+                    let before = ready.len();
+                    self.pop_ready(
+                        &mut heap,
+                        &mut ready,
+                        t,
+                        usize::MAX,
+                        (need, d, limit, exempt),
+                    );
+                    if ready.len() > before {
+                        let nodes: Vec<u32> = ready.iter().map(|&(_, r)| r).collect();
+                        tried = self.place_at(req, &nodes, base, t, d);
+                    }
                 }
                 if let Some(a) = tried {
                     return Some((t, a));
@@ -542,7 +693,7 @@ impl Timeline {
             }
             // Not yet: the next node to come free, or (enough nodes by
             // count, not by placement) the next release on a ready node.
-            let next_free = heap.peek().map(|&Reverse((f, _, _))| f);
+            let next_free = heap.peek().map(|&Reverse((f, _, _, _))| f);
             let next_drop = if ready.len() >= k {
                 ready
                     .iter()
@@ -556,6 +707,33 @@ impl Timeline {
                 (Some(a), None) | (None, Some(a)) => a,
                 (None, None) => return None,
             };
+        }
+    }
+
+    /// Move the heap's nodes free at `t` into `ready` (in the heap's
+    /// order: preference), up to `most` of them; entries older than `t`,
+    /// or only bounds, are looked at again from `t` on the way.
+    fn pop_ready(
+        &self,
+        heap: &mut Frontier,
+        ready: &mut Vec<(usize, u32)>,
+        t: i64,
+        most: usize,
+        (need, d, limit, exempt): (&Need, i64, i64, Exempt),
+    ) {
+        use std::cmp::Reverse;
+        while let Some(&Reverse((f, pos, r, exact))) = heap.peek() {
+            if f > t || ready.len() >= most {
+                break;
+            }
+            heap.pop();
+            if f < t || !exact {
+                if let Some(f) = self.node_free_from(r as usize, need, t, d, limit, exempt) {
+                    heap.push(Reverse((f, pos, r, true)));
+                }
+            } else {
+                ready.push((pos, r));
+            }
         }
     }
 
