@@ -64,16 +64,34 @@ pub(super) fn recovered_next_id(
     max: u32,
 ) -> u32 {
     let max = max.max(first);
-    let start = persisted.unwrap_or(first).max(first);
-    let next = ids
-        .filter(|&id| id >= start)
-        .fold(start, |n, id| n.max(id.saturating_add(1)));
-    // Past MaxJobId the sequence wraps, as a live allocation does.
-    if next > max {
-        first
-    } else {
-        next
+    let start = persisted.unwrap_or(first).clamp(first, max);
+    let used: std::collections::HashSet<u32> = ids.filter(|&id| id >= first && id <= max).collect();
+    // Ids handed out but not yet persisted lie just past the persisted one
+    // (each id between them was handed out too, or skipped as in use by a
+    // recovered job); a job far beyond is from before the sequence wrapped
+    // at MaxJobId and must not move it.
+    let near = used.iter().filter(|&&id| id >= start).count() as u32;
+    let horizon = start.saturating_add(near.saturating_mul(2).saturating_add(64));
+    let past = used
+        .iter()
+        .filter(|&&id| id >= start && id < horizon)
+        .fold(start, |n, &id| n.max(id.saturating_add(1)));
+    if past <= max {
+        return past;
     }
+    // A job at MaxJobId is above the persisted id: the sequence wrapped and
+    // that job is from before. Going back to FirstJobId would hand out ids
+    // given moments ago; step instead over the recovered jobs that follow
+    // the persisted id without a gap (the ones handed out but not yet
+    // persisted), wrapping as a live allocation does.
+    let mut next = start;
+    for _ in 0..used.len() {
+        if !used.contains(&next) {
+            break;
+        }
+        next = if next >= max { first } else { next + 1 };
+    }
+    next
 }
 
 impl Core {
@@ -464,7 +482,11 @@ mod tests {
         // A persisted id below FirstJobId starts there.
         assert_eq!(next(Some(3), [].into_iter(), 10, 100), 10);
         // Past MaxJobId: back to FirstJobId.
-        assert_eq!(next(Some(99), [100].into_iter(), 10, 100), 10);
+        assert_eq!(next(Some(99), [99, 100].into_iter(), 10, 100), 10);
+        // After a wrap, a job left near MaxJobId does not send the sequence
+        // back: the persisted id stands, past the run of jobs after it.
+        assert_eq!(next(Some(5), [5, 6, 99].into_iter(), 1, 100), 7);
+        assert_eq!(next(Some(5), [99].into_iter(), 1, 100), 5);
         // No persisted id (a crash before the first one was written).
         assert_eq!(next(None, [10, 11].into_iter(), 10, 100), 12);
     }

@@ -329,6 +329,9 @@ impl Core {
                 self.jobs.modify(id, |j| j.requeue = Some(held));
                 if state == JobState::Suspended {
                     self.jobs.set_suspended(id, false);
+                    // The run's suspended time ends here, so its record
+                    // (sacct -D) counts it.
+                    self.jobs.modify(id, |j| j.suspend.resume(now));
                 }
                 self.end_job(
                     id,

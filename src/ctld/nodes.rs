@@ -110,7 +110,7 @@ impl Core {
         let rtos = self.conf.return_to_service;
         // As slurmctld: an invalid registration revives nothing (`register.rs`).
         let invalid = self.validate_registration(rank, &hello.resources);
-        self.change_node(rank, false, out, |st| {
+        self.change_node(rank, now, false, out, |st| {
             if st.registered && st.boot_id != hello.boot_id {
                 tracing::info!(node = %hello.node, boot_id = hello.boot_id, "node daemon restarted");
             }
@@ -161,7 +161,7 @@ impl Core {
             }
             let name = self.node_name(rank).to_string();
             tracing::info!(node = %name, "node reachable");
-            self.change_node(rank, false, out, |st| {
+            self.change_node(rank, now, false, out, |st| {
                 st.responding = true;
                 // Registration and reachability arrive separately; either
                 // may be last.
@@ -179,7 +179,7 @@ impl Core {
                 continue;
             }
             tracing::info!(node = %self.node_name(rank), "node unreachable");
-            self.change_node(rank, false, out, |st| st.responding = false);
+            self.change_node(rank, now, false, out, |st| st.responding = false);
             self.arm_node_deadline(rank, now, out);
         }
         out.effect(Effect::Reschedule);
@@ -206,7 +206,7 @@ impl Core {
                 continue;
             }
             tracing::warn!(node = %self.node_name(rank), "node not responding, setting DOWN");
-            self.change_node(rank, true, out, |st| {
+            self.change_node(rank, now, true, out, |st| {
                 st.admin.down = Some(Reason {
                     text: NOT_RESPONDING.into(),
                     user: "root".into(),
@@ -270,7 +270,7 @@ impl Core {
                 .get(rank as usize)
                 .is_some_and(|st| st.admin.down.is_some());
             let lost = state == NodeUpdateState::Down && !was_down;
-            self.change_node(rank, lost, out, |st| match state {
+            self.change_node(rank, now, lost, out, |st| match state {
                 NodeUpdateState::Drain => st.admin.drain = Some(reason()),
                 NodeUpdateState::Down => st.admin.down = Some(reason()),
                 NodeUpdateState::Resume | NodeUpdateState::Idle => {
@@ -302,6 +302,7 @@ impl Core {
     pub(super) fn change_node(
         &mut self,
         rank: u32,
+        now: UnixTime,
         lost: bool,
         out: &mut Output,
         f: impl FnOnce(&mut NodeStatus),
@@ -329,6 +330,7 @@ impl Core {
                 tracing::warn!(job_id = id, node = %self.node_name(rank), "node lost; job ends NODE_FAIL");
                 if suspended {
                     self.jobs.set_suspended(id, false);
+                    self.jobs.modify(id, |j| j.suspend.resume(now));
                 }
                 self.end_job(id, JobState::NodeFail, JobReason::NodeDown, None, None, out);
             }

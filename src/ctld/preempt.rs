@@ -276,6 +276,19 @@ impl Core {
                 *x = true;
             }
         }
+        // A job ending while suspended for a preemptor frees only what it
+        // holds: the CPUs it lent are the running preemptor's.
+        let held: std::collections::HashMap<u32, crate::model::job::Allocation> = self
+            .jobs
+            .running()
+            .filter(|j| j.ending_as.is_some() || j.preempted.is_some())
+            .filter(|j| {
+                j.preempt_suspended
+                    .as_ref()
+                    .is_some_and(|s| !s.lent.is_empty())
+            })
+            .filter_map(|j| Some((j.job_id, j.held_alloc()?)))
+            .collect();
         let mut freeing: Vec<Freeing<'_>> = Vec::new();
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
         for j in self.jobs.running() {
@@ -291,7 +304,7 @@ impl Core {
             }
             if j.ending_as.is_some() || j.preempted.is_some() {
                 freeing.push(Freeing {
-                    alloc,
+                    alloc: held.get(&j.job_id).unwrap_or(alloc),
                     cpus_only: false,
                 });
                 continue;

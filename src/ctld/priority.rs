@@ -538,10 +538,12 @@ impl Core {
         // What GrpTRESMins and GrpWall weigh: every TRES the job holds
         // (billing as weighted above) and its wall time, for its
         // association and each above it, its QOS and its partition's.
-        let Some(alloc) = j.alloc.as_ref() else {
+        // A job suspended for a preemptor is charged for what it holds: the
+        // CPUs it lent are the preemptor's, and charged to it.
+        let Some(alloc) = j.held_alloc() else {
             return;
         };
-        let mut held = crate::policy::assoc::held(alloc);
+        let mut held = crate::policy::assoc::held(&alloc);
         held.insert("billing".into(), billing as u64);
         let qos = self.limit_qos_of(j);
         let book = &mut self.prio.usage;

@@ -194,7 +194,7 @@ impl Core {
             .slurm_user
             .clone()
             .unwrap_or_else(|| "root".to_string());
-        self.change_node(rank, false, out, |st| {
+        self.change_node(rank, now, false, out, |st| {
             // Slurm keeps an earlier drain (and its reason) as it is.
             if st.admin.drain.is_none() {
                 st.admin.drain = Some(Reason {

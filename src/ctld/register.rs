@@ -260,7 +260,7 @@ impl Core {
         if !was_invalid {
             tracing::error!(node = %name, reason = %reason, "registration reports less than configured; node INVALID_REG");
         }
-        self.change_node(rank, false, out, |st| {
+        self.change_node(rank, now, false, out, |st| {
             st.invalid_reg = true;
             if st.admin.down.is_none() && st.admin.drain.is_none() {
                 st.admin.drain = Some(Reason {

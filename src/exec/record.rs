@@ -267,6 +267,7 @@ impl Journal {
                 }
             }
         }
+        let before = self.bytes;
         let appended = self.file.write_all(&text);
         self.bytes += text.len() as u64;
         // Against the size of the last rewrite, not an estimate of the live
@@ -274,7 +275,19 @@ impl Journal {
         let grown = self.bytes > COMPACT_MIN_BYTES.max(COMPACT_FACTOR * self.rewritten);
         if appended.is_err() || grown {
             // The whole live set, written afresh, stands for the failed append too.
-            self.file = rewrite(&self.path, &self.live)?;
+            let fresh = match rewrite(&self.path, &self.live) {
+                Ok(f) => f,
+                Err(e) => {
+                    if appended.is_err() {
+                        // Cut a half-written line off, so the next append
+                        // does not run on from it.
+                        let _ = self.file.set_len(before);
+                        self.bytes = before;
+                    }
+                    return Err(e);
+                }
+            };
+            self.file = fresh;
             self.bytes = self.file.metadata()?.len();
             self.rewritten = self.bytes;
             return Ok(());
@@ -317,15 +330,24 @@ fn read_journal(path: &Path) -> io::Result<Vec<JobRecord>> {
 /// daemon killed meanwhile leaves the old journal whole. Returns the new file,
 /// open for appending.
 fn rewrite(path: &Path, live: &std::collections::BTreeMap<u32, JobRecord>) -> io::Result<fs::File> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
     let mut text = Vec::new();
     for rec in live.values() {
         serde_json::to_writer(&mut text, &Op::Put(rec.clone())).map_err(io::Error::other)?;
         text.push(b'\n');
     }
-    fs::write(&tmp, text)?;
+    // Opened before the rename and kept: appends always reach the file that
+    // is in place (a reopen that failed after the rename would leave them
+    // going to the old, unlinked one).
+    let _ = fs::remove_file(&tmp);
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(&tmp)?;
+    file.write_all(&text)?;
     fs::rename(&tmp, path)?;
-    fs::OpenOptions::new().append(true).open(path)
+    Ok(file)
 }
 
 /// A job found again after a restart.

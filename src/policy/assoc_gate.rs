@@ -209,7 +209,13 @@ impl<'a> AssocGate<'a> {
         };
         let left = match j.time_limit_min {
             Some(l) => {
-                let ran = j.start_time.map_or(0, |s| (m.now - s).max(0) as u64 / 60);
+                // Time suspended does not count: the limit is pushed back by it.
+                let stopped = j
+                    .suspend
+                    .suspended_secs(j.state == crate::model::job::JobState::Suspended, m.now);
+                let ran = j.start_time.map_or(0, |s| {
+                    ((m.now - s).max(0) as u64).saturating_sub(stopped) / 60
+                });
                 u64::from(l).saturating_sub(ran)
             }
             None => NO_LIMIT_MINS,

@@ -135,6 +135,15 @@ fn minutes(key: &str, v: &str) -> Result<Option<u32>, Bad> {
 /// `days-hours[:minutes[:seconds]]`, `hours:minutes:seconds`,
 /// `minutes:seconds` or `minutes`. `-1`, `INFINITE` and `UNLIMITED`
 /// clear it (`Some(None)`); `None`: not a time.
+/// Seconds in days, hours, minutes and seconds; `None` past u64 (a user's
+/// huge number is refused, never wrapped).
+fn hms(d: u64, h: u64, m: u64, s: u64) -> Option<u64> {
+    d.checked_mul(86400)?
+        .checked_add(h.checked_mul(3600)?)?
+        .checked_add(m.checked_mul(60)?)?
+        .checked_add(s)
+}
+
 fn exempt_secs(v: &str) -> Option<Option<u32>> {
     let v = v.trim();
     if v == "-1" || v.eq_ignore_ascii_case("infinite") || v.eq_ignore_ascii_case("unlimited") {
@@ -158,14 +167,14 @@ fn exempt_secs(v: &str) -> Option<Option<u32>> {
             if parts.next().is_some() {
                 return None;
             }
-            days * 86400 + h * 3600 + m * 60 + s
+            hms(days, h, m, s)?
         }
         None => {
             let parts: Vec<u64> = v.split(':').map(num).collect::<Option<_>>()?;
             match parts[..] {
-                [m] => m * 60,
-                [m, s] => m * 60 + s,
-                [h, m, s] => h * 3600 + m * 60 + s,
+                [m] => hms(0, 0, m, 0)?,
+                [m, s] => hms(0, 0, m, s)?,
+                [h, m, s] => hms(0, h, m, s)?,
                 _ => return None,
             }
         }
@@ -615,6 +624,10 @@ mod tests {
         assert_eq!(exempt_secs("01:00:05"), Some(Some(3605)));
         assert_eq!(exempt_secs("-1"), Some(None));
         assert_eq!(exempt_secs("soon"), None);
+        // Too large for the arithmetic: refused, not wrapped (nor a panic).
+        assert_eq!(exempt_secs("99999999999999999-00:00:00"), None);
+        assert_eq!(exempt_secs("99999999999999999999"), None);
+        assert_eq!(exempt_secs("9999999999999999:0:0"), None);
         assert!(parse(&words("add qos x Flags=Bogus")).is_err());
         // GrpTRESMins (and the old GrpCPUMins) on a QOS and an account.
         let r = change_of("modify qos high set GrpTRESMins=cpu=600,gres/gpu=60 GrpWall=2:00:00");

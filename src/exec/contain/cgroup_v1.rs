@@ -69,6 +69,8 @@ pub(super) struct V1 {
     /// shared by the user's jobs, and one being removed while a job is made below it
     /// fails the job (the dying cgroup refuses writes). Found by the concurrent test.
     uid_level: Mutex<()>,
+    /// `memory.oom_control` has the `oom_kill` counter (kernel ≥ 4.13).
+    counts_oom_kills: bool,
 }
 
 impl V1 {
@@ -125,10 +127,20 @@ impl V1 {
             root = root_name,
             "cgroup v1: steps are contained"
         );
+        let counts_oom_kills = hiers
+            .iter()
+            .find(|(c, _)| *c == Ctl::Memory)
+            .and_then(|(_, root)| {
+                fs::read_opt(&root.join("memory.oom_control"))
+                    .ok()
+                    .flatten()
+            })
+            .is_some_and(|t| fs::keyed(&t, "oom_kill").is_some());
         Ok(V1 {
             hiers,
             memsw_warned: AtomicBool::new(false),
             uid_level: Mutex::new(()),
+            counts_oom_kills,
         })
     }
 
@@ -282,6 +294,13 @@ impl V1 {
             }
         }
         Ok(())
+    }
+
+    /// Whether a step may leave its memory limit to its job's: only where the
+    /// kernel counts OOM kills. Older kernels are read through a cgroup's
+    /// own `memory.failcnt`, which counts only at the level whose limit was hit.
+    pub(super) fn counts_oom_kills(&self) -> bool {
+        self.counts_oom_kills
     }
 
     pub(super) fn oom_kills(&self, rel: &Path) -> u64 {

@@ -669,7 +669,14 @@ impl JobCgroup {
         // whose own are the job's (the usual srun step) needs them written
         // once, at the job. Its cpuset is always filled (v1 takes no process
         // into an empty one).
-        if resolved.memory == self.resolved.memory
+        // (Not on a v1 kernel without the oom_kill counter: there a step's
+        // OOM is seen only through its own memory.failcnt.)
+        let inherits = match &self.group.inner.backend {
+            Backend::V1(v1) => v1.counts_oom_kills(),
+            _ => true,
+        };
+        if inherits
+            && resolved.memory == self.resolved.memory
             && resolved.swappiness == self.resolved.swappiness
         {
             resolved.memory = None;
