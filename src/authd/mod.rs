@@ -351,35 +351,6 @@ mod tests {
         );
     }
 
-    /// A client's concurrent calls open extra links; where the signer refuses
-    /// them (the uid's share is full), the calls share the first link.
-    #[tokio::test]
-    async fn concurrent_calls_fall_back_to_the_first_link_when_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let (path, stats, _stop) = started(dir.path()).await;
-        let mut held = Vec::new();
-        for _ in 0..MAX_CONNECTIONS_PER_UID - 1 {
-            let c = SignerClient::new(&path);
-            c.sign([1; 32]).await.unwrap();
-            held.push(c);
-        }
-        let client = std::sync::Arc::new(SignerClient::new(&path));
-        client.sign([2; 32]).await.unwrap();
-        let calls: Vec<_> = (0..16)
-            .map(|i| {
-                let c = client.clone();
-                tokio::spawn(async move { c.sign([i; 32]).await })
-            })
-            .collect();
-        for call in calls {
-            assert!(call.await.unwrap().is_ok());
-        }
-        assert!(
-            stats.over_limit.load(Ordering::Relaxed) >= 1,
-            "no extra link was tried"
-        );
-    }
-
     /// One uid cannot hold more than its share of connections.
     #[tokio::test]
     async fn connections_per_uid_are_bounded() {

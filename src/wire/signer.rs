@@ -81,49 +81,25 @@ pub enum SignerError {
     Error(String),
 }
 
-/// Links a client opens at most: a call waits for a free one. One request
-/// is in flight per link, so with a single link srun verified the frames of
-/// a 512-node step one round trip after another (a second of a launch's
-/// 2.6 s); calls made one at a time still use one link.
-const SIGNER_LINKS: usize = 4;
-
-type SignerLink = Option<Framed<UnixStream, LengthDelimitedCodec>>;
-
-/// A command's links to its host's signer, opened as concurrent calls need
-/// them; each reconnects once if the signer restarted since its last request.
+/// A command's link to its host's signer; reconnects once if the signer
+/// restarted since the last request.
 pub struct SignerClient {
     path: PathBuf,
-    conns: Vec<tokio::sync::Mutex<SignerLink>>,
-    next: std::sync::atomic::AtomicUsize,
+    conn: tokio::sync::Mutex<Option<Framed<UnixStream, LengthDelimitedCodec>>>,
 }
 
 impl SignerClient {
     pub fn new(path: &Path) -> SignerClient {
         SignerClient {
             path: path.to_path_buf(),
-            conns: (0..SIGNER_LINKS)
-                .map(|_| tokio::sync::Mutex::new(None))
-                .collect(),
-            next: std::sync::atomic::AtomicUsize::new(0),
+            conn: tokio::sync::Mutex::new(None),
         }
-    }
-
-    /// A free link, the first ones first (so sequential calls share one);
-    /// when all are busy, wait for one in turn.
-    async fn link(&self) -> (usize, tokio::sync::MutexGuard<'_, SignerLink>) {
-        for (i, c) in self.conns.iter().enumerate() {
-            if let Ok(guard) = c.try_lock() {
-                return (i, guard);
-            }
-        }
-        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.conns.len();
-        (i, self.conns[i].lock().await)
     }
 
     /// Connect now (so a command fails early, with the socket's name, when
     /// no signer runs).
     pub async fn connect(&self) -> Result<(), SignerError> {
-        let mut conn = self.conns[0].lock().await;
+        let mut conn = self.conn.lock().await;
         if conn.is_none() {
             *conn = Some(self.open().await?);
         }
@@ -176,28 +152,9 @@ impl SignerClient {
 
     async fn call(&self, req: &SignerRequest) -> Result<SignerReply, SignerError> {
         let bytes = rmp_serde::to_vec_named(req).map_err(|e| self.io(e))?;
-        let (i, mut conn) = self.link().await;
-        let reply = self.exchange(&mut conn, &bytes).await;
-        match reply {
-            // An extra link the signer refused (a uid's connections are
-            // bounded) or lost: closed, and the first link serves the call.
-            Ok(SignerReply::Error(_)) | Err(_) if i > 0 => {
-                *conn = None;
-                drop(conn);
-                let mut first = self.conns[0].lock().await;
-                self.exchange(&mut first, &bytes).await
-            }
-            other => other,
-        }
-    }
-
-    /// One request and its reply on `conn`. A signer restarted since our last
-    /// request closed our link: one fresh connection, then give up.
-    async fn exchange(
-        &self,
-        conn: &mut SignerLink,
-        bytes: &[u8],
-    ) -> Result<SignerReply, SignerError> {
+        let mut conn = self.conn.lock().await;
+        // A signer restarted since our last request closed our link: one
+        // fresh connection, then give up.
         for attempt in 0..2 {
             if conn.is_none() {
                 *conn = Some(self.open().await?);
@@ -206,7 +163,7 @@ impl SignerClient {
                 continue;
             };
             let exchange = async {
-                c.send(bytes::Bytes::copy_from_slice(bytes)).await?;
+                c.send(bytes::Bytes::from(bytes.clone())).await?;
                 c.next().await.transpose()
             };
             match tokio::time::timeout(SIGNER_TIMEOUT, exchange).await {
