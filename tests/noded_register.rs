@@ -34,8 +34,11 @@ fn a_node_with_less_hardware_than_configured_is_drained() {
             .map(|n| (n.scontrol_state(), n.reason))
     };
     c.wait_for(Duration::from_secs(60), "n1 drained, n2 IDLE", |c| {
-        state(c, "n1").is_some_and(|(s, r)| s.contains("DRAIN") && r.is_some())
-            && state(c, "n2").is_some_and(|(s, _)| s == "IDLE")
+        // Registered (so drained) and reached: the controller marks a node
+        // responding a moment after its registration.
+        state(c, "n1").is_some_and(|(s, r)| {
+            s.contains("DRAIN") && !s.contains("NOT_RESPONDING") && r.is_some()
+        }) && state(c, "n2").is_some_and(|(s, _)| s == "IDLE")
     });
     let n1 = c.node("n1");
     assert_eq!(

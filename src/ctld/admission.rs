@@ -79,11 +79,10 @@ pub(super) fn recovered_next_id(
     if past <= max {
         return past;
     }
-    // A job at MaxJobId is above the persisted id: the sequence wrapped and
-    // that job is from before. Going back to FirstJobId would hand out ids
-    // given moments ago; step instead over the recovered jobs that follow
-    // the persisted id without a gap (the ones handed out but not yet
-    // persisted), wrapping as a live allocation does.
+    // The run reaches MaxJobId: wrap as a live allocation does, stepping
+    // over the recovered jobs that follow the persisted id without a gap
+    // (never straight back to FirstJobId, whose ids may have been given
+    // moments ago).
     let mut next = start;
     for _ in 0..used.len() {
         if !used.contains(&next) {
