@@ -54,7 +54,6 @@ if [ "$have_gpu" = 1 ]; then
         fail "-G found $ngpu GPU(s), nvidia-smi $want"
     name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "nvidia-smi name: '$name' -> canopy Type=$gtype"
-    minor=$(nvidia-smi --query-gpu=index --format=csv,noheader | head -1)
     grep -q "File=/dev/nvidia" <<<"$gout" && pass "-G names the device files" ||
         fail "-G names no /dev/nvidia file"
 fi
