@@ -351,6 +351,81 @@ mod tests {
         );
     }
 
+    /// Many requests in flight on one client's link at once: each caller
+    /// gets the answer to its own request (answers come back in order, and
+    /// a mix-up would hand a caller a credential over another digest), and
+    /// they all share one connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_requests_each_get_their_own_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, stats, _stop) = started(dir.path()).await;
+        let client = Arc::new(SignerClient::new(&path));
+        let mut calls = Vec::new();
+        for i in 0..200u32 {
+            let client = client.clone();
+            calls.push(tokio::spawn(async move {
+                let d = content_digest(&i.to_be_bytes(), b"pipelined");
+                let cred = client.sign(d).await.unwrap();
+                assert_eq!(cred.digest, d, "request {i} got another's answer");
+                // Every second one is verified back through the same link.
+                if i % 2 == 0 {
+                    client.verify(&cred, d).await.unwrap();
+                }
+            }));
+        }
+        for c in calls {
+            c.await.unwrap();
+        }
+        assert_eq!(stats.signed.load(Ordering::Relaxed), 200);
+        assert_eq!(stats.verified.load(Ordering::Relaxed), 100);
+        // One uid may hold only a few connections: had each call opened
+        // its own, the signer would have refused most of them.
+        assert_eq!(stats.over_limit.load(Ordering::Relaxed), 0);
+    }
+
+    /// The client really keeps requests in flight together: a signer that
+    /// answers only once it holds ten requests (one at a time would wait
+    /// for ever) answers all ten, each to its own caller.
+    #[tokio::test]
+    async fn requests_are_in_flight_together() {
+        use crate::wire::signer::{signer_codec, SignerReply, SignerRequest};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("batch.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut framed = Framed::new(stream, signer_codec());
+            let mut held = Vec::new();
+            while held.len() < 10 {
+                let frame = framed.next().await.unwrap().unwrap();
+                match rmp_serde::from_slice(&frame).unwrap() {
+                    SignerRequest::Sign { digest } => held.push(digest[0]),
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            // Answered in order; the text names the request's digest.
+            for tag in held {
+                let reply = SignerReply::Error(format!("tag {tag}"));
+                let b = rmp_serde::to_vec_named(&reply).unwrap();
+                framed.send(bytes::Bytes::from(b)).await.unwrap();
+            }
+        });
+        let client = Arc::new(SignerClient::new(&path));
+        let calls: Vec<_> = (0..10u8)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move { (i, client.sign([i; 32]).await) })
+            })
+            .collect();
+        for c in calls {
+            let (i, r) = c.await.unwrap();
+            match r {
+                Err(SignerError::Error(e)) => assert_eq!(e, format!("tag {i}")),
+                other => panic!("request {i}: {other:?}"),
+            }
+        }
+    }
+
     /// One uid cannot hold more than its share of connections.
     #[tokio::test]
     async fn connections_per_uid_are_bounded() {

@@ -11,13 +11,14 @@
 //! caller's real identity. One connection carries any number of requests.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use super::auth::{Authenticator, ContentDigest, Credential};
@@ -83,27 +84,37 @@ pub enum SignerError {
 
 /// A command's link to its host's signer; reconnects once if the signer
 /// restarted since the last request.
+///
+/// Requests are pipelined: any number may be in flight on the one
+/// connection, and the signer answers them in order. srun verifies every
+/// frame its node daemons send (a hello and an exit per node), and at 512
+/// nodes one request at a time meant a thousand round trips through a busy
+/// signer end to end; in flight together they cost about one.
 pub struct SignerClient {
     path: PathBuf,
-    conn: tokio::sync::Mutex<Option<Framed<UnixStream, LengthDelimitedCodec>>>,
+    /// The running link: a queue into the task that owns the connection.
+    /// `None` until first used, and again after the link failed.
+    link: std::sync::Mutex<Option<mpsc::UnboundedSender<Pending>>>,
+}
+
+/// One request on its way, and where its answer goes.
+struct Pending {
+    frame: bytes::Bytes,
+    reply: oneshot::Sender<bytes::Bytes>,
 }
 
 impl SignerClient {
     pub fn new(path: &Path) -> SignerClient {
         SignerClient {
             path: path.to_path_buf(),
-            conn: tokio::sync::Mutex::new(None),
+            link: std::sync::Mutex::new(None),
         }
     }
 
     /// Connect now (so a command fails early, with the socket's name, when
     /// no signer runs).
     pub async fn connect(&self) -> Result<(), SignerError> {
-        let mut conn = self.conn.lock().await;
-        if conn.is_none() {
-            *conn = Some(self.open().await?);
-        }
-        Ok(())
+        self.link().await.map(|_| ())
     }
 
     async fn open(&self) -> Result<Framed<UnixStream, LengthDelimitedCodec>, SignerError> {
@@ -115,6 +126,39 @@ impl SignerClient {
                     source,
                 })?;
         Ok(Framed::new(stream, signer_codec()))
+    }
+
+    /// The live link, opened (and its task started) if there is none.
+    async fn link(&self) -> Result<mpsc::UnboundedSender<Pending>, SignerError> {
+        if let Some(tx) = self.current() {
+            return Ok(tx);
+        }
+        let framed = self.open().await?;
+        let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+        match link.as_ref().filter(|tx| !tx.is_closed()) {
+            // Another caller opened one meanwhile: ours is dropped unused.
+            Some(tx) => Ok(tx.clone()),
+            None => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(drive(framed, rx));
+                *link = Some(tx.clone());
+                Ok(tx)
+            }
+        }
+    }
+
+    fn current(&self) -> Option<mpsc::UnboundedSender<Pending>> {
+        let link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+        link.as_ref().filter(|tx| !tx.is_closed()).cloned()
+    }
+
+    /// Forget `used` (if it is still the current link) so the next request
+    /// opens a fresh connection.
+    fn drop_link(&self, used: &mpsc::UnboundedSender<Pending>) {
+        let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+        if link.as_ref().is_some_and(|tx| tx.same_channel(used)) {
+            *link = None;
+        }
     }
 
     pub async fn sign(&self, digest: ContentDigest) -> Result<Credential, SignerError> {
@@ -151,35 +195,38 @@ impl SignerClient {
     }
 
     async fn call(&self, req: &SignerRequest) -> Result<SignerReply, SignerError> {
-        let bytes = rmp_serde::to_vec_named(req).map_err(|e| self.io(e))?;
-        let mut conn = self.conn.lock().await;
+        let frame = bytes::Bytes::from(rmp_serde::to_vec_named(req).map_err(|e| self.io(e))?);
         // A signer restarted since our last request closed our link: one
         // fresh connection, then give up.
         for attempt in 0..2 {
-            if conn.is_none() {
-                *conn = Some(self.open().await?);
-            }
-            let Some(c) = conn.as_mut() else {
+            let tx = self.link().await?;
+            let (reply, answer) = oneshot::channel();
+            let sent = tx.send(Pending {
+                frame: frame.clone(),
+                reply,
+            });
+            if sent.is_err() {
+                self.drop_link(&tx);
                 continue;
-            };
-            let exchange = async {
-                c.send(bytes::Bytes::from(bytes.clone())).await?;
-                c.next().await.transpose()
-            };
-            match tokio::time::timeout(SIGNER_TIMEOUT, exchange).await {
+            }
+            match tokio::time::timeout(SIGNER_TIMEOUT, answer).await {
                 Err(_) => {
-                    *conn = None;
+                    // A signer that stopped answering: the requests behind
+                    // this one would wait as long, so the link is dropped.
+                    self.drop_link(&tx);
                     return Err(SignerError::Timeout {
                         path: self.path.clone(),
                         after: SIGNER_TIMEOUT,
                     });
                 }
-                Ok(Ok(Some(frame))) => {
-                    return rmp_serde::from_slice(&frame).map_err(|e| self.io(e));
+                Ok(Ok(bytes)) => return rmp_serde::from_slice(&bytes).map_err(|e| self.io(e)),
+                // The link closed before our answer came.
+                Ok(Err(_)) => {
+                    self.drop_link(&tx);
+                    if attempt == 1 {
+                        break;
+                    }
                 }
-                Ok(Ok(None)) | Ok(Err(_)) if attempt == 0 => *conn = None,
-                Ok(Ok(None)) => return Err(self.io("the signer closed the connection")),
-                Ok(Err(e)) => return Err(self.io(e)),
             }
         }
         Err(self.io("the signer closed the connection"))
@@ -190,6 +237,61 @@ impl SignerClient {
             path: self.path.clone(),
             detail: detail.to_string(),
         }
+    }
+}
+
+/// The task that owns a signer connection: writes requests as they come
+/// (every one already queued, then one flush) and hands each answer to the
+/// oldest waiting caller. Writing and reading run side by side, so a
+/// signer blocked writing answers we have not read yet never waits on us
+/// to finish writing. The reader takes a frame only for a caller already
+/// waiting, so a frame the signer sends unasked (its refusal of the
+/// connection) goes to the next caller, as it would one request at a time.
+/// When the connection fails, every waiting caller's answer channel is
+/// dropped, which tells it the link closed.
+async fn drive(
+    framed: Framed<UnixStream, LengthDelimitedCodec>,
+    mut requests: mpsc::UnboundedReceiver<Pending>,
+) {
+    let (mut sink, mut stream) = framed.split();
+    let (waiting, mut callers) = mpsc::unbounded_channel::<oneshot::Sender<bytes::Bytes>>();
+    let writer = async move {
+        while let Some(first) = requests.recv().await {
+            let mut next = Some(first);
+            while let Some(p) = next {
+                // Queued before it is written, so its answer can never
+                // arrive ahead of its place in the queue.
+                if waiting.send(p.reply).is_err() || sink.feed(p.frame).await.is_err() {
+                    return;
+                }
+                next = requests.try_recv().ok();
+            }
+            if sink.flush().await.is_err() {
+                return;
+            }
+        }
+    };
+    let reader = async move {
+        while let Some(caller) = callers.recv().await {
+            match stream.next().await {
+                // A caller that gave up (timed out) no longer listens.
+                Some(Ok(frame)) => {
+                    let _ = caller.send(frame.freeze());
+                }
+                _ => return,
+            }
+        }
+    };
+    tokio::pin!(reader);
+    tokio::select! {
+        _ = writer => {
+            // Nothing more can be written (the signer closed its end, or
+            // this link was dropped), but answers already on their way are
+            // still read: a signer that refuses a connection says why
+            // before it closes.
+            let _ = tokio::time::timeout(SIGNER_TIMEOUT, reader).await;
+        }
+        _ = &mut reader => {}
     }
 }
 
