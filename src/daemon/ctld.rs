@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use thiserror::Error;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::guard::{Bad, Daemons, PeerLog, RateLimiter, Verdict, AUTH_DEADLINE};
@@ -72,7 +71,7 @@ where
         "state recovered"
     );
     let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
-    let listener = TcpListener::bind(&addr)
+    let listener = super::listen::bind(&addr)
         .await
         .map_err(|source| CtldError::Bind {
             addr: addr.clone(),

@@ -26,6 +26,45 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 /// closed without a word (a flood must not grow a second unbounded set).
 const MAX_REFUSING: usize = 64;
 
+/// Connections the kernel may hold completed but not yet accepted. tokio's
+/// own `bind` asks for 128 (std's figure); 512 node daemons dialling one
+/// srun at once overflowed that, and every SYN dropped on overflow is
+/// retried only after TCP's 1 s initial timeout, so the last nodes' task
+/// exits came a second late. The kernel caps this at `net.core.somaxconn`.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Bind a listening TCP socket on `addr` (a host or address and a port, as
+/// `TcpListener::bind` takes it) with [`LISTEN_BACKLOG`]; the first
+/// address the name resolves to that binds is used.
+pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        match bind_one(a) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{addr} names no address"),
+        )
+    }))
+}
+
+fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As tokio's bind does: a restarted daemon gets its port back at once
+    // rather than after TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// One listening socket and its limit.
 pub struct Listen {
     pub listener: TcpListener,
@@ -122,4 +161,47 @@ async fn refuse(stream: TcpStream, auth: Arc<Authenticator>, boot_id: u64, why: 
         while let Ok(Some(_)) = conn.recv().await {}
     };
     let _ = tokio::time::timeout(REFUSAL_LINGER, linger).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Far more peers than tokio's default backlog (128) dial at once while
+    /// nobody accepts, as 512 node daemons dial one srun: every connection
+    /// completes. With the small backlog the kernel drops the extra SYNs and
+    /// each of those peers waits for TCP's 1 s retry, so the short deadline
+    /// here (a loopback handshake takes microseconds) tells the two apart.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_of_peers_fits_in_the_accept_queue() {
+        let listener = bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dials: Vec<_> = (0..400)
+            .map(|_| {
+                tokio::spawn(async move {
+                    tokio::time::timeout(Duration::from_millis(900), TcpStream::connect(addr))
+                        .await
+                })
+            })
+            .collect();
+        let mut held = Vec::new();
+        let mut late = 0;
+        for d in dials {
+            match d.await.unwrap() {
+                Ok(Ok(s)) => held.push(s),
+                Ok(Err(e)) => panic!("connect failed: {e}"),
+                Err(_) => late += 1,
+            }
+        }
+        assert_eq!(late, 0, "{late} of 400 peers waited for a SYN retry");
+        drop(listener);
+    }
+
+    /// A name that resolves binds; a bad one says what was wrong.
+    #[tokio::test]
+    async fn binds_by_name_and_refuses_garbage() {
+        let l = bind("localhost:0").await.unwrap();
+        assert!(l.local_addr().unwrap().ip().is_loopback());
+        assert!(bind("no port here").await.is_err());
+    }
 }

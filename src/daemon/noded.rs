@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use actix::{Actor, Addr};
 use thiserror::Error;
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -168,7 +167,7 @@ pub async fn start(
     let _ = agent.send(SetRelay(relay.clone().recipient())).await;
 
     let addr = format!("{}:{}", nc.addr, nc.port);
-    let listener = TcpListener::bind(&addr)
+    let listener = super::listen::bind(&addr)
         .await
         .map_err(|source| NodedError::Bind {
             addr: addr.clone(),

@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{CliError, Client};
@@ -351,7 +350,8 @@ async fn step(a: SrunArgs) -> Result<i32, CliError> {
     let ip = c
         .local_ip()
         .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
-    let listener = TcpListener::bind((ip, 0)).await?;
+    let listener =
+        crate::daemon::listen::bind(&std::net::SocketAddr::new(ip, 0).to_string()).await?;
     let io_addr = listener.local_addr()?.to_string();
     let token: u64 = crate::daemon::new_boot_id();
     let start_time = chrono::Utc::now().timestamp();

@@ -6,6 +6,7 @@
 //! `alloc` do), or read input (`io` does).
 
 use super::*;
+use tokio::net::TcpListener;
 
 pub(super) enum Event {
     Hello {
