@@ -247,6 +247,22 @@ pub(super) fn ctld_host(loc: &Loc, item: &Item) -> Result<(String, String), Conf
     }
 }
 
+/// A comma list of plugin names, each given the `prefix/` type it lacks.
+pub(super) fn plugin_names(prefix: &str, value: &str) -> String {
+    value
+        .split(',')
+        .map(str::trim)
+        .map(|name| {
+            if name.is_empty() || name.contains('/') {
+                name.to_string()
+            } else {
+                format!("{prefix}/{name}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 pub(super) fn comma_list(value: &str) -> Vec<String> {
     value
         .split(',')
@@ -346,6 +362,8 @@ pub(super) fn partition_state(loc: &Loc, item: &Item) -> Result<PartitionState, 
 #[derive(Debug, Clone, Default)]
 pub(super) struct NodeSpec {
     pub(super) cpus: Option<u32>,
+    /// `Procs`: used only where neither the line nor DEFAULT gives `CPUs`, as in Slurm.
+    pub(super) procs: Option<u32>,
     pub(super) boards: Option<u32>,
     pub(super) sockets: Option<u32>,
     pub(super) sockets_per_board: Option<u32>,
@@ -355,12 +373,27 @@ pub(super) struct NodeSpec {
     pub(super) tmp_disk_mb: Option<u64>,
     pub(super) gres: Option<String>,
     pub(super) features: Option<Vec<String>>,
+    /// `Feature`: read before `Features` of the same line (see `node_line`).
+    pub(super) feature: Option<Vec<String>>,
     pub(super) weight: Option<u32>,
     pub(super) state: Option<ConfNodeState>,
     pub(super) reason: Option<String>,
     pub(super) addr: Option<Listed<String>>,
     pub(super) hostname: Option<Listed<String>>,
     pub(super) port: Option<Listed<u16>>,
+    /// Ignored attributes, by Slurm's spelling: value as written and where.
+    pub(super) unread: Unread,
+}
+
+/// Ignored attributes of a node or partition line, by Slurm's spelling.
+pub(super) type Unread = std::collections::BTreeMap<&'static str, (String, Loc)>;
+
+/// `mine` over `base`, key by key, as Slurm merges a line over its DEFAULT line.
+pub(super) fn unread_over(mut mine: Unread, base: &Unread) -> Unread {
+    for (k, v) in base {
+        mine.entry(k).or_insert_with(|| v.clone());
+    }
+    mine
 }
 
 impl NodeSpec {
@@ -368,6 +401,7 @@ impl NodeSpec {
     pub(super) fn over(self, base: &NodeSpec) -> NodeSpec {
         NodeSpec {
             cpus: self.cpus.or(base.cpus),
+            procs: self.procs.or(base.procs),
             boards: self.boards.or(base.boards),
             sockets: self.sockets.or(base.sockets),
             sockets_per_board: self.sockets_per_board.or(base.sockets_per_board),
@@ -377,12 +411,14 @@ impl NodeSpec {
             tmp_disk_mb: self.tmp_disk_mb.or(base.tmp_disk_mb),
             gres: self.gres.or_else(|| base.gres.clone()),
             features: self.features.or_else(|| base.features.clone()),
+            feature: self.feature.or_else(|| base.feature.clone()),
             weight: self.weight.or(base.weight),
             state: self.state.or(base.state),
             reason: self.reason.or_else(|| base.reason.clone()),
             addr: self.addr.or_else(|| base.addr.clone()),
             hostname: self.hostname.or_else(|| base.hostname.clone()),
             port: self.port.or_else(|| base.port.clone()),
+            unread: unread_over(self.unread, &base.unread),
         }
     }
 }
@@ -400,6 +436,7 @@ pub(super) struct PartSpec {
     pub(super) preempt_mode: Option<crate::config::preempt::PreemptMode>,
     pub(super) grace_s: Option<u32>,
     pub(super) access: super::types::PartitionAccess,
+    pub(super) unread: Unread,
 }
 
 impl PartSpec {
@@ -415,6 +452,7 @@ impl PartSpec {
             preempt_mode: self.preempt_mode.or(base.preempt_mode),
             grace_s: self.grace_s.or(base.grace_s),
             access: access_over(self.access, &base.access),
+            unread: unread_over(self.unread, &base.unread),
         }
     }
 }
@@ -489,8 +527,6 @@ pub(super) struct Builder {
     pub(super) cfg: Config,
     /// Where each scalar key was last set, to warn when it is set again.
     pub(super) set_at: HashMap<GlobalKey, Loc>,
-    /// (section, key) pairs already warned about as unused.
-    pub(super) warned_unused: HashSet<(&'static str, &'static str)>,
     pub(super) node_defaults: NodeSpec,
     pub(super) part_defaults: PartSpec,
     /// Per node: where it was defined and its own Port, if any.
@@ -498,9 +534,12 @@ pub(super) struct Builder {
     pub(super) partitions: Vec<PendingPartition>,
     pub(super) down: Vec<PendingDown>,
     pub(super) nodesets: Vec<PendingNodeSet>,
-    pub(super) ctld_host: Option<(String, String, Loc)>,
+    /// Every SlurmctldHost line: the first is the controller, the rest backups.
+    pub(super) ctld_hosts: Vec<(String, String, Loc)>,
     pub(super) control_machine: Option<(String, Loc)>,
     pub(super) control_addr: Option<(String, Loc)>,
+    pub(super) backup_controller: Option<(String, Loc)>,
+    pub(super) backup_addr: Option<(String, Loc)>,
 }
 
 impl Builder {
@@ -557,19 +596,23 @@ impl Builder {
                 partitions: Vec::new(),
                 gres: Default::default(),
                 warnings: Vec::new(),
+                ignored: Vec::new(),
+                settings: Vec::new(),
+                backup_controllers: Vec::new(),
                 node_by_name: HashMap::new(),
             },
             set_at: HashMap::new(),
-            warned_unused: HashSet::new(),
             node_defaults: NodeSpec::default(),
             part_defaults: PartSpec::default(),
             node_origin: Vec::new(),
             partitions: Vec::new(),
             down: Vec::new(),
             nodesets: Vec::new(),
-            ctld_host: None,
+            ctld_hosts: Vec::new(),
             control_machine: None,
             control_addr: None,
+            backup_controller: None,
+            backup_addr: None,
         }
     }
 
@@ -577,18 +620,47 @@ impl Builder {
         self.cfg.warnings.push(format!("{loc}: {message}"));
     }
 
-    /// One warning per ignored key per section, however often it appears.
-    pub(super) fn warn_unused(&mut self, loc: &Loc, section: &'static str, key: &'static str) {
-        if self.warned_unused.insert((section, key)) {
-            let what = if section.is_empty() {
-                key.to_string()
-            } else {
-                format!("{section} attribute {key}")
-            };
-            self.warn(
-                loc,
-                format_args!("{what} is not used by canopy yet; ignored"),
-            );
+    /// Keep an ignored setting, value as written, for the summary and for `scontrol show`.
+    pub(super) fn record_ignored(
+        &mut self,
+        loc: &Loc,
+        section: &str,
+        key: &str,
+        value: &str,
+        owner: &str,
+    ) {
+        self.cfg.ignored.push(super::ignored::IgnoredSetting {
+            section: section.into(),
+            key: key.into(),
+            value: value.into(),
+            owner: owner.into(),
+            file: loc.file.to_path_buf(),
+            line: loc.line,
+        });
+    }
+
+    /// Record the ignored attributes of one node line or partition (DEFAULT applied).
+    pub(super) fn record_unread(&mut self, section: &str, owner: &str, unread: &Unread) {
+        for (key, (value, loc)) in unread {
+            self.record_ignored(loc, section, key, value, owner);
+        }
+    }
+
+    /// Remember a global key's value as written, for `scontrol show config`.
+    pub(super) fn note_setting(&mut self, name: &str, item: &Item) {
+        let value = item.value.trim();
+        match self
+            .cfg
+            .settings
+            .iter_mut()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        {
+            Some((_, v)) if item.op == Op::Add && !v.is_empty() => {
+                v.push(',');
+                v.push_str(value);
+            }
+            Some((_, v)) => *v = value.to_string(),
+            None => self.cfg.settings.push((name.to_string(), value.to_string())),
         }
     }
 
@@ -998,7 +1070,7 @@ impl Builder {
                 "downnodes" => return self.down_line(loc, item, rest),
                 "nodeset" => return self.nodeset_line(loc, item, rest),
                 "frontendname" => {
-                    self.warn_unused(loc, "", "FrontendName");
+                    self.record_ignored(loc, "", "FrontendName", &item.value, "");
                     return Ok(());
                 }
                 _ => self.global(loc, item)?,
@@ -1008,13 +1080,17 @@ impl Builder {
     }
 
     pub(super) fn global(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let spelling = lookup(GLOBAL_KEYS, &item.key)
+            .map(|(name, _)| name)
+            .or_else(|| lookup_name(UNUSED_GLOBAL_KEYS, &item.key));
+        self.note_setting(spelling.unwrap_or(&item.key), item);
         if let Some(done) = self.priority_key(loc, item) {
             return done;
         }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {
             return match lookup_name(UNUSED_GLOBAL_KEYS, &item.key) {
                 Some(name) => {
-                    self.warn_unused(loc, "", name);
+                    self.record_ignored(loc, "", name, &item.value, "");
                     Ok(())
                 }
                 None => Err(loc.error(&item.key, format!("unrecognized key '{}'", item.key))),
@@ -1025,6 +1101,28 @@ impl Builder {
             return self.slurmctld_parameters(loc, item);
         }
         require_set(loc, item)?;
+        // A plugin named without its type (`TaskPlugin=affinity,cgroup`) is that type's,
+        // as Slurm's plugin loader reads it.
+        let prefix = match key {
+            GlobalKey::ProctrackType => Some("proctrack"),
+            GlobalKey::TaskPlugin => Some("task"),
+            GlobalKey::SchedulerType => Some("sched"),
+            GlobalKey::PriorityType => Some("priority"),
+            GlobalKey::PreemptType => Some("preempt"),
+            GlobalKey::AuthType => Some("auth"),
+            _ => None,
+        };
+        let typed;
+        let item = match prefix {
+            Some(prefix) => {
+                typed = Item {
+                    value: plugin_names(prefix, &item.value),
+                    ..item.clone()
+                };
+                &typed
+            }
+            None => item,
+        };
         let cfg = &mut self.cfg;
         match key {
             GlobalKey::ClusterName => cfg.cluster_name = cluster_name(loc, item)?,
@@ -1034,6 +1132,12 @@ impl Builder {
             }
             GlobalKey::ControlAddr => {
                 self.control_addr = Some((non_empty(loc, item, "an address")?, loc.clone()))
+            }
+            GlobalKey::BackupController => {
+                self.backup_controller = Some((non_empty(loc, item, "a host name")?, loc.clone()))
+            }
+            GlobalKey::BackupAddr => {
+                self.backup_addr = Some((non_empty(loc, item, "an address")?, loc.clone()))
             }
             GlobalKey::SlurmctldPort => cfg.slurmctld_port = ctld_port(loc, item)?,
             GlobalKey::SlurmdPort => cfg.slurmd_port = port(loc, item)?,
@@ -1181,6 +1285,28 @@ impl Builder {
             GlobalKey::SlurmdParameters => self.slurmd_parameters(loc, item),
             // Handled before `require_set`.
             GlobalKey::SlurmctldParameters => {}
+            // Slurm 22.05 ignores 1 with an error and refuses anything else.
+            GlobalKey::FastSchedule => match item.value.trim() {
+                "1" => self.warn(
+                    loc,
+                    "Ignoring obsolete FastSchedule=1 option. Please remove from your configuration.",
+                ),
+                "2" => {
+                    return Err(loc.error(
+                        "FastSchedule",
+                        "The FastSchedule option has been removed. The FastSchedule=2 \
+                         functionality is available through the \
+                         SlurmdParameters=config_overrides option.",
+                    ))
+                }
+                _ => {
+                    return Err(loc.error(
+                        "FastSchedule",
+                        "The FastSchedule option has been removed. Please update your \
+                         configuration.",
+                    ))
+                }
+            },
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {
             self.warn(
@@ -1191,22 +1317,17 @@ impl Builder {
         Ok(())
     }
 
-    /// The first SlurmctldHost is the controller; later ones would be backups.
+    /// The first SlurmctldHost is the controller; later ones are backups (kept, shown by
+    /// `scontrol show config`, not run: see `resolve_controller`).
     pub(super) fn slurmctld_host(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         let (host, addr) = ctld_host(loc, item)?;
-        if self.ctld_host.is_some() {
-            self.warn(
-                loc,
-                format_args!("backup controller {host} is not used by canopy yet; ignored"),
-            );
-        } else {
-            self.ctld_host = Some((host, addr, loc.clone()));
-        }
+        self.ctld_hosts.push((host, addr, loc.clone()));
         Ok(())
     }
 
     /// Resolve an attribute key against a section's tables: `Some` for a used attribute,
-    /// `None` (after a warning) for a known ignored one, an error for anything else.
+    /// `None` for a known ignored one (kept in `unread`, value as written), an error for
+    /// anything else.
     pub(super) fn attribute<A: Copy>(
         &mut self,
         loc: &Loc,
@@ -1214,6 +1335,7 @@ impl Builder {
         used: &[(&'static str, A)],
         unused: &[&'static str],
         item: &Item,
+        unread: &mut Unread,
     ) -> Result<Option<A>, ConfigError> {
         if let Some((_, attr)) = lookup(used, &item.key) {
             require_set(loc, item)?;
@@ -1221,7 +1343,12 @@ impl Builder {
         }
         match lookup_name(unused, &item.key) {
             Some(name) => {
-                self.warn_unused(loc, section, name);
+                if unread
+                    .insert(name, (item.value.trim().to_string(), loc.clone()))
+                    .is_some()
+                {
+                    self.warn_repeated(loc, item);
+                }
                 Ok(None)
             }
             None => Err(loc.error(
@@ -1245,17 +1372,25 @@ impl Builder {
         let mut spec = NodeSpec::default();
         let mut seen = HashSet::new();
         for item in attrs {
-            let Some(attr) =
-                self.attribute(loc, "NodeName", NODE_ATTRS, UNUSED_NODE_ATTRS, item)?
+            let Some(attr) = self.attribute(
+                loc,
+                "NodeName",
+                NODE_ATTRS,
+                UNUSED_NODE_ATTRS,
+                item,
+                &mut spec.unread,
+            )?
             else {
                 continue;
             };
             if !seen.insert(attr) {
                 self.warn_repeated(loc, item);
             }
-            let count = |item: &Item| int_in::<u32>(loc, item, 1, u16::MAX.into());
+            // 0 is read and reset to 1 with a warning, as Slurm does (see `topology`).
+            let count = |item: &Item| int_in::<u32>(loc, item, 0, u16::MAX.into());
             match attr {
                 NodeAttr::Cpus => spec.cpus = Some(count(item)?),
+                NodeAttr::Procs => spec.procs = Some(count(item)?),
                 NodeAttr::Boards => spec.boards = Some(count(item)?),
                 NodeAttr::Sockets => spec.sockets = Some(count(item)?),
                 NodeAttr::SocketsPerBoard => spec.sockets_per_board = Some(count(item)?),
@@ -1273,7 +1408,12 @@ impl Builder {
                     spec.gres = Some(value.to_string());
                 }
                 NodeAttr::Features => spec.features = Some(comma_list(&item.value)),
-                NodeAttr::Weight => spec.weight = Some(int_in(loc, item, 0, u32::MAX.into())?),
+                NodeAttr::Feature => spec.feature = Some(comma_list(&item.value)),
+                // INFINITE (2^32-1) is kept one below, as Slurm keeps it.
+                NodeAttr::Weight => {
+                    let w: u32 = int_in(loc, item, 0, u32::MAX.into())?;
+                    spec.weight = Some(w.min(u32::MAX - 1))
+                }
                 NodeAttr::State => spec.state = Some(conf_node_state(loc, item)?),
                 NodeAttr::Reason => spec.reason = Some(item.value.clone()),
                 NodeAttr::NodeAddr => spec.addr = Some(host_names(loc, item)?),
@@ -1315,8 +1455,15 @@ impl Builder {
             ));
         }
         let names = host_names(loc, head)?.values;
+        // Slurm reads Feature, then Features, of the line, then of DEFAULT.
+        let features = (spec.feature.clone())
+            .or_else(|| spec.features.clone())
+            .or_else(|| self.node_defaults.feature.clone())
+            .or_else(|| self.node_defaults.features.clone())
+            .unwrap_or_default();
         let spec = spec.over(&self.node_defaults);
-        let topology = self.topology(loc, &spec)?;
+        self.record_unread("NodeName", value, &spec.unread);
+        let topology = self.topology(loc, head, &spec)?;
         let hostnames = per_node(
             loc,
             head,
@@ -1326,7 +1473,6 @@ impl Builder {
         )?;
         let addrs = per_node(loc, head, "NodeAddr", spec.addr.as_ref(), names.len())?;
         let ports = per_node(loc, head, "Port", spec.port.as_ref(), names.len())?;
-        let features = spec.features.unwrap_or_default();
         let reason = spec.reason.filter(|r| !r.is_empty());
         for (i, name) in names.into_iter().enumerate() {
             if let Some(&first) = self.cfg.node_by_name.get(&name) {
@@ -1368,69 +1514,6 @@ impl Builder {
         Ok(())
     }
 
-    /// Sockets and CPUs as Slurm derives them: Sockets counts every socket on the node
-    /// (Boards × SocketsPerBoard when given that way, else inferred from CPUs, else one per
-    /// board); CPUs defaults to Sockets × CoresPerSocket × ThreadsPerCore, and a CPUs value
-    /// matching no level of the topology is replaced (with a warning), as slurmctld does.
-    pub(super) fn topology(&mut self, loc: &Loc, spec: &NodeSpec) -> Result<Topology, ConfigError> {
-        let boards = spec.boards.unwrap_or(1);
-        let cores = spec.cores.unwrap_or(1);
-        let threads = spec.threads.unwrap_or(1);
-        let per_socket = u64::from(cores) * u64::from(threads);
-        let sockets: u64 = match (spec.sockets, spec.sockets_per_board) {
-            (Some(_), Some(_)) => {
-                return Err(loc.error(
-                    "SocketsPerBoard",
-                    "Sockets and SocketsPerBoard are mutually exclusive \
-                     (Sockets counts every socket on the node)",
-                ))
-            }
-            (Some(sockets), None) => sockets.into(),
-            (None, Some(per_board)) => u64::from(boards) * u64::from(per_board),
-            (None, None) => match spec.cpus.map(u64::from) {
-                Some(cpus) if cpus >= per_socket && cpus % per_socket == 0 => cpus / per_socket,
-                _ => boards.into(),
-            },
-        };
-        if sockets < u64::from(boards) {
-            return Err(loc.error(
-                "Sockets",
-                format!("Sockets={sockets} is fewer than Boards={boards}"),
-            ));
-        }
-        let full = sockets * per_socket;
-        let cpus = match spec.cpus.map(u64::from) {
-            None => full,
-            Some(cpus) if [sockets, sockets * u64::from(cores), full].contains(&cpus) => cpus,
-            Some(cpus) => {
-                self.warn(
-                    loc,
-                    format_args!(
-                        "CPUs={cpus} matches neither Sockets, Sockets*CoresPerSocket nor \
-                         Sockets*CoresPerSocket*ThreadsPerCore; using {full}"
-                    ),
-                );
-                full
-            }
-        };
-        let too_big = |what: &str, n: u64| {
-            loc.error(
-                "CPUs",
-                format!(
-                    "the node topology gives {n} {what}; at most {} fit",
-                    u32::MAX
-                ),
-            )
-        };
-        Ok(Topology {
-            cpus: u32::try_from(cpus).map_err(|_| too_big("CPUs", cpus))?,
-            boards,
-            sockets: u32::try_from(sockets).map_err(|_| too_big("sockets", sockets))?,
-            cores,
-            threads,
-        })
-    }
-
     pub(super) fn partition_line(
         &mut self,
         loc: &Loc,
@@ -1445,8 +1528,14 @@ impl Builder {
                 done?;
                 continue;
             }
-            let Some(attr) =
-                self.attribute(loc, "PartitionName", PART_ATTRS, UNUSED_PART_ATTRS, item)?
+            let Some(attr) = self.attribute(
+                loc,
+                "PartitionName",
+                PART_ATTRS,
+                UNUSED_PART_ATTRS,
+                item,
+                &mut spec.unread,
+            )?
             else {
                 continue;
             };
@@ -1496,7 +1585,9 @@ impl Builder {
                 format!("partition {name} is already defined at {}", first.loc),
             ));
         }
-        let spec = spec.over(&self.part_defaults);
+        let mut spec = spec.over(&self.part_defaults);
+        self.part_aliases_and_conflicts(loc, name, &mut spec);
+        self.record_unread("PartitionName", name, &spec.unread);
         self.partitions.push(PendingPartition {
             conf: PartitionConf {
                 name: name.to_string(),
@@ -1530,7 +1621,7 @@ impl Builder {
         let mut state = ConfNodeState::Down;
         let mut reason = None;
         for item in attrs {
-            let Some(attr) = self.attribute(loc, "DownNodes", DOWN_ATTRS, &[], item)? else {
+            let Some(attr) = self.attribute(loc, "DownNodes", DOWN_ATTRS, &[], item, &mut Unread::new())? else {
                 continue;
             };
             match attr {
@@ -1568,7 +1659,7 @@ impl Builder {
             loc: loc.clone(),
         };
         for item in attrs {
-            let Some(attr) = self.attribute(loc, "NodeSet", NODESET_ATTRS, &[], item)? else {
+            let Some(attr) = self.attribute(loc, "NodeSet", NODESET_ATTRS, &[], item, &mut Unread::new())? else {
                 continue;
             };
             match attr {

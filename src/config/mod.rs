@@ -10,26 +10,32 @@
 //! SlurmdSpoolDir (the node daemon does), or read cgroup.conf. gres.conf, beside slurm.conf,
 //! is read with it and merged with the nodes' `Gres=` in [`gres`].
 //!
-//! Layout: `types` (the [`Config`] API), `keys` (the used and ignored key tables), `build`
-//! (lines into a `Config`, value by value), `resolve` (defaults and checks that need the
-//! whole file), `tests`.
+//! Layout: `types` (the [`Config`] API), `keys` (the used and ignored key tables), `ignored`
+//! (which ignored keys change behaviour, and the summary of them), `build` (lines into a
+//! `Config`, value by value), `topology` (a node line's CPUs and sockets, by Slurm's rules),
+//! `resolve` (defaults and checks that need the whole file), `check` (what
+//! `canopy-ctld --check` reports), `tests`.
 
 mod build;
 pub mod cgroup;
 pub mod gres;
 pub mod hostlist;
+pub mod ignored;
 mod keys;
 mod parse;
+mod precedence;
 pub mod preempt;
 pub mod priority;
 mod resolve;
 pub mod sched;
+mod topology;
 mod types;
 pub mod units;
 
 #[cfg(test)]
 mod tests;
 
+pub use ignored::{IgnoredSetting, Impact, Notice, Summary};
 pub use gres::{AutoDetect, GresConfig, GresDevice, GresPool, NodeGres, NodeGresItem};
 pub use sched::SchedConf;
 pub use types::{

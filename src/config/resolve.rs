@@ -27,40 +27,6 @@ impl Builder {
         Ok(self.cfg)
     }
 
-    pub(super) fn resolve_controller(&mut self) -> Result<(), ConfigError> {
-        let old = self.control_machine.take();
-        let old_addr = self.control_addr.take();
-        match (self.ctld_host.take(), old, old_addr) {
-            (Some(_), Some((_, loc)), _) | (Some(_), None, Some((_, loc))) => Err(loc.error(
-                "ControlMachine",
-                "ControlMachine/ControlAddr cannot be combined with SlurmctldHost \
-                 (they are its old spelling); keep only SlurmctldHost",
-            )),
-            (Some((host, addr, _)), None, None) => {
-                self.cfg.control_host = host;
-                self.cfg.control_addr = addr;
-                Ok(())
-            }
-            (None, Some((host, _)), addr) => {
-                self.cfg.control_addr = addr.map(|(a, _)| a).unwrap_or_else(|| host.clone());
-                self.cfg.control_host = host;
-                Ok(())
-            }
-            (None, None, Some((_, loc))) => Err(loc.error(
-                "ControlAddr",
-                "ControlAddr needs ControlMachine (better: SlurmctldHost=<host>(<address>))",
-            )),
-            (None, None, None) => Err(ConfigError {
-                file: self.cfg.path.clone(),
-                line: 0,
-                key: "SlurmctldHost".into(),
-                message: "no SlurmctldHost is set: expected SlurmctldHost=<host> or \
-                          SlurmctldHost=<host>(<address>)"
-                    .into(),
-            }),
-        }
-    }
-
     pub(super) fn check_job_ids(&self) -> Result<(), ConfigError> {
         let (first, max) = (self.cfg.first_job_id, self.cfg.max_job_id);
         if first < max {

@@ -473,8 +473,9 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
 
 /// One `scontrol ping` line for the primary controller.
 /// `scontrol show config`: the date line, then `Key<pad to 23> = value`
-/// for the settings canopy honours, in Slurm's alphabetical order. The
-/// values are what the config file says.
+/// for the settings canopy honours and every other key the file sets (as
+/// written, whether canopy acts on it or not), in Slurm's alphabetical order.
+/// The values are what the config file says.
 pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
     let secs = |s: u64| format!("{s} sec");
     let ctld_host = if conf.control_addr.is_empty() || conf.control_addr == conf.control_host {
@@ -483,7 +484,12 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         format!("{}({})", conf.control_host, conf.control_addr)
     };
     let mut rows: Vec<(&str, String)> = vec![
-        ("AuthType", "auth/canopy-hmac".into()),
+        // What the file says, though canopy signs with its own signer whatever it says
+        // (the summary of ignored settings names that); canopy's own name when unset.
+        (
+            "AuthType",
+            configured(conf, "AuthType").unwrap_or_else(|| "auth/canopy-hmac".into()),
+        ),
         ("ClusterName", conf.cluster_name.clone()),
         ("FirstJobId", conf.first_job_id.to_string()),
         (
@@ -535,10 +541,38 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ),
         ("TreeWidth", conf.tree_width.to_string()),
     ];
+    for (i, (host, addr)) in conf.backup_controllers.iter().enumerate() {
+        let name = ["SlurmctldHost[1]", "SlurmctldHost[2]", "SlurmctldHost[3]"]
+            .get(i)
+            .copied()
+            .unwrap_or("SlurmctldHost[n]");
+        let value = if addr == host {
+            host.clone()
+        } else {
+            format!("{host}({addr})")
+        };
+        rows.push((name, value));
+    }
+    // Every other key the file sets, as written: canopy prints no default in place of a
+    // value it was given, whether it acts on the key or not.
+    for (key, value) in &conf.settings {
+        let shown = rows
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(key) || k.starts_with(&format!("{key}[")));
+        if shown || SHOWN_ELSEWHERE.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+            continue;
+        }
+        // The priority block below prints its keys as Slurm does.
+        if key.to_ascii_lowercase().starts_with("priority") {
+            continue;
+        }
+        rows.push((key.as_str(), config_value(key, value)));
+    }
+    rows.sort_by_key(|(k, _)| k.to_ascii_lowercase());
     // The priority block sits where Slurm prints it, in its own order.
     let at = rows
         .iter()
-        .position(|(k, _)| *k == "ReturnToService")
+        .position(|(k, _)| k.to_ascii_lowercase().as_str() > "priority")
         .unwrap_or(rows.len());
     rows.splice(at..at, priority_rows(conf));
     let mut out = format!(
@@ -549,6 +583,49 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         out.push_str(&format!("{k:<23} = {v}\n"));
     }
     out
+}
+
+/// Keys printed under another name: the old spellings of SlurmctldHost.
+const SHOWN_ELSEWHERE: &[&str] = &[
+    "ControlMachine",
+    "ControlAddr",
+    "BackupController",
+    "BackupAddr",
+];
+
+/// The value the file gives `key`, if it sets it.
+fn configured(conf: &crate::config::Config, key: &str) -> Option<String> {
+    conf.settings
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.clone())
+}
+
+/// A configured value as `scontrol show config` prints it: empty as `(null)`, plain
+/// seconds of Slurm's timers with their unit.
+fn config_value(key: &str, value: &str) -> String {
+    const SECONDS: &[&str] = &[
+        "BatchStartTimeout",
+        "CompleteWait",
+        "GetEnvTimeout",
+        "HealthCheckInterval",
+        "InactiveLimit",
+        "ResumeTimeout",
+        "SlurmctldTimeout",
+        "SuspendTime",
+        "SuspendTimeout",
+        "TCPTimeout",
+        "UnkillableStepTimeout",
+        "WaitTime",
+    ];
+    if value.is_empty() {
+        return "(null)".into();
+    }
+    let plain_number = value.bytes().all(|b| b.is_ascii_digit());
+    if plain_number && SECONDS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+        return format!("{value} sec");
+    }
+    value.to_string()
 }
 
 /// `scontrol show config`'s priority lines, as Slurm 22.05 prints them:
