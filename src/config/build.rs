@@ -660,7 +660,10 @@ impl Builder {
                 v.push_str(value);
             }
             Some((_, v)) => *v = value.to_string(),
-            None => self.cfg.settings.push((name.to_string(), value.to_string())),
+            None => self
+                .cfg
+                .settings
+                .push((name.to_string(), value.to_string())),
         }
     }
 
@@ -1621,7 +1624,9 @@ impl Builder {
         let mut state = ConfNodeState::Down;
         let mut reason = None;
         for item in attrs {
-            let Some(attr) = self.attribute(loc, "DownNodes", DOWN_ATTRS, &[], item, &mut Unread::new())? else {
+            let Some(attr) =
+                self.attribute(loc, "DownNodes", DOWN_ATTRS, &[], item, &mut Unread::new())?
+            else {
                 continue;
             };
             match attr {
@@ -1659,7 +1664,9 @@ impl Builder {
             loc: loc.clone(),
         };
         for item in attrs {
-            let Some(attr) = self.attribute(loc, "NodeSet", NODESET_ATTRS, &[], item, &mut Unread::new())? else {
+            let Some(attr) =
+                self.attribute(loc, "NodeSet", NODESET_ATTRS, &[], item, &mut Unread::new())?
+            else {
                 continue;
             };
             match attr {

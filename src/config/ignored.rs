@@ -90,7 +90,8 @@ const NO_ACCT: &str = "canopy keeps job accounting in its own state store (sacct
                        nothing is sent to slurmdbd";
 const NO_POWER: &str = "no power saving: idle nodes are never powered down and powered-down \
                         (CLOUD) nodes are never resumed";
-const NO_SPEC: &str = "no cores or memory are set aside for the system: jobs may use all of the node";
+const NO_SPEC: &str =
+    "no cores or memory are set aside for the system: jobs may use all of the node";
 const MEM_DEFAULT: &str = "a job that asks for no memory gets all of each node's memory, \
                            as if no default were set";
 const MEM_MAX: &str = "a job may ask for up to a node's RealMemory; this cap is not applied";
@@ -351,10 +352,7 @@ pub fn classify(section: &str, key: &str, value: &str) -> Impact {
             Impact::Changes(c.instead)
         };
     }
-    if HARMLESS
-        .iter()
-        .any(|(s, k)| *s == section && same(k, key))
-    {
+    if HARMLESS.iter().any(|(s, k)| *s == section && same(k, key)) {
         return Impact::Harmless;
     }
     // An ignored key nobody classified: say so rather than call it harmless.
@@ -552,7 +550,10 @@ mod tests {
             classify("", "SwitchType", "switch/hpe_slingshot"),
             Impact::Changes(_)
         ));
-        assert_eq!(classify("", "SlurmctldLogFile", "/var/log/x"), Impact::Harmless);
+        assert_eq!(
+            classify("", "SlurmctldLogFile", "/var/log/x"),
+            Impact::Harmless
+        );
         assert_eq!(
             classify("PartitionName", "OverSubscribe", "no"),
             Impact::Harmless

@@ -33,10 +33,12 @@ mod types;
 pub mod units;
 
 #[cfg(test)]
+mod reader_tests;
+#[cfg(test)]
 mod tests;
 
-pub use ignored::{IgnoredSetting, Impact, Notice, Summary};
 pub use gres::{AutoDetect, GresConfig, GresDevice, GresPool, NodeGres, NodeGresItem};
+pub use ignored::{IgnoredSetting, Impact, Notice, Summary};
 pub use sched::SchedConf;
 pub use types::{
     AcctEnforce, ConfNodeState, Config, ConfigError, NodeConf, PartitionAccess, PartitionConf,

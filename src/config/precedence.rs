@@ -27,10 +27,17 @@ impl Builder {
         if !hosts.is_empty() {
             for (key, value) in &old {
                 if let Some((_, loc)) = value {
-                    self.warn(loc, format_args!("Ignoring {key} since SlurmctldHost is set."));
+                    self.warn(
+                        loc,
+                        format_args!("Ignoring {key} since SlurmctldHost is set."),
+                    );
                 }
             }
-            all.extend(hosts.into_iter().map(|(h, a, l)| (h, a, l, "SlurmctldHost")));
+            all.extend(
+                hosts
+                    .into_iter()
+                    .map(|(h, a, l)| (h, a, l, "SlurmctldHost")),
+            );
         } else {
             let [(_, machine), (_, addr), (_, backup), (_, backup_addr)] = old;
             let Some((host, loc)) = machine else {
@@ -102,7 +109,12 @@ impl Builder {
     /// A partition's settings after its DEFAULT line is applied: `OverSubscribe` (line,
     /// then DEFAULT) before `Shared` (line, then DEFAULT), kept under the new name; a deny
     /// list beside an allow list is dropped with Slurm's error, as Slurm drops it.
-    pub(super) fn part_aliases_and_conflicts(&mut self, loc: &Loc, name: &str, spec: &mut PartSpec) {
+    pub(super) fn part_aliases_and_conflicts(
+        &mut self,
+        loc: &Loc,
+        name: &str,
+        spec: &mut PartSpec,
+    ) {
         if let Some(shared) = spec.unread.remove("Shared") {
             spec.unread.entry("OverSubscribe").or_insert(shared);
         }
@@ -110,7 +122,9 @@ impl Builder {
         let mut dropped = Vec::new();
         if access.allow_accounts.is_some() && !access.deny_accounts.is_empty() {
             access.deny_accounts.clear();
-            dropped.push("Both AllowAccounts and DenyAccounts are defined, DenyAccounts will be ignored");
+            dropped.push(
+                "Both AllowAccounts and DenyAccounts are defined, DenyAccounts will be ignored",
+            );
         }
         if access.allow_qos.is_some() && !access.deny_qos.is_empty() {
             access.deny_qos.clear();

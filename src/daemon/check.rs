@@ -168,3 +168,94 @@ fn check_key(conf: &Config, report: &mut CheckReport) {
         Err(e) => report.errors.push(e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A cloud site's files: CLOUD nodes in an Include, power saving, a NodeSet by
+    /// Feature, the old Shared, DefMemPerCPU, a second SlurmctldHost, log paths.
+    const CLOUD_SITE: &str = "ClusterName=cloudy\nSlurmctldHost=head\nSlurmctldHost=head2\n\
+        SlurmctldLogFile=/var/log/slurmctld.log\nSlurmctldPidFile=/run/slurmctld.pid\n\
+        SwitchType=switch/none\nSuspendProgram=/opt/suspend.sh\nResumeProgram=/opt/resume.sh\n\
+        SuspendTime=300\nResumeRate=0\nGresTypes=gpu\ninclude nodes.conf\n\
+        PartitionName=compute Nodes=cpuset Default=YES Shared=EXCLUSIVE DefMemPerCPU=1000\n";
+    const NODES: &str = "NodeName=c-[1-4] CPUs=4 Features=cpu State=CLOUD\n\
+        NodeName=g-1 CPUs=8 Gres=gpu:2 State=CLOUD\nNodeSet=cpuset Feature=cpu\n";
+
+    fn site(dir: &Path, slurm: &str, key: bool) -> PathBuf {
+        let main = dir.join("slurm.conf");
+        std::fs::write(&main, slurm).unwrap();
+        std::fs::write(dir.join("nodes.conf"), NODES).unwrap();
+        std::fs::write(dir.join("gres.conf"), "NodeName=g-1 Name=gpu Count=2\n").unwrap();
+        std::fs::write(dir.join("cgroup.conf"), "ConstrainCores=yes\n").unwrap();
+        if key {
+            let k = dir.join("slurm.key");
+            std::fs::write(&k, [7u8; 32]).unwrap();
+            std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        main
+    }
+
+    #[test]
+    fn a_cloud_site_would_start_and_its_ignored_settings_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = check(&site(dir.path(), CLOUD_SITE, true));
+        assert_eq!(report.exit_code(), 0, "{report:#?}");
+        let text = report.render(false);
+        let f = |line: usize| format!("{}:{line}", dir.path().join("slurm.conf").display());
+        for expected in [
+            format!("ignored: {}: SlurmctldHost=head2 is ignored: canopy runs one controller", f(3)),
+            format!("ignored: {}: SuspendProgram=/opt/suspend.sh is ignored: no power saving", f(7)),
+            format!("ignored: {}: PartitionName=compute OverSubscribe=EXCLUSIVE is ignored", f(13)),
+            format!("ignored: {}: PartitionName=compute DefMemPerCPU=1000 is ignored", f(13)),
+            "ignored: 4 more keys that change nothing here".to_string(),
+            "read: 5 nodes (24 CPUs), 1 partition (default compute), gres.conf read, cgroup.conf read\n".into(),
+            "OK: canopy-ctld would start (0 warnings, 6 ignored settings that change behaviour)\n".into(),
+        ] {
+            assert!(text.contains(&expected), "{expected:?} missing from\n{text}");
+        }
+        // The harmless ones are listed only on request.
+        assert!(!text.contains("SlurmctldLogFile"), "{text}");
+        assert!(report.render(true).contains(&format!(
+            "  {}: SlurmctldLogFile=/var/log/slurmctld.log is ignored\n",
+            f(4)
+        )));
+    }
+
+    #[test]
+    fn errors_in_any_file_or_a_missing_key_would_stop_the_controller() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = site(dir.path(), CLOUD_SITE, false);
+        let report = check(&main);
+        assert_eq!(report.exit_code(), 1);
+        assert!(
+            report.errors[0].contains("slurm.key: no cluster key"),
+            "{:?}",
+            report.errors
+        );
+        assert!(report
+            .render(false)
+            .ends_with("FAILED: canopy-ctld would not start (1 error)\n"));
+        // A bad value in slurm.conf: the error names file:line, nothing else is read.
+        let main = site(dir.path(), &format!("{CLOUD_SITE}FastSchedule=0\n"), true);
+        let report = check(&main);
+        assert_eq!(report.exit_code(), 1);
+        assert_eq!(
+            report.errors,
+            [format!("{}:14: The FastSchedule option has been removed. Please update your configuration.", main.display())]
+        );
+        assert!(report.read.is_none());
+        // A bad cgroup.conf stops the node daemons.
+        let main = site(dir.path(), CLOUD_SITE, true);
+        std::fs::write(dir.path().join("cgroup.conf"), "ConstrainCores=maybe\n").unwrap();
+        let report = check(&main);
+        assert_eq!(report.exit_code(), 1, "{report:#?}");
+        assert!(
+            report.errors[0].contains("cgroup.conf:1"),
+            "{:?}",
+            report.errors
+        );
+    }
+}

@@ -718,6 +718,41 @@ mod tests {
         assert_eq!(prio, block);
     }
 
+    /// Keys canopy ignores print what the file says, never a default; so do keys it
+    /// reads but has no row of its own for, and backup controllers.
+    #[test]
+    fn show_config_prints_configured_values_of_every_key() {
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nSlurmctldHost=d\n\
+                    AuthType=auth/munge\nSuspendTime=600\nSwitchType=switch/none\n\
+                    SlurmUser=slurm\nLaunchParameters=\nNodeName=n1 CPUs=2\n\
+                    PartitionName=p Nodes=n1\n";
+        let conf =
+            crate::config::Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let out = show_config(&conf, 0);
+        for line in [
+            "AuthType                = auth/munge\n",
+            "LaunchParameters        = (null)\n",
+            "SlurmctldHost[0]        = c(127.0.0.1)\n",
+            "SlurmctldHost[1]        = d\n",
+            "SlurmUser               = slurm\n",
+            "SuspendTime             = 600 sec\n",
+            "SwitchType              = switch/none\n",
+        ] {
+            assert!(out.contains(line), "{line:?} missing from\n{out}");
+        }
+        assert_eq!(out.matches("SlurmctldHost").count(), 2, "{out}");
+        // Slurm's alphabetical order, the priority block at its place.
+        let keys: Vec<&str> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+        assert!(at("LaunchParameters") < at("PriorityParameters"));
+        assert!(at("PriorityType") < at("ReturnToService"));
+        assert!(at("SuspendTime") < at("SwitchType"));
+    }
+
     fn ts(t: i64) -> String {
         fmt_timestamp(Some(t))
     }
