@@ -639,6 +639,15 @@ impl Builder {
         });
     }
 
+    /// Record the words of list key `key` (`SchedulerParameters`, ...) canopy does not act
+    /// on, each `name[=value]` as written.
+    pub(super) fn record_words(&mut self, loc: &Loc, key: &str, words: &[String]) {
+        for word in words {
+            let (name, value) = word.split_once('=').unwrap_or((word, ""));
+            self.record_ignored(loc, key, name.trim(), value.trim(), "");
+        }
+    }
+
     /// Record the ignored attributes of one node line or partition (DEFAULT applied).
     pub(super) fn record_unread(&mut self, section: &str, owner: &str, unread: &Unread) {
         for (key, (value, loc)) in unread {
@@ -685,24 +694,16 @@ impl Builder {
                     }
                     self.cfg.auth_socket = PathBuf::from(v);
                 }
-                _ => ignored.push(p.split('=').next().unwrap_or(p).to_string()),
+                _ => ignored.push(p.to_string()),
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "AuthInfo {} not used by canopy's signer; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "AuthInfo", &ignored);
         Ok(())
     }
 
     /// `SchedulerParameters`: a comma list, of which canopy reads the
     /// `scontrol top` switches, `max_script_size=N` and
-    /// `max_submit_jobs_per_user=N`; the rest earn one warning naming them.
+    /// `max_submit_jobs_per_user=N`; the rest are kept with the ignored settings (`ignored`).
     /// (A repeated line warns and replaces the earlier one, as for any
     /// scalar.)
     pub(super) fn scheduler_parameters(
@@ -760,27 +761,15 @@ impl Builder {
                     let n = number(1, u32::MAX.into())?;
                     self.cfg.max_submit_jobs_per_user = u32::try_from(n).ok();
                 }
-                _ => ignored.push(name.to_string()),
+                _ => ignored.push(p.to_string()),
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "SchedulerParameters {} not used by canopy yet; ignored",
-                    if ignored.len() == 1 {
-                        format!("{} is", ignored[0])
-                    } else {
-                        format!("{} are", ignored.join(", "))
-                    }
-                ),
-            );
-        }
+        self.record_words(loc, "SchedulerParameters", &ignored);
         Ok(())
     }
 
     /// `PrologFlags`: a comma list. `Contain` and `X11` imply `Alloc`, as in
-    /// Slurm; `DeferBatch` and `ForceRequeueOnFail` are accepted with a
+    /// Slurm; `DeferBatch` and `ForceRequeueOnFail` are accepted and
     /// warning (canopy's Alloc already waits for every node); an unknown
     /// flag is an error, as slurmctld refuses to start with one.
     pub(super) fn prolog_flags(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
@@ -819,23 +808,15 @@ impl Builder {
                 }
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "PrologFlags {} not used by canopy yet; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "PrologFlags", &ignored);
         self.cfg.prolog = flags;
         Ok(())
     }
 
     /// `PrivateData`: a comma list of what users may not see of others.
     /// `accounts`, `cloud` and `events` concern what canopy does not have
-    /// yet (sacctmgr, power saving, an event log) and earn a warning; an
-    /// unknown word earns one too (Slurm skips it silently).
+    /// yet (sacctmgr, power saving, an event log) and are kept with the ignored settings; an
+    /// unknown word is kept so too (Slurm skips it silently).
     /// `AccountingStorageEnforce=associations,limits,qos,safe,...`.
     pub(super) fn accounting_enforce(&mut self, loc: &Loc, item: &Item) {
         let mut e = super::types::AcctEnforce::default();
@@ -859,15 +840,7 @@ impl Builder {
         e.limits |= e.safe;
         e.associations |= e.limits || e.qos;
         self.cfg.accounting_enforce = e;
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "AccountingStorageEnforce {} not used by canopy; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "AccountingStorageEnforce", &ignored);
     }
 
     pub(super) fn private_data(&mut self, loc: &Loc, item: &Item) {
@@ -900,21 +873,13 @@ impl Builder {
             }
         }
         self.cfg.private_data = pd;
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "PrivateData {} not used by canopy; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "PrivateData", &ignored);
     }
 
     /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
     /// the line as their attributes; any other key is a global setting.
     /// `SlurmctldParameters`: a comma list, of which canopy reads
-    /// `conmgr_max_connections=N`; the rest earn one warning naming them.
+    /// `conmgr_max_connections=N`; the rest are kept with the ignored settings (`ignored`).
     /// `=` replaces earlier lines, `+=` adds to them.
     fn slurmctld_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         match item.op {
@@ -964,27 +929,15 @@ impl Builder {
                 }
                 self.cfg.operators.extend(names);
             } else if !self.rate_limit_parameter(loc, item, p, name, value)? {
-                ignored.push(name.to_string());
+                ignored.push(p.to_string());
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "SlurmctldParameters {} not used by canopy yet; ignored",
-                    if ignored.len() == 1 {
-                        format!("{} is", ignored[0])
-                    } else {
-                        format!("{} are", ignored.join(", "))
-                    }
-                ),
-            );
-        }
+        self.record_words(loc, "SlurmctldParameters", &ignored);
         Ok(())
     }
 
     /// `SlurmdParameters`: a comma list, of which canopy reads
-    /// `config_overrides`; the rest earn one warning naming them.
+    /// `config_overrides`; the rest are kept with the ignored settings (`ignored`).
     fn slurmd_parameters(&mut self, loc: &Loc, item: &Item) {
         self.cfg.config_overrides = false;
         let mut ignored = Vec::new();
@@ -1000,15 +953,7 @@ impl Builder {
                 ignored.push(p.to_string());
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "SlurmdParameters {} not used by canopy yet; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "SlurmdParameters", &ignored);
     }
 
     /// One of `conmgr_read_timeout=N`, `rl_enable` and the `rl_*` knobs, or
@@ -1466,6 +1411,10 @@ impl Builder {
             .unwrap_or_default();
         let spec = spec.over(&self.node_defaults);
         self.record_unread("NodeName", value, &spec.unread);
+        // CLOUD is read but not acted on (no power saving): named with the ignored keys.
+        if spec.state == Some(ConfNodeState::Cloud) {
+            self.record_ignored(loc, "NodeName", "State", "CLOUD", value);
+        }
         let topology = self.topology(loc, head, &spec)?;
         let hostnames = per_node(
             loc,

@@ -191,7 +191,7 @@ fn operators_are_refused_on_used_keys_and_tolerated_on_ignored_ones() {
     let e = err("NodeName=n1 Features+=gpu\n");
     assert_err(&e, 2, "Features", "'+=' operator");
     let cfg = ok("SlurmctldParameters+=idle_on_node_suspend\n");
-    assert_eq!(cfg.warnings.len(), 1);
+    assert_eq!(cfg.ignored.len(), 1);
 }
 
 #[test]
@@ -225,9 +225,10 @@ fn scheduler_parameters_read_user_top_and_name_what_is_ignored() {
     let cfg = ok("SchedulerParameters=bf_window=60,enable_user_top,defer\n");
     assert!(cfg.enable_user_top);
     assert_eq!(cfg.sched.bf_window_min, 60);
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
     assert_eq!(
-        cfg.warnings,
-        ["slurm.conf:2: SchedulerParameters defer is not used by canopy yet; ignored"]
+        cfg.ignored_summary().changes[0].line(),
+        "slurm.conf:2: SchedulerParameters defer is ignored: canopy does not act on it"
     );
     let e = err("SchedulerParameters=bf_resolution=0\n");
     assert_eq!(
@@ -247,8 +248,8 @@ fn slurmctld_parameters_read_the_connection_limit() {
     let cfg = ok("SlurmctldParameters=enable_configless,conmgr_max_connections=64\n");
     assert_eq!(cfg.max_connections, 64);
     assert_eq!(
-        cfg.warnings,
-        ["slurm.conf:2: SlurmctldParameters enable_configless is not used by canopy yet; ignored"]
+        cfg.ignored_summary().changes[0].first,
+        "SlurmctldParameters enable_configless"
     );
     // `+=` adds to the list; a later `=` replaces it (back to the default).
     let cfg = ok("SlurmctldParameters=conmgr_max_connections=64\nSlurmctldParameters+=idle_on_node_suspend\n");
@@ -1177,10 +1178,8 @@ fn private_data_is_read_word_by_word() {
     assert!(all.jobs && all.nodes && all.partitions && all.reservations && all.usage && all.users);
     let cfg = ok("PrivateData=jobs,accounts,events\n");
     assert!(cfg.private_data.jobs);
-    assert_eq!(
-        cfg.warnings,
-        ["slurm.conf:2: PrivateData accounts, events not used by canopy; ignored"]
-    );
+    let words: Vec<String> = cfg.ignored.iter().map(|s| s.as_written()).collect();
+    assert_eq!(words, ["PrivateData accounts", "PrivateData events"]);
     assert_eq!(ok("SlurmUser=slurm\n").slurm_user.as_deref(), Some("slurm"));
 }
 
@@ -1290,7 +1289,10 @@ fn prolog_keys_are_read() {
     // X11 implies Contain and Alloc (and is itself not used yet).
     let cfg = parse(&format!("{base}PrologFlags=X11\n")).unwrap();
     assert!(cfg.prolog.alloc && cfg.prolog.contain);
-    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert_eq!(
+        cfg.ignored_summary().changes[0].line(),
+        "slurm.conf:4: PrologFlags X11 is ignored: no X11 forwarding (srun --x11)"
+    );
     let err = parse(&format!("{base}PrologFlags=Alloc,Sometimes\n")).unwrap_err();
     assert!(
         err.to_string().contains("unknown flag 'Sometimes'"),
@@ -1305,10 +1307,8 @@ fn slurmd_parameters_read_config_overrides() {
     assert!(!ok("").config_overrides);
     let cfg = ok("SlurmdParameters=shutdown_on_reboot,config_overrides\n");
     assert!(cfg.config_overrides);
-    assert_eq!(
-        cfg.warnings,
-        ["slurm.conf:2: SlurmdParameters shutdown_on_reboot not used by canopy yet; ignored"]
-    );
+    let words: Vec<String> = cfg.ignored.iter().map(|s| s.as_written()).collect();
+    assert_eq!(words, ["SlurmdParameters shutdown_on_reboot"]);
     // A later line replaces the list, as the last value of a key wins.
     let cfg = ok("SlurmdParameters=config_overrides\nSlurmdParameters=l3cache_as_socket\n");
     assert!(!cfg.config_overrides);
