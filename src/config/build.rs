@@ -599,6 +599,7 @@ impl Builder {
                 ignored: Vec::new(),
                 settings: Vec::new(),
                 backup_controllers: Vec::new(),
+                node_ignored: Vec::new(),
                 node_by_name: HashMap::new(),
             },
             set_at: HashMap::new(),
@@ -1460,6 +1461,12 @@ impl Builder {
             };
             self.cfg.node_by_name.insert(name, self.cfg.nodes.len());
             self.cfg.nodes.push(node);
+            self.cfg.node_ignored.push(
+                spec.unread
+                    .iter()
+                    .map(|(k, (v, _))| (k.to_string(), v.clone()))
+                    .collect(),
+            );
             self.node_origin
                 .push((loc.clone(), pick(ports, i).copied()));
         }

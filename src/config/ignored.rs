@@ -473,6 +473,11 @@ impl super::Config {
             .map(|s| s.value.as_str())
     }
 
+    /// The ignored attributes of the node at `index` in `nodes`, as written.
+    pub fn node_ignored_attrs(&self, index: usize) -> &[(String, String)] {
+        self.node_ignored.get(index).map_or(&[], Vec::as_slice)
+    }
+
     /// One notice per ignored key this configuration sets.
     pub fn ignored_summary(&self) -> Summary {
         summarize(&self.ignored)

@@ -284,3 +284,20 @@ fn every_global_setting_is_kept_as_written_for_show_config() {
     // Slurm's spelling, the last value.
     assert_eq!(get("SuspendTime"), Some("600"));
 }
+
+#[test]
+fn ignored_node_attributes_are_kept_per_node_for_show_node() {
+    let cfg = parse(
+        "NodeName=DEFAULT CoreSpecCount=2\nNodeName=a[1-2] MemSpecLimit=1024 Boards=1 TmpDisk=100\n\
+         NodeName=b CoreSpecCount=4\n",
+    )
+    .unwrap();
+    let attrs = |n: &str| cfg.node_ignored_attrs(cfg.node_index(n).unwrap()).to_vec();
+    let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+    assert_eq!(
+        attrs("a2"),
+        [pair("CoreSpecCount", "2"), pair("MemSpecLimit", "1024")]
+    );
+    assert_eq!(attrs("b"), [pair("CoreSpecCount", "4")]);
+    assert_eq!(node(&cfg, "a1").tmp_disk_mb, 100);
+}

@@ -176,6 +176,10 @@ pub struct Config {
     /// `BackupController`/`BackupAddr`) as (host, address); canopy does not run them.
     #[serde(default)]
     pub backup_controllers: Vec<(String, String)>,
+    /// Each node's ignored attributes (CoreSpecCount, MemSpecLimit, ...) as written,
+    /// DEFAULT applied, index-aligned with `nodes`; see [`Config::node_ignored_attrs`].
+    #[serde(default)]
+    pub node_ignored: Vec<Vec<(String, String)>>,
     /// Node name → index into `nodes`, built at load.
     pub(super) node_by_name: HashMap<String, usize>,
 }

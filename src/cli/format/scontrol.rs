@@ -286,13 +286,29 @@ pub fn show_node_with(n: &NodeInfo, _now: i64, one_liner: bool, details: bool) -
     }
     r.line(addr);
     r.line(format!(
-        "RealMemory={} AllocMem={} FreeMem=N/A Sockets={} Boards=1",
-        n.real_memory_mb, n.alloc_mem_mb, n.sockets
+        "RealMemory={} AllocMem={} FreeMem=N/A Sockets={} Boards={}",
+        n.real_memory_mb, n.alloc_mem_mb, n.sockets, n.boards
     ));
+    // Slurm's specialization line, only when the node sets one: what the file says,
+    // though canopy sets nothing aside (the summary of ignored settings names that).
+    let spec: Vec<String> = ["CoreSpecCount", "CPUSpecList", "MemSpecLimit"]
+        .iter()
+        .filter_map(|k| {
+            let (_, v) = n
+                .ignored_attrs
+                .iter()
+                .find(|(a, _)| a.eq_ignore_ascii_case(k))?;
+            Some(format!("{k}={v}"))
+        })
+        .collect();
+    if !spec.is_empty() {
+        r.line(spec.join(" "));
+    }
     r.line(format!(
-        "State={} ThreadsPerCore={} TmpDisk=0 Weight={} Owner=N/A MCS_label=N/A",
+        "State={} ThreadsPerCore={} TmpDisk={} Weight={} Owner=N/A MCS_label=N/A",
         n.scontrol_state(),
         n.threads_per_core,
+        n.tmp_disk_mb,
         n.weight
     ));
     if !n.partitions.is_empty() {
@@ -962,7 +978,34 @@ mod tests {
             invalid_reg: false,
             reserved: false,
             maint: false,
+            boards: 1,
+            tmp_disk_mb: 0,
+            ignored_attrs: Vec::new(),
         }
+    }
+
+    /// Boards, TmpDisk and the specialization line print what slurm.conf says.
+    #[test]
+    fn node_record_prints_configured_boards_tmp_disk_and_specialization() {
+        let mut n = sample_node();
+        n.boards = 2;
+        n.tmp_disk_mb = 4096;
+        n.ignored_attrs = vec![
+            ("CoreSpecCount".into(), "2".into()),
+            ("MemSpecLimit".into(), "2048".into()),
+            ("CpuBind".into(), "cores".into()),
+        ];
+        let out = show_node(&n, T0, false);
+        assert!(
+            out.contains(
+                "   RealMemory=1000 AllocMem=1000 FreeMem=N/A Sockets=2 Boards=2\n\
+                 \x20  CoreSpecCount=2 MemSpecLimit=2048\n\
+                 \x20  State=MIXED+DRAIN ThreadsPerCore=1 TmpDisk=4096 Weight=1"
+            ),
+            "{out}"
+        );
+        // Without them, no specialization line.
+        assert!(!show_node(&sample_node(), T0, false).contains("SpecCount"));
     }
 
     #[test]
