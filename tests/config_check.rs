@@ -252,7 +252,8 @@ fn ctld_names_each_ignored_setting_once_at_start_and_on_reconfigure() {
         30,
         "SuspendProgram=/opt/suspend\nSuspendProgram=/opt/suspend2\n\
          SlurmctldLogFile=/var/log/slurmctld.log\n",
-        &[],
+        // DEFAULT's CPUs=2 comes before the line's Procs, as in Slurm.
+        &["Procs=8 CoreSpecCount=1 TmpDisk=64"],
     );
     c.start_authd();
     c.start_ctld();
@@ -277,6 +278,12 @@ fn ctld_names_each_ignored_setting_once_at_start_and_on_reconfigure() {
         log.contains("ignored keys that change nothing here: SlurmctldLogFile"),
         "{log}"
     );
+    // scontrol show node prints what the file says.
+    let o = c.cli(c.dir.path(), "scontrol", &["show", "node", "n1"]);
+    let node = String::from_utf8_lossy(&o.stdout);
+    assert!(node.contains(" CPUTot=2 "), "{node}");
+    assert!(node.contains("\n   CoreSpecCount=1\n"), "{node}");
+    assert!(node.contains(" TmpDisk=64 "), "{node}");
     let mut text = std::fs::read_to_string(&c.conf).unwrap();
     text.push_str("JobCompType=jobcomp/filetxt\n");
     std::fs::write(&c.conf, text).unwrap();
