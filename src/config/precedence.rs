@@ -86,7 +86,7 @@ impl Builder {
         }
         for (i, (host, _, loc, key)) in all.iter().enumerate() {
             if all[..i].iter().any(|(h, ..)| h == host) {
-                return Err(loc.error(*key, format!("Duplicate SlurmctldHost records: {host}")));
+                return Err(loc.error(key, format!("Duplicate SlurmctldHost records: {host}")));
             }
         }
         let mut all = all.into_iter();
