@@ -507,7 +507,8 @@ pub(super) struct PendingPartition {
 
 pub(super) struct PendingDown {
     pub(super) names: Listed<String>,
-    pub(super) state: ConfNodeState,
+    /// `None`: the line sets only a reason.
+    pub(super) state: Option<ConfNodeState>,
     pub(super) reason: Option<String>,
     pub(super) loc: Loc,
 }
@@ -1577,7 +1578,7 @@ impl Builder {
     ) -> Result<(), ConfigError> {
         require_set(loc, head)?;
         let names = host_names(loc, head)?;
-        let mut state = ConfNodeState::Down;
+        let mut state = Some(ConfNodeState::Down);
         let mut reason = None;
         for item in attrs {
             let Some(attr) =
@@ -1586,7 +1587,14 @@ impl Builder {
                 continue;
             };
             match attr {
-                DownAttr::State => state = down_state(loc, item)?,
+                DownAttr::State => match down_state(&item.value) {
+                    Ok(s) => state = s,
+                    // Slurm logs it and skips the line.
+                    Err(()) => {
+                        self.warn(loc, format_args!("Invalid State \"{}\"", item.value.trim()));
+                        return Ok(());
+                    }
+                },
                 DownAttr::Reason => reason = Some(item.value.clone()),
             }
         }
@@ -1667,13 +1675,19 @@ pub(super) fn max_nodes(loc: &Loc, item: &Item) -> Result<Option<u32>, ConfigErr
         .ok_or_else(|| bad_value(loc, item, "an integer or UNLIMITED"))
 }
 
-pub(super) fn down_state(loc: &Loc, item: &Item) -> Result<ConfNodeState, ConfigError> {
-    match conf_node_state(loc, item) {
-        Ok(ConfNodeState::Unknown | ConfNodeState::Cloud) | Err(_) => {
-            Err(bad_value(loc, item, "DOWN, DRAIN, FAIL, FAILING or FUTURE"))
-        }
-        state => state,
-    }
+/// A DownNodes line's State, as Slurm reads it: any node state name; UNKNOWN and the
+/// states only running jobs make (IDLE, ALLOCATED, ...) leave the node's state alone
+/// (`None`), since canopy starts every node UNKNOWN until it registers.
+pub(super) fn down_state(value: &str) -> Result<Option<ConfNodeState>, ()> {
+    Ok(Some(match value.trim().to_ascii_uppercase().as_str() {
+        "DOWN" => ConfNodeState::Down,
+        "DRAIN" => ConfNodeState::Drain,
+        "FAIL" | "FAILING" => ConfNodeState::Fail,
+        "FUTURE" => ConfNodeState::Future,
+        "CLOUD" => ConfNodeState::Cloud,
+        "UNKNOWN" | "IDLE" | "ALLOCATED" | "ALLOC" | "MIXED" | "COMPLETING" => return Ok(None),
+        _ => return Err(()),
+    }))
 }
 
 /// A per-node attribute list must hold one value (shared by all) or one per node.

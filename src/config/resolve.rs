@@ -108,18 +108,28 @@ impl Builder {
             .ok_or_else(|| loc.error(key, format!("{context}: node '{name}' is not defined")))
     }
 
+    /// DownNodes lines, in order. A name no NodeName line defines is skipped with
+    /// Slurm's error, as slurmctld skips it.
     pub(super) fn apply_down_nodes(&mut self) -> Result<(), ConfigError> {
+        let mut missing = Vec::new();
         for down in &self.down {
-            let context = format!("DownNodes={}", down.names.raw);
             for name in &down.names.values {
-                let i = self.defined(&down.loc, "DownNodes", &context, name)?;
+                let Some(&i) = self.cfg.node_by_name.get(name) else {
+                    missing.push((down.loc.clone(), name.clone()));
+                    continue;
+                };
                 if let Some(node) = self.cfg.nodes.get_mut(i) {
-                    node.state = down.state;
+                    if let Some(state) = down.state {
+                        node.state = state;
+                    }
                     if down.reason.is_some() {
                         node.reason.clone_from(&down.reason);
                     }
                 }
             }
+        }
+        for (loc, name) in missing {
+            self.warn(&loc, format_args!("DownNode \"{name}\" does not exist!"));
         }
         Ok(())
     }
