@@ -660,6 +660,12 @@ impl Builder {
     /// Remember a global key's value as written, for `scontrol show config`.
     pub(super) fn note_setting(&mut self, name: &str, item: &Item) {
         let value = item.value.trim();
+        // A list key set again with `=` replaces its words: so do its ignored ones.
+        if item.op == Op::Set {
+            self.cfg
+                .ignored
+                .retain(|s| !s.section.eq_ignore_ascii_case(name));
+        }
         match self
             .cfg
             .settings

@@ -301,3 +301,13 @@ fn ignored_node_attributes_are_kept_per_node_for_show_node() {
     assert_eq!(attrs("b"), [pair("CoreSpecCount", "4")]);
     assert_eq!(node(&cfg, "a1").tmp_disk_mb, 100);
 }
+
+#[test]
+fn a_list_key_set_again_replaces_its_ignored_words() {
+    let cfg = parse("SchedulerParameters=defer\nSchedulerParameters=salloc_wait_nodes\n").unwrap();
+    let words: Vec<String> = cfg.ignored.iter().map(|s| s.as_written()).collect();
+    assert_eq!(words, ["SchedulerParameters salloc_wait_nodes"]);
+    let cfg = parse("SlurmctldParameters=cloud_dns\nSlurmctldParameters+=idle_on_node_suspend\n")
+        .unwrap();
+    assert_eq!(cfg.ignored.len(), 2);
+}
