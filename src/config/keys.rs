@@ -1,8 +1,8 @@
 //! The key tables: every slurm.conf key and node, partition, DownNodes and NodeSet
 //! attribute canopy reads (mapped to an enum the builder matches on), and the real Slurm
-//! keys it accepts but ignores, so a site's existing file still loads with one warning per
-//! key. Lookups are case-insensitive, as in Slurm. What a key's value means lives in
-//! `build`, not here.
+//! keys it accepts but ignores, so a site's existing file still loads; each ignored key is
+//! classified in `ignored` (a test keeps the two in step). Lookups are case-insensitive,
+//! as in Slurm. What a key's value means lives in `build`, not here.
 
 /// Global keys canopy uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,7 +114,9 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
-/// ignores, so an existing site file loads; each earns one warning.
+/// ignores, so an existing site file loads; each is kept with its value and named in the
+/// summary of ignored settings (`ignored`). A key that becomes used leaves this list and
+/// its line in `ignored.rs`.
 pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "AccountingStorageBackupHost",
     "AccountingStorageExternalHost",

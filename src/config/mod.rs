@@ -2,7 +2,9 @@
 //! into a validated [`Config`] whose errors and warnings name `file:line`.
 //!
 //! This module owns the meaning of keys: which ones canopy uses, which real Slurm keys it
-//! accepts but ignores (one warning each, so a site's existing file still loads), node and
+//! accepts but ignores (kept with their values, so a site's existing file still loads,
+//! `scontrol show` prints what it says, and `ignored` names each one that changes what
+//! Slurm would do), how Slurm's reader ranks two spellings of one value, node and
 //! partition lines (DEFAULT accumulation, hostlists, per-node address and port lists,
 //! DownNodes, NodeSet) and cross-line validation. The lexical rules (comments, quotes,
 //! continuations, `Include`) live in `parse`; hostlists and unit formats in [`hostlist`]
