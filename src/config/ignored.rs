@@ -171,7 +171,7 @@ const CHANGES: &[Changes] = &[
     g("ExtSensorsType", &["ext_sensors/none"], "no external sensors are read"),
     g("GpuFreqDef", &[], "GPU frequency is never set"),
     g("HealthCheckProgram", &[], "no node health check runs: nodes are not drained by one"),
-    g("MpiDefault", &["none", "pmi2"], "srun starts tasks without this MPI plugin (no PMIx wire-up)"),
+    g("MpiDefault", &["none"], "srun starts tasks without an MPI plugin (no PMI/PMIx wire-up)"),
     g("NodeFeaturesPlugins", &[], "node features are never changed at boot"),
     g("PlugStackConfig", &[], "no SPANK plugins are loaded"),
     g("PowerPlugin", &["power/none"], "node power is not capped"),
