@@ -547,7 +547,11 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
             .into(),
         ),
         ("SlurmctldHost[0]", ctld_host),
-        ("SlurmctldPort", conf.slurmctld_port.to_string()),
+        // A range as written (canopy listens on its first port).
+        (
+            "SlurmctldPort",
+            configured(conf, "SlurmctldPort").unwrap_or_else(|| conf.slurmctld_port.to_string()),
+        ),
         ("SlurmdPort", conf.slurmd_port.to_string()),
         ("SlurmdSpoolDir", conf.slurmd_spool_dir.clone()),
         ("SlurmdTimeout", secs(conf.slurmd_timeout_s)),
@@ -740,6 +744,7 @@ mod tests {
     fn show_config_prints_configured_values_of_every_key() {
         let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nSlurmctldHost=d\n\
                     AuthType=auth/munge\nSuspendTime=600\nSwitchType=switch/none\n\
+                    SlurmctldPort=6820-6829\n\
                     SlurmUser=slurm\nLaunchParameters=\nNodeName=n1 CPUs=2\n\
                     PartitionName=p Nodes=n1\n";
         let conf =
@@ -750,6 +755,7 @@ mod tests {
             "LaunchParameters        = (null)\n",
             "SlurmctldHost[0]        = c(127.0.0.1)\n",
             "SlurmctldHost[1]        = d\n",
+            "SlurmctldPort           = 6820-6829\n",
             "SlurmUser               = slurm\n",
             "SuspendTime             = 600 sec\n",
             "SwitchType              = switch/none\n",
