@@ -428,7 +428,17 @@ pub struct Summary {
 pub fn summarize(settings: &[IgnoredSetting]) -> Summary {
     let mut by_key: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut notices: Vec<Notice> = Vec::new();
+    // Where each notice's setting sits: (file in the order files came, line).
+    let mut files: Vec<&std::path::Path> = Vec::new();
+    let mut places: Vec<(usize, usize)> = Vec::new();
     for s in settings {
+        let rank = files
+            .iter()
+            .position(|f| *f == s.file.as_path())
+            .unwrap_or_else(|| {
+                files.push(&s.file);
+                files.len() - 1
+            });
         let impact = classify(&s.section, &s.key, &s.value);
         let id = (s.section.clone(), s.key.to_ascii_lowercase());
         if let Some(&i) = by_key.get(&id) {
@@ -439,10 +449,12 @@ pub fn summarize(settings: &[IgnoredSetting]) -> Summary {
                 notice.impact = impact;
                 notice.at = format!("{}:{}", s.file.display(), s.line);
                 notice.first = s.as_written();
+                places[i] = (rank, s.line);
             }
             continue;
         }
         by_key.insert(id, notices.len());
+        places.push((rank, s.line));
         notices.push(Notice {
             at: format!("{}:{}", s.file.display(), s.line),
             first: s.as_written(),
@@ -455,6 +467,12 @@ pub fn summarize(settings: &[IgnoredSetting]) -> Summary {
             impact,
         });
     }
+    // Settings resolved once the whole file was read (backup controllers) were recorded
+    // last; they are shown at their line.
+    let mut order: Vec<usize> = (0..notices.len()).collect();
+    order.sort_by_key(|&i| places[i]);
+    let mut slots: Vec<Option<Notice>> = notices.into_iter().map(Some).collect();
+    let notices: Vec<Notice> = order.iter().filter_map(|&i| slots[i].take()).collect();
     let (changes, harmless) = notices
         .into_iter()
         .partition(|n| n.impact != Impact::Harmless);
@@ -620,12 +638,12 @@ mod tests {
         ]);
         assert_eq!(
             s.changes.iter().map(Notice::line).collect::<Vec<_>>(),
-            [
+            [                "slurm.conf:4: ResumeProgram=/bin/resume (set 2 times) is ignored: no power saving: \
+                 idle nodes are never powered down and powered-down (CLOUD) nodes are never resumed",
+
                 "slurm.conf:11: PartitionName=b OverSubscribe=EXCLUSIVE (set 2 times) is ignored: \
                  jobs share a node's free cores as with OverSubscribe=NO: nodes are neither given \
                  whole (EXCLUSIVE) nor oversubscribed (YES, FORCE)",
-                "slurm.conf:4: ResumeProgram=/bin/resume (set 2 times) is ignored: no power saving: \
-                 idle nodes are never powered down and powered-down (CLOUD) nodes are never resumed",
             ]
         );
         assert_eq!(s.harmless.len(), 1);
