@@ -26,20 +26,28 @@ struct Args {
     /// Run in the foreground (always the case; accepted for slurmctld compatibility).
     #[arg(short = 'D')]
     foreground: bool,
-    /// More logging (repeatable).
+    /// More logging (repeatable); with --check, list the harmless ignored keys too.
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Check the configuration (slurm.conf, gres.conf, cgroup.conf, the key) and exit
+    /// without starting: status 0 if the controller would start, 1 if not.
+    #[arg(long = "check")]
+    check: bool,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     canopy::cli::init_tracing(args.verbose);
     let path = canopy::config::Config::locate(args.config.as_deref());
+    if args.check {
+        let report = canopy::daemon::check::check(&path);
+        print!("{}", report.render(args.verbose > 0));
+        std::process::exit(report.exit_code());
+    }
     let conf = canopy::config::Config::load(&path)
         .with_context(|| format!("cannot load configuration {}", path.display()))?;
-    for w in &conf.warnings {
-        tracing::warn!("{w}");
-    }
+    // Warnings, and one line per ignored setting that changes what Slurm would do.
+    conf.log_load_notes();
     raise_fd_limit(conf.max_connections);
     let conf = Arc::new(conf);
     let system = actix::System::new();

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod config_check;
 pub mod format;
 pub mod getopt;
 pub mod sacct;
@@ -207,6 +208,7 @@ pub fn main() -> i32 {
         "sacctmgr" => sacctmgr::run(&rest),
         "status" => status::run(&rest),
         "cluster" => cluster::run(&rest),
+        "config" => config_check::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -230,4 +232,5 @@ Operator commands:
   status                         print the live actor tree and relay tree
   cluster up --nodes N [--tree-width W] [--dir DIR]
                                  start a local cluster on loopback
-  cluster down --dir DIR         stop it";
+  cluster down --dir DIR         stop it
+  config check [-f FILE] [-v]    check a configuration without starting anything";

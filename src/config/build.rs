@@ -247,6 +247,22 @@ pub(super) fn ctld_host(loc: &Loc, item: &Item) -> Result<(String, String), Conf
     }
 }
 
+/// A comma list of plugin names, each given the `prefix/` type it lacks.
+pub(super) fn plugin_names(prefix: &str, value: &str) -> String {
+    value
+        .split(',')
+        .map(str::trim)
+        .map(|name| {
+            if name.is_empty() || name.contains('/') {
+                name.to_string()
+            } else {
+                format!("{prefix}/{name}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 pub(super) fn comma_list(value: &str) -> Vec<String> {
     value
         .split(',')
@@ -346,6 +362,8 @@ pub(super) fn partition_state(loc: &Loc, item: &Item) -> Result<PartitionState, 
 #[derive(Debug, Clone, Default)]
 pub(super) struct NodeSpec {
     pub(super) cpus: Option<u32>,
+    /// `Procs`: used only where neither the line nor DEFAULT gives `CPUs`, as in Slurm.
+    pub(super) procs: Option<u32>,
     pub(super) boards: Option<u32>,
     pub(super) sockets: Option<u32>,
     pub(super) sockets_per_board: Option<u32>,
@@ -355,12 +373,27 @@ pub(super) struct NodeSpec {
     pub(super) tmp_disk_mb: Option<u64>,
     pub(super) gres: Option<String>,
     pub(super) features: Option<Vec<String>>,
+    /// `Feature`: read before `Features` of the same line (see `node_line`).
+    pub(super) feature: Option<Vec<String>>,
     pub(super) weight: Option<u32>,
     pub(super) state: Option<ConfNodeState>,
     pub(super) reason: Option<String>,
     pub(super) addr: Option<Listed<String>>,
     pub(super) hostname: Option<Listed<String>>,
     pub(super) port: Option<Listed<u16>>,
+    /// Ignored attributes, by Slurm's spelling: value as written and where.
+    pub(super) unread: Unread,
+}
+
+/// Ignored attributes of a node or partition line, by Slurm's spelling.
+pub(super) type Unread = std::collections::BTreeMap<&'static str, (String, Loc)>;
+
+/// `mine` over `base`, key by key, as Slurm merges a line over its DEFAULT line.
+pub(super) fn unread_over(mut mine: Unread, base: &Unread) -> Unread {
+    for (k, v) in base {
+        mine.entry(k).or_insert_with(|| v.clone());
+    }
+    mine
 }
 
 impl NodeSpec {
@@ -368,6 +401,7 @@ impl NodeSpec {
     pub(super) fn over(self, base: &NodeSpec) -> NodeSpec {
         NodeSpec {
             cpus: self.cpus.or(base.cpus),
+            procs: self.procs.or(base.procs),
             boards: self.boards.or(base.boards),
             sockets: self.sockets.or(base.sockets),
             sockets_per_board: self.sockets_per_board.or(base.sockets_per_board),
@@ -377,12 +411,14 @@ impl NodeSpec {
             tmp_disk_mb: self.tmp_disk_mb.or(base.tmp_disk_mb),
             gres: self.gres.or_else(|| base.gres.clone()),
             features: self.features.or_else(|| base.features.clone()),
+            feature: self.feature.or_else(|| base.feature.clone()),
             weight: self.weight.or(base.weight),
             state: self.state.or(base.state),
             reason: self.reason.or_else(|| base.reason.clone()),
             addr: self.addr.or_else(|| base.addr.clone()),
             hostname: self.hostname.or_else(|| base.hostname.clone()),
             port: self.port.or_else(|| base.port.clone()),
+            unread: unread_over(self.unread, &base.unread),
         }
     }
 }
@@ -400,6 +436,7 @@ pub(super) struct PartSpec {
     pub(super) preempt_mode: Option<crate::config::preempt::PreemptMode>,
     pub(super) grace_s: Option<u32>,
     pub(super) access: super::types::PartitionAccess,
+    pub(super) unread: Unread,
 }
 
 impl PartSpec {
@@ -415,6 +452,7 @@ impl PartSpec {
             preempt_mode: self.preempt_mode.or(base.preempt_mode),
             grace_s: self.grace_s.or(base.grace_s),
             access: access_over(self.access, &base.access),
+            unread: unread_over(self.unread, &base.unread),
         }
     }
 }
@@ -469,7 +507,8 @@ pub(super) struct PendingPartition {
 
 pub(super) struct PendingDown {
     pub(super) names: Listed<String>,
-    pub(super) state: ConfNodeState,
+    /// `None`: the line sets only a reason.
+    pub(super) state: Option<ConfNodeState>,
     pub(super) reason: Option<String>,
     pub(super) loc: Loc,
 }
@@ -489,8 +528,6 @@ pub(super) struct Builder {
     pub(super) cfg: Config,
     /// Where each scalar key was last set, to warn when it is set again.
     pub(super) set_at: HashMap<GlobalKey, Loc>,
-    /// (section, key) pairs already warned about as unused.
-    pub(super) warned_unused: HashSet<(&'static str, &'static str)>,
     pub(super) node_defaults: NodeSpec,
     pub(super) part_defaults: PartSpec,
     /// Per node: where it was defined and its own Port, if any.
@@ -498,9 +535,12 @@ pub(super) struct Builder {
     pub(super) partitions: Vec<PendingPartition>,
     pub(super) down: Vec<PendingDown>,
     pub(super) nodesets: Vec<PendingNodeSet>,
-    pub(super) ctld_host: Option<(String, String, Loc)>,
+    /// Every SlurmctldHost line: the first is the controller, the rest backups.
+    pub(super) ctld_hosts: Vec<(String, String, Loc)>,
     pub(super) control_machine: Option<(String, Loc)>,
     pub(super) control_addr: Option<(String, Loc)>,
+    pub(super) backup_controller: Option<(String, Loc)>,
+    pub(super) backup_addr: Option<(String, Loc)>,
 }
 
 impl Builder {
@@ -557,19 +597,24 @@ impl Builder {
                 partitions: Vec::new(),
                 gres: Default::default(),
                 warnings: Vec::new(),
+                ignored: Vec::new(),
+                settings: Vec::new(),
+                backup_controllers: Vec::new(),
+                node_ignored: Vec::new(),
                 node_by_name: HashMap::new(),
             },
             set_at: HashMap::new(),
-            warned_unused: HashSet::new(),
             node_defaults: NodeSpec::default(),
             part_defaults: PartSpec::default(),
             node_origin: Vec::new(),
             partitions: Vec::new(),
             down: Vec::new(),
             nodesets: Vec::new(),
-            ctld_host: None,
+            ctld_hosts: Vec::new(),
             control_machine: None,
             control_addr: None,
+            backup_controller: None,
+            backup_addr: None,
         }
     }
 
@@ -577,18 +622,65 @@ impl Builder {
         self.cfg.warnings.push(format!("{loc}: {message}"));
     }
 
-    /// One warning per ignored key per section, however often it appears.
-    pub(super) fn warn_unused(&mut self, loc: &Loc, section: &'static str, key: &'static str) {
-        if self.warned_unused.insert((section, key)) {
-            let what = if section.is_empty() {
-                key.to_string()
-            } else {
-                format!("{section} attribute {key}")
-            };
-            self.warn(
-                loc,
-                format_args!("{what} is not used by canopy yet; ignored"),
-            );
+    /// Keep an ignored setting, value as written, for the summary and for `scontrol show`.
+    pub(super) fn record_ignored(
+        &mut self,
+        loc: &Loc,
+        section: &str,
+        key: &str,
+        value: &str,
+        owner: &str,
+    ) {
+        self.cfg.ignored.push(super::ignored::IgnoredSetting {
+            section: section.into(),
+            key: key.into(),
+            value: value.into(),
+            owner: owner.into(),
+            file: loc.file.to_path_buf(),
+            line: loc.line,
+        });
+    }
+
+    /// Record the words of list key `key` (`SchedulerParameters`, ...) canopy does not act
+    /// on, each `name[=value]` as written.
+    pub(super) fn record_words(&mut self, loc: &Loc, key: &str, words: &[String]) {
+        for word in words {
+            let (name, value) = word.split_once('=').unwrap_or((word, ""));
+            self.record_ignored(loc, key, name.trim(), value.trim(), "");
+        }
+    }
+
+    /// Record the ignored attributes of one node line or partition (DEFAULT applied).
+    pub(super) fn record_unread(&mut self, section: &str, owner: &str, unread: &Unread) {
+        for (key, (value, loc)) in unread {
+            self.record_ignored(loc, section, key, value, owner);
+        }
+    }
+
+    /// Remember a global key's value as written, for `scontrol show config`.
+    pub(super) fn note_setting(&mut self, name: &str, item: &Item) {
+        let value = item.value.trim();
+        // A list key set again with `=` replaces its words: so do its ignored ones.
+        if item.op == Op::Set {
+            self.cfg
+                .ignored
+                .retain(|s| !s.section.eq_ignore_ascii_case(name));
+        }
+        match self
+            .cfg
+            .settings
+            .iter_mut()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        {
+            Some((_, v)) if item.op == Op::Add && !v.is_empty() => {
+                v.push(',');
+                v.push_str(value);
+            }
+            Some((_, v)) => *v = value.to_string(),
+            None => self
+                .cfg
+                .settings
+                .push((name.to_string(), value.to_string())),
         }
     }
 
@@ -610,24 +702,16 @@ impl Builder {
                     }
                     self.cfg.auth_socket = PathBuf::from(v);
                 }
-                _ => ignored.push(p.split('=').next().unwrap_or(p).to_string()),
+                _ => ignored.push(p.to_string()),
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "AuthInfo {} not used by canopy's signer; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "AuthInfo", &ignored);
         Ok(())
     }
 
     /// `SchedulerParameters`: a comma list, of which canopy reads the
     /// `scontrol top` switches, `max_script_size=N` and
-    /// `max_submit_jobs_per_user=N`; the rest earn one warning naming them.
+    /// `max_submit_jobs_per_user=N`; the rest are kept with the ignored settings (`ignored`).
     /// (A repeated line warns and replaces the earlier one, as for any
     /// scalar.)
     pub(super) fn scheduler_parameters(
@@ -685,27 +769,15 @@ impl Builder {
                     let n = number(1, u32::MAX.into())?;
                     self.cfg.max_submit_jobs_per_user = u32::try_from(n).ok();
                 }
-                _ => ignored.push(name.to_string()),
+                _ => ignored.push(p.to_string()),
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "SchedulerParameters {} not used by canopy yet; ignored",
-                    if ignored.len() == 1 {
-                        format!("{} is", ignored[0])
-                    } else {
-                        format!("{} are", ignored.join(", "))
-                    }
-                ),
-            );
-        }
+        self.record_words(loc, "SchedulerParameters", &ignored);
         Ok(())
     }
 
     /// `PrologFlags`: a comma list. `Contain` and `X11` imply `Alloc`, as in
-    /// Slurm; `DeferBatch` and `ForceRequeueOnFail` are accepted with a
+    /// Slurm; `DeferBatch` and `ForceRequeueOnFail` are accepted and
     /// warning (canopy's Alloc already waits for every node); an unknown
     /// flag is an error, as slurmctld refuses to start with one.
     pub(super) fn prolog_flags(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
@@ -744,23 +816,15 @@ impl Builder {
                 }
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "PrologFlags {} not used by canopy yet; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "PrologFlags", &ignored);
         self.cfg.prolog = flags;
         Ok(())
     }
 
     /// `PrivateData`: a comma list of what users may not see of others.
     /// `accounts`, `cloud` and `events` concern what canopy does not have
-    /// yet (sacctmgr, power saving, an event log) and earn a warning; an
-    /// unknown word earns one too (Slurm skips it silently).
+    /// yet (sacctmgr, power saving, an event log) and are kept with the ignored settings; an
+    /// unknown word is kept so too (Slurm skips it silently).
     /// `AccountingStorageEnforce=associations,limits,qos,safe,...`.
     pub(super) fn accounting_enforce(&mut self, loc: &Loc, item: &Item) {
         let mut e = super::types::AcctEnforce::default();
@@ -784,15 +848,7 @@ impl Builder {
         e.limits |= e.safe;
         e.associations |= e.limits || e.qos;
         self.cfg.accounting_enforce = e;
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "AccountingStorageEnforce {} not used by canopy; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "AccountingStorageEnforce", &ignored);
     }
 
     pub(super) fn private_data(&mut self, loc: &Loc, item: &Item) {
@@ -825,21 +881,13 @@ impl Builder {
             }
         }
         self.cfg.private_data = pd;
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "PrivateData {} not used by canopy; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "PrivateData", &ignored);
     }
 
     /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
     /// the line as their attributes; any other key is a global setting.
     /// `SlurmctldParameters`: a comma list, of which canopy reads
-    /// `conmgr_max_connections=N`; the rest earn one warning naming them.
+    /// `conmgr_max_connections=N`; the rest are kept with the ignored settings (`ignored`).
     /// `=` replaces earlier lines, `+=` adds to them.
     fn slurmctld_parameters(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         match item.op {
@@ -889,27 +937,15 @@ impl Builder {
                 }
                 self.cfg.operators.extend(names);
             } else if !self.rate_limit_parameter(loc, item, p, name, value)? {
-                ignored.push(name.to_string());
+                ignored.push(p.to_string());
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "SlurmctldParameters {} not used by canopy yet; ignored",
-                    if ignored.len() == 1 {
-                        format!("{} is", ignored[0])
-                    } else {
-                        format!("{} are", ignored.join(", "))
-                    }
-                ),
-            );
-        }
+        self.record_words(loc, "SlurmctldParameters", &ignored);
         Ok(())
     }
 
     /// `SlurmdParameters`: a comma list, of which canopy reads
-    /// `config_overrides`; the rest earn one warning naming them.
+    /// `config_overrides`; the rest are kept with the ignored settings (`ignored`).
     fn slurmd_parameters(&mut self, loc: &Loc, item: &Item) {
         self.cfg.config_overrides = false;
         let mut ignored = Vec::new();
@@ -925,15 +961,7 @@ impl Builder {
                 ignored.push(p.to_string());
             }
         }
-        if !ignored.is_empty() {
-            self.warn(
-                loc,
-                format_args!(
-                    "SlurmdParameters {} not used by canopy yet; ignored",
-                    ignored.join(", ")
-                ),
-            );
-        }
+        self.record_words(loc, "SlurmdParameters", &ignored);
     }
 
     /// One of `conmgr_read_timeout=N`, `rl_enable` and the `rl_*` knobs, or
@@ -998,7 +1026,7 @@ impl Builder {
                 "downnodes" => return self.down_line(loc, item, rest),
                 "nodeset" => return self.nodeset_line(loc, item, rest),
                 "frontendname" => {
-                    self.warn_unused(loc, "", "FrontendName");
+                    self.record_ignored(loc, "", "FrontendName", &item.value, "");
                     return Ok(());
                 }
                 _ => self.global(loc, item)?,
@@ -1008,13 +1036,17 @@ impl Builder {
     }
 
     pub(super) fn global(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
+        let spelling = lookup(GLOBAL_KEYS, &item.key)
+            .map(|(name, _)| name)
+            .or_else(|| lookup_name(UNUSED_GLOBAL_KEYS, &item.key));
+        self.note_setting(spelling.unwrap_or(&item.key), item);
         if let Some(done) = self.priority_key(loc, item) {
             return done;
         }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {
             return match lookup_name(UNUSED_GLOBAL_KEYS, &item.key) {
                 Some(name) => {
-                    self.warn_unused(loc, "", name);
+                    self.record_ignored(loc, "", name, &item.value, "");
                     Ok(())
                 }
                 None => Err(loc.error(&item.key, format!("unrecognized key '{}'", item.key))),
@@ -1025,6 +1057,28 @@ impl Builder {
             return self.slurmctld_parameters(loc, item);
         }
         require_set(loc, item)?;
+        // A plugin named without its type (`TaskPlugin=affinity,cgroup`) is that type's,
+        // as Slurm's plugin loader reads it.
+        let prefix = match key {
+            GlobalKey::ProctrackType => Some("proctrack"),
+            GlobalKey::TaskPlugin => Some("task"),
+            GlobalKey::SchedulerType => Some("sched"),
+            GlobalKey::PriorityType => Some("priority"),
+            GlobalKey::PreemptType => Some("preempt"),
+            GlobalKey::AuthType => Some("auth"),
+            _ => None,
+        };
+        let typed;
+        let item = match prefix {
+            Some(prefix) => {
+                typed = Item {
+                    value: plugin_names(prefix, &item.value),
+                    ..item.clone()
+                };
+                &typed
+            }
+            None => item,
+        };
         let cfg = &mut self.cfg;
         match key {
             GlobalKey::ClusterName => cfg.cluster_name = cluster_name(loc, item)?,
@@ -1034,6 +1088,12 @@ impl Builder {
             }
             GlobalKey::ControlAddr => {
                 self.control_addr = Some((non_empty(loc, item, "an address")?, loc.clone()))
+            }
+            GlobalKey::BackupController => {
+                self.backup_controller = Some((non_empty(loc, item, "a host name")?, loc.clone()))
+            }
+            GlobalKey::BackupAddr => {
+                self.backup_addr = Some((non_empty(loc, item, "an address")?, loc.clone()))
             }
             GlobalKey::SlurmctldPort => cfg.slurmctld_port = ctld_port(loc, item)?,
             GlobalKey::SlurmdPort => cfg.slurmd_port = port(loc, item)?,
@@ -1181,6 +1241,28 @@ impl Builder {
             GlobalKey::SlurmdParameters => self.slurmd_parameters(loc, item),
             // Handled before `require_set`.
             GlobalKey::SlurmctldParameters => {}
+            // Slurm 22.05 ignores 1 with an error and refuses anything else.
+            GlobalKey::FastSchedule => match item.value.trim() {
+                "1" => self.warn(
+                    loc,
+                    "Ignoring obsolete FastSchedule=1 option. Please remove from your configuration.",
+                ),
+                "2" => {
+                    return Err(loc.error(
+                        "FastSchedule",
+                        "The FastSchedule option has been removed. The FastSchedule=2 \
+                         functionality is available through the \
+                         SlurmdParameters=config_overrides option.",
+                    ))
+                }
+                _ => {
+                    return Err(loc.error(
+                        "FastSchedule",
+                        "The FastSchedule option has been removed. Please update your \
+                         configuration.",
+                    ))
+                }
+            },
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {
             self.warn(
@@ -1191,22 +1273,17 @@ impl Builder {
         Ok(())
     }
 
-    /// The first SlurmctldHost is the controller; later ones would be backups.
+    /// The first SlurmctldHost is the controller; later ones are backups (kept, shown by
+    /// `scontrol show config`, not run: see `resolve_controller`).
     pub(super) fn slurmctld_host(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         let (host, addr) = ctld_host(loc, item)?;
-        if self.ctld_host.is_some() {
-            self.warn(
-                loc,
-                format_args!("backup controller {host} is not used by canopy yet; ignored"),
-            );
-        } else {
-            self.ctld_host = Some((host, addr, loc.clone()));
-        }
+        self.ctld_hosts.push((host, addr, loc.clone()));
         Ok(())
     }
 
     /// Resolve an attribute key against a section's tables: `Some` for a used attribute,
-    /// `None` (after a warning) for a known ignored one, an error for anything else.
+    /// `None` for a known ignored one (kept in `unread`, value as written), an error for
+    /// anything else.
     pub(super) fn attribute<A: Copy>(
         &mut self,
         loc: &Loc,
@@ -1214,6 +1291,7 @@ impl Builder {
         used: &[(&'static str, A)],
         unused: &[&'static str],
         item: &Item,
+        unread: &mut Unread,
     ) -> Result<Option<A>, ConfigError> {
         if let Some((_, attr)) = lookup(used, &item.key) {
             require_set(loc, item)?;
@@ -1221,7 +1299,12 @@ impl Builder {
         }
         match lookup_name(unused, &item.key) {
             Some(name) => {
-                self.warn_unused(loc, section, name);
+                if unread
+                    .insert(name, (item.value.trim().to_string(), loc.clone()))
+                    .is_some()
+                {
+                    self.warn_repeated(loc, item);
+                }
                 Ok(None)
             }
             None => Err(loc.error(
@@ -1245,17 +1328,25 @@ impl Builder {
         let mut spec = NodeSpec::default();
         let mut seen = HashSet::new();
         for item in attrs {
-            let Some(attr) =
-                self.attribute(loc, "NodeName", NODE_ATTRS, UNUSED_NODE_ATTRS, item)?
+            let Some(attr) = self.attribute(
+                loc,
+                "NodeName",
+                NODE_ATTRS,
+                UNUSED_NODE_ATTRS,
+                item,
+                &mut spec.unread,
+            )?
             else {
                 continue;
             };
             if !seen.insert(attr) {
                 self.warn_repeated(loc, item);
             }
-            let count = |item: &Item| int_in::<u32>(loc, item, 1, u16::MAX.into());
+            // 0 is read and reset to 1 with a warning, as Slurm does (see `topology`).
+            let count = |item: &Item| int_in::<u32>(loc, item, 0, u16::MAX.into());
             match attr {
                 NodeAttr::Cpus => spec.cpus = Some(count(item)?),
+                NodeAttr::Procs => spec.procs = Some(count(item)?),
                 NodeAttr::Boards => spec.boards = Some(count(item)?),
                 NodeAttr::Sockets => spec.sockets = Some(count(item)?),
                 NodeAttr::SocketsPerBoard => spec.sockets_per_board = Some(count(item)?),
@@ -1273,7 +1364,12 @@ impl Builder {
                     spec.gres = Some(value.to_string());
                 }
                 NodeAttr::Features => spec.features = Some(comma_list(&item.value)),
-                NodeAttr::Weight => spec.weight = Some(int_in(loc, item, 0, u32::MAX.into())?),
+                NodeAttr::Feature => spec.feature = Some(comma_list(&item.value)),
+                // INFINITE (2^32-1) is kept one below, as Slurm keeps it.
+                NodeAttr::Weight => {
+                    let w: u32 = int_in(loc, item, 0, u32::MAX.into())?;
+                    spec.weight = Some(w.min(u32::MAX - 1))
+                }
                 NodeAttr::State => spec.state = Some(conf_node_state(loc, item)?),
                 NodeAttr::Reason => spec.reason = Some(item.value.clone()),
                 NodeAttr::NodeAddr => spec.addr = Some(host_names(loc, item)?),
@@ -1315,8 +1411,19 @@ impl Builder {
             ));
         }
         let names = host_names(loc, head)?.values;
+        // Slurm reads Feature, then Features, of the line, then of DEFAULT.
+        let features = (spec.feature.clone())
+            .or_else(|| spec.features.clone())
+            .or_else(|| self.node_defaults.feature.clone())
+            .or_else(|| self.node_defaults.features.clone())
+            .unwrap_or_default();
         let spec = spec.over(&self.node_defaults);
-        let topology = self.topology(loc, &spec)?;
+        self.record_unread("NodeName", value, &spec.unread);
+        // CLOUD is read but not acted on (no power saving): named with the ignored keys.
+        if spec.state == Some(ConfNodeState::Cloud) {
+            self.record_ignored(loc, "NodeName", "State", "CLOUD", value);
+        }
+        let topology = self.topology(loc, head, &spec)?;
         let hostnames = per_node(
             loc,
             head,
@@ -1326,7 +1433,6 @@ impl Builder {
         )?;
         let addrs = per_node(loc, head, "NodeAddr", spec.addr.as_ref(), names.len())?;
         let ports = per_node(loc, head, "Port", spec.port.as_ref(), names.len())?;
-        let features = spec.features.unwrap_or_default();
         let reason = spec.reason.filter(|r| !r.is_empty());
         for (i, name) in names.into_iter().enumerate() {
             if let Some(&first) = self.cfg.node_by_name.get(&name) {
@@ -1362,73 +1468,16 @@ impl Builder {
             };
             self.cfg.node_by_name.insert(name, self.cfg.nodes.len());
             self.cfg.nodes.push(node);
+            self.cfg.node_ignored.push(
+                spec.unread
+                    .iter()
+                    .map(|(k, (v, _))| (k.to_string(), v.clone()))
+                    .collect(),
+            );
             self.node_origin
                 .push((loc.clone(), pick(ports, i).copied()));
         }
         Ok(())
-    }
-
-    /// Sockets and CPUs as Slurm derives them: Sockets counts every socket on the node
-    /// (Boards × SocketsPerBoard when given that way, else inferred from CPUs, else one per
-    /// board); CPUs defaults to Sockets × CoresPerSocket × ThreadsPerCore, and a CPUs value
-    /// matching no level of the topology is replaced (with a warning), as slurmctld does.
-    pub(super) fn topology(&mut self, loc: &Loc, spec: &NodeSpec) -> Result<Topology, ConfigError> {
-        let boards = spec.boards.unwrap_or(1);
-        let cores = spec.cores.unwrap_or(1);
-        let threads = spec.threads.unwrap_or(1);
-        let per_socket = u64::from(cores) * u64::from(threads);
-        let sockets: u64 = match (spec.sockets, spec.sockets_per_board) {
-            (Some(_), Some(_)) => {
-                return Err(loc.error(
-                    "SocketsPerBoard",
-                    "Sockets and SocketsPerBoard are mutually exclusive \
-                     (Sockets counts every socket on the node)",
-                ))
-            }
-            (Some(sockets), None) => sockets.into(),
-            (None, Some(per_board)) => u64::from(boards) * u64::from(per_board),
-            (None, None) => match spec.cpus.map(u64::from) {
-                Some(cpus) if cpus >= per_socket && cpus % per_socket == 0 => cpus / per_socket,
-                _ => boards.into(),
-            },
-        };
-        if sockets < u64::from(boards) {
-            return Err(loc.error(
-                "Sockets",
-                format!("Sockets={sockets} is fewer than Boards={boards}"),
-            ));
-        }
-        let full = sockets * per_socket;
-        let cpus = match spec.cpus.map(u64::from) {
-            None => full,
-            Some(cpus) if [sockets, sockets * u64::from(cores), full].contains(&cpus) => cpus,
-            Some(cpus) => {
-                self.warn(
-                    loc,
-                    format_args!(
-                        "CPUs={cpus} matches neither Sockets, Sockets*CoresPerSocket nor \
-                         Sockets*CoresPerSocket*ThreadsPerCore; using {full}"
-                    ),
-                );
-                full
-            }
-        };
-        let too_big = |what: &str, n: u64| {
-            loc.error(
-                "CPUs",
-                format!(
-                    "the node topology gives {n} {what}; at most {} fit",
-                    u32::MAX
-                ),
-            )
-        };
-        Ok(Topology {
-            cpus: u32::try_from(cpus).map_err(|_| too_big("CPUs", cpus))?,
-            boards,
-            sockets: u32::try_from(sockets).map_err(|_| too_big("sockets", sockets))?,
-            cores,
-            threads,
-        })
     }
 
     pub(super) fn partition_line(
@@ -1445,8 +1494,14 @@ impl Builder {
                 done?;
                 continue;
             }
-            let Some(attr) =
-                self.attribute(loc, "PartitionName", PART_ATTRS, UNUSED_PART_ATTRS, item)?
+            let Some(attr) = self.attribute(
+                loc,
+                "PartitionName",
+                PART_ATTRS,
+                UNUSED_PART_ATTRS,
+                item,
+                &mut spec.unread,
+            )?
             else {
                 continue;
             };
@@ -1496,7 +1551,9 @@ impl Builder {
                 format!("partition {name} is already defined at {}", first.loc),
             ));
         }
-        let spec = spec.over(&self.part_defaults);
+        let mut spec = spec.over(&self.part_defaults);
+        self.part_aliases_and_conflicts(loc, name, &mut spec);
+        self.record_unread("PartitionName", name, &spec.unread);
         self.partitions.push(PendingPartition {
             conf: PartitionConf {
                 name: name.to_string(),
@@ -1527,14 +1584,23 @@ impl Builder {
     ) -> Result<(), ConfigError> {
         require_set(loc, head)?;
         let names = host_names(loc, head)?;
-        let mut state = ConfNodeState::Down;
+        let mut state = Some(ConfNodeState::Down);
         let mut reason = None;
         for item in attrs {
-            let Some(attr) = self.attribute(loc, "DownNodes", DOWN_ATTRS, &[], item)? else {
+            let Some(attr) =
+                self.attribute(loc, "DownNodes", DOWN_ATTRS, &[], item, &mut Unread::new())?
+            else {
                 continue;
             };
             match attr {
-                DownAttr::State => state = down_state(loc, item)?,
+                DownAttr::State => match down_state(&item.value) {
+                    Ok(s) => state = s,
+                    // Slurm logs it and skips the line.
+                    Err(()) => {
+                        self.warn(loc, format_args!("Invalid State \"{}\"", item.value.trim()));
+                        return Ok(());
+                    }
+                },
                 DownAttr::Reason => reason = Some(item.value.clone()),
             }
         }
@@ -1568,7 +1634,9 @@ impl Builder {
             loc: loc.clone(),
         };
         for item in attrs {
-            let Some(attr) = self.attribute(loc, "NodeSet", NODESET_ATTRS, &[], item)? else {
+            let Some(attr) =
+                self.attribute(loc, "NodeSet", NODESET_ATTRS, &[], item, &mut Unread::new())?
+            else {
                 continue;
             };
             match attr {
@@ -1613,13 +1681,19 @@ pub(super) fn max_nodes(loc: &Loc, item: &Item) -> Result<Option<u32>, ConfigErr
         .ok_or_else(|| bad_value(loc, item, "an integer or UNLIMITED"))
 }
 
-pub(super) fn down_state(loc: &Loc, item: &Item) -> Result<ConfNodeState, ConfigError> {
-    match conf_node_state(loc, item) {
-        Ok(ConfNodeState::Unknown | ConfNodeState::Cloud) | Err(_) => {
-            Err(bad_value(loc, item, "DOWN, DRAIN, FAIL, FAILING or FUTURE"))
-        }
-        state => state,
-    }
+/// A DownNodes line's State, as Slurm reads it: any node state name; UNKNOWN and the
+/// states only running jobs make (IDLE, ALLOCATED, ...) leave the node's state alone
+/// (`None`), since canopy starts every node UNKNOWN until it registers.
+pub(super) fn down_state(value: &str) -> Result<Option<ConfNodeState>, ()> {
+    Ok(Some(match value.trim().to_ascii_uppercase().as_str() {
+        "DOWN" => ConfNodeState::Down,
+        "DRAIN" => ConfNodeState::Drain,
+        "FAIL" | "FAILING" => ConfNodeState::Fail,
+        "FUTURE" => ConfNodeState::Future,
+        "CLOUD" => ConfNodeState::Cloud,
+        "UNKNOWN" | "IDLE" | "ALLOCATED" | "ALLOC" | "MIXED" | "COMPLETING" => return Ok(None),
+        _ => return Err(()),
+    }))
 }
 
 /// A per-node attribute list must hold one value (shared by all) or one per node.

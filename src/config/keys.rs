@@ -1,8 +1,8 @@
 //! The key tables: every slurm.conf key and node, partition, DownNodes and NodeSet
 //! attribute canopy reads (mapped to an enum the builder matches on), and the real Slurm
-//! keys it accepts but ignores, so a site's existing file still loads with one warning per
-//! key. Lookups are case-insensitive, as in Slurm. What a key's value means lives in
-//! `build`, not here.
+//! keys it accepts but ignores, so a site's existing file still loads; each ignored key is
+//! classified in `ignored` (a test keeps the two in step). Lookups are case-insensitive,
+//! as in Slurm. What a key's value means lives in `build`, not here.
 
 /// Global keys canopy uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -11,6 +11,8 @@ pub(super) enum GlobalKey {
     SlurmctldHost,
     ControlMachine,
     ControlAddr,
+    BackupController,
+    BackupAddr,
     SlurmctldPort,
     SlurmdPort,
     SlurmdTimeout,
@@ -53,6 +55,7 @@ pub(super) enum GlobalKey {
     PreemptExemptTime,
     PreemptParameters,
     AccountingStorageEnforce,
+    FastSchedule,
 }
 
 pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
@@ -60,6 +63,8 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("SlurmctldHost", GlobalKey::SlurmctldHost),
     ("ControlMachine", GlobalKey::ControlMachine),
     ("ControlAddr", GlobalKey::ControlAddr),
+    ("BackupController", GlobalKey::BackupController),
+    ("BackupAddr", GlobalKey::BackupAddr),
     ("SlurmctldPort", GlobalKey::SlurmctldPort),
     ("SlurmdPort", GlobalKey::SlurmdPort),
     ("SlurmdTimeout", GlobalKey::SlurmdTimeout),
@@ -105,10 +110,13 @@ pub(super) const GLOBAL_KEYS: &[(&str, GlobalKey)] = &[
     ("PreemptMode", GlobalKey::PreemptMode),
     ("PreemptExemptTime", GlobalKey::PreemptExemptTime),
     ("PreemptParameters", GlobalKey::PreemptParameters),
+    ("FastSchedule", GlobalKey::FastSchedule),
 ];
 
 /// Real slurm.conf global keys (current and recently retired) that canopy accepts and
-/// ignores, so an existing site file loads; each earns one warning.
+/// ignores, so an existing site file loads; each is kept with its value and named in the
+/// summary of ignored settings (`ignored`). A key that becomes used leaves this list and
+/// its line in `ignored.rs`.
 pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "AccountingStorageBackupHost",
     "AccountingStorageExternalHost",
@@ -131,8 +139,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "AllowSpecResourcesUsage",
     "AuthAltParameters",
     "AuthAltTypes",
-    "BackupAddr",
-    "BackupController",
     "BatchStartTimeout",
     "BcastExclude",
     "BcastParameters",
@@ -174,7 +180,6 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
     "ExtSensorsFreq",
     "ExtSensorsType",
     "FairShareDampeningFactor",
-    "FastSchedule",
     "FederationParameters",
     "GetEnvTimeout",
     "GpuFreqDef",
@@ -306,6 +311,8 @@ pub(super) const UNUSED_GLOBAL_KEYS: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum NodeAttr {
     Cpus,
+    /// The old name of CPUs: read only where no CPUs is given (line or DEFAULT).
+    Procs,
     Boards,
     Sockets,
     SocketsPerBoard,
@@ -315,6 +322,8 @@ pub(super) enum NodeAttr {
     TmpDisk,
     Gres,
     Features,
+    /// `Feature`, which Slurm reads before `Features` on the same line.
+    Feature,
     Weight,
     State,
     Reason,
@@ -325,7 +334,7 @@ pub(super) enum NodeAttr {
 
 pub(super) const NODE_ATTRS: &[(&str, NodeAttr)] = &[
     ("CPUs", NodeAttr::Cpus),
-    ("Procs", NodeAttr::Cpus),
+    ("Procs", NodeAttr::Procs),
     ("Boards", NodeAttr::Boards),
     ("Sockets", NodeAttr::Sockets),
     ("SocketsPerBoard", NodeAttr::SocketsPerBoard),
@@ -335,7 +344,7 @@ pub(super) const NODE_ATTRS: &[(&str, NodeAttr)] = &[
     ("TmpDisk", NodeAttr::TmpDisk),
     ("Gres", NodeAttr::Gres),
     ("Features", NodeAttr::Features),
-    ("Feature", NodeAttr::Features),
+    ("Feature", NodeAttr::Feature),
     ("Weight", NodeAttr::Weight),
     ("State", NodeAttr::State),
     ("Reason", NodeAttr::Reason),

@@ -27,40 +27,6 @@ impl Builder {
         Ok(self.cfg)
     }
 
-    pub(super) fn resolve_controller(&mut self) -> Result<(), ConfigError> {
-        let old = self.control_machine.take();
-        let old_addr = self.control_addr.take();
-        match (self.ctld_host.take(), old, old_addr) {
-            (Some(_), Some((_, loc)), _) | (Some(_), None, Some((_, loc))) => Err(loc.error(
-                "ControlMachine",
-                "ControlMachine/ControlAddr cannot be combined with SlurmctldHost \
-                 (they are its old spelling); keep only SlurmctldHost",
-            )),
-            (Some((host, addr, _)), None, None) => {
-                self.cfg.control_host = host;
-                self.cfg.control_addr = addr;
-                Ok(())
-            }
-            (None, Some((host, _)), addr) => {
-                self.cfg.control_addr = addr.map(|(a, _)| a).unwrap_or_else(|| host.clone());
-                self.cfg.control_host = host;
-                Ok(())
-            }
-            (None, None, Some((_, loc))) => Err(loc.error(
-                "ControlAddr",
-                "ControlAddr needs ControlMachine (better: SlurmctldHost=<host>(<address>))",
-            )),
-            (None, None, None) => Err(ConfigError {
-                file: self.cfg.path.clone(),
-                line: 0,
-                key: "SlurmctldHost".into(),
-                message: "no SlurmctldHost is set: expected SlurmctldHost=<host> or \
-                          SlurmctldHost=<host>(<address>)"
-                    .into(),
-            }),
-        }
-    }
-
     pub(super) fn check_job_ids(&self) -> Result<(), ConfigError> {
         let (first, max) = (self.cfg.first_job_id, self.cfg.max_job_id);
         if first < max {
@@ -142,18 +108,28 @@ impl Builder {
             .ok_or_else(|| loc.error(key, format!("{context}: node '{name}' is not defined")))
     }
 
+    /// DownNodes lines, in order. A name no NodeName line defines is skipped with
+    /// Slurm's error, as slurmctld skips it.
     pub(super) fn apply_down_nodes(&mut self) -> Result<(), ConfigError> {
+        let mut missing = Vec::new();
         for down in &self.down {
-            let context = format!("DownNodes={}", down.names.raw);
             for name in &down.names.values {
-                let i = self.defined(&down.loc, "DownNodes", &context, name)?;
+                let Some(&i) = self.cfg.node_by_name.get(name) else {
+                    missing.push((down.loc.clone(), name.clone()));
+                    continue;
+                };
                 if let Some(node) = self.cfg.nodes.get_mut(i) {
-                    node.state = down.state;
+                    if let Some(state) = down.state {
+                        node.state = state;
+                    }
                     if down.reason.is_some() {
                         node.reason.clone_from(&down.reason);
                     }
                 }
             }
+        }
+        for (loc, name) in missing {
+            self.warn(&loc, format_args!("DownNode \"{name}\" does not exist!"));
         }
         Ok(())
     }

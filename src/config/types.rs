@@ -162,6 +162,24 @@ pub struct Config {
     pub gres: super::gres::GresConfig,
     /// Non-fatal notes, each `file:line: ...`.
     pub warnings: Vec<String>,
+    /// Settings canopy accepts but does not act on, with their values as written (node and
+    /// partition attributes once per node line and partition, DEFAULT lines applied); see
+    /// [`super::ignored`] for their classification and summary.
+    #[serde(default)]
+    pub ignored: Vec<super::ignored::IgnoredSetting>,
+    /// Every global key the file sets, in Slurm's spelling, with its value as written
+    /// (the last one, or `+=` parts joined by commas), in the order first set: what
+    /// `scontrol show config` prints for keys it has no value of its own for.
+    #[serde(default)]
+    pub settings: Vec<(String, String)>,
+    /// Backup controllers (`SlurmctldHost` after the first, or the old
+    /// `BackupController`/`BackupAddr`) as (host, address); canopy does not run them.
+    #[serde(default)]
+    pub backup_controllers: Vec<(String, String)>,
+    /// Each node's ignored attributes (CoreSpecCount, MemSpecLimit, ...) as written,
+    /// DEFAULT applied, index-aligned with `nodes`; see [`Config::node_ignored_attrs`].
+    #[serde(default)]
+    pub node_ignored: Vec<Vec<(String, String)>>,
     /// Node name → index into `nodes`, built at load.
     pub(super) node_by_name: HashMap<String, usize>,
 }

@@ -220,6 +220,9 @@ impl Core {
             invalid_reg: st.invalid_reg,
             reserved: false,
             maint: false,
+            boards: c.boards,
+            tmp_disk_mb: c.tmp_disk_mb,
+            ignored_attrs: self.conf.node_ignored_attrs(rank).to_vec(),
         })
     }
 

@@ -5,6 +5,7 @@
 //! binaries in `src/bin/` only parse arguments, wait for a stop signal and
 //! call in here.
 
+pub mod check;
 pub mod ctld;
 pub mod guard;
 pub mod hardware;

@@ -187,6 +187,20 @@ pub struct NodeInfo {
     /// In an active MAINT reservation (Slurm's MAINT flag).
     #[serde(default)]
     pub maint: bool,
+    /// Boards as configured.
+    #[serde(default = "one_board")]
+    pub boards: u32,
+    /// TmpDisk as configured, MiB.
+    #[serde(default)]
+    pub tmp_disk_mb: u64,
+    /// Node attributes canopy accepts but ignores (CoreSpecCount, CPUSpecList,
+    /// MemSpecLimit, ...), as written: `scontrol show node` prints them as Slurm does.
+    #[serde(default)]
+    pub ignored_attrs: Vec<(String, String)>,
+}
+
+fn one_board() -> u32 {
+    1
 }
 
 impl NodeInfo {

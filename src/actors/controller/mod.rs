@@ -568,7 +568,11 @@ impl Handler<Reconfigure> for ControllerActor {
         // A small file, read on an operator's request: not worth a round
         // trip off the actor.
         let new = match Config::load(&self.core.conf().path) {
-            Ok(c) => c,
+            Ok(c) => {
+                // The same notes as at start, so a changed file is checked as loudly.
+                c.log_load_notes();
+                c
+            }
             Err(e) => {
                 let e = e.to_string();
                 return Box::pin(async move { Err(e) });

@@ -286,13 +286,29 @@ pub fn show_node_with(n: &NodeInfo, _now: i64, one_liner: bool, details: bool) -
     }
     r.line(addr);
     r.line(format!(
-        "RealMemory={} AllocMem={} FreeMem=N/A Sockets={} Boards=1",
-        n.real_memory_mb, n.alloc_mem_mb, n.sockets
+        "RealMemory={} AllocMem={} FreeMem=N/A Sockets={} Boards={}",
+        n.real_memory_mb, n.alloc_mem_mb, n.sockets, n.boards
     ));
+    // Slurm's specialization line, only when the node sets one: what the file says,
+    // though canopy sets nothing aside (the summary of ignored settings names that).
+    let spec: Vec<String> = ["CoreSpecCount", "CPUSpecList", "MemSpecLimit"]
+        .iter()
+        .filter_map(|k| {
+            let (_, v) = n
+                .ignored_attrs
+                .iter()
+                .find(|(a, _)| a.eq_ignore_ascii_case(k))?;
+            Some(format!("{k}={v}"))
+        })
+        .collect();
+    if !spec.is_empty() {
+        r.line(spec.join(" "));
+    }
     r.line(format!(
-        "State={} ThreadsPerCore={} TmpDisk=0 Weight={} Owner=N/A MCS_label=N/A",
+        "State={} ThreadsPerCore={} TmpDisk={} Weight={} Owner=N/A MCS_label=N/A",
         n.scontrol_state(),
         n.threads_per_core,
+        n.tmp_disk_mb,
         n.weight
     ));
     if !n.partitions.is_empty() {
@@ -473,8 +489,9 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
 
 /// One `scontrol ping` line for the primary controller.
 /// `scontrol show config`: the date line, then `Key<pad to 23> = value`
-/// for the settings canopy honours, in Slurm's alphabetical order. The
-/// values are what the config file says.
+/// for the settings canopy honours and every other key the file sets (as
+/// written, whether canopy acts on it or not), in Slurm's alphabetical order.
+/// The values are what the config file says.
 pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
     let secs = |s: u64| format!("{s} sec");
     let ctld_host = if conf.control_addr.is_empty() || conf.control_addr == conf.control_host {
@@ -483,7 +500,12 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         format!("{}({})", conf.control_host, conf.control_addr)
     };
     let mut rows: Vec<(&str, String)> = vec![
-        ("AuthType", "auth/canopy-hmac".into()),
+        // What the file says, though canopy signs with its own signer whatever it says
+        // (the summary of ignored settings names that); canopy's own name when unset.
+        (
+            "AuthType",
+            configured(conf, "AuthType").unwrap_or_else(|| "auth/canopy-hmac".into()),
+        ),
         ("ClusterName", conf.cluster_name.clone()),
         ("FirstJobId", conf.first_job_id.to_string()),
         (
@@ -525,7 +547,11 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
             .into(),
         ),
         ("SlurmctldHost[0]", ctld_host),
-        ("SlurmctldPort", conf.slurmctld_port.to_string()),
+        // A range as written (canopy listens on its first port).
+        (
+            "SlurmctldPort",
+            configured(conf, "SlurmctldPort").unwrap_or_else(|| conf.slurmctld_port.to_string()),
+        ),
         ("SlurmdPort", conf.slurmd_port.to_string()),
         ("SlurmdSpoolDir", conf.slurmd_spool_dir.clone()),
         ("SlurmdTimeout", secs(conf.slurmd_timeout_s)),
@@ -535,10 +561,38 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ),
         ("TreeWidth", conf.tree_width.to_string()),
     ];
+    for (i, (host, addr)) in conf.backup_controllers.iter().enumerate() {
+        let name = ["SlurmctldHost[1]", "SlurmctldHost[2]", "SlurmctldHost[3]"]
+            .get(i)
+            .copied()
+            .unwrap_or("SlurmctldHost[n]");
+        let value = if addr == host {
+            host.clone()
+        } else {
+            format!("{host}({addr})")
+        };
+        rows.push((name, value));
+    }
+    // Every other key the file sets, as written: canopy prints no default in place of a
+    // value it was given, whether it acts on the key or not.
+    for (key, value) in &conf.settings {
+        let shown = rows
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(key) || k.starts_with(&format!("{key}[")));
+        if shown || SHOWN_ELSEWHERE.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+            continue;
+        }
+        // The priority block below prints its keys as Slurm does.
+        if key.to_ascii_lowercase().starts_with("priority") {
+            continue;
+        }
+        rows.push((key.as_str(), config_value(key, value)));
+    }
+    rows.sort_by_key(|(k, _)| k.to_ascii_lowercase());
     // The priority block sits where Slurm prints it, in its own order.
     let at = rows
         .iter()
-        .position(|(k, _)| *k == "ReturnToService")
+        .position(|(k, _)| k.to_ascii_lowercase().as_str() > "priority")
         .unwrap_or(rows.len());
     rows.splice(at..at, priority_rows(conf));
     let mut out = format!(
@@ -549,6 +603,49 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         out.push_str(&format!("{k:<23} = {v}\n"));
     }
     out
+}
+
+/// Keys printed under another name: the old spellings of SlurmctldHost.
+const SHOWN_ELSEWHERE: &[&str] = &[
+    "ControlMachine",
+    "ControlAddr",
+    "BackupController",
+    "BackupAddr",
+];
+
+/// The value the file gives `key`, if it sets it.
+fn configured(conf: &crate::config::Config, key: &str) -> Option<String> {
+    conf.settings
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.clone())
+}
+
+/// A configured value as `scontrol show config` prints it: empty as `(null)`, plain
+/// seconds of Slurm's timers with their unit.
+fn config_value(key: &str, value: &str) -> String {
+    const SECONDS: &[&str] = &[
+        "BatchStartTimeout",
+        "CompleteWait",
+        "GetEnvTimeout",
+        "HealthCheckInterval",
+        "InactiveLimit",
+        "ResumeTimeout",
+        "SlurmctldTimeout",
+        "SuspendTime",
+        "SuspendTimeout",
+        "TCPTimeout",
+        "UnkillableStepTimeout",
+        "WaitTime",
+    ];
+    if value.is_empty() {
+        return "(null)".into();
+    }
+    let plain_number = value.bytes().all(|b| b.is_ascii_digit());
+    if plain_number && SECONDS.iter().any(|k| k.eq_ignore_ascii_case(key)) {
+        return format!("{value} sec");
+    }
+    value.to_string()
 }
 
 /// `scontrol show config`'s priority lines, as Slurm 22.05 prints them:
@@ -639,6 +736,43 @@ mod tests {
             .take_while(|l| !l.starts_with("```"))
             .collect();
         assert_eq!(prio, block);
+    }
+
+    /// Keys canopy ignores print what the file says, never a default; so do keys it
+    /// reads but has no row of its own for, and backup controllers.
+    #[test]
+    fn show_config_prints_configured_values_of_every_key() {
+        let text = "ClusterName=t\nSlurmctldHost=c(127.0.0.1)\nSlurmctldHost=d\n\
+                    AuthType=auth/munge\nSuspendTime=600\nSwitchType=switch/none\n\
+                    SlurmctldPort=6820-6829\n\
+                    SlurmUser=slurm\nLaunchParameters=\nNodeName=n1 CPUs=2\n\
+                    PartitionName=p Nodes=n1\n";
+        let conf =
+            crate::config::Config::parse_str(text, std::path::Path::new("/x/slurm.conf")).unwrap();
+        let out = show_config(&conf, 0);
+        for line in [
+            "AuthType                = auth/munge\n",
+            "LaunchParameters        = (null)\n",
+            "SlurmctldHost[0]        = c(127.0.0.1)\n",
+            "SlurmctldHost[1]        = d\n",
+            "SlurmctldPort           = 6820-6829\n",
+            "SlurmUser               = slurm\n",
+            "SuspendTime             = 600 sec\n",
+            "SwitchType              = switch/none\n",
+        ] {
+            assert!(out.contains(line), "{line:?} missing from\n{out}");
+        }
+        assert_eq!(out.matches("SlurmctldHost").count(), 2, "{out}");
+        // Slurm's alphabetical order, the priority block at its place.
+        let keys: Vec<&str> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+        assert!(at("LaunchParameters") < at("PriorityParameters"));
+        assert!(at("PriorityType") < at("ReturnToService"));
+        assert!(at("SuspendTime") < at("SwitchType"));
     }
 
     fn ts(t: i64) -> String {
@@ -850,7 +984,34 @@ mod tests {
             invalid_reg: false,
             reserved: false,
             maint: false,
+            boards: 1,
+            tmp_disk_mb: 0,
+            ignored_attrs: Vec::new(),
         }
+    }
+
+    /// Boards, TmpDisk and the specialization line print what slurm.conf says.
+    #[test]
+    fn node_record_prints_configured_boards_tmp_disk_and_specialization() {
+        let mut n = sample_node();
+        n.boards = 2;
+        n.tmp_disk_mb = 4096;
+        n.ignored_attrs = vec![
+            ("CoreSpecCount".into(), "2".into()),
+            ("MemSpecLimit".into(), "2048".into()),
+            ("CpuBind".into(), "cores".into()),
+        ];
+        let out = show_node(&n, T0, false);
+        assert!(
+            out.contains(
+                "   RealMemory=1000 AllocMem=1000 FreeMem=N/A Sockets=2 Boards=2\n\
+                 \x20  CoreSpecCount=2 MemSpecLimit=2048\n\
+                 \x20  State=MIXED+DRAIN ThreadsPerCore=1 TmpDisk=4096 Weight=1"
+            ),
+            "{out}"
+        );
+        // Without them, no specialization line.
+        assert!(!show_node(&sample_node(), T0, false).contains("SpecCount"));
     }
 
     #[test]

@@ -44,6 +44,9 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         invalid_reg: false,
         reserved: false,
         maint: false,
+        boards: 1,
+        tmp_disk_mb: 0,
+        ignored_attrs: Vec::new(),
     }
 }
 
