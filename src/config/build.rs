@@ -400,6 +400,7 @@ pub(super) struct PartSpec {
     pub(super) preempt_mode: Option<crate::config::preempt::PreemptMode>,
     pub(super) grace_s: Option<u32>,
     pub(super) access: super::types::PartitionAccess,
+    pub(super) opts: super::partopts::PartOptsSpec,
 }
 
 impl PartSpec {
@@ -415,6 +416,7 @@ impl PartSpec {
             preempt_mode: self.preempt_mode.or(base.preempt_mode),
             grace_s: self.grace_s.or(base.grace_s),
             access: access_over(self.access, &base.access),
+            opts: self.opts.over(&base.opts),
         }
     }
 }
@@ -555,6 +557,7 @@ impl Builder {
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
+                mem: Default::default(),
                 gres: Default::default(),
                 warnings: Vec::new(),
                 node_by_name: HashMap::new(),
@@ -1011,6 +1014,9 @@ impl Builder {
         if let Some(done) = self.priority_key(loc, item) {
             return done;
         }
+        if let Some(done) = self.mem_key(loc, item) {
+            return done;
+        }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {
             return match lookup_name(UNUSED_GLOBAL_KEYS, &item.key) {
                 Some(name) => {
@@ -1445,6 +1451,10 @@ impl Builder {
                 done?;
                 continue;
             }
+            if let Some(done) = self.partition_opt(loc, item, &mut spec.opts) {
+                done?;
+                continue;
+            }
             let Some(attr) =
                 self.attribute(loc, "PartitionName", PART_ATTRS, UNUSED_PART_ATTRS, item)?
             else {
@@ -1512,6 +1522,7 @@ impl Builder {
                     grace_s: spec.grace_s.unwrap_or(0),
                 },
                 access: spec.access,
+                opts: spec.opts.finish(),
             },
             nodes: spec.nodes,
             loc: loc.clone(),

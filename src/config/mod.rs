@@ -20,6 +20,7 @@ pub mod gres;
 pub mod hostlist;
 mod keys;
 mod parse;
+mod partopts;
 pub mod preempt;
 pub mod priority;
 mod resolve;

@@ -308,16 +308,16 @@ fn ignored_keys_warn_once_each() {
     let cfg = ok("SchedulerTimeSlice=30\nschedulertimeslice=60\n\
          SelectType=select/cons_tres\n\
          NodeName=n1 CoreSpecCount=1 State=DOWN\nNodeName=n2 corespeccount=1\n\
-         PartitionName=p Nodes=ALL AllowGroups=x Hidden=YES\n\
-         PartitionName=q Nodes=ALL AllowGroups=y\nFrontendName=fe\n");
+         PartitionName=p Nodes=ALL AllocNodes=x DisableRootJobs=YES\n\
+         PartitionName=q Nodes=ALL AllocNodes=y\nFrontendName=fe\n");
     assert_eq!(
         cfg.warnings,
         [
             "slurm.conf:2: SchedulerTimeSlice is not used by canopy yet; ignored",
             "slurm.conf:4: SelectType is not used by canopy yet; ignored",
             "slurm.conf:5: NodeName attribute CoreSpecCount is not used by canopy yet; ignored",
-            "slurm.conf:7: PartitionName attribute AllowGroups is not used by canopy yet; ignored",
-            "slurm.conf:7: PartitionName attribute Hidden is not used by canopy yet; ignored",
+            "slurm.conf:7: PartitionName attribute AllocNodes is not used by canopy yet; ignored",
+            "slurm.conf:7: PartitionName attribute DisableRootJobs is not used by canopy yet; ignored",
             "slurm.conf:9: FrontendName is not used by canopy yet; ignored",
         ]
     );
@@ -1070,13 +1070,14 @@ fn realistic_site_file_parses_with_warnings() {
     assert_eq!(partition(&cfg, "debug").nodes.len(), 138);
     assert_eq!(cfg.default_partition().unwrap().name, "cpu");
     assert_eq!(partition(&cfg, "bigmem").max_time_min, Some(7 * 1440));
-    // One warning per ignored key (29: PriorityType, GresTypes,
+    // One warning per ignored key (26: PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog,
     // Epilog, PrologFlags, the Priority* keys, PriorityTier,
-    // TRESBillingWeights, AccountingStorageEnforce, the partitions' QOS
-    // and AllowAccounts, SchedulerType and SchedulerParameters are read)
-    // plus the backup controller, each naming its line.
-    assert_eq!(cfg.warnings.len(), 29, "{:#?}", cfg.warnings);
+    // TRESBillingWeights, AccountingStorageEnforce, the partitions' QOS,
+    // AllowAccounts, OverSubscribe and Hidden, DefMemPerCPU, SchedulerType
+    // and SchedulerParameters are read) plus the backup controller, each
+    // naming its line.
+    assert_eq!(cfg.warnings.len(), 26, "{:#?}", cfg.warnings);
     assert_eq!(cfg.priority.weight_fairshare, 10_000);
     assert_eq!(cfg.priority.partition("debug").tier, 10);
     assert_eq!(cfg.priority.billing_for("gpu").len(), 3);

@@ -122,6 +122,12 @@ impl Core {
             sched_nodes: String::new(),
             suspend_time: j.suspend.last,
             secs_pre_suspend: j.suspend.pre_secs,
+            mem_per_cpu_mb: s
+                .mem_per_node_mb
+                .is_none()
+                .then_some(s.mem_per_cpu_mb)
+                .flatten(),
+            hidden: false,
             suspended_secs: j
                 .suspend
                 .suspended_secs(j.state == JobState::Suspended, now),
@@ -318,6 +324,8 @@ impl Core {
                     priority_job_factor: self.conf.priority.partition(&p.name).job_factor,
                     priority_tier: self.conf.priority.partition(&p.name).tier,
                     access: p.access.clone(),
+                    opts: p.opts.clone(),
+                    hidden: p.opts.hidden && !viewer.operator,
                 }
             })
             .collect()
@@ -333,18 +341,31 @@ impl Core {
         now: UnixTime,
         viewer: Caller,
     ) -> Vec<JobInfo> {
+        // A job in a partition hidden from the viewer is marked so that
+        // squeue leaves it out unless asked with `-a` or `-j`, as
+        // slurmctld's `_all_parts_hidden` does (operators see them all).
+        let info = |j: &JobRecord| {
+            let mut i = self.job_info(j, brief, now);
+            i.hidden = !viewer.operator
+                && self
+                    .conf
+                    .partitions
+                    .iter()
+                    .any(|p| p.name == j.partition && p.opts.hidden);
+            i
+        };
         if ids.is_empty() {
             self.jobs
                 .values()
                 .filter(|j| self.may_see_job(viewer, j))
-                .map(|j| self.job_info(j, brief, now))
+                .map(info)
                 .collect()
         } else {
             self.resolve_ids(ids)
                 .into_iter()
                 .filter_map(|id| self.jobs.get(id))
                 .filter(|j| self.may_see_job(viewer, j))
-                .map(|j| self.job_info(j, brief, now))
+                .map(info)
                 .collect()
         }
     }
