@@ -210,17 +210,7 @@ impl Builder {
             match key {
                 "Hidden" => spec.hidden = Some(yes_no(loc, item)?),
                 "ExclusiveUser" => spec.exclusive_user = Some(yes_no(loc, item)?),
-                "LLN" => {
-                    let on = yes_no(loc, item)?;
-                    if on {
-                        self.warn(
-                            loc,
-                            "LLN=YES: canopy places jobs in node order, not on the least \
-                             loaded nodes first, yet",
-                        );
-                    }
-                    spec.lln = Some(on)
-                }
+                "LLN" => spec.lln = Some(yes_no(loc, item)?),
                 "RootOnly" => spec.root_only = Some(yes_no(loc, item)?),
                 "ReqResv" => spec.req_resv = Some(yes_no(loc, item)?),
                 "AllowGroups" => spec.allow_groups = Some(group_names(&item.value)),
@@ -249,8 +239,9 @@ impl Builder {
                             self.warn(
                                 loc,
                                 format_args!(
-                                    "MaxCPUsPerNode={}: not enforced by canopy yet; jobs may \
-                                     use every CPU of a node",
+                                    "MaxCPUsPerNode={}: canopy holds each job to this many \
+                                     CPUs per node; Slurm holds all the partition's jobs on a \
+                                     node together to it",
                                     item.value
                                 ),
                             );
@@ -317,11 +308,11 @@ mod tests {
             "{:?}",
             c.warnings
         );
-        // What canopy does not do yet is named, with what it does instead.
+        // What canopy does differently is named, with what it does instead.
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
         for said in [
             "Shared=FORCE:2: canopy does not share cores",
-            "LLN=YES",
-            "MaxCPUsPerNode=2",
+            "MaxCPUsPerNode=2: canopy holds each job",
         ] {
             assert!(
                 c.warnings.iter().any(|w| w.contains(said)),

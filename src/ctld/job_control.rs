@@ -417,6 +417,7 @@ impl Core {
                 crate::policy::partition::check_access(part, &job.submit, caller)
                     .map_err(|e| e.message)?;
                 let mut sub = job.submit.clone();
+                sub.partition = Some(part_name.clone());
                 crate::policy::partition::apply_sharing(part, &mut sub);
                 crate::policy::partition::apply_memory(part, &self.conf, &mut sub)
                     .map_err(|e| e.message)?;

@@ -234,6 +234,8 @@ pub fn admit(s: &mut JobSubmit, caller: Caller, conf: &Config) -> Result<Admitte
     let time_limit_min = check_partition(part, shape, true, false)?;
     super::partition::apply_sharing(part, s);
     super::partition::apply_memory(part, conf, s)?;
+    // Kept with the job: placement reads the partition's settings by it.
+    s.partition = Some(part.name.clone());
     Ok(Admitted {
         partition: part.name.clone(),
         time_limit_min,
