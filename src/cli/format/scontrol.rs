@@ -513,6 +513,7 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
     let mut rows: Vec<(&str, String)> = vec![
         ("AuthType", "auth/canopy-hmac".into()),
         ("ClusterName", conf.cluster_name.clone()),
+        config_mem("Def", conf.mem.def_mem),
         ("FirstJobId", conf.first_job_id.to_string()),
         (
             "GresTypes",
@@ -528,6 +529,7 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ("MaxArraySize", conf.max_array_size.to_string()),
         ("MaxJobCount", conf.max_job_count.to_string()),
         ("MaxJobId", conf.max_job_id.to_string()),
+        config_mem("Max", conf.mem.max_mem),
         ("MessageTimeout", secs(u64::from(conf.message_timeout_s))),
         ("MinJobAge", secs(conf.min_job_age_s)),
         ("PreemptExemptTime", {
@@ -577,6 +579,26 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         out.push_str(&format!("{k:<23} = {v}\n"));
     }
     out
+}
+
+/// `DefMemPerCPU = 100` / `MaxMemPerNode = UNLIMITED` as `show config`
+/// prints them (one of each pair).
+fn config_mem(
+    prefix: &'static str,
+    m: Option<crate::model::part_opts::MemPer>,
+) -> (&'static str, String) {
+    use crate::model::part_opts::MemPer;
+    let key = |per_cpu: bool| match (prefix, per_cpu) {
+        ("Def", true) => "DefMemPerCPU",
+        ("Def", false) => "DefMemPerNode",
+        (_, true) => "MaxMemPerCPU",
+        (_, false) => "MaxMemPerNode",
+    };
+    match m {
+        Some(MemPer::Cpu(mb)) => (key(true), mb.to_string()),
+        Some(MemPer::Node(mb)) => (key(false), mb.to_string()),
+        None => (key(false), "UNLIMITED".into()),
+    }
 }
 
 /// `scontrol show config`'s priority lines, as Slurm 22.05 prints them:
@@ -667,6 +689,32 @@ mod tests {
             .take_while(|l| !l.starts_with("```"))
             .collect();
         assert_eq!(prio, block);
+    }
+
+    /// The global memory keys as configured, UNLIMITED when not.
+    #[test]
+    fn show_config_prints_the_memory_keys() {
+        let base = "ClusterName=t\nSlurmctldHost=c\nNodeName=n1 CPUs=2\nPartitionName=p Nodes=n1\n";
+        let show = |extra: &str| {
+            let conf = crate::config::Config::parse_str(
+                &format!("{base}{extra}"),
+                std::path::Path::new("/x/slurm.conf"),
+            )
+            .unwrap();
+            show_config(&conf, 0)
+        };
+        let plain = show("");
+        assert!(
+            plain.contains("\nDefMemPerNode           = UNLIMITED\n"),
+            "{plain}"
+        );
+        assert!(
+            plain.contains("\nMaxMemPerNode           = UNLIMITED\n"),
+            "{plain}"
+        );
+        let set = show("DefMemPerCPU=512\nMaxMemPerNode=4096\n");
+        assert!(set.contains("\nDefMemPerCPU            = 512\n"), "{set}");
+        assert!(set.contains("\nMaxMemPerNode           = 4096\n"), "{set}");
     }
 
     fn ts(t: i64) -> String {
