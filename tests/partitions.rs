@@ -1,6 +1,7 @@
 //! Partition settings against a live controller, through the real CLI:
 //! refusals at submission and on `scontrol update` (AllowGroups, RootOnly,
-//! ReqResv, MaxMemPerCPU), hidden partitions and their jobs in sinfo,
+//! ReqResv, MaxMemPerCPU), hidden partitions (Hidden, or an AllowGroups
+//! leaving the user out) and their jobs in sinfo,
 //! squeue and `scontrol show partition`, `OverSubscribe=EXCLUSIVE` giving
 //! whole nodes, memory defaults in `scontrol show job`, a drained
 //! partition's Alternate, and all of it the same after a controller
@@ -165,6 +166,9 @@ fn partitions_refuse_hide_share_and_default_as_configured() {
     };
     assert!(!user_sinfo(&c, &[]).contains(&"hid".to_string()));
     assert!(user_sinfo(&c, &[]).contains(&"open".to_string()));
+    // A partition whose AllowGroups leaves the user out is hidden from them too.
+    assert!(!user_sinfo(&c, &[]).contains(&"staff".to_string()));
+    assert!(user_sinfo(&c, &["-a"]).contains(&"staff".to_string()));
     assert!(user_sinfo(&c, &["-a"]).contains(&"hid".to_string()));
     assert_eq!(user_sinfo(&c, &["-p", "hid"]), ["hid"]);
     let root_sinfo = c.cli(c.dir.path(), "sinfo", &["-h", "-o", "%P"]);
@@ -186,6 +190,8 @@ fn partitions_refuse_hide_share_and_default_as_configured() {
             .collect::<Vec<_>>()
     };
     assert!(!user_squeue(&c, &[]).contains(&hidden_job));
+    assert!(!user_squeue(&c, &[]).contains(&staff_job));
+    assert!(user_squeue(&c, &["-a"]).contains(&staff_job));
     assert!(user_squeue(&c, &[]).contains(&mine));
     assert!(user_squeue(&c, &["-a"]).contains(&hidden_job));
     assert!(user_squeue(&c, &["-j", &hidden_job.to_string()]).contains(&hidden_job));
@@ -257,5 +263,4 @@ fn partitions_refuse_hide_share_and_default_as_configured() {
     assert!(!user_sinfo(&c, &[]).contains(&"hid".to_string()));
     assert!(!user_squeue(&c, &[]).contains(&hidden_job));
     refused(&nobody_sbatch(&c, "staff", &[]), GROUP_DENIED);
-    let _ = staff_job;
 }

@@ -82,6 +82,15 @@ impl CtldInfo {
     }
 }
 
+/// The asker's groups, for the partitions whose AllowGroups hide them
+/// (operators see every partition, so theirs are not looked up).
+async fn viewer_groups(caller: Caller, gid: u32, info: &CtldInfo) -> Vec<String> {
+    if caller.operator {
+        return Vec::new();
+    }
+    user_groups(info.user_name(caller.uid).await, gid).await
+}
+
 /// The names of every group `user` belongs to (`initgroups`' list: the
 /// primary group `gid` and each group naming them), looked up on a blocking
 /// thread (the group database may be LDAP). Empty when unknown.
@@ -166,6 +175,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
                 ids: job_ids,
                 brief,
                 caller,
+                groups: viewer_groups(caller, env.gid, info).await,
             };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(jobs) => Body::Jobs(jobs),
@@ -185,7 +195,10 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryPartitions => {
-            let msg = GetPartitions { caller };
+            let msg = GetPartitions {
+                caller,
+                groups: viewer_groups(caller, env.gid, info).await,
+            };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(p) => Body::Partitions(p),
                 Err(_) => gone(),
