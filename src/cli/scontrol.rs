@@ -29,11 +29,15 @@ const USAGE: &str = "Usage: scontrol [-o] <command> [args]
 pub fn run(args: &[String]) -> i32 {
     let mut one_liner = false;
     let mut details = false;
+    // `-a`: hidden partitions too (without it, as slurmctld answers,
+    // `show partition NAME` of a hidden one finds nothing).
+    let mut all = false;
     let mut rest: Vec<&str> = Vec::new();
     for a in args {
         match a.as_str() {
             "-o" | "--oneliner" => one_liner = true,
             "-d" | "--details" => details = true,
+            "-a" | "--all" => all = true,
             "-Q" | "--quiet" | "-v" | "--verbose" => {}
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -51,7 +55,7 @@ pub fn run(args: &[String]) -> i32 {
         return 1;
     };
     match command(cmd).as_str() {
-        "show" => show(args, one_liner, details),
+        "show" => show(args, one_liner, details, all),
         "reconfigure" => reconfigure(),
         "ping" => ping(),
         "update" => match args.first().and_then(|a| a.split_once('=')) {
@@ -217,7 +221,7 @@ fn show_steps(target: Option<&str>, one_liner: bool) -> i32 {
     }
 }
 
-fn show(args: &[&str], one_liner: bool, details: bool) -> i32 {
+fn show(args: &[&str], one_liner: bool, details: bool, all: bool) -> i32 {
     let Some(entity) = args.first() else {
         eprintln!(
             "scontrol: error: show what? (job, node, partition, config, hostnames, hostlist)"
@@ -289,6 +293,7 @@ fn show(args: &[&str], one_liner: bool, details: bool) -> i32 {
                 let shown: Vec<_> = parts
                     .iter()
                     .filter(|p| target.is_none_or(|t| p.name == t))
+                    .filter(|p| all || !p.hidden)
                     .collect();
                 if shown.is_empty() && target.is_some() {
                     eprintln!("Partition {} not found", target.unwrap_or_default());

@@ -97,6 +97,8 @@ struct Args {
     /// `-M`: the clusters to list (this one, by name, or `all`).
     clusters: Option<String>,
     reservations: bool,
+    /// `-a`, or `-p`: hidden partitions too.
+    all: bool,
 }
 
 impl Args {
@@ -106,7 +108,8 @@ impl Args {
         for g in options {
             let v = g.value;
             match g.spec.action {
-                Opt::All | Opt::Verbose => {}
+                Opt::All => a.all = true,
+                Opt::Verbose => {}
                 Opt::Exact => a.exact = true,
                 Opt::Format => a.format = v,
                 Opt::FormatLong => a.format_long = v,
@@ -118,7 +121,11 @@ impl Args {
                 Opt::Node => a.node_view = true,
                 Opt::NoHeader => a.noheader = true,
                 Opt::Nodes => a.nodes = v,
-                Opt::Partition => a.partition = v,
+                // Naming partitions shows them even if hidden, as Slurm's sinfo does.
+                Opt::Partition => {
+                    a.partition = v;
+                    a.all = true;
+                }
                 Opt::Reasons => a.reasons = true,
                 Opt::States => a.states = v,
                 Opt::Summarize => a.summarize = true,
@@ -227,7 +234,12 @@ async fn list(fmt: &SinfoFormat, a: &Args) -> i32 {
         }
         .await;
         let (parts, nodes) = match r {
-            Ok(Some((Body::Partitions(p), Body::Nodes(n)))) => (p, n),
+            Ok(Some((Body::Partitions(p), Body::Nodes(n)))) => (
+                p.into_iter()
+                    .filter(|p| a.all || !p.hidden)
+                    .collect::<Vec<_>>(),
+                n,
+            ),
             Ok(Some((Body::Reservations(list), _))) => {
                 if list.is_empty() {
                     println!("No reservations in the system");

@@ -96,6 +96,8 @@ struct Args {
     format: Option<String>,
     format_long: Option<String>,
     noheader: bool,
+    /// `-a`: jobs of hidden partitions too.
+    all: bool,
     long: bool,
     states: Option<String>,
     user: Option<String>,
@@ -137,7 +139,8 @@ impl Args {
         for g in options {
             let v = g.value;
             match g.spec.action {
-                Opt::All | Opt::Verbose => {}
+                Opt::All => a.all = true,
+                Opt::Verbose => {}
                 Opt::Array => a.array = true,
                 Opt::Format => a.format = v,
                 Opt::FormatLong => a.format_long = v,
@@ -307,8 +310,12 @@ async fn list(
         let parts: Option<Vec<&str>> = a.partition.as_deref().map(|p| p.split(',').collect());
         let accounts: Option<Vec<&str>> = a.account.as_deref().map(|p| p.split(',').collect());
         let qos: Option<Vec<&str>> = a.qos.as_deref().map(|p| p.split(',').collect());
+        // Jobs of hidden partitions only with `-a`, or when named by id
+        // or partition (squeue sets its all flag for `-j` and `-p`).
+        let all = a.all || !ids.is_empty() || parts.is_some();
         let shown: Vec<JobInfo> = jobs
             .into_iter()
+            .filter(|j| all || !j.hidden)
             .filter(|j| {
                 a.reservation
                     .as_deref()

@@ -437,6 +437,7 @@ pub(super) struct PartSpec {
     pub(super) grace_s: Option<u32>,
     pub(super) access: super::types::PartitionAccess,
     pub(super) unread: Unread,
+    pub(super) opts: super::partopts::PartOptsSpec,
 }
 
 impl PartSpec {
@@ -453,6 +454,7 @@ impl PartSpec {
             grace_s: self.grace_s.or(base.grace_s),
             access: access_over(self.access, &base.access),
             unread: unread_over(self.unread, &base.unread),
+            opts: self.opts.over(&base.opts),
         }
     }
 }
@@ -595,6 +597,7 @@ impl Builder {
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
                 partitions: Vec::new(),
+                mem: Default::default(),
                 gres: Default::default(),
                 warnings: Vec::new(),
                 ignored: Vec::new(),
@@ -1041,6 +1044,9 @@ impl Builder {
             .or_else(|| lookup_name(UNUSED_GLOBAL_KEYS, &item.key));
         self.note_setting(spelling.unwrap_or(&item.key), item);
         if let Some(done) = self.priority_key(loc, item) {
+            return done;
+        }
+        if let Some(done) = self.mem_key(loc, item) {
             return done;
         }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {
@@ -1494,6 +1500,10 @@ impl Builder {
                 done?;
                 continue;
             }
+            if let Some(done) = self.partition_opt(loc, item, &mut spec.opts) {
+                done?;
+                continue;
+            }
             let Some(attr) = self.attribute(
                 loc,
                 "PartitionName",
@@ -1569,6 +1579,7 @@ impl Builder {
                     grace_s: spec.grace_s.unwrap_or(0),
                 },
                 access: spec.access,
+                opts: spec.opts.finish(),
             },
             nodes: spec.nodes,
             loc: loc.clone(),

@@ -26,6 +26,7 @@ pub mod ignored;
 mod keys;
 mod parse;
 mod precedence;
+mod partopts;
 pub mod preempt;
 pub mod priority;
 mod resolve;

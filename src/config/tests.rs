@@ -309,8 +309,8 @@ fn ignored_keys_are_recorded_once_per_setting_and_summarized_once_per_key() {
     let cfg = ok("SchedulerTimeSlice=30\nschedulertimeslice=60\n\
          SelectType=select/cons_tres\n\
          NodeName=n1 CoreSpecCount=1 State=DOWN\nNodeName=n2 corespeccount=1\n\
-         PartitionName=p Nodes=ALL AllowGroups=x Hidden=YES\n\
-         PartitionName=q Nodes=ALL AllowGroups=y\nFrontendName=fe\n");
+         PartitionName=p Nodes=ALL AllocNodes=x DisableRootJobs=YES\n\
+         PartitionName=q Nodes=ALL AllocNodes=y\nFrontendName=fe\n");
     assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
     let written: Vec<String> = cfg.ignored.iter().map(|s| s.as_written()).collect();
     assert_eq!(
@@ -321,9 +321,9 @@ fn ignored_keys_are_recorded_once_per_setting_and_summarized_once_per_key() {
             "SelectType=select/cons_tres",
             "NodeName=n1 CoreSpecCount=1",
             "NodeName=n2 CoreSpecCount=1",
-            "PartitionName=p AllowGroups=x",
-            "PartitionName=p Hidden=YES",
-            "PartitionName=q AllowGroups=y",
+            "PartitionName=p AllocNodes=x",
+            "PartitionName=p DisableRootJobs=YES",
+            "PartitionName=q AllocNodes=y",
             "FrontendName=fe",
         ]
     );
@@ -334,8 +334,8 @@ fn ignored_keys_are_recorded_once_per_setting_and_summarized_once_per_key() {
         [
             "SchedulerTimeSlice",
             "NodeName CoreSpecCount",
-            "PartitionName AllowGroups",
-            "PartitionName Hidden",
+            "PartitionName AllocNodes",
+            "PartitionName DisableRootJobs",
             "FrontendName"
         ]
     );
@@ -343,7 +343,7 @@ fn ignored_keys_are_recorded_once_per_setting_and_summarized_once_per_key() {
     assert_eq!(keys(&s.harmless), ["SelectType"]);
     assert_eq!(s.changes[0].count, 2);
     assert_eq!(
-        cfg.ignored_value("PartitionName", "p", "hidden"),
+        cfg.ignored_value("PartitionName", "p", "disablerootjobs"),
         Some("YES")
     );
     // Ignored attributes do not disturb the ones that are used.

@@ -156,6 +156,11 @@ pub struct Config {
     pub nodes: Vec<NodeConf>,
     /// In file order.
     pub partitions: Vec<PartitionConf>,
+    /// The global `DefMemPerCPU`/`DefMemPerNode`, `MaxMemPerCPU`/
+    /// `MaxMemPerNode`, `DefCpuPerGPU` and `DefMemPerGPU` (a partition's
+    /// own values win).
+    #[serde(default)]
+    pub mem: crate::model::part_opts::MemDefaults,
     /// Every node's generic resources (slurm.conf `Gres=` merged with
     /// gres.conf), index-aligned with `nodes`; see [`Config::node_gres`].
     #[serde(default)]
@@ -368,6 +373,9 @@ pub struct PartitionConf {
     /// `AllowAccounts`, `DenyAccounts`, `AllowQos`, `DenyQos`, `QOS`.
     #[serde(default)]
     pub access: PartitionAccess,
+    /// Hidden, AllowGroups, OverSubscribe, memory defaults and limits, ...
+    #[serde(default)]
+    pub opts: crate::model::part_opts::PartOpts,
 }
 
 pub use crate::model::partition::PartitionAccess;

@@ -13,7 +13,8 @@
 //! scheduler also time-slices jobs of one tier that share nodes in
 //! `OverSubscribe=FORCE` partitions (`SchedulerTimeSlice`), and under
 //! preempt/qos a victim in the preemptor's own partition takes turns with
-//! it; canopy has no OverSubscribe yet, so `GANG` does only the suspending
+//! it; canopy reads OverSubscribe but does not share cores between jobs
+//! (`OverSubscribe=FORCE` is named at start-up), so `GANG` does only the suspending
 //! here and a victim waits until its CPUs are free, in any partition.
 
 use super::command::{Effect, Output};

@@ -403,6 +403,7 @@ impl Core {
         let Some(part) = self.conf.partitions.iter().find(|p| p.name == part_name) else {
             return Err("Invalid partition name specified".into());
         };
+        let mut moved_submit = None;
         let limit = if pending {
             let shape = Shape {
                 time: TimeAsk::from_minutes(u.time_limit_min),
@@ -410,6 +411,18 @@ impl Core {
                 nodes: u.num_nodes.or(job.submit.min_nodes).unwrap_or(1),
             };
             let moving = part_name != job.partition;
+            if moving {
+                // The new partition's access rules and memory limits, as
+                // at submission (one check for both).
+                crate::policy::partition::check_access(part, &job.submit, caller)
+                    .map_err(|e| e.message)?;
+                let mut sub = job.submit.clone();
+                sub.partition = Some(part_name.clone());
+                crate::policy::partition::apply_sharing(part, &mut sub);
+                crate::policy::partition::apply_memory(part, &self.conf, &mut sub)
+                    .map_err(|e| e.message)?;
+                moved_submit = Some(sub);
+            }
             check_partition(part, shape, moving, caller.operator).map_err(|e| e.message)?
         } else {
             // Running: lowered by its owner or set by an operator, with no
@@ -441,6 +454,9 @@ impl Core {
                 return;
             }
             j.partition = part_name;
+            if let Some(sub) = moved_submit {
+                j.submit = sub;
+            }
             if u.num_nodes.is_some() {
                 j.submit.min_nodes = u.num_nodes;
             }

@@ -122,6 +122,12 @@ impl Core {
             sched_nodes: String::new(),
             suspend_time: j.suspend.last,
             secs_pre_suspend: j.suspend.pre_secs,
+            mem_per_cpu_mb: s
+                .mem_per_node_mb
+                .is_none()
+                .then_some(s.mem_per_cpu_mb)
+                .flatten(),
+            hidden: false,
             suspended_secs: j
                 .suspend
                 .suspended_secs(j.state == JobState::Suspended, now),
@@ -285,9 +291,27 @@ impl Core {
         !self.conf.private_data.jobs || viewer.operator || j.submit.uid == viewer.uid
     }
 
-    /// Every partition as scontrol and sinfo show it to `viewer`: none to
-    /// a user under `PrivateData=partitions`.
-    pub fn partition_infos(&self, viewer: Caller) -> Vec<PartitionInfo> {
+    /// Whether `part` is listed for `viewer` (of `groups`) without `-a`:
+    /// slurmctld's `part_is_visible`, operators seeing every partition, and
+    /// others neither a Hidden one nor one whose AllowGroups leaves them out.
+    fn visible_to(
+        &self,
+        part: &crate::config::PartitionConf,
+        viewer: Caller,
+        groups: &[String],
+    ) -> bool {
+        viewer.operator
+            || (!part.opts.hidden
+                && part
+                    .opts
+                    .allow_groups
+                    .as_ref()
+                    .is_none_or(|allowed| allowed.iter().any(|g| groups.contains(g))))
+    }
+
+    /// Every partition as scontrol and sinfo show it to `viewer` (whose
+    /// groups are `groups`): none to a user under `PrivateData=partitions`.
+    pub fn partition_infos(&self, viewer: Caller, groups: &[String]) -> Vec<PartitionInfo> {
         if self.conf.private_data.partitions && !viewer.operator {
             return Vec::new();
         }
@@ -321,6 +345,8 @@ impl Core {
                     priority_job_factor: self.conf.priority.partition(&p.name).job_factor,
                     priority_tier: self.conf.priority.partition(&p.name).tier,
                     access: p.access.clone(),
+                    opts: p.opts.clone(),
+                    hidden: !self.visible_to(p, viewer, groups),
                 }
             })
             .collect()
@@ -335,19 +361,32 @@ impl Core {
         brief: bool,
         now: UnixTime,
         viewer: Caller,
+        groups: &[String],
     ) -> Vec<JobInfo> {
+        // A job in a partition hidden from the viewer is marked so that
+        // squeue leaves it out unless asked with `-a` or `-j`, as
+        // slurmctld's `_all_parts_hidden` does (operators see them all).
+        let info = |j: &JobRecord| {
+            let mut i = self.job_info(j, brief, now);
+            i.hidden = self
+                .conf
+                .partitions
+                .iter()
+                .any(|p| p.name == j.partition && !self.visible_to(p, viewer, groups));
+            i
+        };
         if ids.is_empty() {
             self.jobs
                 .values()
                 .filter(|j| self.may_see_job(viewer, j))
-                .map(|j| self.job_info(j, brief, now))
+                .map(info)
                 .collect()
         } else {
             self.resolve_ids(ids)
                 .into_iter()
                 .filter_map(|id| self.jobs.get(id))
                 .filter(|j| self.may_see_job(viewer, j))
-                .map(|j| self.job_info(j, brief, now))
+                .map(info)
                 .collect()
         }
     }
@@ -469,10 +508,34 @@ mod tests {
     };
 
     fn ids(c: &Core, asked: &[u32], viewer: Caller) -> Vec<u32> {
-        c.job_infos(asked, true, 30, viewer)
+        c.job_infos(asked, true, 30, viewer, &[])
             .iter()
             .map(|j| j.job_id)
             .collect()
+    }
+
+    #[test]
+    fn hidden_and_group_only_partitions_are_marked_for_users_not_operators() {
+        let c = core(
+            "PartitionName=h Nodes=n1 Hidden=YES\n\
+             PartitionName=g Nodes=n2 AllowGroups=chem,bio\n",
+        );
+        let hidden = |viewer: Caller, groups: &[String]| {
+            c.partition_infos(viewer, groups)
+                .into_iter()
+                .map(|p| (p.name, p.hidden))
+                .collect::<Vec<_>>()
+        };
+        let marks = |v: [bool; 3]| {
+            ["p", "h", "g"]
+                .into_iter()
+                .map(String::from)
+                .zip(v)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(hidden(ALICE, &[]), marks([false, true, true]));
+        assert_eq!(hidden(ALICE, &["bio".into()]), marks([false, true, false]));
+        assert_eq!(hidden(Caller::ROOT, &[]), marks([false, false, false]));
     }
 
     #[test]
@@ -480,7 +543,7 @@ mod tests {
         let open = core("");
         assert_eq!(ids(&open, &[], ALICE), [5, 6]);
         assert_eq!(open.node_infos(&[], ALICE).len(), 2);
-        assert_eq!(open.partition_infos(ALICE).len(), 1);
+        assert_eq!(open.partition_infos(ALICE, &[]).len(), 1);
 
         let private = core("PrivateData=jobs,nodes,partitions\n");
         assert_eq!(ids(&private, &[], ALICE), [5]);
@@ -489,11 +552,11 @@ mod tests {
         assert_eq!(ids(&private, &[5, 6], ALICE), [5]);
         assert!(private.node_infos(&[], ALICE).is_empty());
         assert!(private.node_infos(&["n1".into()], ALICE).is_empty());
-        assert!(private.partition_infos(ALICE).is_empty());
+        assert!(private.partition_infos(ALICE, &[]).is_empty());
         // Operators see everything.
         assert_eq!(ids(&private, &[], Caller::ROOT), [5, 6]);
         assert_eq!(private.node_infos(&[], Caller::ROOT).len(), 2);
-        assert_eq!(private.partition_infos(Caller::ROOT).len(), 1);
+        assert_eq!(private.partition_infos(Caller::ROOT, &[]).len(), 1);
 
         let jobs_only = core("PrivateData=jobs\n");
         assert_eq!(jobs_only.node_infos(&[], ALICE).len(), 2);

@@ -82,6 +82,33 @@ impl CtldInfo {
     }
 }
 
+/// The asker's groups, for the partitions whose AllowGroups hide them
+/// (operators see every partition, so theirs are not looked up).
+async fn viewer_groups(caller: Caller, gid: u32, info: &CtldInfo) -> Vec<String> {
+    if caller.operator {
+        return Vec::new();
+    }
+    user_groups(info.user_name(caller.uid).await, gid).await
+}
+
+/// The names of every group `user` belongs to (`initgroups`' list: the
+/// primary group `gid` and each group naming them), looked up on a blocking
+/// thread (the group database may be LDAP). Empty when unknown.
+async fn user_groups(user: String, gid: u32) -> Vec<String> {
+    tokio::task::spawn_blocking(move || {
+        let Ok(name) = std::ffi::CString::new(user) else {
+            return Vec::new();
+        };
+        nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid))
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|g| crate::exec::identity::group_name(g.as_raw()))
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
 type NameCache = Arc<std::sync::Mutex<std::collections::HashMap<u32, String>>>;
 
 /// `id`'s name from `cache`, or from `lookup` on a blocking thread; only
@@ -148,6 +175,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
                 ids: job_ids,
                 brief,
                 caller,
+                groups: viewer_groups(caller, env.gid, info).await,
             };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(jobs) => Body::Jobs(jobs),
@@ -167,7 +195,10 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
             }
         }
         Body::QueryPartitions => {
-            let msg = GetPartitions { caller };
+            let msg = GetPartitions {
+                caller,
+                groups: viewer_groups(caller, env.gid, info).await,
+            };
             match send_counted(&h.controller, &h.controller_stats, msg).await {
                 Ok(p) => Body::Partitions(p),
                 Err(_) => gone(),
@@ -300,6 +331,9 @@ async fn submit(
     // group lookup is I/O, and the core's commands must replay the same.
     s.user = info.user_name(s.uid).await;
     s.group = info.group_name(s.gid).await;
+    // Partitions' AllowGroups are checked against these, as slurmctld
+    // checks a user's primary group and the groups that list them.
+    s.groups = user_groups(s.user.clone(), s.gid).await;
     match send_counted(
         &h.controller,
         &h.controller_stats,

@@ -82,6 +82,11 @@ pub struct JobSubmit {
     /// (empty in records from before it was kept).
     #[serde(default)]
     pub group: String,
+    /// Every group of the user (primary and supplementary, by name),
+    /// resolved by the controller at submission: a partition's
+    /// `AllowGroups` is checked against them.
+    #[serde(default)]
+    pub groups: Vec<String>,
     /// The command line as typed (sacct SubmitLine).
     pub submit_line: String,
     /// `Command=` in scontrol: the script path, or `(null)` for stdin/--wrap.

@@ -13,6 +13,7 @@ pub mod binding;
 pub mod dependency;
 pub mod job;
 pub mod node;
+pub mod part_opts;
 pub mod partition;
 pub mod reason;
 pub mod reservation;

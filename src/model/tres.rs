@@ -399,6 +399,9 @@ pub struct CrParams {
     pub memory: bool,
     /// `CR_ONE_TASK_PER_CORE`.
     pub one_task_per_core: bool,
+    /// `CR_LLN`: every partition places jobs on its least loaded nodes.
+    #[serde(default)]
+    pub lln: bool,
 }
 
 impl Default for CrParams {
@@ -407,6 +410,7 @@ impl Default for CrParams {
             unit: CrUnit::Core,
             memory: true,
             one_task_per_core: false,
+            lln: false,
         }
     }
 }
@@ -419,6 +423,7 @@ impl CrParams {
             unit: CrUnit::Core,
             memory: false,
             one_task_per_core: false,
+            lln: false,
         };
         let mut unit = false;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -439,7 +444,11 @@ impl CrParams {
                 }
                 // Placement hints canopy's packing already follows, or
                 // does not offer; the reader names them.
-                "CR_CORE_DEFAULT_DIST_BLOCK" | "CR_PACK_NODES" | "CR_LLN" => continue,
+                "CR_LLN" => {
+                    p.lln = true;
+                    continue;
+                }
+                "CR_CORE_DEFAULT_DIST_BLOCK" | "CR_PACK_NODES" => continue,
                 _ => return Err(format!("unknown SelectTypeParameters value {word:?}")),
             };
             if unit {
@@ -450,7 +459,10 @@ impl CrParams {
             p.memory |= m;
         }
         if !unit && !p.memory && !p.one_task_per_core {
-            return Ok(CrParams::default());
+            return Ok(CrParams {
+                lln: p.lln,
+                ..CrParams::default()
+            });
         }
         Ok(p)
     }

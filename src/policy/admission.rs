@@ -223,12 +223,19 @@ pub fn admit(s: &mut JobSubmit, caller: Caller, conf: &Config) -> Result<Admitte
             )
         })?,
     };
+    // A partition that takes no submissions hands them to its Alternate.
+    let part = super::partition::with_alternate(conf, part).unwrap_or(part);
+    super::partition::check_access(part, s, caller)?;
     let shape = Shape {
         time: TimeAsk::from_minutes(s.time_limit_min),
         current_limit: None,
         nodes: s.min_nodes.unwrap_or(1),
     };
     let time_limit_min = check_partition(part, shape, true, false)?;
+    super::partition::apply_sharing(part, s);
+    super::partition::apply_memory(part, conf, s)?;
+    // Kept with the job: placement reads the partition's settings by it.
+    s.partition = Some(part.name.clone());
     Ok(Admitted {
         partition: part.name.clone(),
         time_limit_min,
@@ -251,6 +258,7 @@ mod tests {
             state: PartitionState::Up,
             preempt: Default::default(),
             access: Default::default(),
+            opts: Default::default(),
         }
     }
 

@@ -14,4 +14,5 @@ pub mod authz;
 pub mod limits;
 #[cfg(test)]
 mod minutes_tests;
+pub mod partition;
 pub mod tres_mins;

@@ -10,6 +10,8 @@ pub mod array;
 
 pub mod features;
 pub mod gate;
+#[cfg(test)]
+mod part_tests;
 pub mod pass;
 pub mod placement;
 pub mod preempt;
@@ -144,6 +146,10 @@ pub struct Request {
     pub res: crate::model::tres::ResourceRequest,
     /// `SelectTypeParameters`.
     pub cr: CrParams,
+    /// The partition's `MaxCPUsPerNode`: CPUs the job may hold on one node.
+    pub max_cpus_per_node: Option<u32>,
+    /// The partition's `LLN` (or `CR_LLN`): least loaded nodes first.
+    pub lln: bool,
 }
 
 /// A `-w`/`-x` list names a node the configuration does not have.
@@ -172,6 +178,11 @@ pub trait NodeDirectory {
     /// `SelectTypeParameters`.
     fn cr(&self) -> CrParams {
         CrParams::default()
+    }
+    /// The settings of the partition called `name` (`None`: the default
+    /// partition, for records from before the name was kept).
+    fn partition_opts(&self, _name: Option<&str>) -> Option<&crate::model::part_opts::PartOpts> {
+        None
     }
 }
 
@@ -202,6 +213,13 @@ impl NodeDirectory for crate::config::Config {
     }
     fn cr(&self) -> CrParams {
         self.select_params
+    }
+    fn partition_opts(&self, name: Option<&str>) -> Option<&crate::model::part_opts::PartOpts> {
+        match name {
+            Some(n) => self.partitions.iter().find(|p| p.name == n),
+            None => crate::policy::admission::default_partition(self),
+        }
+        .map(|p| &p.opts)
     }
 }
 
@@ -242,6 +260,8 @@ impl Request {
             node_sets: None,
             res: s.resources.clone(),
             cr: CrParams::default(),
+            max_cpus_per_node: None,
+            lln: false,
         }
     }
 
@@ -251,6 +271,9 @@ impl Request {
     pub fn for_job(s: &JobSubmit, nodes: &dyn NodeDirectory) -> Result<Request, RequestError> {
         let mut req = Request::from_submit(s);
         req.cr = nodes.cr();
+        let opts = nodes.partition_opts(s.partition.as_deref());
+        req.max_cpus_per_node = opts.and_then(|o| o.max_cpus_per_node);
+        req.lln = req.cr.lln || opts.is_some_and(|o| o.lln);
         let node_index = |n: &str| nodes.index(n);
         let ranks = |list: &Option<String>| -> Result<Vec<u32>, UnknownNode> {
             let mut out = match list {
@@ -432,6 +455,20 @@ fn place_with(
     slots: &[NodeSlot],
     idle: bool,
 ) -> Option<Allocation> {
+    // LLN: the nodes with the most idle CPUs first (stable, so ties keep
+    // the partition's order), as select/cons_tres's least-loaded-node
+    // mode; named nodes keep their place at the front.
+    let by_load: Vec<u32>;
+    let candidates = if req.lln && !idle && req.required.is_empty() {
+        let mut v = candidates.to_vec();
+        v.sort_by_key(|&r| std::cmp::Reverse(slots.get(r as usize).map_or(0, NodeSlot::free_cpus)));
+        by_load = v;
+        &by_load[..]
+    } else {
+        candidates
+    };
+    // MaxCPUsPerNode: what one node may give the job.
+    let cap = |cpus: u32| req.max_cpus_per_node.map_or(cpus, |m| cpus.min(m));
     // An exclusive job takes only nodes nothing else runs on.
     let usable = |s: &NodeSlot| idle || (s.available && (!req.exclusive || s.alloc_cpus == 0));
     let cpus_of = |s: &NodeSlot| if idle { s.cpus } else { s.free_cpus() };
@@ -501,7 +538,7 @@ fn place_with(
         } else {
             pick.cpu_ids.len() as u32
         };
-        if cpus_of(slot) < cpus {
+        if cpus_of(slot) < cpus || (!req.exclusive && cap(cpus) < cpus) {
             return false;
         }
         let gpus: u64 = pick
@@ -569,7 +606,10 @@ fn place_with(
                 }
                 let by_cores =
                     placement::tasks_by_cores(slot.layout, &slot.used, idle, cpt, &req.res, req.cr);
-                let mut tasks = req.tasks_fitting(cpus_of(slot)).min(by_cores).min(left);
+                let mut tasks = req
+                    .tasks_fitting(cap(cpus_of(slot)))
+                    .min(by_cores)
+                    .min(left);
                 // GPUs per task bound the tasks as cores do (cheaply, so
                 // that a request no node can meet costs one look per node).
                 if let Some(g) = req.res.gpus_per_task.as_ref().filter(|g| g.count > 0) {
@@ -704,6 +744,8 @@ mod tests {
             node_sets: None,
             res: Default::default(),
             cr: CrParams::default(),
+            max_cpus_per_node: None,
+            lln: false,
         }
     }
 

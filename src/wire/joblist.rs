@@ -218,6 +218,8 @@ job_columns! {
     suspend_time: Option<UnixTime>,
     secs_pre_suspend: u64,
     suspended_secs: u64,
+    mem_per_cpu_mb: Option<u64>,
+    hidden: bool,
 }
 
 impl<'de> Deserialize<'de> for JobList {

@@ -125,6 +125,14 @@ pub struct JobInfo {
     /// Seconds it has been suspended in this run, up to now.
     #[serde(default)]
     pub suspended_secs: u64,
+    /// `--mem-per-cpu` (asked, or the partition's DefMemPerCPU): scontrol
+    /// prints `MinMemoryCPU=` with it instead of `MinMemoryNode=`.
+    #[serde(default)]
+    pub mem_per_cpu_mb: Option<u64>,
+    /// Left out of squeue's listing for the asker unless `-a` (or `-j`):
+    /// its partition is hidden from them.
+    #[serde(default)]
+    pub hidden: bool,
 }
 
 /// One `Nodes=n[1-2] CPU_IDs=0-3 Mem=1000 GRES=gpu:a100:2(IDX:0-1)` line.
@@ -262,6 +270,14 @@ pub struct PartitionInfo {
     /// `AllowAccounts`/`DenyAccounts`/`AllowQos`/`DenyQos`/`QOS`.
     #[serde(default)]
     pub access: crate::model::partition::PartitionAccess,
+    /// Hidden, AllowGroups, OverSubscribe, memory settings, ... as configured.
+    #[serde(default)]
+    pub opts: crate::model::part_opts::PartOpts,
+    /// Left out of listings for the asker unless they pass `-a`: a
+    /// `Hidden` partition, or one whose `AllowGroups` leaves them out
+    /// (operators see every partition, as in slurmctld).
+    #[serde(default)]
+    pub hidden: bool,
 }
 
 fn one() -> u16 {

@@ -80,6 +80,9 @@ pub struct GetJobs {
     pub brief: bool,
     /// Who asks: `PrivateData` decides what they see.
     pub caller: Caller,
+    /// The asker's groups: jobs of partitions their AllowGroups leave
+    /// them out of are marked hidden.
+    pub groups: Vec<String>,
 }
 
 #[derive(Message)]
@@ -93,6 +96,8 @@ pub struct GetNodes {
 #[rtype(result = "Vec<PartitionInfo>")]
 pub struct GetPartitions {
     pub caller: Caller,
+    /// The asker's groups (see [`GetJobs::groups`]).
+    pub groups: Vec<String>,
 }
 
 #[derive(Message)]

@@ -92,7 +92,7 @@ impl Handler<GetJobs> for ControllerActor {
         let now = chrono::Utc::now().timestamp();
         MessageResult(
             self.core
-                .job_infos(&msg.ids, msg.brief, now, msg.caller)
+                .job_infos(&msg.ids, msg.brief, now, msg.caller, &msg.groups)
                 .into_iter()
                 .collect(),
         )
@@ -114,7 +114,7 @@ impl Handler<GetPartitions> for ControllerActor {
     type Result = MessageResult<GetPartitions>;
     fn handle(&mut self, msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
-        MessageResult(self.core.partition_infos(msg.caller))
+        MessageResult(self.core.partition_infos(msg.caller, &msg.groups))
     }
 }
 

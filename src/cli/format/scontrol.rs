@@ -11,6 +11,7 @@
 use super::squeue::{node_count, used_secs};
 use super::time::{fmt_duration_long, fmt_limit_min, fmt_timestamp, LimitStyle};
 use super::{fmt_mem_mb, gres_tres, group_name, job_tres, or_null};
+use crate::model::part_opts::mem_per_text;
 use crate::wire::types::{
     AcctJob, AcctStep, Exclusive, JobInfo, NodeInfo, PartitionInfo, StepKind,
 };
@@ -181,9 +182,12 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
         }
     }
     r.line(format!(
-        "MinCPUsNode={} MinMemoryNode={} MinTmpDiskNode=0",
+        "MinCPUsNode={} {} MinTmpDiskNode=0",
         j.cpus_per_task,
-        fmt_mem_mb(j.mem_per_node_mb)
+        match j.mem_per_cpu_mb {
+            Some(mb) => format!("MinMemoryCPU={}", fmt_mem_mb(mb)),
+            None => format!("MinMemoryNode={}", fmt_mem_mb(j.mem_per_node_mb)),
+        }
     ));
     r.line(format!(
         "Features={} DelayBoot=00:00:00",
@@ -433,35 +437,52 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
         (None, d) if !d.is_empty() => format!("Deny{what}={}", d.join(",")),
         _ => format!("Allow{what}=ALL"),
     };
+    let o = &p.opts;
     r.line(format!(
-        "AllowGroups=ALL {} {}",
+        "AllowGroups={} {} {}",
+        o.allow_groups
+            .as_ref()
+            .map_or_else(|| "ALL".to_string(), |g| g.join(",")),
         access(&a.allow_accounts, &a.deny_accounts, "Accounts"),
         access(&a.allow_qos, &a.deny_qos, "Qos")
     ));
+    // slurmctld prints `Alternate=` only when one is set.
     r.line(format!(
-        "AllocNodes=ALL Default={} QoS={}",
+        "AllocNodes=ALL{} Default={} QoS={}",
+        o.alternate
+            .as_ref()
+            .map_or_else(String::new, |alt| format!(" Alternate={alt}")),
         yes_no(p.default),
         a.qos.as_deref().unwrap_or("N/A")
     ));
     r.line(format!(
-        "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime={} Hidden=NO",
+        "DefaultTime={} DisableRootJobs=NO ExclusiveUser={} GraceTime={} Hidden={}",
         p.default_time_min.map_or_else(
             || "NONE".to_string(),
             |m| fmt_limit_min(Some(m), LimitStyle::Scontrol)
         ),
-        p.preempt.grace_s
+        yes_no(o.exclusive_user),
+        p.preempt.grace_s,
+        yes_no(o.hidden)
     ));
     r.line(format!(
-        "MaxNodes={} MaxTime={} MinNodes={} LLN=NO MaxCPUsPerNode=UNLIMITED",
+        "MaxNodes={} MaxTime={} MinNodes={} LLN={} MaxCPUsPerNode={}",
         p.max_nodes
             .map_or_else(|| "UNLIMITED".to_string(), |n| n.to_string()),
         fmt_limit_min(p.max_time_min, LimitStyle::Scontrol),
-        p.min_nodes
+        p.min_nodes,
+        yes_no(o.lln),
+        o.max_cpus_per_node
+            .map_or_else(|| "UNLIMITED".to_string(), |n| n.to_string())
     ));
     r.line(format!("Nodes={}", or_null(&p.nodes)));
     r.line(format!(
-        "PriorityJobFactor={} PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO",
-        p.priority_job_factor, p.priority_tier
+        "PriorityJobFactor={} PriorityTier={} RootOnly={} ReqResv={} OverSubscribe={}",
+        p.priority_job_factor,
+        p.priority_tier,
+        yes_no(o.root_only),
+        yes_no(o.req_resv),
+        o.oversubscribe.name()
     ));
     r.line(format!("OverTimeLimit=NONE PreemptMode={}", p.preempt_mode));
     r.line(format!(
@@ -470,8 +491,15 @@ pub fn show_partition(p: &PartitionInfo, one_liner: bool) -> String {
         p.total_cpus,
         p.total_nodes
     ));
-    r.line("JobDefaults=(null)");
-    r.line("DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED");
+    // The partition's own values, as slurmctld prints them (the global
+    // ones apply to jobs where these are unset, but are shown by
+    // `scontrol show config`).
+    r.line(format!("JobDefaults={}", o.mem.job_defaults_text()));
+    r.line(format!(
+        "{} {}",
+        mem_per_text("Def", o.mem.def_mem),
+        mem_per_text("Max", o.mem.max_mem)
+    ));
     r.line(if p.total_nodes == 0 {
         "TRES=(null)".to_string()
     } else {
@@ -507,6 +535,7 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
             configured(conf, "AuthType").unwrap_or_else(|| "auth/canopy-hmac".into()),
         ),
         ("ClusterName", conf.cluster_name.clone()),
+        config_mem("Def", conf.mem.def_mem),
         ("FirstJobId", conf.first_job_id.to_string()),
         (
             "GresTypes",
@@ -522,6 +551,7 @@ pub fn show_config(conf: &crate::config::Config, now: i64) -> String {
         ("MaxArraySize", conf.max_array_size.to_string()),
         ("MaxJobCount", conf.max_job_count.to_string()),
         ("MaxJobId", conf.max_job_id.to_string()),
+        config_mem("Max", conf.mem.max_mem),
         ("MessageTimeout", secs(u64::from(conf.message_timeout_s))),
         ("MinJobAge", secs(conf.min_job_age_s)),
         ("PreemptExemptTime", {
@@ -646,6 +676,24 @@ fn config_value(key: &str, value: &str) -> String {
         return format!("{value} sec");
     }
     value.to_string()
+/// `DefMemPerCPU = 100` / `MaxMemPerNode = UNLIMITED` as `show config`
+/// prints them (one of each pair).
+fn config_mem(
+    prefix: &'static str,
+    m: Option<crate::model::part_opts::MemPer>,
+) -> (&'static str, String) {
+    use crate::model::part_opts::MemPer;
+    let key = |per_cpu: bool| match (prefix, per_cpu) {
+        ("Def", true) => "DefMemPerCPU",
+        ("Def", false) => "DefMemPerNode",
+        (_, true) => "MaxMemPerCPU",
+        (_, false) => "MaxMemPerNode",
+    };
+    match m {
+        Some(MemPer::Cpu(mb)) => (key(true), mb.to_string()),
+        Some(MemPer::Node(mb)) => (key(false), mb.to_string()),
+        None => (key(false), "UNLIMITED".into()),
+    }
 }
 
 /// `scontrol show config`'s priority lines, as Slurm 22.05 prints them:
@@ -773,6 +821,30 @@ mod tests {
         assert!(at("LaunchParameters") < at("PriorityParameters"));
         assert!(at("PriorityType") < at("ReturnToService"));
         assert!(at("SuspendTime") < at("SwitchType"));
+    /// The global memory keys as configured, UNLIMITED when not.
+    #[test]
+    fn show_config_prints_the_memory_keys() {
+        let base = "ClusterName=t\nSlurmctldHost=c\nNodeName=n1 CPUs=2\nPartitionName=p Nodes=n1\n";
+        let show = |extra: &str| {
+            let conf = crate::config::Config::parse_str(
+                &format!("{base}{extra}"),
+                std::path::Path::new("/x/slurm.conf"),
+            )
+            .unwrap();
+            show_config(&conf, 0)
+        };
+        let plain = show("");
+        assert!(
+            plain.contains("\nDefMemPerNode           = UNLIMITED\n"),
+            "{plain}"
+        );
+        assert!(
+            plain.contains("\nMaxMemPerNode           = UNLIMITED\n"),
+            "{plain}"
+        );
+        let set = show("DefMemPerCPU=512\nMaxMemPerNode=4096\n");
+        assert!(set.contains("\nDefMemPerCPU            = 512\n"), "{set}");
+        assert!(set.contains("\nMaxMemPerNode           = 4096\n"), "{set}");
     }
 
     fn ts(t: i64) -> String {
@@ -1098,6 +1170,38 @@ mod tests {
             priority_job_factor: 1,
             priority_tier: 1,
             access: Default::default(),
+            opts: Default::default(),
+            hidden: false,
+        }
+    }
+
+    /// Every PartOpts setting where Slurm prints it.
+    #[test]
+    fn partition_settings_lines() {
+        use crate::model::part_opts::{MemPer, OverSubscribe};
+        let mut p = sample_partition();
+        p.opts.hidden = true;
+        p.opts.allow_groups = Some(vec!["bio".into(), "chem".into()]);
+        p.opts.alternate = Some("short".into());
+        p.opts.exclusive_user = true;
+        p.opts.lln = true;
+        p.opts.max_cpus_per_node = Some(2);
+        p.opts.root_only = true;
+        p.opts.req_resv = true;
+        p.opts.oversubscribe = OverSubscribe::Force(3);
+        p.opts.mem.def_mem = Some(MemPer::Cpu(512));
+        p.opts.mem.max_mem = Some(MemPer::Node(4000));
+        p.opts.mem.def_cpu_per_gpu = Some(4);
+        let text = show_partition(&p, false);
+        for want in [
+            "\n   AllowGroups=bio,chem AllowAccounts=ALL AllowQos=ALL\n",
+            "\n   AllocNodes=ALL Alternate=short Default=NO QoS=N/A\n",
+            "\n   DefaultTime=01:00:00 DisableRootJobs=NO ExclusiveUser=YES GraceTime=0 Hidden=YES\n",
+            "\n   MaxNodes=UNLIMITED MaxTime=2-00:00:00 MinNodes=1 LLN=YES MaxCPUsPerNode=2\n",
+            "\n   PriorityJobFactor=1 PriorityTier=1 RootOnly=YES ReqResv=YES OverSubscribe=FORCE:3\n",
+            "\n   JobDefaults=DefCpuPerGPU=4\n   DefMemPerCPU=512 MaxMemPerNode=4000\n",
+        ] {
+            assert!(text.contains(want), "{want:?} not in {text}");
         }
     }
 

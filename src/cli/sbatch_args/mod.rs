@@ -507,6 +507,7 @@ fn build_submit(
         uid: ctx.uid,
         gid: ctx.gid,
         group: String::new(),
+        groups: Vec::new(),
         submit_line,
         script_args: script.args,
         interactive: false,

@@ -130,6 +130,8 @@ fn req(nodes: Option<u32>, ntasks: u32) -> Request {
         node_sets: None,
         res: Default::default(),
         cr: CrParams::default(),
+        max_cpus_per_node: None,
+        lln: false,
     }
 }
 

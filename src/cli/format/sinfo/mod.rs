@@ -957,8 +957,11 @@ fn text(field: NodeField, g: &Group, width: usize) -> String {
         Cpus => min_plus(g, |n| n.cpus),
         TmpDisk => "0".to_string(),
         FreeMem | CpuLoad | Cluster => "N/A".to_string(),
-        Groups | AllocNodes => "all".to_string(),
-        OverSubscribe => "NO".to_string(),
+        Groups => part
+            .and_then(|p| p.opts.allow_groups.as_ref())
+            .map_or_else(|| "all".to_string(), |g| g.join(",")),
+        AllocNodes => "all".to_string(),
+        OverSubscribe => part.map_or("NO".to_string(), |p| p.opts.oversubscribe.name()),
         Reservation => String::new(),
         TimeLimit => part.map_or("n/a".to_string(), |p| {
             fmt_limit_min(p.max_time_min, LimitStyle::Sinfo)
@@ -972,8 +975,14 @@ fn text(field: NodeField, g: &Group, width: usize) -> String {
         Hostnames => compressed(g.nodes.iter().map(|n| n.hostname.as_str())),
         NodeAddr => compressed(g.nodes.iter().map(|n| n.addr.as_str())),
         NodeList => compressed(g.nodes.iter().map(|n| n.name.as_str())),
-        PrioTier | PrioJobFactor => "1".to_string(),
-        Root => "no".to_string(),
+        PrioTier => part.map_or(1, |p| p.priority_tier).to_string(),
+        PrioJobFactor => part.map_or(1, |p| p.priority_job_factor).to_string(),
+        Root => if part.is_some_and(|p| p.opts.root_only) {
+            "yes"
+        } else {
+            "no"
+        }
+        .to_string(),
         JobSize => part.map_or("n/a".to_string(), job_size),
         StateCompact => g.first().map_or("n/a".to_string(), state_compact),
         StateLong => g.first().map_or("n/a".to_string(), state_long),

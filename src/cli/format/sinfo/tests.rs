@@ -94,6 +94,8 @@ fn part(name: &str, nodes: &[&str], max_time: Option<u32>, state: PartitionState
         priority_job_factor: 1,
         priority_tier: 1,
         access: Default::default(),
+        opts: Default::default(),
+        hidden: false,
     }
 }
 

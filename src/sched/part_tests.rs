@@ -1,0 +1,84 @@
+//! Placement under a partition's settings: `LLN` (least loaded nodes
+//! first, also `SelectTypeParameters=CR_LLN`) and `MaxCPUsPerNode`, read
+//! through the configuration as the scheduler reads them.
+
+use std::path::Path;
+
+use super::*;
+use crate::config::Config;
+
+fn conf(text: &str) -> Config {
+    let base = "ClusterName=c\nSlurmctldHost=h\nNodeName=n[1-3] CPUs=4 RealMemory=4000\n";
+    Config::parse_str_with_gres(&format!("{base}{text}"), Path::new("/x/slurm.conf"), None).unwrap()
+}
+
+fn submit(part: &str, ntasks: u32) -> JobSubmit {
+    JobSubmit {
+        partition: Some(part.into()),
+        ntasks: Some(ntasks),
+        ..Default::default()
+    }
+}
+
+/// n1 with 3 of 4 CPUs busy, n2 with 1, n3 with 2.
+fn loaded() -> Vec<NodeSlot> {
+    let mut slots: Vec<NodeSlot> = (0..3).map(|_| NodeSlot::plain(4, 4000)).collect();
+    for (rank, busy) in [(0u32, 3u32), (1, 1), (2, 2)] {
+        let ids: Vec<u32> = (0..busy).collect();
+        hold_cpus(rank, &ids, busy, &mut slots, true);
+    }
+    slots
+}
+
+#[test]
+fn lln_places_on_the_least_loaded_node_first() {
+    let c = conf(
+        "PartitionName=lln Nodes=ALL LLN=YES\n\
+         PartitionName=plain Nodes=ALL\n",
+    );
+    let slots = loaded();
+    let ranks = [0, 1, 2];
+    let req = Request::for_job(&submit("lln", 1), &c).unwrap();
+    assert!(req.lln);
+    assert_eq!(place(&req, &ranks, &slots).unwrap().ranks, [1]);
+    // Without it, the first node with room.
+    let req = Request::for_job(&submit("plain", 1), &c).unwrap();
+    assert!(!req.lln);
+    assert_eq!(place(&req, &ranks, &slots).unwrap().ranks, [0]);
+    // CR_LLN makes every partition place so.
+    let c = conf("SelectTypeParameters=CR_Core_Memory,CR_LLN\nPartitionName=plain Nodes=ALL\n");
+    let req = Request::for_job(&submit("plain", 1), &c).unwrap();
+    assert_eq!(place(&req, &ranks, &slots).unwrap().ranks, [1]);
+    // Spread over nodes: emptiest first, then the next.
+    let req = Request::for_job(&submit("plain", 5), &c).unwrap();
+    assert_eq!(place(&req, &ranks, &slots).unwrap().ranks, [1, 2]);
+}
+
+#[test]
+fn max_cpus_per_node_bounds_what_one_node_gives_a_job() {
+    let c = conf(
+        "PartitionName=two Nodes=ALL MaxCPUsPerNode=2\n\
+         PartitionName=open Nodes=ALL\n",
+    );
+    let slots: Vec<NodeSlot> = (0..3).map(|_| NodeSlot::plain(4, 4000)).collect();
+    let ranks = [0, 1, 2];
+    // Four tasks: two nodes of two, not one node of four.
+    let req = Request::for_job(&submit("two", 4), &c).unwrap();
+    let a = place(&req, &ranks, &slots).unwrap();
+    assert_eq!(
+        (a.ranks.as_slice(), a.cpus.as_slice()),
+        (&[0, 1][..], &[2, 2][..])
+    );
+    let req = Request::for_job(&submit("open", 4), &c).unwrap();
+    assert_eq!(place(&req, &ranks, &slots).unwrap().ranks, [0]);
+    // A task wider than the cap can never run there.
+    let mut wide = submit("two", 1);
+    wide.cpus_per_task = Some(3);
+    let req = Request::for_job(&wide, &c).unwrap();
+    assert_eq!(feasible(&req, &ranks, &slots), Err(Infeasible::NodeConfig));
+    // -N given: each node's share still within the cap.
+    let mut spread = submit("two", 6);
+    spread.min_nodes = Some(2);
+    let req = Request::for_job(&spread, &c).unwrap();
+    assert!(place(&req, &ranks, &slots).is_none());
+}
