@@ -551,6 +551,7 @@ impl Builder {
                 rate_limit: RateLimitConf::default(),
                 prolog: Default::default(),
                 preempt: Default::default(),
+                power: Default::default(),
                 auth_key_path: dir.join("slurm.key"),
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
@@ -848,6 +849,7 @@ impl Builder {
                 self.cfg.read_timeout_s = None;
                 self.cfg.rate_limit = RateLimitConf::default();
                 self.cfg.operators.clear();
+                self.cfg.power.reset_ctld_params();
             }
             Op::Add => {}
             _ => return require_set(loc, item),
@@ -888,7 +890,9 @@ impl Builder {
                     ));
                 }
                 self.cfg.operators.extend(names);
-            } else if !self.rate_limit_parameter(loc, item, p, name, value)? {
+            } else if !self.rate_limit_parameter(loc, item, p, name, value)?
+                && !self.power_parameter(loc, item, p, name, value)?
+            {
                 ignored.push(name.to_string());
             }
         }
@@ -1009,6 +1013,9 @@ impl Builder {
 
     pub(super) fn global(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         if let Some(done) = self.priority_key(loc, item) {
+            return done;
+        }
+        if let Some(done) = self.power_key(loc, item) {
             return done;
         }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {

@@ -21,6 +21,7 @@ pub mod hostlist;
 mod keys;
 mod parse;
 pub mod preempt;
+pub mod power;
 pub mod priority;
 mod resolve;
 pub mod sched;

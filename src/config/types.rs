@@ -146,6 +146,9 @@ pub struct Config {
     /// PreemptType, PreemptMode, PreemptExemptTime, PreemptParameters.
     #[serde(default)]
     pub preempt: super::preempt::PreemptConf,
+    /// Power saving and cloud nodes (SuspendProgram, ResumeProgram, ...).
+    #[serde(default)]
+    pub power: super::power::PowerConf,
     /// `<dir of main file>/slurm.key`: the shared HMAC key (the signing
     /// one; `slurm.key.alt` beside it, if present, is also accepted).
     pub auth_key_path: PathBuf,

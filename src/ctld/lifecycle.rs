@@ -38,6 +38,8 @@ impl Core {
         let over_suspended = self.preempt_for_waiting(now, &started, out);
         started.extend(over_suspended);
         self.jobs_started(&started, out);
+        // Nodes those starts need powered up, and power timeouts due.
+        self.power_pass(now, false, out);
     }
 
     /// The quick pass: each partition's queue in order until a job does
@@ -89,6 +91,8 @@ impl Core {
         self.counters.started += started.len() as u64;
         // With a PrologSlurmctld they are CONFIGURING, their launch held.
         self.begin_configuring(&started, out);
+        // On powered-down nodes they are CONFIGURING until the nodes are up.
+        self.power_jobs_started(&started);
         self.put_jobs(&started, out);
         // The job actors exist at once, so a cancel or an srun step that
         // comes next finds them; each launches once the start is on disk.

@@ -13,7 +13,8 @@ use crate::model::tres::GresAlloc;
 use crate::policy::authz::Caller;
 use crate::sched::{GresKind, GresSlot, Request};
 use crate::wire::messages::NodeCounts;
-use crate::wire::types::{JobInfo, JobNodeDetail, NodeInfo, PartitionInfo};
+use crate::model::node::PowerState;
+use crate::wire::types::{JobInfo, JobNodeDetail, NodeInfo, NodePower, PartitionInfo};
 
 impl Core {
     /// A job as clients see it; `brief` leaves the paths, command and submit
@@ -164,11 +165,12 @@ impl Core {
         let c = self.conf.nodes.get(rank)?;
         let st = self.nodes.get(rank)?;
         let slot = self.slots.get(rank)?;
+        let power = st.power_state();
         let base = if st.future {
             NodeBaseState::Future
         } else if st.admin.down.is_some() {
             NodeBaseState::Down
-        } else if !st.registered {
+        } else if !st.registered && power == PowerState::On {
             NodeBaseState::Unknown
         } else if slot.alloc_cpus == 0 {
             NodeBaseState::Idle
@@ -186,7 +188,13 @@ impl Core {
             port: c.port,
             base,
             drain: st.admin.drain.is_some(),
-            not_responding: !st.responding && !st.future,
+            // Slurm flags a node powering up as not responding; one powered
+            // down (or on its way) is not expected to answer.
+            not_responding: match power {
+                PowerState::On => !st.responding && !st.future,
+                PowerState::PoweringUp => true,
+                PowerState::PoweredDown | PowerState::PoweringDown => false,
+            },
             rank: rank as u32,
             attached_to: st.attached_to.map(|r| self.node_name(r).to_string()),
             cpus: c.cpus,
@@ -220,6 +228,16 @@ impl Core {
             invalid_reg: st.invalid_reg,
             reserved: false,
             maint: false,
+            power: NodePower {
+                cloud: c.state == crate::config::ConfNodeState::Cloud,
+                power_down: st
+                    .admin
+                    .power
+                    .is_some_and(|p| p.down_requested.is_some()),
+                powered_down: power == PowerState::PoweredDown,
+                powering_up: power == PowerState::PoweringUp,
+                powering_down: power == PowerState::PoweringDown,
+            },
         })
     }
 

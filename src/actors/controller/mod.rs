@@ -46,6 +46,7 @@ const MAILBOX: usize = 8192;
 
 mod accounts;
 mod effects;
+mod power;
 mod priority;
 mod queries;
 pub mod resv;
@@ -402,6 +403,24 @@ impl Actor for ControllerActor {
         if let Some(secs) = sched.backfill_every() {
             ctx.run_interval(Duration::from_secs(secs.max(1).into()), |act, ctx| {
                 act.run_backfill(ctx)
+            });
+        }
+        // Power saving's pass every `power_save_interval`, when power
+        // saving or cloud nodes are configured (a node's idleness is only
+        // looked at then).
+        let conf = self.core.conf().clone();
+        let cloud = conf
+            .nodes
+            .iter()
+            .any(|n| n.state == crate::config::ConfNodeState::Cloud);
+        if conf.power.suspends() || conf.power.resume_program.is_some() || cloud {
+            let every = Duration::from_secs(conf.power.interval_s.max(1));
+            ctx.run_interval(every, |act, ctx| {
+                if act.stopping {
+                    return;
+                }
+                let done = act.run(Command::PowerSave, ctx);
+                ctx.spawn(done.map(|_| ()).into_actor(act));
             });
         }
         // A full quick pass every `sched_interval`, events or not.
