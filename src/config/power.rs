@@ -131,9 +131,7 @@ impl Builder {
         match name {
             "SuspendProgram" => p.suspend_program = Some(non_empty(loc, item, "a program")?),
             "ResumeProgram" => p.resume_program = Some(non_empty(loc, item, "a program")?),
-            "ResumeFailProgram" => {
-                p.resume_fail_program = Some(non_empty(loc, item, "a program")?)
-            }
+            "ResumeFailProgram" => p.resume_fail_program = Some(non_empty(loc, item, "a program")?),
             "SuspendTime" => {
                 p.suspend_time_s = match item.value.trim().to_ascii_uppercase().as_str() {
                     "NONE" | "INFINITE" | "UNLIMITED" | "-1" => None,

@@ -251,7 +251,10 @@ impl Core {
             }
             self.power.jobs.insert(id);
             self.jobs.modify(id, |j| j.configuring = true);
-            tracing::info!(job_id = id, "job CONFIGURING: waiting for its nodes to power up");
+            tracing::info!(
+                job_id = id,
+                "job CONFIGURING: waiting for its nodes to power up"
+            );
             // With a PrologSlurmctld the launch waits for it as well; its
             // success puts the job in `launch_waiting`.
             if self.conf.prolog.prolog_slurmctld.is_none() {
@@ -421,7 +424,8 @@ impl Core {
             let Some(rank) = self.power.resume_queue.pop_first() else {
                 break;
             };
-            if self.nodes.get(rank as usize).map(|s| s.power_state()) != Some(PowerState::PoweredDown)
+            if self.nodes.get(rank as usize).map(|s| s.power_state())
+                != Some(PowerState::PoweredDown)
             {
                 continue;
             }
@@ -437,7 +441,9 @@ impl Core {
             }
             self.power.resumed_f += resume.len() as f64;
             stats.resumed = resume.len() as u32;
-            out.effect(Effect::WakeAt(now.saturating_add(secs(pc.resume_timeout_s))));
+            out.effect(Effect::WakeAt(
+                now.saturating_add(secs(pc.resume_timeout_s)),
+            ));
             self.run_resume_program(&resume, out);
         }
 
@@ -494,7 +500,9 @@ impl Core {
             }
             self.power.suspended_f += suspend.len() as f64;
             stats.suspended = suspend.len() as u32;
-            out.effect(Effect::WakeAt(now.saturating_add(secs(pc.suspend_timeout_s))));
+            out.effect(Effect::WakeAt(
+                now.saturating_add(secs(pc.suspend_timeout_s)),
+            ));
             tracing::info!(nodes = %self.nodelist(&suspend), "powering down nodes");
             if let Some(prog) = &pc.suspend_program {
                 out.effect(Effect::RunPowerProgram(Box::new(PowerProgram {
@@ -622,7 +630,11 @@ impl Core {
                 job_id: id,
                 nodes_alloc: self.nodelist(&a.ranks),
                 nodes_resume: self.nodelist(&mine),
-                oversubscribe: if j.submit.exclusive.is_some() { "NO" } else { "OK" },
+                oversubscribe: if j.submit.exclusive.is_some() {
+                    "NO"
+                } else {
+                    "OK"
+                },
                 partition: j.partition.clone(),
                 reservation: j.submit.reservation.clone(),
             });

@@ -164,26 +164,40 @@ fn a_job_powers_its_nodes_up_and_launches_when_they_register() {
     let id = submit(&mut c, T0, 2, Some("cl[2-3]"));
     let out = c.apply(T0, Command::Schedule);
     assert!(c.is_configuring(id), "CF while the nodes boot");
-    let held = out.effects.iter().any(|e| matches!(e, Effect::StartJob(s) if s.job_id == id && s.held));
+    let held = out
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::StartJob(s) if s.job_id == id && s.held));
     assert!(held, "the launch waits for the nodes: {:?}", out.effects);
     let r = programs(&out, PowerAction::Resume);
     assert_eq!(r.len(), 1, "{:?}", out.effects);
     assert_eq!(r[0].nodes, "cl[2-3]");
     assert_eq!(r[0].program, "/r");
-    let json: serde_json::Value = serde_json::from_str(r[0].resume_file.as_deref().unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(r[0].resume_file.as_deref().unwrap()).unwrap();
     assert_eq!(json["all_nodes_resume"], "cl[2-3]");
     assert_eq!(json["jobs"][0]["job_id"], id);
     assert_eq!(json["jobs"][0]["nodes_alloc"], "cl[2-3]");
     assert_eq!(json["jobs"][0]["partition"], "p");
     // The power-up is persisted before the program leaves.
-    assert!(out.persist.iter().any(|op| matches!(op, Op::NodeAdmin { name, state: Some(_) } if name == "cl2")));
+    assert!(out
+        .persist
+        .iter()
+        .any(|op| matches!(op, Op::NodeAdmin { name, state: Some(_) } if name == "cl2")));
     assert_eq!(power(&c, 3), PowerState::PoweringUp);
     let info = c.node_info(3).unwrap();
-    assert_eq!(info.scontrol_state(), "MIXED+CLOUD+NOT_RESPONDING+POWERING_UP");
+    assert_eq!(
+        info.scontrol_state(),
+        "MIXED+CLOUD+NOT_RESPONDING+POWERING_UP"
+    );
     assert_eq!(crate::cli::format::sinfo::state_compact(&info), "mix#");
     // One node up: still waiting.
     let out = up(&mut c, 3, T0 + 30);
-    let released = |o: &Output| o.effects.iter().any(|e| matches!(e, Effect::ReleaseLaunch { job_id } if *job_id == id));
+    let released = |o: &Output| {
+        o.effects
+            .iter()
+            .any(|e| matches!(e, Effect::ReleaseLaunch { job_id } if *job_id == id))
+    };
     assert!(!released(&out));
     assert_eq!(power(&c, 3), PowerState::On);
     up(&mut c, 4, T0 + 31);
@@ -210,13 +224,19 @@ fn resume_timeout_marks_down_and_requeues() {
     assert_eq!(f.len(), 1);
     assert_eq!((f[0].program.as_str(), f[0].nodes.as_str()), ("/f", "cl1"));
     let st = &c.nodes()[2];
-    assert_eq!(st.admin.down.as_ref().unwrap().text, super::power::RESUME_TIMEOUT_REASON);
+    assert_eq!(
+        st.admin.down.as_ref().unwrap().text,
+        super::power::RESUME_TIMEOUT_REASON
+    );
     assert_eq!(st.power_state(), PowerState::PoweredDown);
     let info = c.node_info(2).unwrap();
     assert_eq!(crate::cli::format::sinfo::state_compact(&info), "down~");
     let j = c.jobs().get(id).unwrap();
     assert!(j.requeue.is_some(), "requeued, as slurmctld does");
-    assert!(out.effects.iter().any(|e| matches!(e, Effect::EndJob { job_id, .. } if *job_id == id)));
+    assert!(out
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::EndJob { job_id, .. } if *job_id == id)));
 }
 
 /// Nodes idle for SuspendTime are powered down through SuspendProgram
@@ -236,7 +256,10 @@ fn idle_nodes_are_powered_down_after_suspend_time() {
     assert_eq!((s[0].program.as_str(), s[0].nodes.as_str()), ("/s", "n2"));
     assert_eq!(power(&c, 1), PowerState::PoweringDown);
     assert!(!c.slots()[1].available, "no work for a node going down");
-    assert_eq!(crate::cli::format::sinfo::state_compact(&c.node_info(1).unwrap()), "idle%");
+    assert_eq!(
+        crate::cli::format::sinfo::state_compact(&c.node_info(1).unwrap()),
+        "idle%"
+    );
     // Its daemon stops: the tree loses it, but nothing times it out.
     reach(&mut c, 1, false, T0 + 301);
     let out = c.apply(T0 + 320, Command::PowerSave);
@@ -244,7 +267,10 @@ fn idle_nodes_are_powered_down_after_suspend_time() {
     assert_eq!(power(&c, 1), PowerState::PoweredDown);
     c.apply(T0 + 1000, Command::Schedule);
     assert!(c.nodes()[1].admin.down.is_none());
-    assert_eq!(crate::cli::format::sinfo::state_compact(&c.node_info(1).unwrap()), "idle~");
+    assert_eq!(
+        crate::cli::format::sinfo::state_compact(&c.node_info(1).unwrap()),
+        "idle~"
+    );
     assert_eq!(power(&c, 0), PowerState::On, "SuspendExcNodes");
 }
 
@@ -274,7 +300,10 @@ fn resume_rate_limits_power_ups() {
     let out = c.apply(T0, Command::Schedule);
     assert_eq!(programs(&out, PowerAction::Resume)[0].nodes, "cl[1-2]");
     let out = c.apply(T0 + 10, Command::PowerSave);
-    assert!(programs(&out, PowerAction::Resume).is_empty(), "2 this minute");
+    assert!(
+        programs(&out, PowerAction::Resume).is_empty(),
+        "2 this minute"
+    );
     let out = c.apply(T0 + 60, Command::PowerSave);
     assert_eq!(programs(&out, PowerAction::Resume)[0].nodes, "cl[3-4]");
 }
@@ -295,14 +324,23 @@ fn operators_power_requests() {
     assert_eq!(info.scontrol_state(), "MIXED+POWER_DOWN");
     assert_eq!(crate::cli::format::sinfo::state_compact(&info), "mix!");
     let out = c.apply(T0 + 2, Command::PowerSave);
-    assert!(programs(&out, PowerAction::Suspend).is_empty(), "its job runs");
+    assert!(
+        programs(&out, PowerAction::Suspend).is_empty(),
+        "its job runs"
+    );
     end(&mut c, id, T0 + 3);
     let out = c.apply(T0 + 4, Command::PowerSave);
     assert_eq!(programs(&out, PowerAction::Suspend)[0].nodes, "n1");
     // asap: drained with Slurm's reason.
     update(&mut c, "n2", NodeUpdateState::PowerDownAsap, T0 + 5);
-    assert_eq!(c.nodes()[1].admin.drain.as_ref().unwrap().text, "POWER_DOWN_ASAP");
-    assert_eq!(c.node_info(1).unwrap().scontrol_state(), "IDLE+DRAIN+POWER_DOWN");
+    assert_eq!(
+        c.nodes()[1].admin.drain.as_ref().unwrap().text,
+        "POWER_DOWN_ASAP"
+    );
+    assert_eq!(
+        c.node_info(1).unwrap().scontrol_state(),
+        "IDLE+DRAIN+POWER_DOWN"
+    );
     // force: the job is requeued and the node goes down at once.
     let mut c = core("");
     up(&mut c, 0, T0);
@@ -310,7 +348,10 @@ fn operators_power_requests() {
     c.apply(T0, Command::Schedule);
     let out = update(&mut c, "n1", NodeUpdateState::PowerDownForce, T0 + 1);
     assert!(c.jobs().get(id).unwrap().requeue.is_some());
-    assert!(out.effects.iter().any(|e| matches!(e, Effect::EndJob { job_id, .. } if *job_id == id)));
+    assert!(out
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::EndJob { job_id, .. } if *job_id == id)));
     // power up
     let out = update(&mut c, "cl4", NodeUpdateState::PowerUp, T0 + 2);
     let out2 = c.apply(T0 + 2, Command::Schedule);
@@ -441,7 +482,11 @@ fn seeded_power_simulation_keeps_its_invariants() {
                     resumes += 1;
                     for name in crate::config::hostlist::expand(&p.nodes).unwrap() {
                         let r = c.conf().node_index(&name).unwrap();
-                        assert_eq!(before[r], PowerState::PoweredDown, "seed {seed} step {step}: resumed {name}");
+                        assert_eq!(
+                            before[r],
+                            PowerState::PoweredDown,
+                            "seed {seed} step {step}: resumed {name}"
+                        );
                     }
                 }
                 Effect::RunPowerProgram(p) if p.action == PowerAction::Suspend => {
@@ -449,17 +494,28 @@ fn seeded_power_simulation_keeps_its_invariants() {
                     for name in crate::config::hostlist::expand(&p.nodes).unwrap() {
                         let r = c.conf().node_index(&name).unwrap();
                         if !asked[r] && action != 5 {
-                            assert_ne!(before[r], PowerState::PoweredDown, "seed {seed} step {step}: suspended {name} twice");
+                            assert_ne!(
+                                before[r],
+                                PowerState::PoweredDown,
+                                "seed {seed} step {step}: suspended {name} twice"
+                            );
                         }
                         let forced = c.jobs().values().any(|j| j.requeue.is_some());
-                        assert!(idle_before[r] || forced || c.slots()[r].alloc_cpus == 0, "seed {seed} step {step}: suspended busy {name}");
+                        assert!(
+                            idle_before[r] || forced || c.slots()[r].alloc_cpus == 0,
+                            "seed {seed} step {step}: suspended busy {name}"
+                        );
                     }
                 }
                 Effect::ReleaseLaunch { job_id } => {
                     releases += 1;
                     let a = c.jobs().get(*job_id).unwrap().alloc.clone().unwrap();
                     for r in a.ranks {
-                        assert_eq!(power(&c, r as usize), PowerState::On, "seed {seed} step {step}: job {job_id} launched on a node not on");
+                        assert_eq!(
+                            power(&c, r as usize),
+                            PowerState::On,
+                            "seed {seed} step {step}: job {job_id} launched on a node not on"
+                        );
                     }
                 }
                 _ => {}
@@ -467,12 +523,22 @@ fn seeded_power_simulation_keeps_its_invariants() {
         }
         for (r, st) in c.nodes().iter().enumerate() {
             if st.power_state() != PowerState::On {
-                let nr = st.admin.down.as_ref().is_some_and(|d| d.text == super::nodes::NOT_RESPONDING);
-                assert!(!nr || before[r] == PowerState::On, "seed {seed} step {step}: powered-down node {r} timed out");
+                let nr = st
+                    .admin
+                    .down
+                    .as_ref()
+                    .is_some_and(|d| d.text == super::nodes::NOT_RESPONDING);
+                assert!(
+                    !nr || before[r] == PowerState::On,
+                    "seed {seed} step {step}: powered-down node {r} timed out"
+                );
             }
         }
     }
-    println!("{} jobs, {resumes} resumes, {suspends} suspends, {releases} launches", jobs.len());
+    println!(
+        "{} jobs, {resumes} resumes, {suspends} suspends, {releases} launches",
+        jobs.len()
+    );
     assert!(
         resumes > 0 && suspends > 0 && releases > 0,
         "seed {seed}: the simulation exercised too little"

@@ -8,12 +8,12 @@ use crate::config::hostlist;
 use crate::model::acct::{AcctJob, Usage};
 use crate::model::job::{Allocation, JobRecord, JobState};
 use crate::model::node::NodeBaseState;
+use crate::model::node::PowerState;
 use crate::model::time::UnixTime;
 use crate::model::tres::GresAlloc;
 use crate::policy::authz::Caller;
 use crate::sched::{GresKind, GresSlot, Request};
 use crate::wire::messages::NodeCounts;
-use crate::model::node::PowerState;
 use crate::wire::types::{JobInfo, JobNodeDetail, NodeInfo, NodePower, PartitionInfo};
 
 impl Core {
@@ -230,10 +230,7 @@ impl Core {
             maint: false,
             power: NodePower {
                 cloud: c.state == crate::config::ConfNodeState::Cloud,
-                power_down: st
-                    .admin
-                    .power
-                    .is_some_and(|p| p.down_requested.is_some()),
+                power_down: st.admin.power.is_some_and(|p| p.down_requested.is_some()),
                 powered_down: power == PowerState::PoweredDown,
                 powering_up: power == PowerState::PoweringUp,
                 powering_down: power == PowerState::PoweringDown,
