@@ -287,7 +287,11 @@ impl Harness {
         }
         progress(&format!(
             "{n} node daemons {} in {} processes in {:.2} s",
-            if deferred { "ready to start" } else { "started" },
+            if deferred {
+                "ready to start"
+            } else {
+                "started"
+            },
             n.div_ceil(per),
             t0.elapsed().as_secs_f64()
         ));

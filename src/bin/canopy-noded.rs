@@ -219,7 +219,8 @@ fn simulate(
     let system = actix::System::new();
     system.block_on(async move {
         let first = if deferred { 0..0 } else { ranks.clone() };
-        let mut nodes = canopy::sim::start_nodes(conf.clone(), auth.clone(), first, run_for).await?;
+        let mut nodes =
+            canopy::sim::start_nodes(conf.clone(), auth.clone(), first, run_for).await?;
         println!("ready {}", nodes.len());
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         while let Some(line) = lines.next_line().await? {
@@ -242,8 +243,7 @@ fn simulate(
                         .into_iter()
                         .filter(|r| nodes.iter().all(|n| n.rank != *r))
                         .collect();
-                    match canopy::sim::start_nodes(conf.clone(), auth.clone(), new, run_for).await
-                    {
+                    match canopy::sim::start_nodes(conf.clone(), auth.clone(), new, run_for).await {
                         Ok(started) => nodes.extend(started),
                         // As a node that fails to boot: ResumeTimeout catches it.
                         Err(e) => eprintln!("canopy-noded: {e}"),

@@ -77,7 +77,9 @@ fn job_state(h: &Harness, id: u32) -> Result<Option<JobState>> {
 
 /// The storm: see the module header.
 fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
-    progress(&format!("power: storm of {n} cloud nodes, TreeWidth {width}"));
+    progress(&format!(
+        "power: storm of {n} cloud nodes, TreeWidth {width}"
+    ));
     let spec = ClusterSpec {
         nodes: n,
         tree_width: width,
@@ -108,7 +110,11 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
         nodes(h).is_ok_and(|v| v.len() == n as usize && v.iter().all(|x| x.power.powered_down))
     })?;
     let t0 = Instant::now();
-    let id = match h.call(Body::SubmitJob(Box::new(job("storm".into(), false, Some(n)))))? {
+    let id = match h.call(Body::SubmitJob(Box::new(job(
+        "storm".into(),
+        false,
+        Some(n),
+    ))))? {
         Body::SubmitReply(r) => r.job_id,
         other => bail!("unexpected reply {}", other.kind()),
     };
@@ -140,16 +146,23 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let Some(t_running) = t_running else {
-        bail!("the job did not start within {limit:?} (logs in {})", h.path.display());
+        bail!(
+            "the job did not start within {limit:?} (logs in {})",
+            h.path.display()
+        );
     };
     let t_idle = h.wait(limit, "every node IDLE after the job", |h| {
         h.try_stats().is_ok_and(|s| s.nodes.idle == n)
     })? + t_running;
     let cpu = h.ctld_cpu()?;
-    Ok(Row::new("power_storm")
+    Ok(Row::new("power")
+        .set("measure", "storm")
         .set("nodes", n)
         .set("tree_width", width)
-        .num("resume_program_s", t_program.unwrap_or_default().as_secs_f64())
+        .num(
+            "resume_program_s",
+            t_program.unwrap_or_default().as_secs_f64(),
+        )
         .num("job_running_s", t_running.as_secs_f64())
         .num("all_idle_s", t_idle.as_secs_f64())
         .num("ctld_cpu_s", cpu.as_secs_f64())
@@ -225,11 +238,15 @@ fn interval(n: u32, pct: u32, rounds: u32) -> Result<Row> {
         sched_us.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    Ok(Row::new("power_interval")
+    Ok(Row::new("power")
+        .set("measure", "interval")
         .set("nodes", n)
         .set("powered_down_pct", pct)
         .num("heartbeat_interval_s", hb as f64)
-        .num("nodes_examined_per_interval", examined as f64 / f64::from(rounds))
+        .num(
+            "nodes_examined_per_interval",
+            examined as f64 / f64::from(rounds),
+        )
         .num("power_pass_us", mean(&power_us))
         .num("sched_pass_us", mean(&sched_us)))
 }
