@@ -52,8 +52,10 @@ fn cloud_nodes_power_up_for_a_job_and_down_when_idle() {
         "SuspendProgram={dir}/suspend.sh\nResumeProgram={dir}/resume.sh\n\
          ResumeFailProgram={dir}/resume_fail.sh\nSuspendTime=3\nSuspendTimeout=2\n\
          ResumeTimeout=8\nSuspendExcNodes=n1\n\
-         SlurmctldParameters=idle_on_node_suspend,power_save_interval=1\n",
-        &["", "State=CLOUD", "State=CLOUD"],
+         SlurmctldParameters=idle_on_node_suspend,power_save_interval=1,cloud_reg_addrs\n",
+        // n2 listens on another loopback address than the one its link to
+        // the controller comes from: its NodeAddr follows its registration.
+        &["", "State=CLOUD NodeAddr=127.0.0.3", "State=CLOUD"],
     );
     let dir = c.dir.path().to_path_buf();
     let _started = Started(&dir);
@@ -109,6 +111,7 @@ fn cloud_nodes_power_up_for_a_job_and_down_when_idle() {
     });
     // Cloud nodes start powered down, not "not responding".
     assert_eq!(state(&c, "n2"), "IDLE+CLOUD+POWERED_DOWN");
+    assert_eq!(c.node("n2").addr, "127.0.0.3");
     let out = c.cli(&dir, "sinfo", &["-N", "-h", "-o", "%N %t"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
@@ -147,6 +150,11 @@ fn cloud_nodes_power_up_for_a_job_and_down_when_idle() {
     let out = std::fs::read_to_string(dir.join("job.out")).unwrap();
     assert_eq!(out.trim(), "ran on n[2-3]");
     assert!(!state(&c, "n2").contains("POWER"), "{}", state(&c, "n2"));
+    assert_eq!(
+        c.node("n2").addr,
+        "127.0.0.1",
+        "NodeAddr from the registration"
+    );
 
     // Idle past SuspendTime: SuspendProgram stops them; n1 is excluded.
     c.wait_for(Duration::from_secs(60), "n[2-3] powered down", |c| {

@@ -115,6 +115,9 @@ pub enum Command {
     },
     /// `scontrol delete reservation`.
     DeleteResv { name: String, caller: Caller },
+    /// A node's link to the controller comes from `addr` (sent before its
+    /// registration): a cloud node's NodeAddr with `cloud_reg_addrs`.
+    NodeAddress { node: String, addr: String },
     /// The shell's `power_save_interval` timer: a power-saving pass that
     /// also looks for nodes idle longer than SuspendTime (`power.rs`).
     PowerSave,

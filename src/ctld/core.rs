@@ -272,6 +272,7 @@ impl Core {
                 self.delete_reservation(&name, caller, now, &mut out)
             }
             Command::PowerSave => self.power_pass(now, true, &mut out),
+            Command::NodeAddress { node, addr } => self.node_address(&node, addr),
         }
         out
     }

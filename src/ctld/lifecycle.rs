@@ -26,6 +26,7 @@ impl Core {
     /// their chains), then start what fits, in priority order.
     pub(super) fn schedule(&mut self, now: UnixTime, out: &mut Output) {
         self.node_deadlines_due(now, out);
+        self.power_jobs_ready(now, out);
         self.release_ready_launches(out);
         self.deadlines_due(now, out);
         // Jobs suspended for a preemptor take their CPUs back first.

@@ -64,6 +64,7 @@ pub(super) fn initial_nodes(
                 attached_to: None,
                 future: nc.state == ConfNodeState::Future,
                 invalid_reg: false,
+                reg_addr: None,
             }
         })
         .collect()

@@ -263,6 +263,44 @@ impl Core {
         }
     }
 
+    /// Jobs whose nodes have all powered up and answer: their start time
+    /// is now, so the boot does not eat into their time limit (slurmctld's
+    /// "Resetting JobId=N start time for node power up").
+    pub(super) fn power_jobs_ready(&mut self, now: UnixTime, out: &mut Output) {
+        if self.power.jobs.is_empty() {
+            return;
+        }
+        let ids: Vec<u32> = self.power.jobs.iter().copied().collect();
+        for id in ids {
+            let Some(j) = self.jobs.get(id) else {
+                self.power.jobs.remove(&id);
+                continue;
+            };
+            if !j.configuring || j.ending_as.is_some() {
+                self.power.jobs.remove(&id);
+                continue;
+            }
+            let up = j.alloc.as_ref().is_some_and(|a| {
+                a.ranks.iter().all(|&r| {
+                    self.nodes.get(r as usize).is_some_and(|st| {
+                        st.power_state() == PowerState::On && st.registered && st.responding
+                    })
+                })
+            });
+            if !up {
+                continue;
+            }
+            self.power.jobs.remove(&id);
+            tracing::info!(
+                job_id = id,
+                "resetting the job's start time for node power up"
+            );
+            self.jobs.modify(id, |j| j.start_time = Some(now));
+            self.arm_deadlines(id, out);
+            self.put_jobs(&[id], out);
+        }
+    }
+
     /// A node registered: a node powering up (or one found running while
     /// thought powered down) is on. Returns false when the registration must
     /// be ignored: the node is being powered down.
@@ -292,6 +330,28 @@ impl Core {
                     self.power.watch.insert(rank, now);
                 }
                 true
+            }
+        }
+    }
+
+    /// A node's link to the controller comes from `addr`: with
+    /// `cloud_reg_addrs` (and not `cloud_dns`, where names resolve), a
+    /// cloud node's NodeAddr is that address, as cloud plugins expect.
+    pub(super) fn node_address(&mut self, node: &str, addr: String) {
+        let pc = &self.conf.power;
+        if !pc.cloud_reg_addrs || pc.cloud_dns {
+            return;
+        }
+        let Some(rank) = self.conf.node_index(node).map(|r| r as u32) else {
+            return;
+        };
+        if !self.is_cloud(rank) {
+            return;
+        }
+        if let Some(st) = self.nodes.get_mut(rank as usize) {
+            if st.reg_addr.as_deref() != Some(addr.as_str()) {
+                tracing::info!(node, %addr, "cloud node registered from a new address; NodeAddr updated");
+                st.reg_addr = Some(addr);
             }
         }
     }

@@ -204,6 +204,8 @@ fn a_job_powers_its_nodes_up_and_launches_when_they_register() {
     let out = c.apply(T0 + 31, Command::Schedule);
     assert!(released(&out), "{:?}", out.effects);
     assert!(!c.is_configuring(id));
+    // Its clock starts now, not while the nodes booted.
+    assert_eq!(c.jobs().get(id).unwrap().start_time, Some(T0 + 31));
     // No second ResumeProgram for nodes that are up.
     assert!(programs(&out, PowerAction::Resume).is_empty());
 }
@@ -412,6 +414,13 @@ fn power_state_survives_a_restart() {
     let _ = id;
 }
 
+fn not_responding(st: &crate::model::node::NodeStatus) -> bool {
+    st.admin
+        .down
+        .as_ref()
+        .is_some_and(|d| d.text == super::nodes::NOT_RESPONDING)
+}
+
 /// A seeded random life of a small cloud cluster: jobs come and go, nodes
 /// register late or never, operators power nodes down and up, timers fire.
 /// Invariants: a launch is released only when all its nodes are on; a node
@@ -433,6 +442,7 @@ fn seeded_power_simulation_keeps_its_invariants() {
     for step in 0..400 {
         now += rng.gen_range(0..8);
         let before: Vec<PowerState> = (0..n as usize).map(|r| power(&c, r)).collect();
+        let nr_before: Vec<bool> = c.nodes().iter().map(not_responding).collect();
         let idle_before: Vec<bool> = c.slots().iter().map(|s| s.alloc_cpus == 0).collect();
         // An operator's power-down of a powered-down node runs
         // SuspendProgram again, as slurmctld does.
@@ -521,18 +531,13 @@ fn seeded_power_simulation_keeps_its_invariants() {
                 _ => {}
             }
         }
+        // A node DOWN for not responding before it was powered down may
+        // stay so; none becomes so while it is not on.
         for (r, st) in c.nodes().iter().enumerate() {
-            if st.power_state() != PowerState::On {
-                let nr = st
-                    .admin
-                    .down
-                    .as_ref()
-                    .is_some_and(|d| d.text == super::nodes::NOT_RESPONDING);
-                assert!(
-                    !nr || before[r] == PowerState::On,
-                    "seed {seed} step {step}: powered-down node {r} timed out"
-                );
-            }
+            assert!(
+                !not_responding(st) || nr_before[r] || before[r] == PowerState::On,
+                "seed {seed} step {step}: powered-down node {r} timed out"
+            );
         }
     }
     println!(
@@ -543,4 +548,27 @@ fn seeded_power_simulation_keeps_its_invariants() {
         resumes > 0 && suspends > 0 && releases > 0,
         "seed {seed}: the simulation exercised too little"
     );
+}
+
+/// With `cloud_reg_addrs` a cloud node's NodeAddr is where it registered
+/// from; not an ordinary node's, nor with `cloud_dns`.
+#[test]
+fn cloud_reg_addrs_takes_a_cloud_nodes_address_from_its_link() {
+    let addr = |c: &mut Core, node: &str, rank: usize| {
+        c.apply(
+            T0,
+            Command::NodeAddress {
+                node: node.into(),
+                addr: "10.1.2.3".into(),
+            },
+        );
+        c.node_info(rank).unwrap().addr
+    };
+    let mut c = core("SlurmctldParameters=cloud_reg_addrs\n");
+    assert_eq!(addr(&mut c, "cl1", 2), "10.1.2.3");
+    assert_eq!(addr(&mut c, "n1", 0), "n1", "not a cloud node");
+    let mut c = core("");
+    assert_eq!(addr(&mut c, "cl1", 2), "cl1", "without cloud_reg_addrs");
+    let mut c = core("SlurmctldParameters=cloud_reg_addrs,cloud_dns\n");
+    assert_eq!(addr(&mut c, "cl1", 2), "cl1", "cloud_dns: names resolve");
 }

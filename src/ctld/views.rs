@@ -183,7 +183,7 @@ impl Core {
         let res = st.resources.clone().unwrap_or_default();
         Some(NodeInfo {
             name: c.name.clone(),
-            addr: c.addr.clone(),
+            addr: st.reg_addr.clone().unwrap_or_else(|| c.addr.clone()),
             hostname: c.hostname.clone(),
             port: c.port,
             base,

@@ -328,6 +328,12 @@ impl Uplink {
         if !c.contains(&None) {
             c.push(None);
         }
+        // Nor does anyone attach to a cloud node: it may be powered down,
+        // and its configured address may mean nothing.
+        c.retain(|who| {
+            who.and_then(|r| self.conf.nodes.get(r as usize))
+                .is_none_or(|n| n.state != crate::config::ConfNodeState::Cloud)
+        });
         c
     }
 

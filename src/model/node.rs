@@ -137,6 +137,11 @@ pub struct NodeStatus {
     /// registration decides it again.
     #[serde(default)]
     pub invalid_reg: bool,
+    /// The address a cloud node registered from (`SlurmctldParameters=
+    /// cloud_reg_addrs`): its NodeAddr until the next registration. Not
+    /// persisted: every registration says it again.
+    #[serde(default)]
+    pub reg_addr: Option<String>,
 }
 
 impl NodeStatus {
