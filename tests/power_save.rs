@@ -51,7 +51,7 @@ fn cloud_nodes_power_up_for_a_job_and_down_when_idle() {
         10,
         "SuspendProgram={dir}/suspend.sh\nResumeProgram={dir}/resume.sh\n\
          ResumeFailProgram={dir}/resume_fail.sh\nSuspendTime=3\nSuspendTimeout=2\n\
-         ResumeTimeout=8\nSuspendExcNodes=n1\n\
+         ResumeTimeout=8\nSuspendExcNodes=n1\nPrivateData=cloud\n\
          SlurmctldParameters=idle_on_node_suspend,power_save_interval=1,cloud_reg_addrs\n",
         // n2 listens on another loopback address than the one its link to
         // the controller comes from: its NodeAddr follows its registration.

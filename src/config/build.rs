@@ -812,6 +812,7 @@ impl Builder {
                 "reservations" => pd.reservations = true,
                 "usage" => pd.usage = true,
                 "users" => pd.users = true,
+                "cloud" => pd.cloud = true,
                 "all" => {
                     pd = PrivateData {
                         jobs: true,
@@ -820,6 +821,7 @@ impl Builder {
                         reservations: true,
                         usage: true,
                         users: true,
+                        cloud: true,
                     }
                 }
                 _ => ignored.push(word.to_string()),

@@ -230,6 +230,10 @@ pub struct PrivateData {
     pub usage: bool,
     /// Other users' records (sshare's user rows).
     pub users: bool,
+    /// `cloud`: powered-down cloud nodes are shown (without it Slurm hides
+    /// them from sinfo and scontrol, even from root).
+    #[serde(default)]
+    pub cloud: bool,
 }
 
 /// Slurm's default `max_script_size`: 4 MiB.

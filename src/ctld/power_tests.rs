@@ -149,6 +149,16 @@ fn cloud_nodes_start_powered_down_and_never_time_out() {
     let info = c.node_info(2).unwrap();
     assert_eq!(info.scontrol_state(), "IDLE+CLOUD+POWERED_DOWN");
     assert_eq!(crate::cli::format::sinfo::state_compact(&info), "idle~");
+    // Hidden from sinfo and scontrol without PrivateData=cloud, as in Slurm.
+    let shown: Vec<String> = c
+        .node_infos(&[], Caller::ROOT)
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(shown, vec!["n1", "n2"]);
+    assert!(c.node_infos(&["cl1".into()], Caller::ROOT).is_empty());
+    let c2 = core("PrivateData=cloud\n");
+    assert_eq!(c2.node_infos(&[], Caller::ROOT).len(), 6);
     c.apply(T0 + 10_000, Command::Schedule);
     assert!(c.nodes()[2].admin.down.is_none(), "no not-responding clock");
     // An ordinary node that never registers still goes DOWN.

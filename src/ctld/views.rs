@@ -370,15 +370,21 @@ impl Core {
         if self.conf.private_data.nodes && !viewer.operator {
             return Vec::new();
         }
+        // Powered-down cloud nodes are hidden unless `PrivateData=cloud`,
+        // as in Slurm (named ones too: "Node cl1 not found").
+        let shown =
+            |i: &NodeInfo| self.conf.private_data.cloud || !(i.power.cloud && i.power.powered_down);
         if names.is_empty() {
             (0..self.conf.nodes.len())
                 .filter_map(|r| self.node_info(r))
+                .filter(shown)
                 .collect()
         } else {
             names
                 .iter()
                 .filter_map(|n| self.conf.node_index(n))
                 .filter_map(|r| self.node_info(r))
+                .filter(shown)
                 .collect()
         }
     }

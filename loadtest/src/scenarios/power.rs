@@ -89,9 +89,10 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
         start_nodes: false,
     };
     let extra = ConfExtra {
-        globals: "ResumeProgram={dir}/resume.sh\nResumeRate=0\nResumeTimeout=600\n\
+        globals:
+            "ResumeProgram={dir}/resume.sh\nResumeRate=0\nResumeTimeout=600\nPrivateData=cloud\n\
                   SlurmctldParameters=power_save_interval=1\n"
-            .into(),
+                .into(),
         node_attrs: "State=CLOUD".into(),
     };
     let mut h = Harness::start_with(spec, &extra, progress)?;
