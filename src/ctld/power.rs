@@ -263,6 +263,31 @@ impl Core {
         }
     }
 
+    /// After `scontrol reconfigure`: the exclusions follow the new file
+    /// (the rest of power saving reads the configuration as it goes).
+    pub(super) fn power_reconfigured(&mut self) {
+        let conf = self.conf.clone();
+        let pc = &conf.power;
+        let mut excluded: BTreeSet<u32> = pc
+            .suspend_exc_nodes
+            .iter()
+            .filter_map(|n| conf.node_index(n).map(|r| r as u32))
+            .collect();
+        for part in &pc.suspend_exc_parts {
+            excluded.extend(self.partition_ranks(part).iter().copied());
+        }
+        let since = self.power.last_scan;
+        for rank in 0..self.nodes.len() as u32 {
+            let st = &self.nodes[rank as usize];
+            if excluded.contains(&rank) || st.future || st.power_state() != PowerState::On {
+                self.power.watch.remove(&rank);
+            } else {
+                self.power.watch.entry(rank).or_insert(since);
+            }
+        }
+        self.power.excluded = excluded;
+    }
+
     /// Jobs whose nodes have all powered up and answer: their start time
     /// is now, so the boot does not eat into their time limit (slurmctld's
     /// "Resetting JobId=N start time for node power up").

@@ -582,3 +582,30 @@ fn cloud_reg_addrs_takes_a_cloud_nodes_address_from_its_link() {
     let mut c = core("SlurmctldParameters=cloud_reg_addrs,cloud_dns\n");
     assert_eq!(addr(&mut c, "cl1", 2), "cl1", "cloud_dns: names resolve");
 }
+
+/// `scontrol reconfigure` applies new SuspendExcNodes (a node no longer
+/// excluded counts its idle time from the reconfigure).
+#[test]
+fn reconfigure_follows_new_exclusions() {
+    let mut c = core("SuspendTime=100\nSuspendExcNodes=n[1-2]\n");
+    up(&mut c, 0, T0);
+    up(&mut c, 1, T0);
+    let out = c.apply(T0 + 200, Command::PowerSave);
+    assert!(programs(&out, PowerAction::Suspend).is_empty());
+    let out = c.apply(
+        T0 + 201,
+        Command::Reconfigure {
+            conf: conf("SuspendTime=100\nSuspendExcNodes=n1\n"),
+        },
+    );
+    assert!(
+        matches!(out.reply, Some(Reply::Reconfigure(Ok(())))),
+        "{:?}",
+        out.reply
+    );
+    // Its idle time counts from the reconfigure.
+    let out = c.apply(T0 + 250, Command::PowerSave);
+    assert!(programs(&out, PowerAction::Suspend).is_empty());
+    let out = c.apply(T0 + 300, Command::PowerSave);
+    assert_eq!(programs(&out, PowerAction::Suspend)[0].nodes, "n2");
+}
