@@ -157,6 +157,12 @@ fn cloud_nodes_start_powered_down_and_never_time_out() {
         .collect();
     assert_eq!(shown, vec!["n1", "n2"]);
     assert!(c.node_infos(&["cl1".into()], Caller::ROOT).is_empty());
+    // sdiag's counts agree: idle, not "not responding".
+    let (counts, _, _) = c.node_counts();
+    assert_eq!(
+        (counts.idle, counts.not_responding, counts.unknown),
+        (4, 2, 2)
+    );
     let c2 = core("PrivateData=cloud\n");
     assert_eq!(c2.node_infos(&[], Caller::ROOT).len(), 6);
     c.apply(T0 + 10_000, Command::Schedule);

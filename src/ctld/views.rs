@@ -396,7 +396,15 @@ impl Core {
             ..Default::default()
         };
         for (st, slot) in self.nodes.iter().zip(&self.slots) {
-            if !st.responding && !st.future {
+            // As `node_info` shows them: a powered-down node is idle, and
+            // not "not responding".
+            let power = st.power_state();
+            let silent = match power {
+                PowerState::On => !st.responding && !st.future,
+                PowerState::PoweringUp => true,
+                PowerState::PoweredDown | PowerState::PoweringDown => false,
+            };
+            if silent {
                 n.not_responding += 1;
             }
             if st.admin.drain.is_some() {
@@ -404,7 +412,7 @@ impl Core {
             }
             if st.admin.down.is_some() {
                 n.down += 1;
-            } else if !st.registered {
+            } else if !st.registered && power == PowerState::On {
                 n.unknown += 1;
             } else if slot.alloc_cpus == 0 {
                 n.idle += 1;
