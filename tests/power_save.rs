@@ -194,6 +194,38 @@ fn cloud_nodes_power_up_for_a_job_and_down_when_idle() {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("n3 down~"), "{text}");
 
+    // An operator powers a node up, then down at once.
+    let out = c.cli(&dir, "scontrol", &["power", "up", "n2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    c.wait_for(Duration::from_secs(60), "n2 powered up by hand", |c| {
+        state(c, "n2") == "IDLE+CLOUD"
+    });
+    let out = c.cli(
+        &dir,
+        "scontrol",
+        &["update", "NodeName=n2", "State=POWER_DOWN_FORCE"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    c.wait_for(Duration::from_secs(60), "n2 powered down by hand", |c| {
+        state(c, "n2") == "IDLE+CLOUD+POWERED_DOWN"
+    });
+    assert_eq!(
+        power_log(&dir).matches("suspend n2").count(),
+        1,
+        "{}",
+        power_log(&dir)
+    );
+    let out = c.cli(&dir, "scontrol", &["power", "sideways", "n2"]);
+    assert!(!out.status.success());
+
     // The power states survive a restart of the controller.
     c.kill_ctld();
     c.start_ctld();
