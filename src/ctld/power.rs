@@ -464,6 +464,13 @@ impl Core {
     /// One power-saving pass (see the module header). `timer`: the
     /// shell's interval timer, which also looks for idle nodes.
     pub(super) fn power_pass(&mut self, now: UnixTime, timer: bool, out: &mut Output) {
+        // The scheduling pass calls this every time: nothing queued and no
+        // timeout due costs nothing more.
+        let p = &self.power;
+        let due = p.timeouts.first().is_some_and(|&(at, _)| at <= now);
+        if !timer && !due && p.resume_queue.is_empty() && p.down_queue.is_empty() {
+            return;
+        }
         let pc = self.conf.power.clone();
         if self.power.too_soon(now, pc.min_interval_s) {
             return;
