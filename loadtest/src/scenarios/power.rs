@@ -6,8 +6,8 @@
 //!   program (a script) hands the list to the harness, which starts the
 //!   simulated daemons at once, as a cloud's API would boot the instances.
 //!   Measured from the submission: ResumeProgram run, every node registered
-//!   and the job running (the launch is held until the last one registered),
-//!   and, once the job ended, every node IDLE.
+//!   (reachable), the job running (its launch is held until the last one
+//!   registered), and every node IDLE once the job (5 s) ended.
 //! - Interval (the production core in virtual time): the controller's
 //!   periodic work per heartbeat interval (the power-saving pass, with its
 //!   idle scan, and a scheduling pass) with M nodes of which 0% or 50% are
@@ -75,6 +75,9 @@ fn job_state(h: &Harness, id: u32) -> Result<Option<JobState>> {
     }
 }
 
+/// How long the storm's job "runs" on the simulated nodes.
+const JOB_RUNS: Duration = Duration::from_secs(5);
+
 /// The storm: see the module header.
 fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
     progress(&format!(
@@ -85,7 +88,7 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
         tree_width: width,
         slurmd_timeout: 30,
         cpus: 2,
-        job_runtime: Duration::from_millis(500),
+        job_runtime: JOB_RUNS,
         start_nodes: false,
     };
     let extra = ConfExtra {
@@ -124,6 +127,7 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
     let mut t_program = None;
     let limit = Duration::from_secs(120 + u64::from(n) / 10);
     let mut t_running = None;
+    let mut t_registered = None;
     while t0.elapsed() < limit {
         let text = std::fs::read_to_string(&requests).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -137,12 +141,21 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
             h.send("start", &ranks)?;
         }
         handed = lines.len();
-        if matches!(
-            job_state(&h, id)?,
-            Some(JobState::Running | JobState::Completed)
-        ) {
-            t_running = Some(t0.elapsed());
-            break;
+        // Powering-up nodes count as not responding until they are reached.
+        if t_program.is_some() && t_registered.is_none() && h.try_stats()?.nodes.not_responding == 0
+        {
+            t_registered = Some(t0.elapsed());
+        }
+        match job_state(&h, id)? {
+            Some(JobState::Running) => {
+                t_running = Some(t0.elapsed());
+                break;
+            }
+            Some(JobState::Pending | JobState::Configuring) | None => {}
+            Some(other) => bail!(
+                "the storm's job ended {} before it was seen running",
+                other.name()
+            ),
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -164,8 +177,13 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
             "resume_program_s",
             t_program.unwrap_or_default().as_secs_f64(),
         )
+        .num(
+            "all_registered_s",
+            t_registered.unwrap_or(t_running).as_secs_f64(),
+        )
         .num("job_running_s", t_running.as_secs_f64())
         .num("all_idle_s", t_idle.as_secs_f64())
+        .num("job_runs_s", JOB_RUNS.as_secs_f64())
         .num("ctld_cpu_s", cpu.as_secs_f64())
         .num("ctld_rss_mb", h.ctld_rss_mb()?))
 }
