@@ -124,8 +124,8 @@ enum Scenario {
         /// Nodes for the per-interval measurement (0: skip).
         #[arg(long = "interval-nodes", default_value_t = 10000)]
         interval_nodes: u32,
-        /// Heartbeat intervals measured per configuration.
-        #[arg(long, default_value_t = 20)]
+        /// Heartbeat intervals measured per configuration (medians reported).
+        #[arg(long, default_value_t = 200)]
         rounds: u32,
     },
     /// priority/multifactor in the core, in virtual time: one calculation

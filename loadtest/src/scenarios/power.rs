@@ -256,7 +256,12 @@ fn interval(n: u32, pct: u32, rounds: u32) -> Result<Row> {
         core.apply(now, Command::Schedule);
         sched_us.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    // Medians: a pass takes microseconds, and one preemption would
+    // swamp a mean.
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
     Ok(Row::new("power")
         .set("measure", "interval")
         .set("nodes", n)
@@ -266,6 +271,6 @@ fn interval(n: u32, pct: u32, rounds: u32) -> Result<Row> {
             "nodes_examined_per_interval",
             examined as f64 / f64::from(rounds),
         )
-        .num("power_pass_us", mean(&power_us))
-        .num("sched_pass_us", mean(&sched_us)))
+        .num("power_pass_us", median(&mut power_us))
+        .num("sched_pass_us", median(&mut sched_us)))
 }
