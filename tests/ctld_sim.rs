@@ -315,7 +315,9 @@ impl Sim {
                 // The simulation configures no prolog scripts.
                 | Effect::RunCtldScript(_)
                 | Effect::ReleaseLaunch { .. }
-                | Effect::StopCtldPrologs { .. } => {}
+                | Effect::StopCtldPrologs { .. }
+                // Nor power saving.
+                | Effect::RunPowerProgram(_) => {}
             }
         }
         if reschedule {

@@ -31,6 +31,15 @@ pub struct ClusterSpec {
     pub start_nodes: bool,
 }
 
+/// What a scenario adds to the generated slurm.conf.
+#[derive(Debug, Clone, Default)]
+pub struct ConfExtra {
+    /// Global lines (`{dir}` is the run's directory).
+    pub globals: String,
+    /// Appended to every node's line (`State=CLOUD`).
+    pub node_attrs: String,
+}
+
 /// Nodes per simulation process: each node needs about three descriptors
 /// (listener, upward link, children's links) and both ends of every loopback
 /// link live on this machine, so the per-process fd limit caps a process.
@@ -70,7 +79,13 @@ fn free_port(addr: &str) -> Result<u16> {
     Ok(std::net::TcpListener::bind((addr, 0))?.local_addr()?.port())
 }
 
-fn render_config(spec: &ClusterSpec, dir: &Path, ctld_port: u16, node_port: u16) -> String {
+fn render_config(
+    spec: &ClusterSpec,
+    extra: &ConfExtra,
+    dir: &Path,
+    ctld_port: u16,
+    node_port: u16,
+) -> String {
     let mut s = format!(
         "ClusterName=loadtest\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={ctld_port}\n\
          SlurmdTimeout={}\nTreeWidth={}\nStateSaveLocation={}/state\nSlurmdSpoolDir={}/spool/%n\n\
@@ -82,11 +97,13 @@ fn render_config(spec: &ClusterSpec, dir: &Path, ctld_port: u16, node_port: u16)
         dir.display(),
         spec.cpus,
     );
+    s.push_str(&extra.globals.replace("{dir}", &dir.display().to_string()));
     for r in 0..spec.nodes {
         s.push_str(&format!(
-            "NodeName=s{:05} NodeAddr={}\n",
+            "NodeName=s{:05} NodeAddr={} {}\n",
             r + 1,
-            sim::node_addr(r)
+            sim::node_addr(r),
+            extra.node_attrs
         ));
     }
     s.push_str("PartitionName=sim Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n");
@@ -97,6 +114,15 @@ impl Harness {
     /// Write the config, start the controller and (unless deferred) the nodes,
     /// and wait until every node is IDLE.
     pub fn start(spec: ClusterSpec, progress: &mut dyn FnMut(&str)) -> Result<Harness> {
+        Self::start_with(spec, &ConfExtra::default(), progress)
+    }
+
+    /// As `start`, with `extra` in the slurm.conf.
+    pub fn start_with(
+        spec: ClusterSpec,
+        extra: &ConfExtra,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Harness> {
         if spec.tree_width < 2 {
             bail!("--tree-width must be at least 2 (got {})", spec.tree_width);
         }
@@ -125,7 +151,7 @@ impl Harness {
         let conf_path = dir.path().join("slurm.conf");
         std::fs::write(
             &conf_path,
-            render_config(&spec, dir.path(), ctld_port, node_port),
+            render_config(&spec, extra, dir.path(), ctld_port, node_port),
         )?;
         let key_path = dir.path().join("slurm.key");
         canopy::wire::auth::generate_key_file(&key_path)?;
@@ -179,6 +205,33 @@ impl Harness {
 
     /// Start every simulated node and wait until all are IDLE; returns the time taken.
     pub fn start_nodes(&mut self, progress: &mut dyn FnMut(&str)) -> Result<Duration> {
+        let t0 = Instant::now();
+        self.start_sims(false, progress)?;
+        let n = self.spec.nodes;
+        let limit = Duration::from_secs(60 + u64::from(n) / 200);
+        let mut last_report = Instant::now();
+        let mut seen = String::new();
+        let r = self.wait(limit, "every node IDLE", |h| match h.try_stats() {
+            Ok(s) => {
+                seen = format!(
+                    "idle={} unknown={} not_responding={} down={}",
+                    s.nodes.idle, s.nodes.unknown, s.nodes.not_responding, s.nodes.down
+                );
+                if last_report.elapsed() > Duration::from_secs(5) {
+                    last_report = Instant::now();
+                    progress(&format!("waiting for IDLE: {seen}"));
+                }
+                s.nodes.idle == n && s.nodes.not_responding == 0
+            }
+            Err(_) => false,
+        });
+        r.with_context(|| format!("last seen: {seen}"))?;
+        Ok(t0.elapsed())
+    }
+
+    /// Start the simulation processes; with `deferred` they run no node
+    /// until told to (`send("start", ...)`: powered-down cloud nodes).
+    pub fn start_sims(&mut self, deferred: bool, progress: &mut dyn FnMut(&str)) -> Result<()> {
         use std::io::BufRead;
         let t0 = Instant::now();
         let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
@@ -196,6 +249,7 @@ impl Harness {
                     "--job-runtime-ms={}",
                     self.spec.job_runtime.as_millis()
                 ))
+                .args(deferred.then_some("--deferred"))
                 .env(
                     "CANOPY_LOG",
                     std::env::var("CANOPY_LOG").unwrap_or_else(|_| "warn".into()),
@@ -232,29 +286,16 @@ impl Harness {
             first = last + 1;
         }
         progress(&format!(
-            "{n} node daemons started in {} processes in {:.2} s; waiting for IDLE",
+            "{n} node daemons {} in {} processes in {:.2} s",
+            if deferred {
+                "ready to start"
+            } else {
+                "started"
+            },
             n.div_ceil(per),
             t0.elapsed().as_secs_f64()
         ));
-        let limit = Duration::from_secs(60 + u64::from(n) / 200);
-        let mut last_report = Instant::now();
-        let mut seen = String::new();
-        let r = self.wait(limit, "every node IDLE", |h| match h.try_stats() {
-            Ok(s) => {
-                seen = format!(
-                    "idle={} unknown={} not_responding={} down={}",
-                    s.nodes.idle, s.nodes.unknown, s.nodes.not_responding, s.nodes.down
-                );
-                if last_report.elapsed() > Duration::from_secs(5) {
-                    last_report = Instant::now();
-                    progress(&format!("waiting for IDLE: {seen}"));
-                }
-                s.nodes.idle == n && s.nodes.not_responding == 0
-            }
-            Err(_) => false,
-        });
-        r.with_context(|| format!("last seen: {seen}"))?;
-        Ok(t0.elapsed())
+        Ok(())
     }
 
     fn conf_path_str(&self) -> String {
@@ -263,6 +304,11 @@ impl Harness {
 
     /// Stop simulated nodes (their sockets close, as when a process dies).
     pub fn kill(&self, ranks: Vec<u32>) -> Result<()> {
+        self.send("kill", &ranks)
+    }
+
+    /// Tell the simulation processes holding `ranks` to `kill` or `start` them.
+    pub fn send(&self, cmd: &str, ranks: &[u32]) -> Result<()> {
         use std::io::Write;
         let mut sims = self.sims.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
         for p in sims.iter_mut() {
@@ -272,7 +318,7 @@ impl Harness {
                 .map(|r| r.to_string())
                 .collect();
             if !mine.is_empty() {
-                writeln!(p.stdin, "kill {}", mine.join(","))?;
+                writeln!(p.stdin, "{cmd} {}", mine.join(","))?;
                 p.stdin.flush()?;
             }
         }

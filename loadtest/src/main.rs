@@ -112,6 +112,22 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2])]
         threads: Vec<u32>,
     },
+    /// Power saving: a power-up storm of cloud nodes (real daemons), and
+    /// the controller's work per heartbeat interval with 0% and 50% of the
+    /// nodes powered down (the core in virtual time).
+    Power {
+        /// Cloud nodes powered up at once by one job (0: skip).
+        #[arg(long = "storm-nodes", default_value_t = 1000)]
+        storm_nodes: u32,
+        #[arg(long = "tree-width", default_value_t = 32)]
+        tree_width: u32,
+        /// Nodes for the per-interval measurement (0: skip).
+        #[arg(long = "interval-nodes", default_value_t = 10000)]
+        interval_nodes: u32,
+        /// Heartbeat intervals measured per configuration (medians reported).
+        #[arg(long, default_value_t = 200)]
+        rounds: u32,
+    },
     /// priority/multifactor in the core, in virtual time: one calculation
     /// over every pending job, a submission, a job's end, sshare, sprio.
     Prio {
@@ -439,6 +455,20 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 progress,
             )
         }
+        Scenario::Power {
+            storm_nodes,
+            tree_width,
+            interval_nodes,
+            rounds,
+        } => scenarios::power::run(
+            &scenarios::power::Opts {
+                storm_nodes: if q { 50 } else { *storm_nodes },
+                tree_width: (*tree_width).max(2),
+                interval_nodes: if q { 1000 } else { *interval_nodes },
+                rounds: if q { 3 } else { *rounds },
+            },
+            progress,
+        ),
         Scenario::Prio {
             nodes,
             jobs,

@@ -248,3 +248,21 @@ fn peer_sched_canopy_only_needs_no_slurm() {
         }
     }
 }
+
+#[test]
+fn power_storm_starts_the_job_and_powered_down_nodes_are_not_examined() {
+    let rows = run("power");
+    let interval: Vec<&Value> = rows.iter().filter(|r| r["measure"] == "interval").collect();
+    assert_eq!(interval.len(), 2, "{rows:?}");
+    for r in &interval {
+        // The pass looks at the powered-on nodes only.
+        let on = num(r, "nodes") * (100.0 - num(r, "powered_down_pct")) / 100.0;
+        assert_eq!(num(r, "nodes_examined_per_interval"), on, "{r}");
+    }
+    let storm: Vec<&Value> = rows.iter().filter(|r| r["measure"] == "storm").collect();
+    assert_eq!(storm.len(), 1, "{rows:?}");
+    let r = storm[0];
+    assert_eq!(num(r, "nodes"), 50.0);
+    assert!(num(r, "resume_program_s") <= num(r, "job_running_s"), "{r}");
+    assert!(num(r, "job_running_s") <= num(r, "all_idle_s"), "{r}");
+}

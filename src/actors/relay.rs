@@ -47,6 +47,9 @@ pub enum UpEvent {
     Registered {
         hello: Hello,
         via: Option<u32>,
+        /// The address its link to the controller comes from (`None` when
+        /// it is attached to a relay).
+        addr: Option<std::net::IpAddr>,
     },
     /// Subtree reachability changed.
     Liveness {
@@ -67,6 +70,8 @@ pub struct ChildAttached {
     pub link_id: u64,
     pub tx: mpsc::Sender<Body>,
     pub hello: Hello,
+    /// Where the link comes from (what a cloud node's NodeAddr becomes).
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// A descendant's link went away.
@@ -487,17 +492,23 @@ impl Handler<ChildAttached> for RelayActor {
             hello: msg.hello,
             parent: self.me,
         };
-        self.forward_register(reg, ctx);
+        self.forward_register(reg, msg.peer, ctx);
     }
 }
 
 impl RelayActor {
-    fn forward_register(&mut self, reg: Registration, ctx: &mut Context<Self>) {
+    fn forward_register(
+        &mut self,
+        reg: Registration,
+        peer: Option<std::net::IpAddr>,
+        ctx: &mut Context<Self>,
+    ) {
         match &self.up {
             Upstream::Controller(_) => self.emit(
                 UpEvent::Registered {
                     hello: reg.hello,
                     via: reg.parent,
+                    addr: peer,
                 },
                 ctx,
             ),
@@ -552,7 +563,8 @@ impl Handler<FromChild> for RelayActor {
                     self.maybe_finish(r.id, ctx);
                 }
             }
-            Body::Register(reg) => self.forward_register(reg, ctx),
+            // Registered through a relay: its address is the relay's business.
+            Body::Register(reg) => self.forward_register(reg, None, ctx),
             Body::BatchFinished(b) => match &self.up {
                 Upstream::Controller(_) => self.emit(UpEvent::BatchFinished(b), ctx),
                 Upstream::Node { .. } => self.send_parent(Body::BatchFinished(b), ctx),

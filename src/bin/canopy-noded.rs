@@ -52,6 +52,10 @@ struct Args {
     /// With --simulate: how long a job "runs", milliseconds.
     #[arg(long = "job-runtime-ms", default_value_t = 0, requires = "simulate")]
     job_runtime_ms: u64,
+    /// With --simulate: start no node until `start R,...` comes on stdin
+    /// (powered-down cloud nodes a ResumeProgram starts).
+    #[arg(long, requires = "simulate")]
+    deferred: bool,
 }
 
 /// Jobs run their script from the spool directory as their own user, so as
@@ -132,7 +136,7 @@ fn main() -> anyhow::Result<()> {
     if args.simulate {
         let ranks = parse_ranks(args.ranks.as_deref().unwrap_or("0-0"), conf.nodes.len())?;
         let run_for = Duration::from_millis(args.job_runtime_ms);
-        return simulate(conf, auth, ranks, run_for);
+        return simulate(conf, auth, ranks, run_for, args.deferred);
     }
     let short = short_hostname();
     let node = args.node.unwrap_or(short.clone());
@@ -206,6 +210,7 @@ fn simulate(
     auth: Arc<canopy::wire::auth::Authenticator>,
     ranks: std::ops::Range<u32>,
     run_for: Duration,
+    deferred: bool,
 ) -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt;
     // A listener, an upward link and the children's links per node.
@@ -213,20 +218,38 @@ fn simulate(
     canopy::sim::raise_fd_limit(wanted)?;
     let system = actix::System::new();
     system.block_on(async move {
-        let nodes = canopy::sim::start_nodes(conf, auth, ranks, run_for).await?;
+        let first = if deferred { 0..0 } else { ranks.clone() };
+        let mut nodes =
+            canopy::sim::start_nodes(conf.clone(), auth.clone(), first, run_for).await?;
         println!("ready {}", nodes.len());
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         while let Some(line) = lines.next_line().await? {
-            let Some(list) = line.strip_prefix("kill ") else {
-                eprintln!("canopy-noded: unknown command {line:?}");
-                continue;
-            };
-            let kill: Vec<u32> = list
+            let (cmd, list) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+            let listed: Vec<u32> = list
                 .split(',')
                 .filter_map(|r| r.trim().parse().ok())
+                .filter(|r| ranks.contains(r))
                 .collect();
-            for n in nodes.iter().filter(|n| kill.contains(&n.rank)) {
-                n.shutdown.cancel();
+            match cmd {
+                "kill" => {
+                    for n in nodes.iter().filter(|n| listed.contains(&n.rank)) {
+                        n.shutdown.cancel();
+                    }
+                    nodes.retain(|n| !listed.contains(&n.rank));
+                }
+                // A node already running is left as it is.
+                "start" => {
+                    let new: Vec<u32> = listed
+                        .into_iter()
+                        .filter(|r| nodes.iter().all(|n| n.rank != *r))
+                        .collect();
+                    match canopy::sim::start_nodes(conf.clone(), auth.clone(), new, run_for).await {
+                        Ok(started) => nodes.extend(started),
+                        // As a node that fails to boot: ResumeTimeout catches it.
+                        Err(e) => eprintln!("canopy-noded: {e}"),
+                    }
+                }
+                _ => eprintln!("canopy-noded: unknown command {line:?}"),
             }
         }
         Ok::<(), anyhow::Error>(())

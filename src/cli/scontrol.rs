@@ -20,7 +20,8 @@ const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   requeue|requeuehold|suspend|resume <job_id>[,<job_id>...]
   hold|uhold|release <job_id>[,<job_id>...] | jobname=<name>
   update JobId=<id> [TimeLimit=<t>] [Partition=<p>] [NumNodes=<n>] [Name=<n>] [Priority=<n>]
-  update NodeName=<nodes> State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE [Reason=<text>]
+  update NodeName=<nodes> State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE|POWER_UP|POWER_DOWN[_ASAP|_FORCE] [Reason=<text>]
+  power up|down [asap|force] <nodes>|ALL
   create reservation StartTime=<t> Duration=<d>|EndTime=<t> Nodes=<list>|NodeCnt=<n>|Licenses=<l> Users=<u>|Accounts=<a> [Flags=<f>] [PartitionName=<p>]
   update ReservationName=<name> [StartTime=...] [Users+=<u>] [Flags-=<f>] ...
   delete ReservationName=<name>
@@ -58,6 +59,7 @@ pub fn run(args: &[String]) -> i32 {
         "show" => show(args, one_liner, details, all),
         "reconfigure" => reconfigure(),
         "ping" => ping(),
+        "power" => power(args),
         "update" => match args.first().and_then(|a| a.split_once('=')) {
             Some((k, _))
                 if k.eq_ignore_ascii_case("jobid") || k.eq_ignore_ascii_case("jobname") =>
@@ -120,6 +122,7 @@ const COMMANDS: &[&str] = &[
     "version",
     "create",
     "delete",
+    "power",
 ];
 
 fn command(word: &str) -> String {
@@ -388,6 +391,88 @@ fn ping() -> i32 {
     i32::from(!up)
 }
 
+/// `power {up|down} [asap|force] {ALL|NODELIST} [Reason=<text>]` (Slurm
+/// 23.02's spelling of `update NodeName=... State=POWER_UP|POWER_DOWN...`).
+fn power(args: &[&str]) -> i32 {
+    let state = match power_state(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("scontrol: error: {e}");
+            return 1;
+        }
+    };
+    let (state, nodes, reason) = state;
+    let nodes = if nodes.eq_ignore_ascii_case("all") {
+        match call(Body::QueryNodes(NodeQuery::default())) {
+            Ok(Body::Nodes(list)) => {
+                let names: Vec<&str> = list.iter().map(|n| n.name.as_str()).collect();
+                hostlist::compress(&names)
+            }
+            r => return fail("slurm_load_node error", r),
+        }
+    } else {
+        nodes
+    };
+    match call(Body::UpdateNodes(NodeUpdate {
+        nodes,
+        state: Some(state),
+        reason,
+    })) {
+        Ok(_) => 0,
+        Err(CliError::Refused(e)) => {
+            eprintln!("slurm_update error: {}", e.message);
+            1
+        }
+        Err(e) => {
+            eprintln!("scontrol: error: {e}");
+            1
+        }
+    }
+}
+
+/// The state, node list and reason of `power ...`.
+fn power_state(args: &[&str]) -> Result<(NodeUpdateState, String, Option<String>), String> {
+    let mut it = args.iter().copied().peekable();
+    let dir = it.next().unwrap_or_default().to_ascii_lowercase();
+    let up = match dir.as_str() {
+        "up" => true,
+        "down" => false,
+        _ => return Err(format!("power: expected up or down, not '{dir}'")),
+    };
+    let mut state = if up {
+        NodeUpdateState::PowerUp
+    } else {
+        NodeUpdateState::PowerDown
+    };
+    if !up {
+        match it.peek().map(|s| s.to_ascii_lowercase()) {
+            Some(m) if m == "asap" => {
+                state = NodeUpdateState::PowerDownAsap;
+                it.next();
+            }
+            Some(m) if m == "force" => {
+                state = NodeUpdateState::PowerDownForce;
+                it.next();
+            }
+            _ => {}
+        }
+    }
+    let nodes = it
+        .next()
+        .ok_or_else(|| "power: no nodes given (a node list or ALL)".to_string())?
+        .to_string();
+    let mut reason = None;
+    for a in it {
+        match a.split_once('=') {
+            Some((k, v)) if k.eq_ignore_ascii_case("reason") => {
+                reason = Some(v.trim_matches('"').to_string())
+            }
+            _ => return Err(format!("power: unexpected '{a}'")),
+        }
+    }
+    Ok((state, nodes, reason))
+}
+
 /// `update NodeName=<list> State=<s> [Reason=<text>]` (keys case-insensitive;
 /// the reason may be several words, as when a shell passed `Reason="a b"`).
 fn update(args: &[&str]) -> i32 {
@@ -413,6 +498,10 @@ fn update(args: &[&str]) -> i32 {
                     "RESUME" => NodeUpdateState::Resume,
                     "UNDRAIN" => NodeUpdateState::Undrain,
                     "IDLE" => NodeUpdateState::Idle,
+                    "POWER_DOWN" => NodeUpdateState::PowerDown,
+                    "POWER_DOWN_ASAP" => NodeUpdateState::PowerDownAsap,
+                    "POWER_DOWN_FORCE" => NodeUpdateState::PowerDownForce,
+                    "POWER_UP" => NodeUpdateState::PowerUp,
                     other => {
                         eprintln!("scontrol: error: Invalid node state specified: {other}");
                         return 1;

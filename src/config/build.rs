@@ -593,6 +593,7 @@ impl Builder {
                 rate_limit: RateLimitConf::default(),
                 prolog: Default::default(),
                 preempt: Default::default(),
+                power: Default::default(),
                 auth_key_path: dir.join("slurm.key"),
                 auth_socket: PathBuf::from(super::types::DEFAULT_AUTH_SOCKET),
                 nodes: Vec::new(),
@@ -870,6 +871,7 @@ impl Builder {
                 "reservations" => pd.reservations = true,
                 "usage" => pd.usage = true,
                 "users" => pd.users = true,
+                "cloud" => pd.cloud = true,
                 "all" => {
                     pd = PrivateData {
                         jobs: true,
@@ -878,6 +880,7 @@ impl Builder {
                         reservations: true,
                         usage: true,
                         users: true,
+                        cloud: true,
                     }
                 }
                 _ => ignored.push(word.to_string()),
@@ -899,6 +902,7 @@ impl Builder {
                 self.cfg.read_timeout_s = None;
                 self.cfg.rate_limit = RateLimitConf::default();
                 self.cfg.operators.clear();
+                self.cfg.power.reset_ctld_params();
             }
             Op::Add => {}
             _ => return require_set(loc, item),
@@ -939,7 +943,9 @@ impl Builder {
                     ));
                 }
                 self.cfg.operators.extend(names);
-            } else if !self.rate_limit_parameter(loc, item, p, name, value)? {
+            } else if !self.rate_limit_parameter(loc, item, p, name, value)?
+                && !self.power_parameter(loc, item, p, name, value)?
+            {
                 ignored.push(p.to_string());
             }
         }
@@ -1047,6 +1053,9 @@ impl Builder {
             return done;
         }
         if let Some(done) = self.mem_key(loc, item) {
+            return done;
+        }
+        if let Some(done) = self.power_key(loc, item) {
             return done;
         }
         let Some((name, key)) = lookup(GLOBAL_KEYS, &item.key) else {

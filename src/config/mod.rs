@@ -27,6 +27,7 @@ mod keys;
 mod parse;
 mod precedence;
 mod partopts;
+pub mod power;
 pub mod preempt;
 pub mod priority;
 mod resolve;

@@ -190,7 +190,7 @@ fn operators_are_refused_on_used_keys_and_tolerated_on_ignored_ones() {
     assert_err(&e, 2, "TreeWidth", "the '+=' operator is not supported");
     let e = err("NodeName=n1 Features+=gpu\n");
     assert_err(&e, 2, "Features", "'+=' operator");
-    let cfg = ok("SlurmctldParameters+=idle_on_node_suspend\n");
+    let cfg = ok("SlurmctldParameters+=enable_configless\n");
     assert_eq!(cfg.ignored.len(), 1);
 }
 

@@ -146,6 +146,9 @@ pub struct Config {
     /// PreemptType, PreemptMode, PreemptExemptTime, PreemptParameters.
     #[serde(default)]
     pub preempt: super::preempt::PreemptConf,
+    /// Power saving and cloud nodes (SuspendProgram, ResumeProgram, ...).
+    #[serde(default)]
+    pub power: super::power::PowerConf,
     /// `<dir of main file>/slurm.key`: the shared HMAC key (the signing
     /// one; `slurm.key.alt` beside it, if present, is also accepted).
     pub auth_key_path: PathBuf,
@@ -250,6 +253,10 @@ pub struct PrivateData {
     pub usage: bool,
     /// Other users' records (sshare's user rows).
     pub users: bool,
+    /// `cloud`: powered-down cloud nodes are shown (without it Slurm hides
+    /// them from sinfo and scontrol, even from root).
+    #[serde(default)]
+    pub cloud: bool,
 }
 
 /// Slurm's default `max_script_size`: 4 MiB.

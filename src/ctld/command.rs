@@ -115,6 +115,12 @@ pub enum Command {
     },
     /// `scontrol delete reservation`.
     DeleteResv { name: String, caller: Caller },
+    /// A node's link to the controller comes from `addr` (sent before its
+    /// registration): a cloud node's NodeAddr with `cloud_reg_addrs`.
+    NodeAddress { node: String, addr: String },
+    /// The shell's `power_save_interval` timer: a power-saving pass that
+    /// also looks for nodes idle longer than SuspendTime (`power.rs`).
+    PowerSave,
 }
 
 /// The reply to the command's caller.
@@ -157,6 +163,26 @@ pub struct CtldScript {
     pub pattern: String,
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
+}
+
+/// Which power-saving program to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerAction {
+    Suspend,
+    Resume,
+    ResumeFail,
+}
+
+/// A SuspendProgram, ResumeProgram or ResumeFailProgram for the shell to
+/// run off its event loop, as slurmctld runs it: `program NODELIST`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerProgram {
+    pub action: PowerAction,
+    pub program: String,
+    /// argv\[1\]: the nodes as a host list expression.
+    pub nodes: String,
+    /// ResumeProgram only: the JSON for `SLURM_RESUME_FILE`.
+    pub resume_file: Option<String>,
 }
 
 /// Something the shell must carry out once the command's records are on
@@ -216,6 +242,9 @@ pub enum Effect {
     StopCtldPrologs {
         job_id: u32,
     },
+    /// Run a power-saving program (its outcome is only logged: a node that
+    /// does not come up is caught by ResumeTimeout).
+    RunPowerProgram(Box<PowerProgram>),
 }
 
 /// What one command produced.

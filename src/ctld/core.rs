@@ -69,6 +69,8 @@ pub struct Core {
     pub(super) resv: super::reservations::Reservations,
     /// The last backfill pass's plans and the passes' counters.
     pub(super) backfill: super::backfill::BackfillState,
+    /// Power saving's queues and timeouts (`power.rs`).
+    pub(super) power: super::power::PowerSave,
 }
 
 /// What falls due at a deadline.
@@ -134,6 +136,7 @@ impl Core {
             accounts: Default::default(),
             resv: Default::default(),
             backfill: Default::default(),
+            power: Default::default(),
         };
         core.accounts.ensure_cluster(&core.conf.cluster_name);
         let mut out = Output::default();
@@ -142,6 +145,7 @@ impl Core {
             tracing::warn!(persisted = ?persisted, next_job_id, "next job id behind the recovered jobs; advanced");
             out.persist.push(Op::NextJobId(next_job_id));
         }
+        core.power_recover(now, &mut out);
         core.arm_node_deadlines(now, &mut out);
         core.adopt_running(&mut out);
         // Recovered jobs still waiting for their `--begin` time: one wake-up
@@ -267,6 +271,8 @@ impl Core {
             Command::DeleteResv { name, caller } => {
                 self.delete_reservation(&name, caller, now, &mut out)
             }
+            Command::PowerSave => self.power_pass(now, true, &mut out),
+            Command::NodeAddress { node, addr } => self.node_address(&node, addr),
         }
         out
     }

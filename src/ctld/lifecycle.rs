@@ -26,6 +26,7 @@ impl Core {
     /// their chains), then start what fits, in priority order.
     pub(super) fn schedule(&mut self, now: UnixTime, out: &mut Output) {
         self.node_deadlines_due(now, out);
+        self.power_jobs_ready(now, out);
         self.release_ready_launches(out);
         self.deadlines_due(now, out);
         // Jobs suspended for a preemptor take their CPUs back first.
@@ -38,6 +39,8 @@ impl Core {
         let over_suspended = self.preempt_for_waiting(now, &started, out);
         started.extend(over_suspended);
         self.jobs_started(&started, out);
+        // Nodes those starts need powered up, and power timeouts due.
+        self.power_pass(now, false, out);
     }
 
     /// The quick pass: each partition's queue in order until a job does
@@ -89,6 +92,8 @@ impl Core {
         self.counters.started += started.len() as u64;
         // With a PrologSlurmctld they are CONFIGURING, their launch held.
         self.begin_configuring(&started, out);
+        // On powered-down nodes they are CONFIGURING until the nodes are up.
+        self.power_jobs_started(&started);
         self.put_jobs(&started, out);
         // The job actors exist at once, so a cancel or an srun step that
         // comes next finds them; each launches once the start is on disk.

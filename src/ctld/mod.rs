@@ -40,6 +40,9 @@ mod mailer;
 mod minutes_tests;
 mod nodes;
 mod pass_policy;
+mod power;
+#[cfg(test)]
+mod power_tests;
 mod preempt;
 #[cfg(test)]
 mod preempt_tests;
@@ -61,8 +64,11 @@ mod usage_limits;
 mod views;
 
 pub use self::backfill::{BackfillState, BackfillStats};
-pub use self::command::{Command, CtldScript, Effect, Output, Reply, StartJob};
+pub use self::command::{
+    Command, CtldScript, Effect, Output, PowerAction, PowerProgram, Reply, StartJob,
+};
 pub use self::core::{Core, Counters};
+pub use self::power::{PassStats, PowerSave, POWER_DOWN_ASAP_REASON, RESUME_TIMEOUT_REASON};
 pub use self::priority::{account_of, PolicyInputs, PrioState};
 pub use self::steps::step_layout;
 

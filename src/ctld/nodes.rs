@@ -13,7 +13,7 @@ use super::command::{Effect, Output, Reply};
 use super::core::Core;
 use crate::config::{hostlist, ConfNodeState, Config};
 use crate::model::job::JobState;
-use crate::model::node::{AdminState, NodeStatus, Reason};
+use crate::model::node::{AdminState, NodeStatus, PowerDownMode, PowerState, Reason};
 use crate::model::reason::JobReason;
 use crate::model::time::UnixTime;
 use crate::policy::authz::{self, Action, Caller};
@@ -36,6 +36,9 @@ pub(super) fn initial_nodes(
         .enumerate()
         .map(|(rank, nc)| {
             let mut admin = stored.get(&nc.name).cloned().unwrap_or_default();
+            if admin.power.is_none() {
+                admin.power = Core::initial_power(nc.state, now);
+            }
             let reason = |text: &str| Reason {
                 text: nc.reason.clone().unwrap_or_else(|| text.to_string()),
                 user: "root".into(),
@@ -61,6 +64,7 @@ pub(super) fn initial_nodes(
                 attached_to: None,
                 future: nc.state == ConfNodeState::Future,
                 invalid_reg: false,
+                reg_addr: None,
             }
         })
         .collect()
@@ -81,7 +85,8 @@ impl Core {
         let Some(st) = self.nodes.get(rank as usize) else {
             return;
         };
-        if timeout == 0 || st.future || st.responding {
+        // A node powered down (or on its way) has no daemon to hear from.
+        if timeout == 0 || st.future || st.responding || st.power_state() != PowerState::On {
             return;
         }
         let at = now.saturating_add(i64::try_from(timeout).unwrap_or(i64::MAX));
@@ -105,6 +110,9 @@ impl Core {
         let rank = hello.rank;
         if self.conf.nodes.get(rank as usize).map(|n| n.name.as_str()) != Some(&hello.node) {
             tracing::warn!(rank, node = %hello.node, "registration with mismatched name ignored");
+            return;
+        }
+        if !self.power_registered(rank, now, out) {
             return;
         }
         let rtos = self.conf.return_to_service;
@@ -202,7 +210,11 @@ impl Core {
             let Some(st) = self.nodes.get(i) else {
                 continue;
             };
-            if st.responding || st.admin.down.is_some() || st.future {
+            if st.responding
+                || st.admin.down.is_some()
+                || st.future
+                || st.power_state() != PowerState::On
+            {
                 continue;
             }
             tracing::warn!(node = %self.node_name(rank), "node not responding, setting DOWN");
@@ -264,7 +276,30 @@ impl Core {
             user: user.to_string(),
             time: now,
         };
+        let power = match state {
+            NodeUpdateState::PowerDown => Some(PowerDownMode::Normal),
+            NodeUpdateState::PowerDownAsap => Some(PowerDownMode::Asap),
+            NodeUpdateState::PowerDownForce => Some(PowerDownMode::Force),
+            _ => None,
+        };
+        if let Some(mode) = power {
+            for rank in ranks {
+                self.power_down(rank, mode, user, now, out);
+            }
+            out.effect(Effect::Reschedule);
+            return Ok(());
+        }
+        if state == NodeUpdateState::PowerUp {
+            for rank in ranks {
+                self.power_up(rank);
+            }
+            out.effect(Effect::Reschedule);
+            return Ok(());
+        }
         for rank in ranks {
+            if matches!(state, NodeUpdateState::Resume | NodeUpdateState::Idle) {
+                self.power_cancel_down(rank, now, out);
+            }
             let was_down = self
                 .nodes
                 .get(rank as usize)
@@ -280,6 +315,11 @@ impl Core {
                     st.invalid_reg = false;
                 }
                 NodeUpdateState::Undrain => st.admin.drain = None,
+                // Handled above.
+                NodeUpdateState::PowerDown
+                | NodeUpdateState::PowerDownAsap
+                | NodeUpdateState::PowerDownForce
+                | NodeUpdateState::PowerUp => {}
             });
             // A node resumed while still unreachable goes DOWN again after
             // the timeout, as in Slurm.
@@ -653,6 +693,7 @@ mod tests {
                 time: 5,
             }),
             down: None,
+            power: None,
         };
         let admin = HashMap::from([("n3".to_string(), stored.clone())]);
         let (core, _) = Core::recover(Arc::new(conf), vec![], None, &admin, T0);

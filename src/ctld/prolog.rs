@@ -224,7 +224,7 @@ impl Core {
 
     /// Requeue job `id` (held with `hold`), or cancel it when it cannot be
     /// requeued: only batch jobs can, and not with `--no-requeue`.
-    fn requeue_or_cancel(&mut self, id: u32, hold: Option<JobReason>, out: &mut Output) {
+    pub(super) fn requeue_or_cancel(&mut self, id: u32, hold: Option<JobReason>, out: &mut Output) {
         let Some(job) = self.jobs.get(id) else {
             return;
         };

@@ -52,6 +52,8 @@ impl Core {
         );
         self.push_node_scripts(&new, out);
         self.conf = new.clone();
+        // SuspendExcNodes/SuspendExcParts may have changed.
+        self.power_reconfigured();
         out.effect(Effect::Reconfigured(new));
         // A partition may have come up or grown.
         out.effect(Effect::Reschedule);

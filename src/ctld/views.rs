@@ -8,12 +8,13 @@ use crate::config::hostlist;
 use crate::model::acct::{AcctJob, Usage};
 use crate::model::job::{Allocation, JobRecord, JobState};
 use crate::model::node::NodeBaseState;
+use crate::model::node::PowerState;
 use crate::model::time::UnixTime;
 use crate::model::tres::GresAlloc;
 use crate::policy::authz::Caller;
 use crate::sched::{GresKind, GresSlot, Request};
 use crate::wire::messages::NodeCounts;
-use crate::wire::types::{JobInfo, JobNodeDetail, NodeInfo, PartitionInfo};
+use crate::wire::types::{JobInfo, JobNodeDetail, NodeInfo, NodePower, PartitionInfo};
 
 impl Core {
     /// A job as clients see it; `brief` leaves the paths, command and submit
@@ -170,11 +171,12 @@ impl Core {
         let c = self.conf.nodes.get(rank)?;
         let st = self.nodes.get(rank)?;
         let slot = self.slots.get(rank)?;
+        let power = st.power_state();
         let base = if st.future {
             NodeBaseState::Future
         } else if st.admin.down.is_some() {
             NodeBaseState::Down
-        } else if !st.registered {
+        } else if !st.registered && power == PowerState::On {
             NodeBaseState::Unknown
         } else if slot.alloc_cpus == 0 {
             NodeBaseState::Idle
@@ -187,12 +189,18 @@ impl Core {
         let res = st.resources.clone().unwrap_or_default();
         Some(NodeInfo {
             name: c.name.clone(),
-            addr: c.addr.clone(),
+            addr: st.reg_addr.clone().unwrap_or_else(|| c.addr.clone()),
             hostname: c.hostname.clone(),
             port: c.port,
             base,
             drain: st.admin.drain.is_some(),
-            not_responding: !st.responding && !st.future,
+            // Slurm flags a node powering up as not responding; one powered
+            // down (or on its way) is not expected to answer.
+            not_responding: match power {
+                PowerState::On => !st.responding && !st.future,
+                PowerState::PoweringUp => true,
+                PowerState::PoweredDown | PowerState::PoweringDown => false,
+            },
             rank: rank as u32,
             attached_to: st.attached_to.map(|r| self.node_name(r).to_string()),
             cpus: c.cpus,
@@ -229,6 +237,13 @@ impl Core {
             boards: c.boards,
             tmp_disk_mb: c.tmp_disk_mb,
             ignored_attrs: self.conf.node_ignored_attrs(rank).to_vec(),
+            power: NodePower {
+                cloud: c.state == crate::config::ConfNodeState::Cloud,
+                power_down: st.admin.power.is_some_and(|p| p.down_requested.is_some()),
+                powered_down: power == PowerState::PoweredDown,
+                powering_up: power == PowerState::PoweringUp,
+                powering_down: power == PowerState::PoweringDown,
+            },
         })
     }
 
@@ -397,15 +412,21 @@ impl Core {
         if self.conf.private_data.nodes && !viewer.operator {
             return Vec::new();
         }
+        // Powered-down cloud nodes are hidden unless `PrivateData=cloud`,
+        // as in Slurm (named ones too: "Node cl1 not found").
+        let shown =
+            |i: &NodeInfo| self.conf.private_data.cloud || !(i.power.cloud && i.power.powered_down);
         if names.is_empty() {
             (0..self.conf.nodes.len())
                 .filter_map(|r| self.node_info(r))
+                .filter(shown)
                 .collect()
         } else {
             names
                 .iter()
                 .filter_map(|n| self.conf.node_index(n))
                 .filter_map(|r| self.node_info(r))
+                .filter(shown)
                 .collect()
         }
     }
@@ -417,7 +438,15 @@ impl Core {
             ..Default::default()
         };
         for (st, slot) in self.nodes.iter().zip(&self.slots) {
-            if !st.responding && !st.future {
+            // As `node_info` shows them: a powered-down node is idle, and
+            // not "not responding".
+            let power = st.power_state();
+            let silent = match power {
+                PowerState::On => !st.responding && !st.future,
+                PowerState::PoweringUp => true,
+                PowerState::PoweredDown | PowerState::PoweringDown => false,
+            };
+            if silent {
                 n.not_responding += 1;
             }
             if st.admin.drain.is_some() {
@@ -425,7 +454,7 @@ impl Core {
             }
             if st.admin.down.is_some() {
                 n.down += 1;
-            } else if !st.registered {
+            } else if !st.registered && power == PowerState::On {
                 n.unknown += 1;
             } else if slot.alloc_cpus == 0 {
                 n.idle += 1;

@@ -172,6 +172,7 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, uid: u32, ctx: Rela
             link_id,
             tx,
             hello,
+            peer: peer.map(|p| p.ip()),
         })
         .await
         .is_err()

@@ -302,6 +302,19 @@ impl Uplink {
     /// Where to attach, best first: the natural parent, then its ancestors,
     /// then the controller.
     fn candidates(&self) -> Vec<Option<u32>> {
+        // A cloud node attaches to the controller directly: its relatives
+        // in the tree may be powered down, and their addresses are only
+        // known once they register (what Slurm's advice of a TreeWidth as
+        // large as the cluster achieves). The tree still routes through it:
+        // an attached node heads its own subtree (`tree::plan`).
+        let cloud = self
+            .conf
+            .nodes
+            .get(self.rank as usize)
+            .is_some_and(|n| n.state == crate::config::ConfNodeState::Cloud);
+        if cloud {
+            return vec![None];
+        }
         let mut c = Vec::new();
         if let Some(p) = self.topo.parent(self.rank) {
             c.push(Some(p));
@@ -314,6 +327,12 @@ impl Uplink {
         if !c.contains(&None) {
             c.push(None);
         }
+        // Nor does anyone attach to a cloud node: it may be powered down,
+        // and its configured address may mean nothing.
+        c.retain(|who| {
+            who.and_then(|r| self.conf.nodes.get(r as usize))
+                .is_none_or(|n| n.state != crate::config::ConfNodeState::Cloud)
+        });
         c
     }
 

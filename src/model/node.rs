@@ -75,6 +75,48 @@ pub struct AdminState {
     pub drain: Option<Reason>,
     /// Set by an operator (`State=DOWN`) or by the controller (not responding).
     pub down: Option<Reason>,
+    /// Power saving's state (`ctld/power.rs`); `None`: what slurm.conf
+    /// says (powered down for `State=CLOUD`, on otherwise). Kept with the
+    /// admin state so a restart neither forgets a powered-down node nor
+    /// takes a running cloud node for a powered-down one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<Power>,
+}
+
+/// Where a node is in power saving's cycle (Slurm's POWERED_DOWN,
+/// POWERING_UP and POWERING_DOWN flags; `On` has none of them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PowerState {
+    #[default]
+    On,
+    /// `ResumeProgram` was run for it; it has not registered yet.
+    PoweringUp,
+    /// `SuspendProgram` was run for it; `SuspendTimeout` not over yet.
+    PoweringDown,
+    PoweredDown,
+}
+
+/// How a requested power-down treats the node's jobs (`scontrol update
+/// State=POWER_DOWN[_ASAP|_FORCE]`, `scontrol power down [asap|force]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PowerDownMode {
+    /// Once its jobs are done; no new ones meanwhile.
+    Normal,
+    /// Drained too (reason `POWER_DOWN_ASAP`), as Slurm does.
+    Asap,
+    /// At once: its jobs are requeued or cancelled.
+    Force,
+}
+
+/// A node's power-saving record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Power {
+    pub state: PowerState,
+    /// When `state` began (ResumeTimeout and SuspendTimeout count from it).
+    pub since: UnixTime,
+    /// Slurm's POWER_DOWN flag: power it down once it is idle.
+    #[serde(default)]
+    pub down_requested: Option<PowerDownMode>,
 }
 
 /// A node's observable state, as the controller core keeps it.
@@ -95,15 +137,29 @@ pub struct NodeStatus {
     /// registration decides it again.
     #[serde(default)]
     pub invalid_reg: bool,
+    /// The address a cloud node registered from (`SlurmctldParameters=
+    /// cloud_reg_addrs`): its NodeAddr until the next registration. Not
+    /// persisted: every registration says it again.
+    #[serde(default)]
+    pub reg_addr: Option<String>,
 }
 
 impl NodeStatus {
-    /// May the scheduler place new work here?
+    /// May the scheduler place new work here? A powered-down node may
+    /// (placing a job there powers it up), one on its way down may not.
     pub fn schedulable(&self) -> bool {
-        self.registered
-            && self.responding
-            && self.admin.down.is_none()
+        let up = match self.power_state() {
+            PowerState::On => self.registered && self.responding,
+            PowerState::PoweredDown | PowerState::PoweringUp => true,
+            PowerState::PoweringDown => false,
+        };
+        up && self.admin.down.is_none()
             && self.admin.drain.is_none()
             && !self.future
+            && self.admin.power.is_none_or(|p| p.down_requested.is_none())
+    }
+
+    pub fn power_state(&self) -> PowerState {
+        self.admin.power.map_or(PowerState::On, |p| p.state)
     }
 }

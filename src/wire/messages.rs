@@ -186,6 +186,14 @@ pub enum NodeUpdateState {
     Resume,
     Undrain,
     Idle,
+    /// Power down once idle (`scontrol power down`).
+    PowerDown,
+    /// Drain, then power down once idle (`scontrol power down asap`).
+    PowerDownAsap,
+    /// Power down at once, requeueing its jobs (`scontrol power down force`).
+    PowerDownForce,
+    /// Power up a powered-down node (`scontrol power up`).
+    PowerUp,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -205,17 +205,39 @@ pub struct NodeInfo {
     /// MemSpecLimit, ...), as written: `scontrol show node` prints them as Slurm does.
     #[serde(default)]
     pub ignored_attrs: Vec<(String, String)>,
+    /// Power saving's flags (see [`NodePower`]).
+    #[serde(default)]
+    pub power: NodePower,
 }
 
 fn one_board() -> u32 {
     1
 }
 
+/// A node's power-saving flags, as Slurm names them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePower {
+    /// `State=CLOUD` in slurm.conf.
+    pub cloud: bool,
+    /// POWER_DOWN: a power-down was asked for and waits for its jobs.
+    pub power_down: bool,
+    pub powered_down: bool,
+    pub powering_up: bool,
+    pub powering_down: bool,
+}
+
 impl NodeInfo {
     /// `State=` text as scontrol prints it, e.g. `IDLE`, `IDLE+DRAIN`,
     /// `DOWN+NOT_RESPONDING`.
     pub fn scontrol_state(&self) -> String {
+        // Slurm 22.05's flag order (`IDLE+CLOUD+DRAIN+POWER_DOWN`,
+        // `DOWN+CLOUD+POWERED_DOWN+NOT_RESPONDING`,
+        // `IDLE+CLOUD+NOT_RESPONDING+POWERING_UP`, as a real slurmctld prints).
         let mut s = self.base.name().to_string();
+        let p = self.power;
+        if p.cloud {
+            s.push_str("+CLOUD");
+        }
         if self.drain {
             s.push_str("+DRAIN");
         }
@@ -225,11 +247,23 @@ impl NodeInfo {
         if self.maint {
             s.push_str("+MAINT");
         }
+        if p.power_down {
+            s.push_str("+POWER_DOWN");
+        }
+        if p.powered_down {
+            s.push_str("+POWERED_DOWN");
+        }
         if self.not_responding {
             s.push_str("+NOT_RESPONDING");
         }
         if self.reserved {
             s.push_str("+RESERVED");
+        }
+        if p.powering_up {
+            s.push_str("+POWERING_UP");
+        }
+        if p.powering_down {
+            s.push_str("+POWERING_DOWN");
         }
         s
     }

@@ -5,6 +5,7 @@ pub mod fanout;
 pub mod heartbeat;
 pub mod leaf;
 pub mod memory;
+pub mod power;
 pub mod prio;
 pub mod replay;
 pub mod resv;

@@ -195,6 +195,7 @@ impl ControllerActor {
                         deferred.push(Deferred::Release(h.addr.clone()));
                     }
                 }
+                Effect::RunPowerProgram(p) => deferred.push(Deferred::Power(*p)),
                 Effect::Mail(m) => {
                     let conf = self.core.conf();
                     let sender = crate::mail::Sender {
@@ -374,6 +375,7 @@ enum Deferred {
         Addr<ControllerActor>,
     ),
     Release(Addr<StepActor>),
+    Power(crate::ctld::PowerProgram),
 }
 
 impl Deferred {
@@ -442,6 +444,9 @@ impl Deferred {
                     let _ = me.send(LaunchFailed { job_id, step_id }).await;
                     return Err(format!("step launch failed: {e}"));
                 }
+            }
+            Deferred::Power(p) => {
+                actix::spawn(super::power::run(p));
             }
             Deferred::CtldScript(s, stop, me) => {
                 let run = ScriptRun {

@@ -46,6 +46,7 @@ const MAILBOX: usize = 8192;
 
 mod accounts;
 mod effects;
+mod power;
 mod priority;
 mod queries;
 pub mod resv;
@@ -56,6 +57,8 @@ pub use accounts::{AccountsChange, GetAccounts};
 /// How often the core's timers run (time-limit mail, purging finished jobs
 /// older than MinJobAge). Slurm checks time limits about twice a minute.
 const TICK_EVERY: Duration = Duration::from_secs(5);
+/// How often power saving's timer ticks (`ctld::power`).
+const POWER_TICK: Duration = Duration::from_secs(1);
 /// How often partition actors' advisory counters are refreshed.
 const COUNTS_EVERY: Duration = Duration::from_secs(1);
 
@@ -409,6 +412,17 @@ impl Actor for ControllerActor {
                 act.run_backfill(ctx)
             });
         }
+        // Power saving's timer: the core decides what is due (idle nodes
+        // every `power_save_interval`, timeouts, queued power-ups), so
+        // `scontrol reconfigure` may turn power saving on or retime it; a
+        // tick with nothing due costs the core nothing.
+        ctx.run_interval(POWER_TICK, |act, ctx| {
+            if act.stopping {
+                return;
+            }
+            let done = act.run(Command::PowerSave, ctx);
+            ctx.spawn(done.map(|_| ()).into_actor(act));
+        });
         // A full quick pass every `sched_interval`, events or not.
         if sched.sched_interval_s > 0 {
             let every = Duration::from_secs(sched.sched_interval_s.into());

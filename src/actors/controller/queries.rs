@@ -47,10 +47,23 @@ impl Handler<UpEvent> for ControllerActor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, msg: UpEvent, ctx: &mut Context<Self>) -> Self::Result {
         let cmd = match msg {
-            UpEvent::Registered { hello, via } => Command::NodeRegistered {
-                hello: Box::new(hello),
-                via,
-            },
+            UpEvent::Registered { hello, via, addr } => {
+                // The address first, so the registration's views show it.
+                if let Some(addr) = addr {
+                    let done = self.run(
+                        Command::NodeAddress {
+                            node: hello.node.clone(),
+                            addr: addr.to_string(),
+                        },
+                        ctx,
+                    );
+                    ctx.spawn(done.map(|_| ()).into_actor(self));
+                }
+                Command::NodeRegistered {
+                    hello: Box::new(hello),
+                    via,
+                }
+            }
             UpEvent::Liveness { added, removed } => Command::NodeReachability {
                 added: added.iter().collect(),
                 removed: removed.iter().collect(),

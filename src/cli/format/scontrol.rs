@@ -1059,6 +1059,7 @@ mod tests {
             boards: 1,
             tmp_disk_mb: 0,
             ignored_attrs: Vec::new(),
+            power: Default::default(),
         }
     }
 

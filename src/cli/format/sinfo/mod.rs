@@ -554,12 +554,23 @@ fn reserved_word(n: &NodeInfo, long: bool) -> Option<&'static str> {
     }
 }
 
-/// The one suffix character canopy's states can carry: `*`, not responding.
+/// The one suffix character a state carries, in Slurm's precedence: `$`
+/// maintenance, `#` powering up, `%` powering down, `~` powered down, `!`
+/// power-down pending, `*` not responding.
 fn with_suffix(word: &str, n: &NodeInfo) -> String {
     // `$`: in a MAINT reservation, where the word does not say so already
     // (a busy, drained or down node), ahead of `*` as in Slurm.
+    let p = n.power;
     if n.maint && word != "maint" {
         format!("{word}$")
+    } else if p.powering_up {
+        format!("{word}#")
+    } else if p.powering_down {
+        format!("{word}%")
+    } else if p.powered_down {
+        format!("{word}~")
+    } else if p.power_down {
+        format!("{word}!")
     } else if n.not_responding {
         format!("{word}*")
     } else {
@@ -580,7 +591,12 @@ enum StateSel {
     Reserved,
     /// In an active MAINT reservation.
     Maint,
-    /// A Slurm state canopy nodes never have (cloud, power saving, ...).
+    Cloud,
+    PoweredDown,
+    PoweringDown,
+    PoweringUp,
+    PowerDown,
+    /// A Slurm state canopy nodes never have (completing, fail, reboot, ...).
     Never,
 }
 
@@ -609,15 +625,15 @@ const FLAG_NAMES: &[(&str, StateSel)] = &[
     ("COMP", StateSel::Never),
     ("COMPLETING", StateSel::Never),
     ("NO_RESPOND", StateSel::NoRespond),
-    ("POWERED_DOWN", StateSel::Never),
-    ("POWERING_DOWN", StateSel::Never),
-    ("POWER_DOWN", StateSel::Never),
-    ("POWERING_UP", StateSel::Never),
-    ("POWER_UP", StateSel::Never),
+    ("POWERED_DOWN", StateSel::PoweredDown),
+    ("POWERING_DOWN", StateSel::PoweringDown),
+    ("POWER_DOWN", StateSel::PowerDown),
+    ("POWERING_UP", StateSel::PoweringUp),
+    ("POWER_UP", StateSel::PoweringUp),
     ("FAIL", StateSel::Never),
     ("MAINT", StateSel::Maint),
     ("REBOOT", StateSel::Never),
-    ("CLOUD", StateSel::Never),
+    ("CLOUD", StateSel::Cloud),
 ];
 
 /// Slurm compares the typed name against the first letters of each state
@@ -669,6 +685,11 @@ fn state_matches(sel: StateSel, n: &NodeInfo) -> bool {
         StateSel::NoRespond => n.not_responding,
         StateSel::Reserved => n.reserved,
         StateSel::Maint => n.maint,
+        StateSel::Cloud => n.power.cloud,
+        StateSel::PoweredDown => n.power.powered_down,
+        StateSel::PoweringDown => n.power.powering_down,
+        StateSel::PoweringUp => n.power.powering_up,
+        StateSel::PowerDown => n.power.power_down,
         StateSel::Never => false,
         // "alloc" means "has CPUs allocated", so mixed nodes count too.
         StateSel::Base(NodeBaseState::Allocated) => n.alloc_cpus > 0 || busy(n),

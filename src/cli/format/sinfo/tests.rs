@@ -47,6 +47,7 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         boards: 1,
         tmp_disk_mb: 0,
         ignored_attrs: Vec::new(),
+        power: Default::default(),
     }
 }
 
