@@ -16,6 +16,7 @@
 
 mod build;
 pub mod cgroup;
+pub mod dynamic;
 pub mod gres;
 pub mod hostlist;
 mod keys;

@@ -164,6 +164,13 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// Node name → index into `nodes`, built at load.
     pub(super) node_by_name: HashMap<String, usize>,
+    /// How many of `nodes` slurm.conf lists; dynamic nodes follow them.
+    #[serde(default)]
+    pub fixed_nodes: usize,
+    /// `MaxNodeCount`: the most nodes, dynamic ones included (`None`: unset, no room
+    /// for dynamic nodes; below the file's count it is ignored, as in Slurm).
+    #[serde(default)]
+    pub max_node_count: Option<u32>,
 }
 
 /// The prolog and epilog scripts and how they run (see `exec::prolog`
@@ -302,6 +309,15 @@ pub struct NodeConf {
     pub weight: u32,
     pub state: ConfNodeState,
     pub reason: Option<String>,
+    /// Not in slurm.conf: created by `canopy-noded -Z` or `scontrol create node`
+    /// (Slurm's DYNAMIC_NORM); see `config::dynamic`.
+    #[serde(default)]
+    pub dynamic: bool,
+    /// A deleted dynamic node's rank, free for the next one: it is in no partition
+    /// and no name lookup, and no view shows it. Ranks are never shifted, so the
+    /// relay tree never re-ranks a node.
+    #[serde(default)]
+    pub vacant: bool,
 }
 
 /// The states a node may be given in slurm.conf (the controller decides IDLE, ALLOCATED...).
@@ -350,6 +366,23 @@ pub struct PartitionConf {
     /// `AllowAccounts`, `DenyAccounts`, `AllowQos`, `DenyQos`, `QOS`.
     #[serde(default)]
     pub access: PartitionAccess,
+    /// Which dynamic nodes join this partition when they are created.
+    #[serde(default)]
+    pub dynamic_join: DynamicJoin,
+}
+
+/// A partition's rule for dynamic nodes, from its `Nodes=`: `ALL` takes every one, and a
+/// `NodeSet` with `Feature=` takes those created with that feature.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicJoin {
+    pub all: bool,
+    pub features: Vec<String>,
+}
+
+impl DynamicJoin {
+    pub fn takes(&self, node: &NodeConf) -> bool {
+        self.all || node.features.iter().any(|f| self.features.contains(f))
+    }
 }
 
 pub use crate::model::partition::PartitionAccess;

@@ -30,6 +30,7 @@ mod admission;
 mod backfill;
 mod command;
 mod core;
+mod dynamic;
 #[cfg(test)]
 mod fixtures;
 mod gang;
@@ -63,6 +64,7 @@ mod views;
 pub use self::backfill::{BackfillState, BackfillStats};
 pub use self::command::{Command, CtldScript, Effect, Output, Reply, StartJob};
 pub use self::core::{Core, Counters};
+pub use self::dynamic::NodePlace;
 pub use self::priority::{account_of, PolicyInputs, PrioState};
 pub use self::steps::step_layout;
 

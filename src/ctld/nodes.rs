@@ -76,12 +76,14 @@ impl Core {
         }
     }
 
-    fn arm_node_deadline(&mut self, rank: u32, now: UnixTime, out: &mut Output) {
+    pub(super) fn arm_node_deadline(&mut self, rank: u32, now: UnixTime, out: &mut Output) {
         let timeout = self.conf.slurmd_timeout_s;
         let Some(st) = self.nodes.get(rank as usize) else {
             return;
         };
-        if timeout == 0 || st.future || st.responding {
+        // A deleted dynamic node's rank has no node to wait for.
+        let vacant = self.conf.nodes.get(rank as usize).is_some_and(|n| n.vacant);
+        if timeout == 0 || st.future || st.responding || vacant {
             return;
         }
         let at = now.saturating_add(i64::try_from(timeout).unwrap_or(i64::MAX));

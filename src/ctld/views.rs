@@ -161,7 +161,8 @@ impl Core {
     }
 
     pub fn node_info(&self, rank: usize) -> Option<NodeInfo> {
-        let c = self.conf.nodes.get(rank)?;
+        // A deleted dynamic node's vacant rank is no node.
+        let c = self.conf.nodes.get(rank).filter(|c| !c.vacant)?;
         let st = self.nodes.get(rank)?;
         let slot = self.slots.get(rank)?;
         let base = if st.future {
@@ -220,6 +221,7 @@ impl Core {
             invalid_reg: st.invalid_reg,
             reserved: false,
             maint: false,
+            dynamic: c.dynamic,
         })
     }
 

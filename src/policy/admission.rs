@@ -251,6 +251,7 @@ mod tests {
             state: PartitionState::Up,
             preempt: Default::default(),
             access: Default::default(),
+            dynamic_join: Default::default(),
         }
     }
 

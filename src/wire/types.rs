@@ -187,6 +187,10 @@ pub struct NodeInfo {
     /// In an active MAINT reservation (Slurm's MAINT flag).
     #[serde(default)]
     pub maint: bool,
+    /// Created dynamically (`canopy-noded -Z`, `scontrol create node`): Slurm's
+    /// DYNAMIC_NORM flag, or DYNAMIC_FUTURE while it is still FUTURE.
+    #[serde(default)]
+    pub dynamic: bool,
 }
 
 impl NodeInfo {
@@ -196,6 +200,13 @@ impl NodeInfo {
         let mut s = self.base.name().to_string();
         if self.drain {
             s.push_str("+DRAIN");
+        }
+        if self.dynamic {
+            s.push_str(if self.base == NodeBaseState::Future {
+                "+DYNAMIC_FUTURE"
+            } else {
+                "+DYNAMIC_NORM"
+            });
         }
         if self.invalid_reg {
             s.push_str("+INVALID_REG");

@@ -850,6 +850,7 @@ mod tests {
             invalid_reg: false,
             reserved: false,
             maint: false,
+            dynamic: false,
         }
     }
 

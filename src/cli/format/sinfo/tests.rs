@@ -44,6 +44,7 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         invalid_reg: false,
         reserved: false,
         maint: false,
+        dynamic: false,
     }
 }
 
