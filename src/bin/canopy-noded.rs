@@ -19,7 +19,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use canopy::actors::agent::ExecMode;
-use canopy::daemon::noded::{start, NodeOptions};
+use canopy::daemon::noded::{start_at, NodeOptions};
 use canopy::daemon::shutdown::{Signals, HARD_DEADLINE, TASK_GRACE};
 
 #[derive(Parser)]
@@ -43,6 +43,15 @@ struct Args {
     /// Print the GRES (GPUs) this node would report (as slurmd -G), then exit.
     #[arg(short = 'G')]
     print_gres: bool,
+    /// Register a node slurm.conf does not list, as slurmd -Z: the controller
+    /// creates it (MaxNodeCount bounds how many) from the detected hardware
+    /// and --conf.
+    #[arg(short = 'Z')]
+    dynamic: bool,
+    /// With -Z: node attributes that override the detected hardware, in
+    /// slurm.conf's words, e.g. "CPUs=4 RealMemory=2000 Feature=f1 Gres=gpu:1".
+    #[arg(long = "conf", requires = "dynamic")]
+    conf_line: Option<String>,
     /// Load testing: run many simulated nodes (see --ranks) in this process.
     #[arg(long)]
     simulate: bool,
@@ -147,6 +156,7 @@ fn main() -> anyhow::Result<()> {
     if let Err(e) = canopy::sim::raise_fd_limit(u64::from(conf.max_connections) + 256) {
         tracing::warn!(error = %e, max_connections = conf.max_connections, "open file limit below the connection limit");
     }
+    let (dynamic, conf_line) = (args.dynamic, args.conf_line.unwrap_or_default());
     let system = actix::System::new();
     system.block_on(async move {
         // Before anything listens: an early SIGTERM gets the clean path too.
@@ -181,7 +191,22 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         });
-        let handles = start(conf, auth.clone(), opts).await?;
+        let (conf, joined) = if dynamic {
+            use canopy::daemon::noded_join;
+            let line = noded_join::line_for(&opts.node, noded_join::detect().await, &conf_line);
+            let asked = noded_join::join(&conf, auth.clone(), &line, &opts.shutdown);
+            let (c, j) = tokio::select! {
+                r = asked => r?,
+                sig = signals.recv() => {
+                    tracing::info!(signal = sig, "stopped before joining");
+                    std::process::exit(0);
+                }
+            };
+            (c, Some(j))
+        } else {
+            (conf, None)
+        };
+        let handles = start_at(conf, auth.clone(), opts, joined).await?;
         // Jobs on this node call srun and squeue: they need a signer here.
         let signer_stop = tokio_util::sync::CancellationToken::new();
         let serving = canopy::authd::serve_if_free(&socket, auth, signer_stop.clone()).await;

@@ -143,6 +143,17 @@ impl Config {
         (fixed, self.node_capacity().max(fixed).max(1))
     }
 
+    /// Every dynamic node's line, by rank offset past the file's nodes (what the store holds).
+    pub fn dynamic_lines(&self) -> Vec<(u32, String)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .skip(self.fixed_nodes)
+            .filter(|(_, n)| !n.vacant)
+            .map(|(i, n)| ((i - self.fixed_nodes) as u32, node_line(n)))
+            .collect()
+    }
+
     /// Whether node `name` was created dynamically (Slurm's DYNAMIC_NORM).
     pub fn is_dynamic(&self, name: &str) -> bool {
         self.node_index(name)

@@ -448,6 +448,9 @@ impl Config {
             self.slurmd_spool_dir != new.slurmd_spool_dir,
         );
         differs("TreeWidth", self.tree_width != new.tree_width);
+        // The relay tree's room for dynamic nodes is laid out at start (as slurmctld
+        // sizes its node table).
+        differs("MaxNodeCount", self.max_node_count != new.max_node_count);
         // Listeners are sized at start.
         differs(
             "SlurmctldParameters conmgr_max_connections",
@@ -467,7 +470,11 @@ impl Config {
             "SlurmctldParameters canopy_operators",
             self.operators != new.operators,
         );
-        let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        // The file's nodes; dynamic ones follow them and are carried over.
+        let names = |c: &Config| {
+            let file = c.nodes.iter().take(c.fixed_nodes);
+            file.map(|n| n.name.clone()).collect::<Vec<_>>()
+        };
         if names(self) != names(new) {
             differs("the node list (nodes added, removed or reordered)", true);
         } else {
