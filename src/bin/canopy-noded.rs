@@ -58,6 +58,12 @@ struct Args {
     /// With --simulate: the node ranks to run, `A-B` (inclusive, 0-based config order).
     #[arg(long, requires = "simulate")]
     ranks: Option<String>,
+    /// With --simulate -Z: how many dynamic nodes to run (z00001...), from --first.
+    #[arg(long, requires = "simulate")]
+    count: Option<u32>,
+    /// With --simulate -Z --count: the number of the first of them (0-based).
+    #[arg(long, default_value_t = 0, requires = "simulate")]
+    first: u32,
     /// With --simulate: how long a job "runs", milliseconds.
     #[arg(long = "job-runtime-ms", default_value_t = 0, requires = "simulate")]
     job_runtime_ms: u64,
@@ -139,9 +145,15 @@ fn main() -> anyhow::Result<()> {
     let conf = Arc::new(conf);
     let auth = canopy::daemon::authenticator(&conf)?;
     if args.simulate {
-        let ranks = parse_ranks(args.ranks.as_deref().unwrap_or("0-0"), conf.nodes.len())?;
         let run_for = Duration::from_millis(args.job_runtime_ms);
-        return simulate(conf, auth, ranks, run_for);
+        if args.dynamic {
+            let count = args.count.context("--simulate -Z needs --count")?;
+            let line = args.conf_line.clone().unwrap_or_default();
+            let nodes = Nodes::Dynamic(args.first, count, line);
+            return simulate(conf, auth, nodes, run_for);
+        }
+        let ranks = parse_ranks(args.ranks.as_deref().unwrap_or("0-0"), conf.nodes.len())?;
+        return simulate(conf, auth, Nodes::Listed(ranks), run_for);
     }
     let short = short_hostname();
     let node = args.node.unwrap_or(short.clone());
@@ -226,19 +238,36 @@ fn main() -> anyhow::Result<()> {
     std::process::exit(0);
 }
 
+/// Which simulated nodes one process runs.
+enum Nodes {
+    /// slurm.conf's nodes at these ranks.
+    Listed(std::ops::Range<u32>),
+    /// Dynamic nodes joining with -Z: the first one's number, how many, their --conf.
+    Dynamic(u32, u32, String),
+}
+
 fn simulate(
     conf: Arc<canopy::config::Config>,
     auth: Arc<canopy::wire::auth::Authenticator>,
-    ranks: std::ops::Range<u32>,
+    which: Nodes,
     run_for: Duration,
 ) -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt;
+    let count = match &which {
+        Nodes::Listed(r) => r.end - r.start,
+        Nodes::Dynamic(_, n, _) => *n,
+    };
     // A listener, an upward link and the children's links per node.
-    let wanted = u64::from(ranks.end - ranks.start) * 3 + 1024;
+    let wanted = u64::from(count) * 3 + 1024;
     canopy::sim::raise_fd_limit(wanted)?;
     let system = actix::System::new();
     system.block_on(async move {
-        let nodes = canopy::sim::start_nodes(conf, auth, ranks, run_for).await?;
+        let nodes = match which {
+            Nodes::Listed(ranks) => canopy::sim::start_nodes(conf, auth, ranks, run_for).await?,
+            Nodes::Dynamic(first, n, line) => {
+                canopy::sim::start_dynamic_nodes(conf, auth, first, n, &line, run_for).await?
+            }
+        };
         println!("ready {}", nodes.len());
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         while let Some(line) = lines.next_line().await? {
