@@ -104,11 +104,8 @@ pub async fn start_dynamic_nodes(
     use crate::daemon::noded_join::{join, line_for};
     let asks = (first..first.saturating_add(count)).map(|i| {
         let name = format!("z{:05}", i + 1);
-        let line = line_for(
-            &name,
-            None,
-            &format!("{conf_line} NodeAddr={}", node_addr(i)),
-        );
+        let conf_line = format!("{conf_line} NodeAddr={}", node_addr(i));
+        let line = line_for(&name, None, &conf_line, None);
         let (conf, auth) = (conf.clone(), auth.clone());
         async move {
             let shutdown = CancellationToken::new();

@@ -205,7 +205,8 @@ fn main() -> anyhow::Result<()> {
         });
         let (conf, joined) = if dynamic {
             use canopy::daemon::noded_join;
-            let line = noded_join::line_for(&opts.node, noded_join::detect().await, &conf_line);
+            let hw = noded_join::detect().await;
+            let line = noded_join::line_for(&opts.node, hw, &conf_line, Some(&short));
             let asked = noded_join::join(&conf, auth.clone(), &line, &opts.shutdown);
             let (c, j) = tokio::select! {
                 r = asked => r?,

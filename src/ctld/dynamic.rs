@@ -153,8 +153,9 @@ impl Core {
         }])
     }
 
-    /// `scontrol delete nodename=<hostlist>`: every named node must be dynamic and idle, or
-    /// nothing is deleted.
+    /// `scontrol delete nodename=<hostlist>`: as slurmctld does, each named node that is
+    /// dynamic and unused goes; the others stay, named in one refusal
+    /// (`failed to delete nodes ...`) with the last one's reason.
     pub(super) fn delete_nodes(&mut self, names: &str, caller: Caller, out: &mut Output) {
         let r = self.try_delete(names, caller, out);
         out.reply = Some(Reply::Done(r));
@@ -175,14 +176,25 @@ impl Core {
         })?;
         let mut conf = (*self.conf).clone();
         let mut gone = Vec::with_capacity(names.len());
+        let (mut failed, mut code) = (Vec::new(), ErrorCode::InvalidNodeName);
         for name in &names {
-            let (next, rank) = conf.with_deleted_node(name).map_err(from_dynamic)?;
-            if self.node_busy(rank) {
-                tracing::warn!(node = %name, "node can't be deleted because it's still in use");
-                return Err(refused(ErrorCode::NodesBusy, "Requested nodes are busy"));
+            let deleted = conf.with_deleted_node(name);
+            match deleted {
+                Ok((_, rank)) if self.node_busy(rank) => {
+                    tracing::warn!(node = %name, "node can't be deleted because it's still in use");
+                    failed.push(name.clone());
+                    code = ErrorCode::NodesBusy;
+                }
+                Ok((next, rank)) => {
+                    conf = next;
+                    gone.push((name.clone(), rank));
+                }
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "node not deleted");
+                    failed.push(name.clone());
+                    code = from_dynamic(e).code;
+                }
             }
-            conf = next;
-            gone.push((name.clone(), rank));
         }
         for (name, rank) in &gone {
             let i = *rank as usize;
@@ -204,8 +216,17 @@ impl Core {
             }
             tracing::info!(node = %name, rank, "dynamic node deleted");
         }
-        self.set_conf(Arc::new(conf), out);
-        Ok(())
+        if !gone.is_empty() {
+            self.set_conf(Arc::new(conf), out);
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(refused(
+                code,
+                format!("failed to delete nodes {}", hostlist::compress(&failed)),
+            ))
+        }
     }
 
     /// Jobs running, suspended or completing on the node, or a reservation holding it.

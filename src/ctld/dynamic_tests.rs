@@ -172,7 +172,8 @@ fn scontrol_create_needs_an_operator_and_a_future_node_turns_normal_when_it_join
     );
     assert_eq!(stored(&out).len(), 2);
     let info = c.node_info(1).unwrap();
-    assert_eq!(info.scontrol_state(), "FUTURE+DYNAMIC_FUTURE");
+    // As Slurm 22.05 shows it.
+    assert_eq!(info.scontrol_state(), "FUTURE+DYNAMIC_NORM");
     let (r, _) = create(&mut c, "NodeName=f1 State=FUTURE", Caller::ROOT);
     assert_eq!(
         r.unwrap_err().message,
@@ -219,29 +220,32 @@ fn delete_is_refused_while_jobs_use_the_node_and_leaves_a_vacant_rank() {
     };
     let (r, _) = delete(&mut c, "d2", USER);
     assert_eq!(r.unwrap_err().code, ErrorCode::PermissionDenied);
+    // As slurmctld: the busy one stays and is named, the other goes.
     let (r, out) = delete(&mut c, "d[1-2]", Caller::ROOT);
     let e = r.unwrap_err();
     assert_eq!(
         (e.code, e.message.as_str()),
-        (ErrorCode::NodesBusy, "Requested nodes are busy")
+        (ErrorCode::NodesBusy, "failed to delete nodes d1")
     );
-    assert!(
-        out.persist.is_empty(),
-        "nothing is deleted when one is busy"
-    );
-    let (r, _) = delete(&mut c, "n1", Caller::ROOT);
-    let e = r.unwrap_err();
-    assert_eq!(e.code, ErrorCode::InvalidNodeState);
-    assert_eq!(e.message, "Can't delete non-dynamic node 'n1'.");
-    let (r, _) = delete(&mut c, "nope", Caller::ROOT);
-    assert_eq!(r.unwrap_err().message, "Invalid node name specified");
-    let (r, out) = delete(&mut c, "d2", Caller::ROOT);
-    r.unwrap();
     assert!(out
         .persist
         .iter()
         .any(|op| matches!(op, Op::DeleteDynNode(1))));
+    assert!(c.node_info(1).is_some());
     assert!(c.node_info(2).is_none());
+    let (r, _) = delete(&mut c, "n1", Caller::ROOT);
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (ErrorCode::InvalidNodeState, "failed to delete nodes n1")
+    );
+    let (r, out) = delete(&mut c, "nope", Caller::ROOT);
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (ErrorCode::InvalidNodeName, "failed to delete nodes nope")
+    );
+    assert!(out.persist.is_empty());
     let names: Vec<String> = c
         .node_infos(&[], Caller::ROOT)
         .into_iter()
@@ -251,5 +255,37 @@ fn delete_is_refused_while_jobs_use_the_node_and_leaves_a_vacant_rank() {
     // The next node takes the vacant rank; d1 keeps its own.
     let (r, _) = join(&mut c, "NodeName=d3 CPUs=2");
     assert_eq!(r.unwrap()[0].rank, 2);
+    assert_eq!(c.node_info(1).unwrap().name, "d1");
+}
+
+#[test]
+fn reconfigure_keeps_dynamic_nodes_and_max_node_count_needs_a_restart() {
+    let mut c = core("NodeName=n1 CPUs=2\n");
+    let (r, _) = join(&mut c, "NodeName=d1 CPUs=2 Feature=f");
+    assert_eq!(r.unwrap()[0].rank, 1);
+    let reconf = |c: &mut Core, conf: Config| {
+        let mut out = c.apply(
+            T0,
+            Command::Reconfigure {
+                conf: Arc::new(conf),
+            },
+        );
+        match out.reply.take() {
+            Some(Reply::Reconfigure(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    };
+    // The same file re-read: d1 is not in it, and stays, at its rank, in its partition.
+    reconf(&mut c, conf("NodeName=n1 CPUs=2\n")).unwrap();
+    let d1 = c.node_info(1).unwrap();
+    assert_eq!(
+        (d1.name.as_str(), d1.partitions.as_slice()),
+        ("d1", &["p".to_string()][..])
+    );
+    // The tree's room for dynamic nodes is laid out at start.
+    let mut grown = conf("NodeName=n1 CPUs=2\n");
+    grown.max_node_count = Some(9);
+    let e = reconf(&mut c, grown).unwrap_err();
+    assert!(e.starts_with("MaxNodeCount changed"), "{e}");
     assert_eq!(c.node_info(1).unwrap().name, "d1");
 }

@@ -55,8 +55,9 @@ pub async fn detect() -> Option<Detected> {
 }
 
 /// The line a joining node sends: detected hardware (one CPU and 1 MiB, Slurm's defaults,
-/// when nothing was detected) under `--conf`'s attributes.
-pub fn line_for(node: &str, hw: Option<Detected>, conf_line: &str) -> String {
+/// when nothing was detected) under `--conf`'s attributes, and the machine's host name as
+/// NodeHostname (slurmctld shows a dynamic node's real host name) unless `--conf` names one.
+pub fn line_for(node: &str, hw: Option<Detected>, conf_line: &str, host: Option<&str>) -> String {
     let hw = hw.unwrap_or(Detected {
         cpus: 1,
         boards: 1,
@@ -65,7 +66,14 @@ pub fn line_for(node: &str, hw: Option<Detected>, conf_line: &str) -> String {
         threads_per_core: 1,
         real_memory_mb: 1,
     });
-    dynamic_line(node, &hw, conf_line)
+    let named = conf_line.split_whitespace().any(|kv| {
+        kv.split_once('=')
+            .is_some_and(|(k, _)| k.eq_ignore_ascii_case("NodeHostname"))
+    });
+    match host.filter(|h| !h.is_empty() && !named) {
+        Some(h) => dynamic_line(node, &hw, &format!("{conf_line} NodeHostname={h}")),
+        None => dynamic_line(node, &hw, conf_line),
+    }
 }
 
 /// Ask the controller for this node's place until it answers; returns the configuration this

@@ -188,7 +188,7 @@ pub struct NodeInfo {
     #[serde(default)]
     pub maint: bool,
     /// Created dynamically (`canopy-noded -Z`, `scontrol create node`): Slurm's
-    /// DYNAMIC_NORM flag, or DYNAMIC_FUTURE while it is still FUTURE.
+    /// DYNAMIC_NORM flag.
     #[serde(default)]
     pub dynamic: bool,
 }
@@ -202,11 +202,8 @@ impl NodeInfo {
             s.push_str("+DRAIN");
         }
         if self.dynamic {
-            s.push_str(if self.base == NodeBaseState::Future {
-                "+DYNAMIC_FUTURE"
-            } else {
-                "+DYNAMIC_NORM"
-            });
+            // Slurm 22.05 shows a node `scontrol create` made FUTURE as FUTURE+DYNAMIC_NORM.
+            s.push_str("+DYNAMIC_NORM");
         }
         if self.invalid_reg {
             s.push_str("+INVALID_REG");
