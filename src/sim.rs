@@ -88,6 +88,52 @@ pub async fn start_nodes(
     Ok(out)
 }
 
+/// Start `count` simulated dynamic nodes (`canopy-noded -Z`), `z00001`... from `first`, each
+/// on its own loopback address ([`node_addr`] of its number) with `conf_line`'s attributes
+/// (a `Port=` and the hardware): all ask the controller at once, as a cloud burst would, then
+/// run at the ranks they were given.
+pub async fn start_dynamic_nodes(
+    conf: Arc<Config>,
+    auth: Arc<Authenticator>,
+    first: u32,
+    count: u32,
+    conf_line: &str,
+    run_for: Duration,
+) -> Result<Vec<SimNode>, SimError> {
+    use crate::daemon::noded::start_at;
+    use crate::daemon::noded_join::{join, line_for};
+    let asks = (first..first.saturating_add(count)).map(|i| {
+        let name = format!("z{:05}", i + 1);
+        let conf_line = format!("{conf_line} NodeAddr={}", node_addr(i));
+        let line = line_for(&name, None, &conf_line, None);
+        let (conf, auth) = (conf.clone(), auth.clone());
+        async move {
+            let shutdown = CancellationToken::new();
+            let r = join(&conf, auth, &line, &shutdown).await;
+            (name, shutdown, r)
+        }
+    });
+    let mut out = Vec::new();
+    for (name, shutdown, r) in futures::future::join_all(asks).await {
+        let fail = |source| SimError::Node {
+            node: name.clone(),
+            source,
+        };
+        let (local, joined) = r.map_err(fail)?;
+        let rank = joined.rank;
+        let opts = NodeOptions {
+            node: name.clone(),
+            mode: ExecMode::Simulated { run_for },
+            shutdown: shutdown.clone(),
+        };
+        start_at(local, auth.clone(), opts, Some(joined))
+            .await
+            .map_err(fail)?;
+        out.push(SimNode { rank, shutdown });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,6 +128,8 @@ impl Disk {
             Op::PutAccounts(_) => {}
             // The simulation makes no reservations.
             Op::PutResv(_) | Op::DeleteResv(_) | Op::ResvSuffix(_) => {}
+            // Nor dynamic nodes.
+            Op::PutDynNode { .. } | Op::DeleteDynNode(_) => {}
         }
     }
 }

@@ -29,6 +29,9 @@ pub struct ClusterSpec {
     pub job_runtime: Duration,
     /// Start the simulated nodes now (false: the scenario calls `start_nodes`).
     pub start_nodes: bool,
+    /// Room (MaxNodeCount) for this many dynamic nodes beyond `nodes`, which join
+    /// with `canopy-noded -Z` when the scenario calls `start_dynamic`.
+    pub dynamic: u32,
 }
 
 /// What a scenario adds to the generated slurm.conf.
@@ -105,6 +108,9 @@ fn render_config(
             sim::node_addr(r),
             extra.node_attrs
         ));
+    }
+    if spec.dynamic > 0 {
+        s.push_str(&format!("MaxNodeCount={}\n", spec.nodes + spec.dynamic));
     }
     s.push_str("PartitionName=sim Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n");
     s
@@ -296,6 +302,67 @@ impl Harness {
             t0.elapsed().as_secs_f64()
         ));
         Ok(())
+    }
+
+    /// Start `spec.dynamic` simulated `canopy-noded -Z` nodes at once and wait until every
+    /// node, listed and dynamic, is IDLE; returns the time taken.
+    pub fn start_dynamic(&mut self, progress: &mut dyn FnMut(&str)) -> Result<Duration> {
+        use std::io::BufRead;
+        let t0 = Instant::now();
+        let (n, first) = (self.spec.dynamic, self.spec.nodes);
+        let port = self.conf.slurmd_port;
+        let line = format!("CPUs={} RealMemory=64000 Port={port}", self.spec.cpus);
+        let log = std::fs::File::create(self.path.join("sim-dynamic.log"))?;
+        let mut child = Command::new(bin_dir()?.join("canopy-noded"))
+            .args(["-f", &self.conf_path_str(), "--simulate", "-Z"])
+            .arg(format!("--count={n}"))
+            .arg(format!("--first={first}"))
+            .arg(format!("--conf={line}"))
+            .env(
+                "CANOPY_LOG",
+                std::env::var("CANOPY_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .context("cannot start canopy-noded --simulate -Z")?;
+        let stdin = child
+            .stdin
+            .take()
+            .context("no stdin for simulation process")?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("no stdout for simulation process")?;
+        let mut ready = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut ready)?;
+        if !ready.starts_with("ready") {
+            bail!(
+                "dynamic simulation process failed to start (see {})",
+                self.path.join("sim-dynamic.log").display()
+            );
+        }
+        let joined = t0.elapsed();
+        self.sims
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .push(SimProc {
+                child,
+                ranks: first..first + n,
+                stdin,
+            });
+        progress(&format!(
+            "{n} dynamic nodes joined in {:.2} s; waiting for IDLE",
+            joined.as_secs_f64()
+        ));
+        let all = first + n;
+        let limit = Duration::from_secs(60 + u64::from(n) / 200);
+        self.wait(limit, "every node IDLE", |h| {
+            h.try_stats()
+                .is_ok_and(|s| s.nodes.idle == all && s.nodes.not_responding == 0)
+        })?;
+        Ok(t0.elapsed())
     }
 
     fn conf_path_str(&self) -> String {

@@ -62,6 +62,17 @@ enum Scenario {
         #[arg(long, default_value_t = 30)]
         rounds: u32,
     },
+    /// Dynamic nodes (canopy-noded -Z) join at once: time until all are IDLE, then a job over all.
+    Dynamic {
+        /// Nodes slurm.conf lists, started first.
+        #[arg(long, default_value_t = 0)]
+        listed: u32,
+        /// Dynamic node counts to measure (comma list).
+        #[arg(long, value_delimiter = ',', default_value = "1000")]
+        dynamic: Vec<u32>,
+        #[arg(long = "tree-width", value_delimiter = ',', default_value = "32")]
+        tree_width: Vec<u32>,
+    },
     /// All nodes start at once; then 100 leaves and one relay die.
     Storm {
         #[command(flatten)]
@@ -352,6 +363,18 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 widths: widths(topo, &[16, 32, 64], q)?,
                 rounds: if q { 6 } else { (*rounds).max(2) },
                 budget: Duration::from_secs(10),
+            },
+            progress,
+        ),
+        Scenario::Dynamic {
+            listed,
+            dynamic,
+            tree_width,
+        } => scenarios::dynamic::run(
+            &scenarios::dynamic::Opts {
+                listed: *listed,
+                dynamic: if q { vec![50] } else { dynamic.clone() },
+                widths: tree_width.clone(),
             },
             progress,
         ),

@@ -74,6 +74,16 @@ fn fanout_gives_exactly_one_outcome_per_target() {
 }
 
 #[test]
+fn dynamic_nodes_join_become_idle_and_take_a_job() {
+    // The scenario itself fails unless every node is IDLE and the job over all of them starts.
+    for r in run("dynamic") {
+        assert_eq!(num(&r, "dynamic_nodes"), 50.0, "{r}");
+        assert_eq!(num(&r, "listed_nodes"), 0.0, "{r}");
+        assert!(num(&r, "all_idle_s") > 0.0, "{r}");
+    }
+}
+
+#[test]
 fn storm_reattaches_the_dead_relays_subtree_without_false_down() {
     for r in run("storm") {
         assert_eq!(num(&r, "false_down"), 0.0, "{r}");

@@ -19,7 +19,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use canopy::actors::agent::ExecMode;
-use canopy::daemon::noded::{start, NodeOptions};
+use canopy::daemon::noded::{start_at, NodeOptions};
 use canopy::daemon::shutdown::{Signals, HARD_DEADLINE, TASK_GRACE};
 
 #[derive(Parser)]
@@ -43,12 +43,27 @@ struct Args {
     /// Print the GRES (GPUs) this node would report (as slurmd -G), then exit.
     #[arg(short = 'G')]
     print_gres: bool,
+    /// Register a node slurm.conf does not list, as slurmd -Z: the controller
+    /// creates it (MaxNodeCount bounds how many) from the detected hardware
+    /// and --conf.
+    #[arg(short = 'Z')]
+    dynamic: bool,
+    /// With -Z: node attributes that override the detected hardware, in
+    /// slurm.conf's words, e.g. "CPUs=4 RealMemory=2000 Feature=f1 Gres=gpu:1".
+    #[arg(long = "conf", requires = "dynamic")]
+    conf_line: Option<String>,
     /// Load testing: run many simulated nodes (see --ranks) in this process.
     #[arg(long)]
     simulate: bool,
     /// With --simulate: the node ranks to run, `A-B` (inclusive, 0-based config order).
     #[arg(long, requires = "simulate")]
     ranks: Option<String>,
+    /// With --simulate -Z: how many dynamic nodes to run (z00001...), from --first.
+    #[arg(long, requires = "simulate")]
+    count: Option<u32>,
+    /// With --simulate -Z --count: the number of the first of them (0-based).
+    #[arg(long, default_value_t = 0, requires = "simulate")]
+    first: u32,
     /// With --simulate: how long a job "runs", milliseconds.
     #[arg(long = "job-runtime-ms", default_value_t = 0, requires = "simulate")]
     job_runtime_ms: u64,
@@ -134,9 +149,15 @@ fn main() -> anyhow::Result<()> {
     let conf = Arc::new(conf);
     let auth = canopy::daemon::authenticator(&conf)?;
     if args.simulate {
-        let ranks = parse_ranks(args.ranks.as_deref().unwrap_or("0-0"), conf.nodes.len())?;
         let run_for = Duration::from_millis(args.job_runtime_ms);
-        return simulate(conf, auth, ranks, run_for, args.deferred);
+        if args.dynamic {
+            let count = args.count.context("--simulate -Z needs --count")?;
+            let line = args.conf_line.clone().unwrap_or_default();
+            let nodes = Nodes::Dynamic(args.first, count, line);
+            return simulate(conf, auth, nodes, run_for, args.deferred);
+        }
+        let ranks = parse_ranks(args.ranks.as_deref().unwrap_or("0-0"), conf.nodes.len())?;
+        return simulate(conf, auth, Nodes::Listed(ranks), run_for, args.deferred);
     }
     let short = short_hostname();
     let node = args.node.unwrap_or(short.clone());
@@ -151,6 +172,7 @@ fn main() -> anyhow::Result<()> {
     if let Err(e) = canopy::sim::raise_fd_limit(u64::from(conf.max_connections) + 256) {
         tracing::warn!(error = %e, max_connections = conf.max_connections, "open file limit below the connection limit");
     }
+    let (dynamic, conf_line) = (args.dynamic, args.conf_line.unwrap_or_default());
     let system = actix::System::new();
     system.block_on(async move {
         // Before anything listens: an early SIGTERM gets the clean path too.
@@ -185,7 +207,23 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         });
-        let handles = start(conf, auth.clone(), opts).await?;
+        let (conf, joined) = if dynamic {
+            use canopy::daemon::noded_join;
+            let hw = noded_join::detect().await;
+            let line = noded_join::line_for(&opts.node, hw, &conf_line, Some(&short));
+            let asked = noded_join::join(&conf, auth.clone(), &line, &opts.shutdown);
+            let (c, j) = tokio::select! {
+                r = asked => r?,
+                sig = signals.recv() => {
+                    tracing::info!(signal = sig, "stopped before joining");
+                    std::process::exit(0);
+                }
+            };
+            (c, Some(j))
+        } else {
+            (conf, None)
+        };
+        let handles = start_at(conf, auth.clone(), opts, joined).await?;
         // Jobs on this node call srun and squeue: they need a signer here.
         let signer_stop = tokio_util::sync::CancellationToken::new();
         let serving = canopy::authd::serve_if_free(&socket, auth, signer_stop.clone()).await;
@@ -205,22 +243,53 @@ fn main() -> anyhow::Result<()> {
     std::process::exit(0);
 }
 
+/// Which simulated nodes one process runs.
+enum Nodes {
+    /// slurm.conf's nodes at these ranks.
+    Listed(std::ops::Range<u32>),
+    /// Dynamic nodes joining with -Z: the first one's number, how many, their --conf.
+    Dynamic(u32, u32, String),
+}
+
 fn simulate(
     conf: Arc<canopy::config::Config>,
     auth: Arc<canopy::wire::auth::Authenticator>,
-    ranks: std::ops::Range<u32>,
+    which: Nodes,
     run_for: Duration,
     deferred: bool,
 ) -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt;
+    let count = match &which {
+        Nodes::Listed(r) => r.end - r.start,
+        Nodes::Dynamic(_, n, _) => *n,
+    };
     // A listener, an upward link and the children's links per node.
-    let wanted = u64::from(ranks.end - ranks.start) * 3 + 1024;
+    let wanted = u64::from(count) * 3 + 1024;
     canopy::sim::raise_fd_limit(wanted)?;
     let system = actix::System::new();
     system.block_on(async move {
-        let first = if deferred { 0..0 } else { ranks.clone() };
-        let mut nodes =
-            canopy::sim::start_nodes(conf.clone(), auth.clone(), first, run_for).await?;
+        // `start`/`kill` name listed ranks only.
+        let ranks = match &which {
+            Nodes::Listed(r) => r.clone(),
+            Nodes::Dynamic(..) => 0..0,
+        };
+        let mut nodes = match which {
+            Nodes::Listed(r) => {
+                let first = if deferred { 0..0 } else { r };
+                canopy::sim::start_nodes(conf.clone(), auth.clone(), first, run_for).await?
+            }
+            Nodes::Dynamic(first, n, line) => {
+                canopy::sim::start_dynamic_nodes(
+                    conf.clone(),
+                    auth.clone(),
+                    first,
+                    n,
+                    &line,
+                    run_for,
+                )
+                .await?
+            }
+        };
         println!("ready {}", nodes.len());
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         while let Some(line) = lines.next_line().await? {

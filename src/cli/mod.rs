@@ -17,6 +17,7 @@ pub mod sbatch;
 pub mod sbatch_args;
 pub mod scancel;
 pub mod scontrol;
+pub mod scontrol_node;
 pub mod scontrol_resv;
 pub mod sdiag;
 pub mod sinfo;

@@ -25,6 +25,8 @@ const USAGE: &str = "Usage: scontrol [-o] <command> [args]
   create reservation StartTime=<t> Duration=<d>|EndTime=<t> Nodes=<list>|NodeCnt=<n>|Licenses=<l> Users=<u>|Accounts=<a> [Flags=<f>] [PartitionName=<p>]
   update ReservationName=<name> [StartTime=...] [Users+=<u>] [Flags-=<f>] ...
   delete ReservationName=<name>
+  create NodeName=<nodes> [CPUs=<n>] [RealMemory=<mb>] [Feature=<f>] [Gres=<g>] State=FUTURE|CLOUD
+  delete NodeName=<nodes>
   show reservation [name] | licenses [name]";
 
 pub fn run(args: &[String]) -> i32 {
@@ -79,6 +81,7 @@ pub fn run(args: &[String]) -> i32 {
             Some(w) if w.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("res")) => {
                 super::scontrol_resv::create(args)
             }
+            Some(w) if super::scontrol_node::is_node_key(w) => super::scontrol_node::create(args),
             Some(w) => {
                 eprintln!("invalid entity: {w} for keyword: create");
                 1
@@ -88,7 +91,10 @@ pub fn run(args: &[String]) -> i32 {
                 1
             }
         },
-        "delete" => super::scontrol_resv::delete(args),
+        "delete" => match args.first() {
+            Some(w) if super::scontrol_node::is_node_key(w) => super::scontrol_node::delete(args),
+            _ => super::scontrol_resv::delete(args),
+        },
         kind @ ("hold" | "uhold" | "release") => hold(kind, args),
         "top" => top(args),
         kind @ ("requeue" | "requeuehold" | "suspend" | "resume") => control(kind, args),

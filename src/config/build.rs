@@ -606,6 +606,8 @@ impl Builder {
                 backup_controllers: Vec::new(),
                 node_ignored: Vec::new(),
                 node_by_name: HashMap::new(),
+                fixed_nodes: 0,
+                max_node_count: None,
             },
             set_at: HashMap::new(),
             node_defaults: NodeSpec::default(),
@@ -1168,6 +1170,9 @@ impl Builder {
                 cfg.slurmd_spool_dir = non_empty(loc, item, "a directory")?
             }
             GlobalKey::MaxJobCount => cfg.max_job_count = int_in(loc, item, 1, u32::MAX.into())?,
+            GlobalKey::MaxNodeCount => {
+                cfg.max_node_count = Some(int_in(loc, item, 1, u32::MAX.into())?)
+            }
             GlobalKey::FirstJobId => cfg.first_job_id = int_in(loc, item, 1, MAX_JOB_ID.into())?,
             GlobalKey::MaxJobId => cfg.max_job_id = int_in(loc, item, 1, MAX_JOB_ID.into())?,
             GlobalKey::MinJobAge => cfg.min_job_age_s = secs_in(loc, item, 0, u64::MAX)?,
@@ -1480,6 +1485,8 @@ impl Builder {
                 state: spec.state.unwrap_or(ConfNodeState::Unknown),
                 reason: reason.clone(),
                 name: name.clone(),
+                dynamic: false,
+                vacant: false,
             };
             self.cfg.node_by_name.insert(name, self.cfg.nodes.len());
             self.cfg.nodes.push(node);
@@ -1589,6 +1596,7 @@ impl Builder {
                 },
                 access: spec.access,
                 opts: spec.opts.finish(),
+                dynamic_join: Default::default(),
             },
             nodes: spec.nodes,
             loc: loc.clone(),

@@ -20,6 +20,7 @@
 
 mod build;
 pub mod cgroup;
+pub mod dynamic;
 pub mod gres;
 pub mod hostlist;
 pub mod ignored;

@@ -24,6 +24,7 @@ impl Builder {
         self.check_preempt()?;
         let origins: Vec<Loc> = self.node_origin.iter().map(|(l, _)| l.clone()).collect();
         super::gres::resolve(&mut self.cfg, &origins, gres)?;
+        self.cfg.fixed_nodes = self.cfg.nodes.len();
         Ok(self.cfg)
     }
 
@@ -172,6 +173,7 @@ impl Builder {
             } = pending;
             if let Some(nodes) = &nodes {
                 conf.nodes = self.partition_members(&loc, &conf.name, nodes, sets)?;
+                conf.dynamic_join = self.dynamic_join(nodes);
             }
             if conf.default {
                 if let Some((first, first_loc)) = &default_at {
@@ -211,6 +213,28 @@ impl Builder {
             self.cfg.partitions.push(conf);
         }
         Ok(())
+    }
+
+    /// Which dynamic nodes a partition's `Nodes=` takes: `ALL` every one, a NodeSet
+    /// with `Feature=` those with the feature (as slurmctld re-evaluates both when it
+    /// creates a node).
+    pub(super) fn dynamic_join(&self, nodes: &Listed<String>) -> super::types::DynamicJoin {
+        let mut join = super::types::DynamicJoin::default();
+        for name in &nodes.values {
+            if name.eq_ignore_ascii_case("ALL") {
+                join.all = true;
+            } else if let Some(f) = self
+                .nodesets
+                .iter()
+                .find(|s| &s.name == name)
+                .and_then(|s| s.feature.as_ref())
+            {
+                if !join.features.contains(f) {
+                    join.features.push(f.clone());
+                }
+            }
+        }
+        join
     }
 
     /// Members of a partition's `Nodes=`: `ALL`, node set names and hostlists, each node

@@ -190,6 +190,13 @@ pub struct Config {
     pub node_ignored: Vec<Vec<(String, String)>>,
     /// Node name → index into `nodes`, built at load.
     pub(super) node_by_name: HashMap<String, usize>,
+    /// How many of `nodes` slurm.conf lists; dynamic nodes follow them.
+    #[serde(default)]
+    pub fixed_nodes: usize,
+    /// `MaxNodeCount`: the most nodes, dynamic ones included (`None`: unset, no room
+    /// for dynamic nodes; below the file's count it is ignored, as in Slurm).
+    #[serde(default)]
+    pub max_node_count: Option<u32>,
 }
 
 /// The prolog and epilog scripts and how they run (see `exec::prolog`
@@ -332,6 +339,15 @@ pub struct NodeConf {
     pub weight: u32,
     pub state: ConfNodeState,
     pub reason: Option<String>,
+    /// Not in slurm.conf: created by `canopy-noded -Z` or `scontrol create node`
+    /// (Slurm's DYNAMIC_NORM); see `config::dynamic`.
+    #[serde(default)]
+    pub dynamic: bool,
+    /// A deleted dynamic node's rank, free for the next one: it is in no partition
+    /// and no name lookup, and no view shows it. Ranks are never shifted, so the
+    /// relay tree never re-ranks a node.
+    #[serde(default)]
+    pub vacant: bool,
 }
 
 /// The states a node may be given in slurm.conf (the controller decides IDLE, ALLOCATED...).
@@ -383,6 +399,23 @@ pub struct PartitionConf {
     /// Hidden, AllowGroups, OverSubscribe, memory defaults and limits, ...
     #[serde(default)]
     pub opts: crate::model::part_opts::PartOpts,
+    /// Which dynamic nodes join this partition when they are created.
+    #[serde(default)]
+    pub dynamic_join: DynamicJoin,
+}
+
+/// A partition's rule for dynamic nodes, from its `Nodes=`: `ALL` takes every one, and a
+/// `NodeSet` with `Feature=` takes those created with that feature.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicJoin {
+    pub all: bool,
+    pub features: Vec<String>,
+}
+
+impl DynamicJoin {
+    pub fn takes(&self, node: &NodeConf) -> bool {
+        self.all || node.features.iter().any(|f| self.features.contains(f))
+    }
 }
 
 pub use crate::model::partition::PartitionAccess;
@@ -448,6 +481,9 @@ impl Config {
             self.slurmd_spool_dir != new.slurmd_spool_dir,
         );
         differs("TreeWidth", self.tree_width != new.tree_width);
+        // The relay tree's room for dynamic nodes is laid out at start (as slurmctld
+        // sizes its node table).
+        differs("MaxNodeCount", self.max_node_count != new.max_node_count);
         // Listeners are sized at start.
         differs(
             "SlurmctldParameters conmgr_max_connections",
@@ -467,7 +503,11 @@ impl Config {
             "SlurmctldParameters canopy_operators",
             self.operators != new.operators,
         );
-        let names = |c: &Config| c.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        // The file's nodes; dynamic ones follow them and are carried over.
+        let names = |c: &Config| {
+            let file = c.nodes.iter().take(c.fixed_nodes);
+            file.map(|n| n.name.clone()).collect::<Vec<_>>()
+        };
         if names(self) != names(new) {
             differs("the node list (nodes added, removed or reordered)", true);
         } else {

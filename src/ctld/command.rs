@@ -121,6 +121,14 @@ pub enum Command {
     /// The shell's `power_save_interval` timer: a power-saving pass that
     /// also looks for nodes idle longer than SuspendTime (`power.rs`).
     PowerSave,
+    /// `scontrol create NodeName=...` (see `dynamic.rs`).
+    CreateNodes { line: String, caller: Caller },
+    /// `canopy-noded -Z` asks for its rank with the node line it built;
+    /// `peer` is the address its request came from.
+    /// Only the daemons' identity may send it (checked at the door).
+    JoinNode { line: String, peer: Option<String> },
+    /// `scontrol delete nodename=<hostlist>`.
+    DeleteNodes { names: String, caller: Caller },
 }
 
 /// The reply to the command's caller.
@@ -136,6 +144,8 @@ pub enum Reply {
     Accounts(Result<crate::model::assoc::edit::Outcome, crate::model::assoc::edit::Refused>),
     /// A reservation made: its name.
     Resv(Result<String, ErrorReply>),
+    /// Nodes created or joined: their ranks and lines.
+    Nodes(Result<Vec<super::dynamic::NodePlace>, ErrorReply>),
 }
 
 /// A job's step actor to create.

@@ -96,8 +96,8 @@ impl Core {
         node_admin: &HashMap<String, AdminState>,
         now: UnixTime,
     ) -> (Core, Output) {
-        let n = conf.nodes.len() as u32;
-        let tree_depth = Topology::new(n.max(1), conf.tree_width.max(2))
+        let (fixed, capacity) = conf.tree_ranks();
+        let tree_depth = Topology::with_dynamic(fixed, capacity, conf.tree_width.max(2))
             .map(|t| t.max_depth())
             .unwrap_or(1);
         let nodes = super::nodes::initial_nodes(&conf, node_admin, now);
@@ -247,6 +247,13 @@ impl Core {
             } => self.update_nodes(&update, &user, caller, now, &mut out),
             Command::Tick => self.tick(now, &mut out),
             Command::Reconfigure { conf } => self.reconfigure(conf, &mut out),
+            Command::CreateNodes { line, caller } => {
+                self.create_nodes(&line, caller, now, &mut out)
+            }
+            Command::JoinNode { line, peer } => {
+                self.join_node(&line, peer.as_deref(), now, &mut out)
+            }
+            Command::DeleteNodes { names, caller } => self.delete_nodes(&names, caller, &mut out),
             Command::NodeScriptFailed { failure } => {
                 self.node_script_failed(&failure, now, &mut out)
             }

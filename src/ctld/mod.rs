@@ -30,6 +30,7 @@ mod admission;
 mod backfill;
 mod command;
 mod core;
+mod dynamic;
 #[cfg(test)]
 mod fixtures;
 mod gang;
@@ -69,6 +70,7 @@ pub use self::command::{
 };
 pub use self::core::{Core, Counters};
 pub use self::power::{PassStats, PowerSave, POWER_DOWN_ASAP_REASON, RESUME_TIMEOUT_REASON};
+pub use self::dynamic::NodePlace;
 pub use self::priority::{account_of, PolicyInputs, PrioState};
 pub use self::steps::step_layout;
 

@@ -80,13 +80,20 @@ impl Core {
         }
     }
 
-    fn arm_node_deadline(&mut self, rank: u32, now: UnixTime, out: &mut Output) {
+    pub(super) fn arm_node_deadline(&mut self, rank: u32, now: UnixTime, out: &mut Output) {
         let timeout = self.conf.slurmd_timeout_s;
         let Some(st) = self.nodes.get(rank as usize) else {
             return;
         };
-        // A node powered down (or on its way) has no daemon to hear from.
-        if timeout == 0 || st.future || st.responding || st.power_state() != PowerState::On {
+        // A node powered down (or on its way) has no daemon to hear from;
+        // a deleted dynamic node's rank has no node to wait for.
+        let vacant = self.conf.nodes.get(rank as usize).is_some_and(|n| n.vacant);
+        if timeout == 0
+            || st.future
+            || st.responding
+            || vacant
+            || st.power_state() != PowerState::On
+        {
             return;
         }
         let at = now.saturating_add(i64::try_from(timeout).unwrap_or(i64::MAX));

@@ -16,6 +16,12 @@ impl Core {
     }
 
     fn try_reconfigure(&mut self, new: Arc<Config>, out: &mut Output) -> Result<(), String> {
+        // Dynamic nodes are not in the file: they stay, at their ranks.
+        let new = if self.conf.nodes.len() > self.conf.fixed_nodes {
+            Arc::new(new.with_stored_nodes(&self.conf.dynamic_lines()))
+        } else {
+            new
+        };
         let restart = self.conf.restart_only_changes(&new);
         if !restart.is_empty() {
             return Err(format!(

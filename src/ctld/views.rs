@@ -168,7 +168,8 @@ impl Core {
     }
 
     pub fn node_info(&self, rank: usize) -> Option<NodeInfo> {
-        let c = self.conf.nodes.get(rank)?;
+        // A deleted dynamic node's vacant rank is no node.
+        let c = self.conf.nodes.get(rank).filter(|c| !c.vacant)?;
         let st = self.nodes.get(rank)?;
         let slot = self.slots.get(rank)?;
         let power = st.power_state();
@@ -244,6 +245,7 @@ impl Core {
                 powering_up: power == PowerState::PoweringUp,
                 powering_down: power == PowerState::PoweringDown,
             },
+            dynamic: c.dynamic,
         })
     }
 

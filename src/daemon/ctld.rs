@@ -77,8 +77,9 @@ where
             addr: addr.clone(),
             source,
         })?;
+    let (fixed, capacity) = conf.tree_ranks();
     let topo = Arc::new(
-        Topology::new(conf.nodes.len().max(1) as u32, conf.tree_width)
+        Topology::with_dynamic(fixed, capacity, conf.tree_width)
             .map_err(|e| CtldError::Config(e.to_string()))?,
     );
     // Crash-only: a state write whose outcome is unknown ends the daemon at
@@ -275,6 +276,8 @@ async fn serve_conn(
                 code: ErrorCode::Backoff,
                 message: BACKOFF_MESSAGE.into(),
             })
+        } else if let Body::JoinNode(line) = env.body {
+            super::rpc_nodes::join(line, env.uid, peer, &h, &info).await
         } else {
             rpc::handle(env, &h, &info).await
         };

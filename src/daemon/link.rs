@@ -113,14 +113,20 @@ fn refuse(why: &str) -> Body {
 
 /// Check that `hello` comes from a node that may attach below `ctx.me`.
 fn admissible(ctx: &RelayCtx, hello: &Hello) -> Result<(), String> {
-    let Some(conf) = ctx.conf.nodes.get(hello.rank as usize) else {
+    let dynamic = hello.rank >= ctx.topo.fixed() && ctx.topo.contains(hello.rank);
+    let conf = ctx.conf.nodes.get(hello.rank as usize);
+    if conf.is_none() && !dynamic {
         return Err(format!("rank {} is not a configured node", hello.rank));
-    };
-    if conf.name != hello.node {
-        return Err(format!(
-            "rank {} is node {}, not {}",
-            hello.rank, conf.name, hello.node
-        ));
+    }
+    // A dynamic node's name is not in this daemon's slurm.conf: the controller, which made
+    // the node, checks it when the registration arrives.
+    if let Some(conf) = conf.filter(|_| !dynamic) {
+        if conf.name != hello.node {
+            return Err(format!(
+                "rank {} is node {}, not {}",
+                hello.rank, conf.name, hello.node
+            ));
+        }
     }
     match ctx.me {
         None => Ok(()),

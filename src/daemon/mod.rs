@@ -13,7 +13,9 @@ pub mod limit;
 pub mod link;
 pub mod listen;
 pub mod noded;
+pub mod noded_join;
 pub mod rpc;
+pub mod rpc_nodes;
 pub mod shutdown;
 pub mod stats;
 

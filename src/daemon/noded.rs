@@ -53,6 +53,9 @@ pub enum NodedError {
         path: String,
         source: std::io::Error,
     },
+    /// `-Z`: the controller refused the node, or could not be asked.
+    #[error("cannot join the cluster as a dynamic node: {0}")]
+    Join(String),
 }
 
 /// Options for one node daemon.
@@ -81,12 +84,31 @@ pub async fn start(
     auth: Arc<Authenticator>,
     opts: NodeOptions,
 ) -> Result<NodeHandles, NodedError> {
-    let rank = conf
+    start_at(conf, auth, opts, None).await
+}
+
+/// [`start`], for a node slurm.conf lists (`joined` `None`) or one that joined dynamically
+/// (`-Z`, see `noded_join`): then `conf` holds it and its ancestors, and its rank and the
+/// tree's shape are the controller's.
+pub async fn start_at(
+    conf: Arc<Config>,
+    auth: Arc<Authenticator>,
+    opts: NodeOptions,
+    joined: Option<super::noded_join::Joined>,
+) -> Result<NodeHandles, NodedError> {
+    let index = conf
         .node_index(&opts.node)
-        .ok_or_else(|| NodedError::UnknownNode(opts.node.clone()))? as u32;
-    let nc = conf.nodes[rank as usize].clone();
+        .ok_or_else(|| NodedError::UnknownNode(opts.node.clone()))?;
+    let nc = conf.nodes[index].clone();
+    let (rank, fixed, capacity, known) = match joined {
+        Some(j) => (j.rank, j.fixed, j.capacity, j.ancestors),
+        None => {
+            let (fixed, capacity) = conf.tree_ranks();
+            (index as u32, fixed, capacity, Default::default())
+        }
+    };
     let topo = Arc::new(
-        Topology::new(conf.nodes.len() as u32, conf.tree_width)
+        Topology::with_dynamic(fixed, capacity, conf.tree_width)
             .map_err(|e| NodedError::Config(e.to_string()))?,
     );
     let boot_id = super::new_boot_id();
@@ -140,7 +162,7 @@ pub async fn start(
         // cgroup.conf, the cgroup mount and hwloc are read off the loop.
         let (c, node, gpus) = (conf.clone(), nc.name.clone(), detected_gpus);
         let leaf = tokio::task::spawn_blocking(move || {
-            crate::exec::leaf::Leaf::for_node(&c, &node, rank as usize, &spool, detected, &gpus)
+            crate::exec::leaf::Leaf::for_node(&c, &node, index, &spool, detected, &gpus)
         })
         .await
         .map_err(|e| NodedError::Config(format!("node set-up failed: {e}")))?;
@@ -206,8 +228,10 @@ pub async fn start(
     let serve = move |conn, peer| serve_conn(conn, peer, ctx.clone());
     listener_part.spawn(accept_loop(listen, listener_part.clone(), links, serve));
     let up = Uplink {
+        me: nc.name.clone(),
         conf,
         topo,
+        known,
         rank,
         boot_id,
         auth,
@@ -286,6 +310,10 @@ async fn serve_conn(mut conn: Connection, peer: SocketAddr, ctx: RelayCtx) {
 struct Uplink {
     conf: Arc<Config>,
     topo: Arc<Topology>,
+    /// This node's name.
+    me: String,
+    /// Dynamic ancestors by rank: their ranks are not their places in `conf`.
+    known: std::collections::HashMap<u32, crate::config::NodeConf>,
     rank: u32,
     boot_id: u64,
     auth: Arc<Authenticator>,
@@ -336,15 +364,27 @@ impl Uplink {
         c
     }
 
+    /// The node at rank `r`: a dynamic ancestor, or one slurm.conf lists.
+    fn node_at(&self, r: u32) -> Option<&crate::config::NodeConf> {
+        match self.known.get(&r) {
+            Some(n) => Some(n),
+            None if r < self.topo.fixed() => self.conf.nodes.get(r as usize),
+            None => None,
+        }
+    }
+
     fn addr_of(&self, who: Option<u32>) -> String {
-        match who.and_then(|r| self.conf.nodes.get(r as usize)) {
+        match who.and_then(|r| self.node_at(r)) {
             Some(n) => format!("{}:{}", n.addr, n.port),
             None => format!("{}:{}", self.conf.control_addr, self.conf.slurmctld_port),
         }
     }
 
     fn name_of(&self, who: Option<u32>) -> String {
-        match who.and_then(|r| self.conf.nodes.get(r as usize)) {
+        if who == Some(self.rank) {
+            return self.me.clone();
+        }
+        match who.and_then(|r| self.node_at(r)) {
             Some(n) => n.name.clone(),
             None => "controller".into(),
         }

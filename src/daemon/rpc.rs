@@ -289,6 +289,8 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         Body::CreateResv(spec) => resv::create(spec, caller, h).await,
         Body::UpdateResv(spec) => resv::update(spec, caller, h).await,
         Body::DeleteResv(name) => resv::delete(name, caller, h).await,
+        Body::CreateNode(line) => super::rpc_nodes::create(line, caller, h).await,
+        Body::DeleteNode(names) => super::rpc_nodes::delete(names, caller, h).await,
         Body::QueryResv => {
             let user = info.user_name(caller.uid).await;
             resv::query(caller, user, h).await

@@ -259,6 +259,7 @@ mod tests {
             preempt: Default::default(),
             access: Default::default(),
             opts: Default::default(),
+            dynamic_join: Default::default(),
         }
     }
 

@@ -563,6 +563,7 @@ fn a_partitions_qos_limits_every_job_in_it_before_the_jobs_own() {
             ..Default::default()
         },
         opts: Default::default(),
+        dynamic_join: Default::default(),
     };
     let parts = [pc];
     let run = [running(job(1, "alice", "chem", 1))];

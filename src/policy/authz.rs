@@ -94,6 +94,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("CreateResv", Role::Operator),
     ("UpdateResv", Role::Operator),
     ("DeleteResv", Role::Operator),
+    ("CreateNode", Role::Operator),
+    ("DeleteNode", Role::Operator),
+    // The handler also insists on the daemons' identity.
+    ("JoinNode", Role::Operator),
     ("QueryResv", Role::Anyone),
     ("QueryLicenses", Role::Anyone),
     ("Broadcast", Role::Operator),

@@ -123,6 +123,14 @@ pub enum Op {
     /// priority/multifactor: pending jobs' eligible-since times (replaces
     /// the last map).
     PutAges(Box<std::collections::BTreeMap<u32, crate::model::time::UnixTime>>),
+    /// A dynamic node's line, by its rank's offset past slurm.conf's nodes
+    /// (`config::dynamic`): it comes back at that rank after a restart.
+    PutDynNode {
+        offset: u32,
+        line: String,
+    },
+    /// A dynamic node deleted: its rank is vacant.
+    DeleteDynNode(u32),
 }
 
 struct Batch {
@@ -145,6 +153,8 @@ pub struct Recovered {
     pub reservations: Vec<crate::model::reservation::Reservation>,
     /// The last generated reservation name's number.
     pub resv_suffix: Option<u32>,
+    /// Dynamic nodes: (rank offset past slurm.conf's nodes, node line).
+    pub dyn_nodes: Vec<(u32, String)>,
 }
 
 /// Handle to the store; cheap to clone.
@@ -172,6 +182,8 @@ struct Trees {
     /// Key `db`: the association database.
     accounts: sled::Tree,
     resv: sled::Tree,
+    /// Dynamic nodes' lines, by rank offset (big-endian u32).
+    dyn_nodes: sled::Tree,
 }
 
 /// The one key of the `accounts` tree.
@@ -197,6 +209,7 @@ impl Store {
             acct_array: db.open_tree("acct_array")?,
             accounts: db.open_tree("accounts")?,
             resv: db.open_tree("resv")?,
+            dyn_nodes: db.open_tree("dyn_nodes")?,
             db,
         };
         let acct = trees.acct.clone();
@@ -353,6 +366,25 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
         })?;
         out.resv_suffix = Some(u32::from_be_bytes(bytes));
     }
+    for item in t.dyn_nodes.iter() {
+        let (k, v) = item?;
+        let key = String::from_utf8_lossy(&k).into_owned();
+        let offset =
+            k.as_ref()
+                .try_into()
+                .map(u32::from_be_bytes)
+                .map_err(|_| StoreError::Corrupt {
+                    what: "dyn_nodes",
+                    key: key.clone(),
+                    detail: format!("expected a 4-byte key, found {}", k.len()),
+                })?;
+        let line = String::from_utf8(v.to_vec()).map_err(|e| StoreError::Corrupt {
+            what: "dyn_nodes",
+            key,
+            detail: e.to_string(),
+        })?;
+        out.dyn_nodes.push((offset, line));
+    }
     Ok(out)
 }
 
@@ -425,6 +457,16 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
         Op::PutAges(ages) => {
             let bytes = encode(ages.as_ref())?;
             t.meta.insert(AGES_KEY, bytes).map_err(|e| e.to_string())?;
+        }
+        Op::PutDynNode { offset, line } => {
+            t.dyn_nodes
+                .insert(offset.to_be_bytes(), line.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        Op::DeleteDynNode(offset) => {
+            t.dyn_nodes
+                .remove(offset.to_be_bytes())
+                .map_err(|e| e.to_string())?;
         }
         Op::NodeAdmin { name, state } => {
             match state {

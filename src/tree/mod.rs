@@ -2,6 +2,10 @@
 //! children, collecting exactly one outcome per target, and subtree health by change. Nothing here
 //! does I/O or reads a clock (`now` is always passed in); the relay and controller actors are thin
 //! shells that move these values between sockets and mailboxes.
+//!
+//! Dynamic nodes (`canopy-noded -Z`) get appended ranks in blocks under the controller, laid
+//! out so that adding one never re-ranks or re-parents a node already there (`topology`'s
+//! header says how; its oracle tests check it).
 
 pub mod collect;
 pub mod health;

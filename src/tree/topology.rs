@@ -12,6 +12,19 @@
 //! `cap(d) ≥ n` (so it is as shallow as any width-`w` tree can be). That `d` lies in
 //! `[floor(log_w n), max(1, ceil(log_w n))]` for `n ≥ 1`.
 //!
+//! Dynamic nodes (`canopy-noded -Z`, `scontrol create node`) get appended ranks: the ranks
+//! `[fixed, n)` after the nodes slurm.conf lists form a separate region of fixed-size *blocks* of
+//! [`dynamic_block`]`(width)` ranks (`1 + w + w²`: a head, `w` relays under it and `w` leaves under
+//! each), one block after another. Each block's head is a direct child of the controller, and
+//! inside a block ranks are laid out as above, over the block's *full* size, whatever part of it is
+//! in use. So a rank's parent, depth and ancestors depend only on `fixed`, the width and the rank
+//! itself, never on how many ranks follow it: adding dynamic nodes never re-ranks or re-parents
+//! an existing node, so the routes relays hold and the health they fold upward stay valid, and the
+//! configured nodes' layout is the same as without any dynamic region. Ranks past `n` are absent;
+//! a subtree is its full-size range cut at `n`, which is still one contiguous range. The controller
+//! builds the tree over `MaxNodeCount` ranks, so every daemon computes the same shape from the same
+//! slurm.conf, before any dynamic node exists.
+//!
 //! This module owns only the shape; which nodes are alive or attached where is `plan`'s and
 //! `health`'s business. The controller is the root and has no rank; it appears as `None`.
 
@@ -25,7 +38,7 @@ pub enum TopologyError {
     WidthTooSmall { width: u32 },
 }
 
-/// The tree over ranks `0..n` with fan-out `width`.
+/// The tree over ranks `0..n` with fan-out `width`; ranks from `fixed` on are the dynamic region.
 ///
 /// Methods taking a rank treat ranks `>= n` as absent: no parent (`None`), empty subtree and
 /// children, depth 0. Callers holding a rank from the network check it with [`Topology::contains`].
@@ -33,14 +46,39 @@ pub enum TopologyError {
 pub struct Topology {
     n: u32,
     width: u32,
+    /// Ranks `0..fixed` are laid out as one tree under the controller; the rest in blocks.
+    fixed: u32,
+}
+
+/// Ranks per block of the dynamic region: a head, `width` relays and `width` leaves under each.
+pub fn dynamic_block(width: u32) -> u32 {
+    width
+        .saturating_add(1)
+        .saturating_mul(width)
+        .saturating_add(1)
 }
 
 impl Topology {
     pub fn new(n: u32, width: u32) -> Result<Self, TopologyError> {
+        Self::with_dynamic(n, n, width)
+    }
+
+    /// The tree over the `fixed` configured nodes, and room for dynamic nodes up to `capacity`
+    /// ranks in all (`MaxNodeCount`; below `fixed` it means none).
+    pub fn with_dynamic(fixed: u32, capacity: u32, width: u32) -> Result<Self, TopologyError> {
         if width < 2 {
             return Err(TopologyError::WidthTooSmall { width });
         }
-        Ok(Topology { n, width })
+        Ok(Topology {
+            n: capacity.max(fixed),
+            width,
+            fixed,
+        })
+    }
+
+    /// Ranks of the nodes slurm.conf lists; ranks from here on are dynamic.
+    pub fn fixed(&self) -> u32 {
+        self.fixed
     }
 
     /// Number of nodes (ranks `0..n`).
@@ -78,12 +116,28 @@ impl Topology {
 
     /// The subtrees of `me`'s direct children, ascending; each range's first rank is the child.
     pub fn child_ranges(&self, me: Option<u32>) -> ChildRanges {
-        ChildRanges::split(self.below(me), self.width)
+        match me {
+            None => {
+                let mut c = ChildRanges::split(0..self.fixed, self.width);
+                c.blocks = self.fixed..self.n;
+                c.block = dynamic_block(self.width);
+                c
+            }
+            Some(rank) if rank >= self.fixed => {
+                // Split the full-size subtree, as every other rank of the block does; cut at n.
+                let full = self.walk(rank).last().unwrap_or(rank..rank);
+                let mut c = ChildRanges::split(full.start.saturating_add(1)..full.end, self.width);
+                c.clip = self.n;
+                c
+            }
+            Some(_) => ChildRanges::split(self.below(me), self.width),
+        }
     }
 
     /// The ranks `rank` heads, itself included.
     pub fn subtree(&self, rank: u32) -> Range<u32> {
-        self.walk(rank).last().unwrap_or(rank..rank)
+        let full = self.walk(rank).last().unwrap_or(rank..rank);
+        full.start..full.end.min(self.n)
     }
 
     /// The ranks strictly below `me` (`None` = every rank).
@@ -106,13 +160,57 @@ impl Topology {
 
     /// Depth of the deepest rank (0 for an empty tree).
     pub fn max_depth(&self) -> u32 {
-        self.levels_in(self.n)
+        let mut depth = self.levels_in(self.fixed);
+        let block = dynamic_block(self.width);
+        let dynamic = self.n - self.fixed;
+        if dynamic >= block {
+            depth = depth.max(1 + self.levels_in(block - 1));
+        }
+        if dynamic % block != 0 {
+            // The last block, in use only up to n.
+            depth = depth.max(1 + self.height(Some(self.n - dynamic % block)));
+        }
+        depth
     }
 
     /// Levels of nodes below `me` (`None` = the controller, giving `max_depth`); 0 for a leaf.
     pub fn height(&self, me: Option<u32>) -> u32 {
-        let below = self.below(me);
-        self.levels_in(below.end - below.start)
+        match me {
+            None => self.max_depth(),
+            Some(rank) if rank >= self.fixed && self.contains(rank) => {
+                let full = self.walk(rank).last().unwrap_or(rank..rank);
+                self.cut_height(full.start + 1..full.end)
+            }
+            Some(_) => {
+                let below = self.below(me);
+                self.levels_in(below.end - below.start)
+            }
+        }
+    }
+
+    /// Levels in the full-size span `below` (a head's ranks under it) once cut at `n`: chunks
+    /// wholly in use have the closed-form height; only the one cut chunk is recursed into, so
+    /// this costs O(width · depth).
+    fn cut_height(&self, below: Range<u32>) -> u32 {
+        if below.start >= self.n {
+            return 0;
+        }
+        if below.end <= self.n {
+            return self.levels_in(below.end - below.start);
+        }
+        let mut levels = 0;
+        for chunk in ChildRanges::split(below, self.width) {
+            if chunk.start >= self.n {
+                break;
+            }
+            let under = if chunk.end <= self.n {
+                self.levels_in(chunk.end - chunk.start - 1)
+            } else {
+                self.cut_height(chunk.start + 1..chunk.end)
+            };
+            levels = levels.max(1 + under);
+        }
+        levels
     }
 
     /// Proper ancestors of `rank`, nearest first (the controller is not listed).
@@ -150,11 +248,33 @@ impl Topology {
         self.walk(rank).map(|chunk| chunk.start).collect()
     }
 
+    /// The full-size chunks holding `rank`, from the controller's split down (not cut at `n`).
     fn walk(&self, rank: u32) -> Walk {
+        if !self.contains(rank) {
+            return Walk {
+                span: 0..0,
+                rank,
+                width: self.width,
+                first: None,
+            };
+        }
+        if rank < self.fixed {
+            return Walk {
+                span: 0..self.fixed,
+                rank,
+                width: self.width,
+                first: None,
+            };
+        }
+        // A dynamic rank: its block is the controller-level chunk, then the usual split inside.
+        let block = dynamic_block(self.width);
+        let start = self.fixed + (rank - self.fixed) / block * block;
+        let end = start.saturating_add(block);
         Walk {
-            span: 0..if self.contains(rank) { self.n } else { 0 },
+            span: if start == rank { 0..0 } else { start + 1..end },
             rank,
             width: self.width,
+            first: Some(start..end),
         }
     }
 
@@ -171,13 +291,18 @@ impl Topology {
 }
 
 /// The subtrees a span of ranks is cut into: at most `width` consecutive chunks, the first
-/// `len % chunks` one longer than the rest.
+/// `len % chunks` one longer than the rest; each cut at `clip`. At the controller, the dynamic
+/// region's blocks follow.
 #[derive(Debug, Clone)]
 pub struct ChildRanges {
     next: u32,
     left: u32,
     base: u32,
     longer: u32,
+    clip: u32,
+    /// Dynamic blocks still to give, `block` ranks each (the last one cut at the range's end).
+    blocks: Range<u32>,
+    block: u32,
 }
 
 impl ChildRanges {
@@ -193,6 +318,9 @@ impl ChildRanges {
             left: chunks,
             base,
             longer,
+            clip: u32::MAX,
+            blocks: 0..0,
+            block: 1,
         }
     }
 
@@ -219,15 +347,22 @@ impl Iterator for ChildRanges {
     type Item = Range<u32>;
 
     fn next(&mut self) -> Option<Range<u32>> {
-        if self.left == 0 {
+        if self.left > 0 && self.next < self.clip {
+            let size = self.base + u32::from(self.longer > 0);
+            self.longer = self.longer.saturating_sub(1);
+            self.left -= 1;
+            let chunk = self.next..self.next + size;
+            self.next = chunk.end;
+            return Some(chunk.start..chunk.end.min(self.clip));
+        }
+        self.left = 0;
+        if self.blocks.is_empty() {
             return None;
         }
-        let size = self.base + u32::from(self.longer > 0);
-        self.longer = self.longer.saturating_sub(1);
-        self.left -= 1;
-        let chunk = self.next..self.next + size;
-        self.next = chunk.end;
-        Some(chunk)
+        let start = self.blocks.start;
+        let end = start.saturating_add(self.block).min(self.blocks.end);
+        self.blocks.start = end;
+        Some(start..end)
     }
 }
 
@@ -237,12 +372,17 @@ struct Walk {
     span: Range<u32>,
     rank: u32,
     width: u32,
+    /// A dynamic rank's block, given before the split inside it.
+    first: Option<Range<u32>>,
 }
 
 impl Iterator for Walk {
     type Item = Range<u32>;
 
     fn next(&mut self) -> Option<Range<u32>> {
+        if let Some(block) = self.first.take() {
+            return Some(block);
+        }
         if !self.span.contains(&self.rank) {
             return None;
         }
@@ -275,16 +415,37 @@ mod tests {
     }
 
     impl Oracle {
-        fn build(n: u32, width: u32) -> Self {
+        /// The configured ranks as one tree, then whole blocks of the dynamic region each under
+        /// the controller, built at full size and only then cut at `cap`.
+        fn build_dynamic(fixed: u32, cap: u32, width: u32) -> Self {
+            let n = cap.max(fixed);
+            let block = dynamic_block(width);
+            let blocks = (n - fixed).div_ceil(block);
+            let full = (fixed + blocks * block) as usize;
             let mut o = Oracle {
-                parent: vec![None; n as usize],
+                parent: vec![None; full],
                 children: HashMap::new(),
-                depth: vec![0; n as usize],
-                size: vec![1; n as usize],
-                max_descendant: (0..n).collect(),
+                depth: vec![0; full],
+                size: vec![1; full],
+                max_descendant: (0..full as u32).collect(),
                 deepest_below: Vec::new(),
             };
-            o.place(0, n, None, 1, width);
+            o.place(0, fixed, None, 1, width);
+            for b in 0..blocks {
+                let start = fixed + b * block;
+                o.parent[start as usize] = None;
+                o.depth[start as usize] = 1;
+                o.children.entry(None).or_default().push(start);
+                o.place(start + 1, start + block, Some(start), 2, width);
+            }
+            o.parent.truncate(n as usize);
+            o.depth.truncate(n as usize);
+            o.size.truncate(n as usize);
+            o.max_descendant.truncate(n as usize);
+            for kids in o.children.values_mut() {
+                kids.retain(|&k| k < n);
+            }
+            o.children.retain(|_, kids| !kids.is_empty());
             o.deepest_below = o.depth.clone();
             // Children always have larger ranks than their parent, so one reverse pass folds
             // each subtree into its parent.
@@ -348,9 +509,14 @@ mod tests {
     }
 
     fn check_against_oracle(n: u32, width: u32) {
-        let topo = Topology::new(n, width).unwrap();
-        let o = Oracle::build(n, width);
-        let ctx = format!("n={n} width={width}");
+        check_dynamic_against_oracle(n, n, width);
+    }
+
+    fn check_dynamic_against_oracle(fixed: u32, cap: u32, width: u32) {
+        let topo = Topology::with_dynamic(fixed, cap, width).unwrap();
+        let o = Oracle::build_dynamic(fixed, cap, width);
+        let n = cap.max(fixed);
+        let ctx = format!("fixed={fixed} n={n} width={width}");
         assert_eq!(
             topo.children(None),
             o.children.get(&None).cloned().unwrap_or_default(),
@@ -401,6 +567,80 @@ mod tests {
                 check_against_oracle(n, width);
             }
         }
+    }
+
+    #[test]
+    fn dynamic_region_matches_explicit_tree() {
+        for width in [2, 3, 4, 5, 16] {
+            let block = dynamic_block(width);
+            for fixed in [0, 1, 2, 7, 100] {
+                let mut extra: Vec<u32> = (0..3 * block + 2).collect();
+                extra.extend([5 * block, 5 * block + 1, 7 * block - 1]);
+                for e in extra {
+                    check_dynamic_against_oracle(fixed, fixed + e, width);
+                }
+            }
+        }
+    }
+
+    /// The promise dynamic nodes rely on: growing the dynamic region (nodes joining, one at a
+    /// time or many) never changes where an existing rank sits, and the configured nodes sit
+    /// exactly where they would without any dynamic region.
+    #[test]
+    fn appending_ranks_never_moves_an_existing_rank() {
+        let seed = 0x17d;
+        println!("seed {seed}");
+        let mut rng = crate::tree::test_rng::Lcg::new(seed);
+        for _ in 0..300 {
+            let width = 2 + rng.below(20);
+            let fixed = rng.below(400);
+            let before = fixed + rng.below(3 * dynamic_block(width) + 5);
+            let after = before + 1 + rng.below(2 * dynamic_block(width));
+            let (small, big) = (
+                Topology::with_dynamic(fixed, before, width).unwrap(),
+                Topology::with_dynamic(fixed, after, width).unwrap(),
+            );
+            let plain = Topology::new(fixed, width).unwrap();
+            let ctx = format!("seed={seed} width={width} fixed={fixed} {before}->{after}");
+            for r in 0..before {
+                assert_eq!(small.parent(r), big.parent(r), "{ctx} parent of {r}");
+                assert_eq!(
+                    small.ancestors(r),
+                    big.ancestors(r),
+                    "{ctx} ancestors of {r}"
+                );
+                assert_eq!(small.depth(r), big.depth(r), "{ctx} depth of {r}");
+                assert!(big.subtree(r).start == r && big.subtree(r).end >= small.subtree(r).end);
+                if r < fixed {
+                    assert_eq!(big.parent(r), plain.parent(r), "{ctx} configured {r}");
+                    assert_eq!(big.subtree(r), plain.subtree(r), "{ctx} configured {r}");
+                    assert_eq!(big.children(Some(r)), plain.children(Some(r)), "{ctx}");
+                }
+            }
+            // The controller's children only grow, by whole new block heads.
+            let (old, new) = (small.children(None), big.children(None));
+            assert_eq!(&new[..old.len()], &old[..], "{ctx}");
+        }
+    }
+
+    #[test]
+    fn dynamic_blocks_hang_under_the_controller() {
+        // Width 3: blocks of 1 + 3 + 9 = 13 ranks after the 5 configured ones.
+        assert_eq!(dynamic_block(3), 13);
+        let topo = Topology::with_dynamic(5, 5 + 13 + 2, 3).unwrap();
+        assert_eq!(topo.fixed(), 5);
+        assert_eq!(topo.children(None), vec![0, 2, 4, 5, 18]);
+        assert_eq!(topo.parent(5), None);
+        assert_eq!(topo.children(Some(5)), vec![6, 10, 14]);
+        assert_eq!(topo.parent(19), Some(18));
+        assert_eq!(topo.subtree(18), 18..20);
+        assert_eq!(topo.max_depth(), 3);
+        assert!(!topo.contains(20));
+        // No room asked for: no dynamic region, and the plain layout.
+        assert_eq!(
+            Topology::with_dynamic(5, 3, 3).unwrap(),
+            Topology::new(5, 3).unwrap()
+        );
     }
 
     #[test]

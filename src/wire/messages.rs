@@ -56,6 +56,10 @@ pub enum ErrorCode {
     /// The user's RPC rate limit is exceeded (Slurm's
     /// SLURMCTLD_COMMUNICATIONS_BACKOFF): wait, then send it again.
     Backoff,
+    /// Slurm's ESLURM_NODES_BUSY ("Requested nodes are busy").
+    NodesBusy,
+    /// Slurm's ESLURM_INVALID_NODE_STATE.
+    InvalidNodeState,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -415,6 +419,19 @@ pub struct Hello {
     pub version: String,
     pub resources: NodeResources,
     pub jobs: Vec<JobReport>,
+}
+
+/// The controller's answer to a joining dynamic node: its rank, its line as the controller
+/// keeps it, the relay tree's shape (`fixed`, `capacity`: see `tree::topology`) and the lines
+/// of its ancestors, so that it can find its parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeJoined {
+    pub rank: u32,
+    pub line: String,
+    pub fixed: u32,
+    pub capacity: u32,
+    /// (rank, node line), nearest first.
+    pub ancestors: Vec<(u32, String)>,
 }
 
 /// A node's Hello on its way up to the controller, with where it is attached.
@@ -1070,6 +1087,13 @@ pub enum Body {
     /// `scontrol show licenses`; answered with `Licenses`.
     QueryLicenses,
     Licenses(Vec<crate::wire::resv::LicenseInfo>),
+    /// `scontrol create NodeName=...` (operators): the node line; `Ok` or `Error`.
+    CreateNode(String),
+    /// `scontrol delete nodename=<hostlist>` (operators); `Ok` or `Error`.
+    DeleteNode(String),
+    /// `canopy-noded -Z` (the daemons' identity): its node line; `NodeJoined` or `Error`.
+    JoinNode(String),
+    NodeJoined(Box<NodeJoined>),
 
     // node daemons and relays
     Hello(Hello),
@@ -1146,6 +1170,10 @@ impl Body {
             Body::Reservations(_) => "Reservations",
             Body::QueryLicenses => "QueryLicenses",
             Body::Licenses(_) => "Licenses",
+            Body::CreateNode(_) => "CreateNode",
+            Body::DeleteNode(_) => "DeleteNode",
+            Body::JoinNode(_) => "JoinNode",
+            Body::NodeJoined(_) => "NodeJoined",
             Body::BroadcastReply(_) => "BroadcastReply",
             Body::Hello(_) => "Hello",
             Body::Welcome(_) => "Welcome",

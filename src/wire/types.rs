@@ -195,6 +195,10 @@ pub struct NodeInfo {
     /// In an active MAINT reservation (Slurm's MAINT flag).
     #[serde(default)]
     pub maint: bool,
+    /// Created dynamically (`canopy-noded -Z`, `scontrol create node`): Slurm's
+    /// DYNAMIC_NORM flag.
+    #[serde(default)]
+    pub dynamic: bool,
     /// Boards as configured.
     #[serde(default = "one_board")]
     pub boards: u32,
@@ -240,6 +244,10 @@ impl NodeInfo {
         }
         if self.drain {
             s.push_str("+DRAIN");
+        }
+        if self.dynamic {
+            // Slurm 22.05 shows a node `scontrol create` made FUTURE as FUTURE+DYNAMIC_NORM.
+            s.push_str("+DYNAMIC_NORM");
         }
         if self.invalid_reg {
             s.push_str("+INVALID_REG");

@@ -156,9 +156,12 @@ impl Cluster {
         }
         text.push_str("PartitionName=debug Nodes=ALL Default=YES MaxTime=60 State=UP\n");
         let short = if nodes >= 2 { "n[1-2]" } else { "n1" };
-        text.push_str(&format!(
-            "PartitionName=short Nodes={short} MaxTime=5 MaxNodes=2 State=UP\n"
-        ));
+        // A file with no node lines (dynamic nodes only) has no `short`.
+        if nodes > 0 {
+            text.push_str(&format!(
+                "PartitionName=short Nodes={short} MaxTime=5 MaxNodes=2 State=UP\n"
+            ));
+        }
         std::fs::write(&conf, text).unwrap();
         canopy::wire::auth::generate_key_file(&dir.path().join("slurm.key")).unwrap();
         // Like `canopy cluster up`: the Slurm command names, linked to canopy,
@@ -246,6 +249,14 @@ impl Cluster {
     /// (`CANOPY_TOPOLOGY` to give it other hardware).
     pub fn start_node_env(&mut self, name: &str, env: &[(&str, &str)]) {
         let child = self.spawn_daemon_env("canopy-noded", &["-N", name], name, env);
+        self.noded.insert(name.to_string(), child);
+    }
+
+    /// Start a node daemon for `name` with extra arguments (`-Z --conf ...`).
+    pub fn start_node_args(&mut self, name: &str, args: &[&str]) {
+        let mut all = vec!["-N", name];
+        all.extend_from_slice(args);
+        let child = self.spawn_daemon("canopy-noded", &all, name);
         self.noded.insert(name.to_string(), child);
     }
 

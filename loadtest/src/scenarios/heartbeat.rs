@@ -29,6 +29,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 cpus: 2,
                 job_runtime: Duration::ZERO,
                 start_nodes: true,
+                dynamic: 0,
             };
             let t0 = Instant::now();
             let h = Harness::start(spec, progress)?;

@@ -24,6 +24,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         cpus: 2,
         job_runtime: Duration::ZERO,
         start_nodes: true,
+        dynamic: 0,
     };
     let h = Harness::start(spec, progress)?;
     let rss_idle = h.ctld_rss_mb()?;

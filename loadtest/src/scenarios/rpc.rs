@@ -140,6 +140,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
         cpus: 2,
         job_runtime: Duration::ZERO,
         start_nodes: true,
+        dynamic: 0,
     };
     let h = Harness::start(spec, progress)?;
     progress(&format!("rpc: preloading {} held jobs", o.preload));

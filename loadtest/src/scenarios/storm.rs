@@ -39,6 +39,7 @@ fn one(o: &Opts, n: u32, w: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> 
         cpus: 2,
         job_runtime: Duration::ZERO,
         start_nodes: false,
+        dynamic: 0,
     };
     let mut h = Harness::start(spec, progress)?;
     let idle = h.start_nodes(progress)?;

@@ -45,6 +45,7 @@ use crate::wire::types::{AcctJob, NodeInfo, PartitionInfo};
 const MAILBOX: usize = 8192;
 
 mod accounts;
+pub mod dynamic;
 mod effects;
 mod power;
 mod priority;
@@ -274,11 +275,14 @@ impl ControllerActor {
         recovered: Recovered,
         fatal: FatalHook,
     ) -> ControllerHandles {
-        let n = conf.nodes.len() as u32;
+        let conf = dynamic::with_stored(conf, &recovered.dyn_nodes);
+        // Room for every dynamic node MaxNodeCount allows, so that adding one never moves
+        // another (`tree::topology`).
+        let (fixed, capacity) = conf.tree_ranks();
         let topo = Arc::new(
-            Topology::new(n.max(1), conf.tree_width.max(2)).unwrap_or_else(|_| {
+            Topology::with_dynamic(fixed, capacity, conf.tree_width.max(2)).unwrap_or_else(|_| {
                 // Config validation guarantees width >= 2; keep a sane fallback anyway.
-                Topology::new(n.max(1), 2).expect("width 2 is always valid")
+                Topology::with_dynamic(fixed, capacity, 2).expect("width 2 is always valid")
             }),
         );
         let stats = ActorStats::new();

@@ -1060,6 +1060,7 @@ mod tests {
             tmp_disk_mb: 0,
             ignored_attrs: Vec::new(),
             power: Default::default(),
+            dynamic: false,
         }
     }
 

@@ -48,6 +48,7 @@ fn node(name: &str, base: NodeBaseState, alloc_cpus: u32) -> NodeInfo {
         tmp_disk_mb: 0,
         ignored_attrs: Vec::new(),
         power: Default::default(),
+        dynamic: false,
     }
 }
 
