@@ -1049,7 +1049,9 @@ impl Builder {
     pub(super) fn global(&mut self, loc: &Loc, item: &Item) -> Result<(), ConfigError> {
         let spelling = lookup(GLOBAL_KEYS, &item.key)
             .map(|(name, _)| name)
-            .or_else(|| lookup_name(UNUSED_GLOBAL_KEYS, &item.key));
+            .or_else(|| lookup_name(UNUSED_GLOBAL_KEYS, &item.key))
+            .or_else(|| lookup_name(super::power::KEYS, &item.key))
+            .or_else(|| lookup_name(super::partopts::MEM_KEYS, &item.key));
         self.note_setting(spelling.unwrap_or(&item.key), item);
         if let Some(done) = self.priority_key(loc, item) {
             return done;

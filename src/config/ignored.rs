@@ -100,8 +100,10 @@ const fn p(key: &'static str, noop: &'static [&'static str], instead: &'static s
 
 const NO_ACCT: &str = "canopy keeps job accounting in its own state store (sacct reads it); \
                        nothing is sent to slurmdbd";
-const NO_POWER: &str = "no power saving: idle nodes are never powered down and powered-down \
-                        (CLOUD) nodes are never resumed";
+const NO_POWER: &str = "this partition's nodes follow the global power-saving settings \
+                        (SuspendTime, SuspendTimeout, ResumeTimeout), not its own";
+const NO_EXC_STATES: &str = "nodes in any state may be powered down for being idle (SuspendExcNodes \
+                             and SuspendExcParts still apply)";
 const NO_SPEC: &str =
     "no cores or memory are set aside for the system: jobs may use all of the node";
 const MEM_DEFAULT: &str = "a job that asks for no memory is given no default amount: it \
@@ -133,10 +135,6 @@ const CHANGES: &[Changes] = &[
     g("UsePAM", &["0", "no"], "tasks are started without a PAM session"),
     // -- scheduling and limits --
     g("CompleteWait", &["0"], "scheduling does not wait for completing jobs"),
-    g("DefCPUPerGPU", &[], "a job asking for GPUs gets the CPUs it asks for, not this many per GPU"),
-    g("DefMemPerCPU", &["0", "unlimited"], MEM_DEFAULT),
-    g("DefMemPerGPU", &["0", "unlimited"], MEM_DEFAULT),
-    g("DefMemPerNode", &["0", "unlimited"], MEM_DEFAULT),
     g("DependencyParameters", &[], "dependencies follow canopy's defaults (no kill_invalid_depend, ...)"),
     g("EnforcePartLimits", &[], "partition limits are applied by canopy's fixed rule, not this setting"),
     g("FairShareDampeningFactor", &["1"], "fair share is not dampened"),
@@ -146,9 +144,6 @@ const CHANGES: &[Changes] = &[
     g("KillOnBadExit", &["0"], "a step is not killed when one of its tasks exits non-zero"),
     g("LaunchParameters", &[], "steps launch with canopy's defaults (no use_interactive_step, ...)"),
     g("MaxBatchRequeue", &["5"], "batch requeues are not capped at this number"),
-    g("MaxMemPerCPU", &["0", "unlimited"], MEM_MAX),
-    g("MaxMemPerNode", &["0", "unlimited"], MEM_MAX),
-    g("MaxNodeCount", &[], "nodes not listed in the file cannot join"),
     g("MaxStepCount", &[], "steps per job are not capped at this number"),
     g("MaxTasksPerNode", &[], "tasks per node are not capped at this number"),
     g("OverTimeLimit", &["0"], "jobs are stopped at their time limit, with no extra minutes"),
@@ -191,24 +186,12 @@ const CHANGES: &[Changes] = &[
     g("TaskProlog", &[], "no task prolog runs (its output does not set the task's environment)"),
     g("UnkillableStepProgram", &[], "nothing runs when a step's processes cannot be killed"),
     // -- power saving and cloud --
-    g("ResumeFailProgram", &[], NO_POWER),
-    g("ResumeProgram", &[], NO_POWER),
-    g("ResumeTimeout", &[], NO_POWER),
-    g("SuspendExcNodes", &[], NO_POWER),
-    g("SuspendExcParts", &[], NO_POWER),
-    g("SuspendExcStates", &[], NO_POWER),
-    g("SuspendProgram", &[], NO_POWER),
-    g("SuspendTime", &["-1", "none", "infinite"], NO_POWER),
+    g("SuspendExcStates", &[], NO_EXC_STATES),
     g("FrontendName", &[], "no front-end nodes: node daemons run on the compute nodes"),
     g("SlurmctldHost", &[], "canopy runs one controller: no backup takes over when it fails"),
     g("BackupController", &[], "canopy runs one controller: no backup takes over when it fails"),
     // -- words of list keys (any other ignored word is named as not acted on) --
     w("SlurmctldParameters", "enable_configless", "node daemons need their own copy of the configuration: none is served to them"),
-    w("SlurmctldParameters", "cloud_dns", "cloud nodes are reached at their configured NodeAddr"),
-    w("SlurmctldParameters", "cloud_reg_addrs", "cloud nodes are reached at their configured NodeAddr"),
-    w("SlurmctldParameters", "idle_on_node_suspend", NO_POWER),
-    w("SlurmctldParameters", "power_save_interval", NO_POWER),
-    w("SlurmctldParameters", "power_save_min_interval", NO_POWER),
     w("PrologFlags", "X11", "no X11 forwarding (srun --x11)"),
     w("PrologFlags", "DeferBatch", "the batch script waits for every node's Prolog, as canopy always does"),
     w("PrivateData", "cloud", "powered-down cloud nodes are shown like any other node"),
@@ -222,29 +205,14 @@ const CHANGES: &[Changes] = &[
     n("TRESWeights", "the node adds no TRES weights to billing"),
     // -- partition attributes --
     p("AllocNodes", &["all"], "jobs may be submitted to the partition from any host"),
-    p("AllowGroups", &["all"], "every user may use the partition, whatever their groups"),
-    p("Alternate", &[], "jobs are not redirected to an alternate partition"),
     p("CpuBind", &[], "tasks are bound per TaskPluginParam, not this partition's CpuBind"),
-    p("DefCPUPerGPU", &[], "a job asking for GPUs gets the CPUs it asks for, not this many per GPU"),
-    p("DefMemPerCPU", &["0", "unlimited"], MEM_DEFAULT),
-    p("DefMemPerGPU", &["0", "unlimited"], MEM_DEFAULT),
-    p("DefMemPerNode", &["0", "unlimited"], MEM_DEFAULT),
     p("DisableRootJobs", &["no"], "root may run jobs in the partition"),
     p("Exclusive", &["no"], "jobs share nodes unless they ask for --exclusive"),
     p("ExclusiveTopo", &["no"], "jobs share switches"),
-    p("ExclusiveUser", &["no"], "jobs of different users may share a node"),
-    p("Hidden", &["no"], "the partition and its jobs show in plain sinfo, squeue and scontrol"),
-    p("LLN", &["no"], "nodes are chosen in canopy's usual order, not least-loaded first"),
-    p("MaxCPUsPerNode", &["unlimited"], "jobs in the partition may use every CPU of a node"),
     p("MaxCPUsPerSocket", &["unlimited"], "jobs in the partition may use every CPU of a socket"),
-    p("MaxMemPerCPU", &["0", "unlimited"], MEM_MAX),
-    p("MaxMemPerNode", &["0", "unlimited"], MEM_MAX),
-    p("OverSubscribe", &["no"], "jobs share a node's free cores as with OverSubscribe=NO: nodes are neither given whole (EXCLUSIVE) nor oversubscribed (YES, FORCE)"),
     p("OverTimeLimit", &["0"], "jobs are stopped at their time limit, with no extra minutes"),
     p("PowerDownOnIdle", &["no"], NO_POWER),
-    p("ReqResv", &["no"], "jobs need no reservation to run in the partition"),
     p("ResumeTimeout", &[], NO_POWER),
-    p("RootOnly", &["no"], "any user may submit to the partition"),
     p("SelectTypeParameters", &[], "the partition allocates as the global SelectTypeParameters says"),
     p("SuspendTime", &[], NO_POWER),
     p("SuspendTimeout", &[], NO_POWER),
@@ -325,7 +293,6 @@ const HARMLESS: &[(&str, &str)] = &[
     ("", "PriorityParameters"),
     ("", "PrioritySiteFactorParameters"),
     ("", "PrologTimeout"),
-    ("", "ResumeRate"),
     ("", "RoutePlugin"),
     ("", "SbcastParameters"),
     ("", "SchedulerAuth"),
@@ -346,8 +313,6 @@ const HARMLESS: &[(&str, &str)] = &[
     ("", "SlurmdPidFile"),
     ("", "SlurmdSyslogDebug"),
     ("", "SrunPortRange"),
-    ("", "SuspendRate"),
-    ("", "SuspendTimeout"),
     ("", "SwitchParameters"),
     ("", "TCPTimeout"),
     ("", "TLSParameters"),
@@ -605,11 +570,11 @@ mod tests {
             Impact::Harmless
         );
         assert_eq!(
-            classify("PartitionName", "OverSubscribe", "no"),
+            classify("PartitionName", "DisableRootJobs", "no"),
             Impact::Harmless
         );
         assert!(matches!(
-            classify("PartitionName", "OverSubscribe", "EXCLUSIVE"),
+            classify("PartitionName", "DisableRootJobs", "YES"),
             Impact::Changes(_)
         ));
         // Unclassified keys are never called harmless.
@@ -631,19 +596,18 @@ mod tests {
     fn one_notice_per_key_with_the_first_behaviour_changing_setting() {
         let s = summarize(&[
             setting("", "SlurmctldPidFile", "/run/x.pid", "", 3),
-            setting("PartitionName", "OverSubscribe", "NO", "a", 10),
-            setting("PartitionName", "OverSubscribe", "EXCLUSIVE", "b", 11),
-            setting("", "ResumeProgram", "/bin/resume", "", 4),
-            setting("", "ResumeProgram", "/bin/resume2", "", 5),
+            setting("PartitionName", "DisableRootJobs", "NO", "a", 10),
+            setting("PartitionName", "DisableRootJobs", "YES", "b", 11),
+            setting("", "HealthCheckProgram", "/bin/check", "", 4),
+            setting("", "HealthCheckProgram", "/bin/check2", "", 5),
         ]);
         assert_eq!(
             s.changes.iter().map(Notice::line).collect::<Vec<_>>(),
-            [                "slurm.conf:4: ResumeProgram=/bin/resume (set 2 times) is ignored: no power saving: \
-                 idle nodes are never powered down and powered-down (CLOUD) nodes are never resumed",
-
-                "slurm.conf:11: PartitionName=b OverSubscribe=EXCLUSIVE (set 2 times) is ignored: \
-                 jobs share a node's free cores as with OverSubscribe=NO: nodes are neither given \
-                 whole (EXCLUSIVE) nor oversubscribed (YES, FORCE)",
+            [
+                "slurm.conf:4: HealthCheckProgram=/bin/check (set 2 times) is ignored: \
+                 no node health check runs: nodes are not drained by one",
+                "slurm.conf:11: PartitionName=b DisableRootJobs=YES (set 2 times) is ignored: \
+                 root may run jobs in the partition",
             ]
         );
         assert_eq!(s.harmless.len(), 1);

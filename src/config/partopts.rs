@@ -87,6 +87,16 @@ fn mem_or_unset(loc: &Loc, item: &Item) -> Result<Option<u64>, ConfigError> {
 }
 
 /// Which memory key `key` is, if any: (is a default, per CPU, per GPU).
+/// The global memory keys, in Slurm's spelling.
+pub(super) const MEM_KEYS: &[&str] = &[
+    "DefMemPerCPU",
+    "DefMemPerNode",
+    "MaxMemPerCPU",
+    "MaxMemPerNode",
+    "DefCpuPerGPU",
+    "DefMemPerGPU",
+];
+
 fn mem_key_kind(key: &str) -> Option<MemKey> {
     const KEYS: &[(&str, MemKey)] = &[
         ("DefMemPerCPU", MemKey::DefCpu),

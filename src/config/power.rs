@@ -17,7 +17,7 @@ use super::parse::{Item, Loc};
 use super::types::ConfigError;
 
 /// Global keys read here (case-insensitive).
-const KEYS: &[&str] = &[
+pub(super) const KEYS: &[&str] = &[
     "SuspendProgram",
     "ResumeProgram",
     "ResumeFailProgram",

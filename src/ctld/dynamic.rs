@@ -307,6 +307,7 @@ fn blank_status(rank: u32, future: bool) -> NodeStatus {
         attached_to: None,
         future,
         invalid_reg: false,
+        reg_addr: None,
     }
 }
 

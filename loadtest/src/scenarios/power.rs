@@ -90,6 +90,7 @@ fn storm(n: u32, width: u32, progress: &mut dyn FnMut(&str)) -> Result<Row> {
         cpus: 2,
         job_runtime: JOB_RUNS,
         start_nodes: false,
+        dynamic: 0,
     };
     let extra = ConfExtra {
         globals:

@@ -676,6 +676,8 @@ fn config_value(key: &str, value: &str) -> String {
         return format!("{value} sec");
     }
     value.to_string()
+}
+
 /// `DefMemPerCPU = 100` / `MaxMemPerNode = UNLIMITED` as `show config`
 /// prints them (one of each pair).
 fn config_mem(
@@ -821,6 +823,8 @@ mod tests {
         assert!(at("LaunchParameters") < at("PriorityParameters"));
         assert!(at("PriorityType") < at("ReturnToService"));
         assert!(at("SuspendTime") < at("SwitchType"));
+    }
+
     /// The global memory keys as configured, UNLIMITED when not.
     #[test]
     fn show_config_prints_the_memory_keys() {
