@@ -217,16 +217,6 @@ impl Builder {
                 "OverSubscribe" | "Shared" => {
                     let o =
                         OverSubscribe::parse(&item.value).map_err(|e| bad_value(loc, item, e))?;
-                    if o.share_limit(true) > 1 {
-                        self.warn(
-                            loc,
-                            format_args!(
-                                "{}={}: canopy does not share cores between jobs yet; \
-                                 each job gets cores of its own, as with OverSubscribe=NO",
-                                item.key, item.value
-                            ),
-                        );
-                    }
                     spec.oversubscribe = Some(o)
                 }
                 "MaxCPUsPerNode" => {
@@ -309,11 +299,9 @@ mod tests {
             c.warnings
         );
         // What canopy does differently is named, with what it does instead.
-        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
-        for said in [
-            "Shared=FORCE:2: canopy does not share cores",
-            "MaxCPUsPerNode=2: canopy holds each job",
-        ] {
+        // OverSubscribe=FORCE:N is honoured (`sched::share`): no word.
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        for said in ["MaxCPUsPerNode=2: canopy holds each job"] {
             assert!(
                 c.warnings.iter().any(|w| w.contains(said)),
                 "{said}: {:?}",
