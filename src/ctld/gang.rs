@@ -17,7 +17,9 @@
 //! not time-slice the sharers (the reader names GANG with FORCE
 //! partitions at start-up): they run at once, up to FORCE's count per
 //! CPU. `GANG` does only the suspending here, and a victim waits until
-//! its CPUs are free, in any partition.
+//! its CPUs are free, in any partition. A job whose CPUs are shared is
+//! not suspended for a preemptor (`ctld::preempt`): lending CPUs other
+//! sharers also hold would need the lent record to carry shares.
 
 use super::command::{Effect, Output};
 use super::core::Core;

@@ -502,3 +502,25 @@ pub struct AcctStep {
     #[serde(default)]
     pub usage: super::acct::StepTotals,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_subscribe_is_shown_as_slurmctld_packs_it() {
+        use crate::model::part_opts::OverSubscribe as O;
+        let o = Exclusive::oversubscribe;
+        assert_eq!(o(None, true, Some(O::Yes(4))), "YES");
+        assert_eq!(o(None, true, Some(O::No)), "YES", "-s wherever it is asked");
+        assert_eq!(o(None, false, Some(O::Yes(4))), "OK");
+        assert_eq!(o(None, false, Some(O::No)), "OK");
+        assert_eq!(o(None, false, Some(O::Force(2))), "YES");
+        assert_eq!(o(None, false, Some(O::Force(1))), "OK");
+        assert_eq!(o(None, false, Some(O::Exclusive)), "NO");
+        assert_eq!(o(Some(Exclusive::Node), false, Some(O::Force(4))), "NO");
+        assert_eq!(o(Some(Exclusive::User), false, None), "USER");
+        assert_eq!(o(Some(Exclusive::Mcs), false, None), "MCS");
+        assert_eq!(o(None, false, None), "OK");
+    }
+}
