@@ -67,6 +67,8 @@ NodeName=n[1-8] Sockets=2 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=4000 Gres
 PartitionName=batch Nodes=n[1-8] Default=YES MaxTime=600 GraceTime=30
 PartitionName=short Nodes=n[5-8] MaxTime=30 MaxNodes=2 PriorityTier=2 PreemptMode=CANCEL
 PartitionName=urgent Nodes=n[1-8] MaxTime=60 PriorityTier=3
+PartitionName=shared Nodes=n[1-4] MaxTime=600 OverSubscribe=FORCE:2
+PartitionName=ask Nodes=n[5-8] MaxTime=600 OverSubscribe=YES:3
 ";
 
 const USERS: [Caller; 3] = [
@@ -162,6 +164,8 @@ struct Sim {
     store_failures: u32,
     /// Preemptions made so far: (job, preemption time), each checked.
     preempt_seen: HashSet<(u32, i64)>,
+    /// Checks that found a CPU held by two or more sharing jobs.
+    shared_seen: u32,
     /// Suspensions for a preemptor so far: (job, when), each checked.
     suspend_seen: HashSet<(u32, i64)>,
     /// Inject failed writes (off for the directed tests).
@@ -196,6 +200,7 @@ impl Sim {
             restarts: 0,
             store_failures: 0,
             preempt_seen: HashSet::new(),
+            shared_seen: 0,
             suspend_seen: HashSet::new(),
             fail_writes: true,
             step_no: 0,
@@ -573,6 +578,10 @@ impl Sim {
             s.partition = Some("short".into());
         } else if r.gen_ratio(1, 6) {
             s.partition = Some("urgent".into());
+        } else if r.gen_ratio(1, 5) {
+            // CPUs shared: by every job, or by jobs that ask (-s).
+            s.partition = Some(["shared", "ask"][r.gen_range(0..2)].into());
+            s.oversubscribe = r.gen_ratio(1, 2);
         }
         if r.gen_ratio(1, 3) {
             s.min_nodes = Some(r.gen_range(1..=3));
@@ -816,8 +825,7 @@ impl Sim {
             let Some(a) = &j.held_alloc() else {
                 self.fail(format!("running job {} has no allocation", j.job_id));
             };
-            for (i, &r) in a.ranks.iter().enumerate() {
-                cpus[r as usize] += a.cpus[i];
+            for &r in &a.ranks {
                 mem[r as usize] += a.mem_mb;
             }
         }
@@ -827,6 +835,11 @@ impl Sim {
         // restarts too).
         let mut held_cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
         let mut held_gpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
+        // CPUs of sharing jobs (OverSubscribe): per node and id, the share
+        // tags of their holders, checked below.
+        let mut sharers: Vec<std::collections::BTreeMap<u32, Vec<canopy::model::job::ShareTag>>> =
+            vec![Default::default(); NODES];
+        let mut solo_cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
         for j in jobs.running() {
             let Some(a) = &j.held_alloc() else { continue };
             for (i, &r) in a.ranks.iter().enumerate() {
@@ -840,7 +853,16 @@ impl Sim {
                         ids.len()
                     ));
                 }
+                let tag = a.share.clone().filter(|t| t.shares());
                 for id in ids {
+                    if let Some(t) = &tag {
+                        if id < 4 {
+                            sharers[r as usize].entry(id).or_default().push(t.clone());
+                            held_cpus[r as usize].insert(id);
+                            continue;
+                        }
+                    }
+                    solo_cpus[r as usize].insert(id);
                     if id >= 4 || !held_cpus[r as usize].insert(id) {
                         let holders: Vec<String> = jobs
                             .running()
@@ -872,6 +894,25 @@ impl Sim {
                     }
                 }
             }
+        }
+        // A shared CPU: only sharers of one partition, at most its N, and
+        // never also held by a job that does not share.
+        for (rank, ids) in sharers.iter().enumerate() {
+            for (id, tags) in ids {
+                let one_part = tags.iter().all(|t| t == &tags[0]);
+                if !one_part
+                    || tags.len() > usize::from(tags[0].limit)
+                    || solo_cpus[rank].contains(id)
+                {
+                    self.fail(format!("CPU {id} of n{} shared by {tags:?}", rank + 1));
+                }
+            }
+        }
+        if sharers.iter().flat_map(|m| m.values()).any(|t| t.len() > 1) {
+            self.shared_seen += 1;
+        }
+        for (rank, held) in held_cpus.iter().enumerate() {
+            cpus[rank] = held.len() as u32;
         }
         for (rank, slot) in self.core.slots().iter().enumerate() {
             let used: BTreeSet<u32> = (0..4).filter(|&c| slot.used.contains(c)).collect();
@@ -1176,6 +1217,7 @@ fn controller_core_keeps_its_invariants_under_random_commands() {
     assert!(sim.store_failures > 0, "seed {seed}: no failed writes");
     assert!(sim.acked.len() > 100, "seed {seed}: too few jobs");
     assert!(!sim.preempt_seen.is_empty(), "seed {seed}: no preemption");
+    assert!(sim.shared_seen > 0, "seed {seed}: no CPU ever shared");
 }
 
 /// The same under `SUSPEND,GANG`: jobs of `batch` are suspended for jobs
