@@ -578,10 +578,12 @@ impl Sim {
             s.partition = Some("short".into());
         } else if r.gen_ratio(1, 6) {
             s.partition = Some("urgent".into());
-        } else if r.gen_ratio(1, 5) {
-            // CPUs shared: by every job, or by jobs that ask (-s).
+        } else if r.gen_ratio(1, 4) {
+            // CPUs shared: by every job, or by jobs that ask (-s); mostly
+            // by jobs that ask, and wide enough to fill nodes.
             s.partition = Some(["shared", "ask"][r.gen_range(0..2)].into());
-            s.oversubscribe = r.gen_ratio(1, 2);
+            s.oversubscribe = r.gen_ratio(3, 4);
+            s.ntasks = Some(r.gen_range(2..=4));
         }
         if r.gen_ratio(1, 3) {
             s.min_nodes = Some(r.gen_range(1..=3));
@@ -1206,11 +1208,13 @@ fn controller_core_keeps_its_invariants_under_random_commands() {
     eprintln!("ctld simulation: seed {seed}, {steps} steps (replay with CANOPY_SIM_SEED={seed})");
     let sim = run(seed, steps);
     eprintln!(
-        "ctld simulation: {} jobs acknowledged, {} restarts, {} failed writes, {} preemptions",
+        "ctld simulation: {} jobs acknowledged, {} restarts, {} failed writes, {} preemptions, \
+         {} checks with shared CPUs",
         sim.acked.len(),
         sim.restarts,
         sim.store_failures,
-        sim.preempt_seen.len()
+        sim.preempt_seen.len(),
+        sim.shared_seen
     );
     // A simulation that never exercised the interesting paths proves little.
     assert!(sim.restarts > 10, "seed {seed}: too few restarts");
@@ -1235,7 +1239,12 @@ fn controller_core_keeps_its_invariants_with_suspend_preemption() {
     let mut sim = Sim::new(seed);
     let text = CONF
         .replace("PreemptMode=REQUEUE\n", "PreemptMode=REQUEUE,GANG\n")
-        .replace("GraceTime=30", "GraceTime=30 PreemptMode=SUSPEND");
+        .replace("GraceTime=30", "GraceTime=30 PreemptMode=SUSPEND")
+        // Jobs whose CPUs are shared are not suspended (`ctld::gang`), and
+        // sharers keep batch jobs off their nodes: here the two partitions
+        // do not share, so batch jobs meet preemptors as often as before.
+        .replace(" OverSubscribe=FORCE:2", "")
+        .replace(" OverSubscribe=YES:3", "");
     sim.conf = Arc::new(Config::parse_str(&text, Path::new("/sim/slurm.conf")).expect("parses"));
     sim.restart(true);
     for _ in 0..steps {
