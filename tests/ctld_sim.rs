@@ -51,6 +51,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const NODES: usize = 8;
+/// Partitions whose CPUs jobs share (`OverSubscribe`), added to [`CONF`]
+/// for the main simulation.
+const SHARING_PARTITIONS: &str = "\
+PartitionName=shared Nodes=n[1-4] MaxTime=600 OverSubscribe=FORCE:2
+PartitionName=ask Nodes=n[5-8] MaxTime=600 OverSubscribe=YES:3
+";
+
 const CONF: &str = "\
 ClusterName=sim
 SlurmctldHost=ctl(127.0.0.1)
@@ -67,8 +74,6 @@ NodeName=n[1-8] Sockets=2 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=4000 Gres
 PartitionName=batch Nodes=n[1-8] Default=YES MaxTime=600 GraceTime=30
 PartitionName=short Nodes=n[5-8] MaxTime=30 MaxNodes=2 PriorityTier=2 PreemptMode=CANCEL
 PartitionName=urgent Nodes=n[1-8] MaxTime=60 PriorityTier=3
-PartitionName=shared Nodes=n[1-4] MaxTime=600 OverSubscribe=FORCE:2
-PartitionName=ask Nodes=n[5-8] MaxTime=600 OverSubscribe=YES:3
 ";
 
 const USERS: [Caller; 3] = [
@@ -166,6 +171,9 @@ struct Sim {
     preempt_seen: HashSet<(u32, i64)>,
     /// Checks that found a CPU held by two or more sharing jobs.
     shared_seen: u32,
+    /// One submission in this many goes to a partition that shares CPUs
+    /// (0: none).
+    share_one_in: u32,
     /// Suspensions for a preemptor so far: (job, when), each checked.
     suspend_seen: HashSet<(u32, i64)>,
     /// Inject failed writes (off for the directed tests).
@@ -175,7 +183,13 @@ struct Sim {
 }
 
 fn conf() -> Arc<Config> {
-    Arc::new(Config::parse_str(CONF, Path::new("/sim/slurm.conf")).expect("sim config parses"))
+    Arc::new(
+        Config::parse_str(
+            &format!("{CONF}{SHARING_PARTITIONS}"),
+            Path::new("/sim/slurm.conf"),
+        )
+        .expect("sim config parses"),
+    )
 }
 
 impl Sim {
@@ -201,6 +215,7 @@ impl Sim {
             store_failures: 0,
             preempt_seen: HashSet::new(),
             shared_seen: 0,
+            share_one_in: 4,
             suspend_seen: HashSet::new(),
             fail_writes: true,
             step_no: 0,
@@ -578,12 +593,12 @@ impl Sim {
             s.partition = Some("short".into());
         } else if r.gen_ratio(1, 6) {
             s.partition = Some("urgent".into());
-        } else if r.gen_ratio(1, 4) {
+        } else if self.share_one_in > 0 && r.gen_ratio(1, self.share_one_in) {
             // CPUs shared: by every job, or by jobs that ask (-s); mostly
             // by jobs that ask, and wide enough to fill nodes.
             s.partition = Some(["shared", "ask"][r.gen_range(0..2)].into());
             s.oversubscribe = r.gen_ratio(3, 4);
-            s.ntasks = Some(r.gen_range(2..=4));
+            s.ntasks = Some(r.gen_range(3..=4));
         }
         if r.gen_ratio(1, 3) {
             s.min_nodes = Some(r.gen_range(1..=3));
@@ -1239,12 +1254,11 @@ fn controller_core_keeps_its_invariants_with_suspend_preemption() {
     let mut sim = Sim::new(seed);
     let text = CONF
         .replace("PreemptMode=REQUEUE\n", "PreemptMode=REQUEUE,GANG\n")
-        .replace("GraceTime=30", "GraceTime=30 PreemptMode=SUSPEND")
-        // Jobs whose CPUs are shared are not suspended (`ctld::gang`), and
-        // sharers keep batch jobs off their nodes: here the two partitions
-        // do not share, so batch jobs meet preemptors as often as before.
-        .replace(" OverSubscribe=FORCE:2", "")
-        .replace(" OverSubscribe=YES:3", "");
+        .replace("GraceTime=30", "GraceTime=30 PreemptMode=SUSPEND");
+    // Jobs whose CPUs are shared are not suspended (`ctld::gang`), and
+    // sharers keep batch jobs off their nodes: none here (CONF alone has
+    // no sharing partition), so this runs as before they existed.
+    sim.share_one_in = 0;
     sim.conf = Arc::new(Config::parse_str(&text, Path::new("/sim/slurm.conf")).expect("parses"));
     sim.restart(true);
     for _ in 0..steps {
