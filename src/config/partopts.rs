@@ -309,6 +309,31 @@ mod tests {
     }
 
     #[test]
+    fn gang_over_force_partitions_is_named() {
+        let c = load(
+            "PreemptMode=GANG
+             PartitionName=f Nodes=ALL OverSubscribe=FORCE:2
+             PartitionName=y Nodes=ALL OverSubscribe=YES:2
+",
+        )
+        .unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("PreemptMode=GANG: canopy does not time-slice")
+                && c.warnings[0].contains("partitions (f)"),
+            "{:?}",
+            c.warnings
+        );
+        // FORCE without GANG, or GANG without FORCE: nothing to say.
+        for text in [
+            "PartitionName=f Nodes=ALL OverSubscribe=FORCE:2\n",
+            "PreemptMode=GANG\nPartitionName=f Nodes=ALL OverSubscribe=FORCE:1\n",
+        ] {
+            assert!(load(text).unwrap().warnings.is_empty(), "{text}");
+        }
+    }
+
+    #[test]
     fn the_later_key_of_a_pair_wins_and_zero_means_unset() {
         let c = load(
             "DefMemPerCPU=100\nDefMemPerNode=800\nMaxMemPerNode=0\n\
