@@ -51,6 +51,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const NODES: usize = 8;
+/// Partitions whose CPUs jobs share (`OverSubscribe`), added to [`CONF`]
+/// for the main simulation.
+const SHARING_PARTITIONS: &str = "\
+PartitionName=shared Nodes=n[1-4] MaxTime=600 OverSubscribe=FORCE:2
+PartitionName=ask Nodes=n[5-8] MaxTime=600 OverSubscribe=YES:3
+";
+
 const CONF: &str = "\
 ClusterName=sim
 SlurmctldHost=ctl(127.0.0.1)
@@ -164,6 +171,11 @@ struct Sim {
     store_failures: u32,
     /// Preemptions made so far: (job, preemption time), each checked.
     preempt_seen: HashSet<(u32, i64)>,
+    /// Checks that found a CPU held by two or more sharing jobs.
+    shared_seen: u32,
+    /// One submission in this many goes to a partition that shares CPUs
+    /// (0: none).
+    share_one_in: u32,
     /// Suspensions for a preemptor so far: (job, when), each checked.
     suspend_seen: HashSet<(u32, i64)>,
     /// Inject failed writes (off for the directed tests).
@@ -173,7 +185,13 @@ struct Sim {
 }
 
 fn conf() -> Arc<Config> {
-    Arc::new(Config::parse_str(CONF, Path::new("/sim/slurm.conf")).expect("sim config parses"))
+    Arc::new(
+        Config::parse_str(
+            &format!("{CONF}{SHARING_PARTITIONS}"),
+            Path::new("/sim/slurm.conf"),
+        )
+        .expect("sim config parses"),
+    )
 }
 
 impl Sim {
@@ -198,6 +216,8 @@ impl Sim {
             restarts: 0,
             store_failures: 0,
             preempt_seen: HashSet::new(),
+            shared_seen: 0,
+            share_one_in: 4,
             suspend_seen: HashSet::new(),
             fail_writes: true,
             step_no: 0,
@@ -577,6 +597,12 @@ impl Sim {
             s.partition = Some("short".into());
         } else if r.gen_ratio(1, 6) {
             s.partition = Some("urgent".into());
+        } else if self.share_one_in > 0 && r.gen_ratio(1, self.share_one_in) {
+            // CPUs shared: by every job, or by jobs that ask (-s); mostly
+            // by jobs that ask, and wide enough to fill nodes.
+            s.partition = Some(["shared", "ask"][r.gen_range(0..2)].into());
+            s.oversubscribe = r.gen_ratio(3, 4);
+            s.ntasks = Some(r.gen_range(3..=4));
         }
         if r.gen_ratio(1, 3) {
             s.min_nodes = Some(r.gen_range(1..=3));
@@ -820,8 +846,7 @@ impl Sim {
             let Some(a) = &j.held_alloc() else {
                 self.fail(format!("running job {} has no allocation", j.job_id));
             };
-            for (i, &r) in a.ranks.iter().enumerate() {
-                cpus[r as usize] += a.cpus[i];
+            for &r in &a.ranks {
                 mem[r as usize] += a.mem_mb;
             }
         }
@@ -831,6 +856,11 @@ impl Sim {
         // restarts too).
         let mut held_cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
         let mut held_gpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
+        // CPUs of sharing jobs (OverSubscribe): per node and id, the share
+        // tags of their holders, checked below.
+        let mut sharers: Vec<std::collections::BTreeMap<u32, Vec<canopy::model::job::ShareTag>>> =
+            vec![Default::default(); NODES];
+        let mut solo_cpus: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); NODES];
         for j in jobs.running() {
             let Some(a) = &j.held_alloc() else { continue };
             for (i, &r) in a.ranks.iter().enumerate() {
@@ -844,7 +874,16 @@ impl Sim {
                         ids.len()
                     ));
                 }
+                let tag = a.share.clone().filter(|t| t.shares());
                 for id in ids {
+                    if let Some(t) = &tag {
+                        if id < 4 {
+                            sharers[r as usize].entry(id).or_default().push(t.clone());
+                            held_cpus[r as usize].insert(id);
+                            continue;
+                        }
+                    }
+                    solo_cpus[r as usize].insert(id);
                     if id >= 4 || !held_cpus[r as usize].insert(id) {
                         let holders: Vec<String> = jobs
                             .running()
@@ -876,6 +915,25 @@ impl Sim {
                     }
                 }
             }
+        }
+        // A shared CPU: only sharers of one partition, at most its N, and
+        // never also held by a job that does not share.
+        for (rank, ids) in sharers.iter().enumerate() {
+            for (id, tags) in ids {
+                let one_part = tags.iter().all(|t| t == &tags[0]);
+                if !one_part
+                    || tags.len() > usize::from(tags[0].limit)
+                    || solo_cpus[rank].contains(id)
+                {
+                    self.fail(format!("CPU {id} of n{} shared by {tags:?}", rank + 1));
+                }
+            }
+        }
+        if sharers.iter().flat_map(|m| m.values()).any(|t| t.len() > 1) {
+            self.shared_seen += 1;
+        }
+        for (rank, held) in held_cpus.iter().enumerate() {
+            cpus[rank] = held.len() as u32;
         }
         for (rank, slot) in self.core.slots().iter().enumerate() {
             let used: BTreeSet<u32> = (0..4).filter(|&c| slot.used.contains(c)).collect();
@@ -1169,17 +1227,20 @@ fn controller_core_keeps_its_invariants_under_random_commands() {
     eprintln!("ctld simulation: seed {seed}, {steps} steps (replay with CANOPY_SIM_SEED={seed})");
     let sim = run(seed, steps);
     eprintln!(
-        "ctld simulation: {} jobs acknowledged, {} restarts, {} failed writes, {} preemptions",
+        "ctld simulation: {} jobs acknowledged, {} restarts, {} failed writes, {} preemptions, \
+         {} checks with shared CPUs",
         sim.acked.len(),
         sim.restarts,
         sim.store_failures,
-        sim.preempt_seen.len()
+        sim.preempt_seen.len(),
+        sim.shared_seen
     );
     // A simulation that never exercised the interesting paths proves little.
     assert!(sim.restarts > 10, "seed {seed}: too few restarts");
     assert!(sim.store_failures > 0, "seed {seed}: no failed writes");
     assert!(sim.acked.len() > 100, "seed {seed}: too few jobs");
     assert!(!sim.preempt_seen.is_empty(), "seed {seed}: no preemption");
+    assert!(sim.shared_seen > 0, "seed {seed}: no CPU ever shared");
 }
 
 /// The same under `SUSPEND,GANG`: jobs of `batch` are suspended for jobs
@@ -1198,6 +1259,10 @@ fn controller_core_keeps_its_invariants_with_suspend_preemption() {
     let text = CONF
         .replace("PreemptMode=REQUEUE\n", "PreemptMode=REQUEUE,GANG\n")
         .replace("GraceTime=30", "GraceTime=30 PreemptMode=SUSPEND");
+    // Jobs whose CPUs are shared are not suspended (`ctld::gang`), and
+    // sharers keep batch jobs off their nodes: none here (CONF alone has
+    // no sharing partition), so this runs as before they existed.
+    sim.share_one_in = 0;
     sim.conf = Arc::new(Config::parse_str(&text, Path::new("/sim/slurm.conf")).expect("parses"));
     sim.restart(true);
     for _ in 0..steps {

@@ -36,7 +36,8 @@ job's SLURM_* environment, and release the allocation when it exits.
   -N, --nodes=n  -n, --ntasks=n  -c, --cpus-per-task=n  --ntasks-per-node=n
   -p, --partition=name  -t, --time=limit  -J, --job-name=name  -D, --chdir=dir
   -w, --nodelist=hosts  -x, --exclude=hosts  --mem=size  --mem-per-cpu=size
-  -A, --account=name  -C, --constraint=features  --exclusive  --comment=text
+  -A, --account=name  -C, --constraint=features  --exclusive  -s, --oversubscribe
+  --comment=text
   -H, --hold  -b, --begin=time  -d, --dependency=list  --nice[=adj]
   --priority=n  -I, --immediate[=secs]  --signal=[B:]sig[@secs]  -Q, --quiet
   -K, --kill-command[=sig]  signal the command if the allocation is revoked

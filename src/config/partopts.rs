@@ -227,16 +227,6 @@ impl Builder {
                 "OverSubscribe" | "Shared" => {
                     let o =
                         OverSubscribe::parse(&item.value).map_err(|e| bad_value(loc, item, e))?;
-                    if o.share_limit(true) > 1 {
-                        self.warn(
-                            loc,
-                            format_args!(
-                                "{}={}: canopy does not share cores between jobs yet; \
-                                 each job gets cores of its own, as with OverSubscribe=NO",
-                                item.key, item.value
-                            ),
-                        );
-                    }
                     spec.oversubscribe = Some(o)
                 }
                 "MaxCPUsPerNode" => {
@@ -319,16 +309,37 @@ mod tests {
             c.warnings
         );
         // What canopy does differently is named, with what it does instead.
-        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
-        for said in [
-            "Shared=FORCE:2: canopy does not share cores",
-            "MaxCPUsPerNode=2: canopy holds each job",
+        // OverSubscribe=FORCE:N is honoured (`sched::share`): no word.
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("MaxCPUsPerNode=2: canopy holds each job"),
+            "{:?}",
+            c.warnings
+        );
+    }
+
+    #[test]
+    fn gang_over_force_partitions_is_named() {
+        let c = load(
+            "PreemptMode=GANG
+             PartitionName=f Nodes=ALL OverSubscribe=FORCE:2
+             PartitionName=y Nodes=ALL OverSubscribe=YES:2
+",
+        )
+        .unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("PreemptMode=GANG: canopy does not time-slice")
+                && c.warnings[0].contains("partitions (f)"),
+            "{:?}",
+            c.warnings
+        );
+        // FORCE without GANG, or GANG without FORCE: nothing to say.
+        for text in [
+            "PartitionName=f Nodes=ALL OverSubscribe=FORCE:2\n",
+            "PreemptMode=GANG\nPartitionName=f Nodes=ALL OverSubscribe=FORCE:1\n",
         ] {
-            assert!(
-                c.warnings.iter().any(|w| w.contains(said)),
-                "{said}: {:?}",
-                c.warnings
-            );
+            assert!(load(text).unwrap().warnings.is_empty(), "{text}");
         }
     }
 

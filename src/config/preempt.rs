@@ -120,8 +120,8 @@ pub fn validate(conf: &PreemptConf) -> Result<(), String> {
     // A partition's SUSPEND without the cluster's GANG is accepted, as
     // slurmctld does: such a victim is killed instead (`_preempt_jobs`).
     // GANG alone (preempt/none) asks for time-slicing of jobs that share
-    // nodes in OverSubscribe=FORCE partitions; canopy reads FORCE but
-    // does not share cores (the reader says so), so it changes nothing.
+    // nodes in OverSubscribe=FORCE partitions; canopy shares those CPUs
+    // without time-slicing (named at start-up), so it changes nothing.
     Ok(())
 }
 

@@ -22,6 +22,7 @@ impl Builder {
         self.apply_down_nodes()?;
         self.resolve_partitions(&sets)?;
         self.check_preempt()?;
+        self.warn_gang_over_force();
         let origins: Vec<Loc> = self.node_origin.iter().map(|(l, _)| l.clone()).collect();
         super::gres::resolve(&mut self.cfg, &origins, gres)?;
         self.cfg.fixed_nodes = self.cfg.nodes.len();
@@ -133,6 +134,38 @@ impl Builder {
             self.warn(&loc, format_args!("DownNode \"{name}\" does not exist!"));
         }
         Ok(())
+    }
+
+    /// `PreemptMode=GANG` time-slices jobs sharing CPUs of
+    /// `OverSubscribe=FORCE` partitions in Slurm (`SchedulerTimeSlice`);
+    /// canopy runs such jobs at once, which the admin must hear of.
+    fn warn_gang_over_force(&mut self) {
+        use crate::model::part_opts::OverSubscribe;
+        if !self.cfg.preempt.mode.gang {
+            return;
+        }
+        let forced: Vec<String> = self
+            .cfg
+            .partitions
+            .iter()
+            .filter(|p| matches!(p.opts.oversubscribe, OverSubscribe::Force(n) if n > 1))
+            .map(|p| p.name.clone())
+            .collect();
+        if forced.is_empty() {
+            return;
+        }
+        let Some(loc) = self.set_at.get(&GlobalKey::PreemptMode).cloned() else {
+            return;
+        };
+        self.warn(
+            &loc,
+            format_args!(
+                "PreemptMode=GANG: canopy does not time-slice jobs sharing CPUs in \
+                 OverSubscribe=FORCE partitions ({}); they run at the same time, \
+                 up to FORCE's count per CPU",
+                forced.join(",")
+            ),
+        );
     }
 
     /// The preemption keys together, as slurmctld checks them at start.

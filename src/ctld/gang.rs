@@ -13,9 +13,13 @@
 //! scheduler also time-slices jobs of one tier that share nodes in
 //! `OverSubscribe=FORCE` partitions (`SchedulerTimeSlice`), and under
 //! preempt/qos a victim in the preemptor's own partition takes turns with
-//! it; canopy reads OverSubscribe but does not share cores between jobs
-//! (`OverSubscribe=FORCE` is named at start-up), so `GANG` does only the suspending
-//! here and a victim waits until its CPUs are free, in any partition.
+//! it. canopy shares CPUs under OverSubscribe (`sched::share`) but does
+//! not time-slice the sharers (the reader names GANG with FORCE
+//! partitions at start-up): they run at once, up to FORCE's count per
+//! CPU. `GANG` does only the suspending here, and a victim waits until
+//! its CPUs are free, in any partition. A job whose CPUs are shared is
+//! not suspended for a preemptor (`ctld::preempt`): lending CPUs other
+//! sharers also hold would need the lent record to carry shares.
 
 use super::command::{Effect, Output};
 use super::core::Core;
@@ -254,6 +258,7 @@ mod tests {
             mem_mb: 100,
             cpu_ids: nodes.iter().map(|(_, ids)| ids.clone()).collect(),
             gres: Vec::new(),
+            share: None,
         }
     }
 

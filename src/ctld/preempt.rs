@@ -332,6 +332,13 @@ impl Core {
             if terms.action == PreemptAction::Off || self.exempt(j, now) {
                 continue;
             }
+            // Its CPUs may be other sharers' too: not lent by suspending
+            // (see `gang`), so the preemptor waits for it instead.
+            if terms.action == PreemptAction::Suspend
+                && alloc.share.as_ref().is_some_and(|t| t.shares())
+            {
+                continue;
+            }
             candidates.push(Candidate {
                 job_id: j.job_id,
                 alloc,

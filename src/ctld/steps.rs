@@ -585,6 +585,7 @@ mod tests {
                 indices: vec![2, 3],
                 count: 2,
             }]],
+            share: None,
         };
         let layout = Some(crate::sched::Layout::of(16, 2, 4, 2));
         let all = step_share(&alloc, 0, 1, 1, layout, &ResourceRequest::default());

@@ -98,6 +98,16 @@ impl Core {
             comment: s.comment.clone().unwrap_or_default(),
             features: s.constraint.clone().unwrap_or_default(),
             exclusive: s.exclusive,
+            over_subscribe: crate::model::job::Exclusive::oversubscribe(
+                s.exclusive,
+                s.oversubscribe,
+                self.conf
+                    .partitions
+                    .iter()
+                    .find(|p| p.name == j.partition)
+                    .map(|p| p.opts.oversubscribe),
+            )
+            .to_string(),
             no_requeue: s.no_requeue,
             nice: s.nice,
             tres_per_node: s.resources.tres_per_node().unwrap_or_default(),

@@ -141,6 +141,11 @@ pub struct JobSubmit {
     /// `--exclusive[=user|mcs]`.
     #[serde(default)]
     pub exclusive: Option<Exclusive>,
+    /// `-s`/`--oversubscribe`: the job may share its CPUs with other jobs
+    /// that allow it, in an `OverSubscribe=YES` partition (Slurm's
+    /// `share_res`). `--exclusive` and `-s` replace each other.
+    #[serde(default)]
+    pub oversubscribe: bool,
     /// `--no-requeue`: the job may not be requeued (`Requeue=0`).
     #[serde(default)]
     pub no_requeue: bool,
@@ -178,13 +183,26 @@ pub enum Exclusive {
 }
 
 impl Exclusive {
-    /// squeue's `%h` and scontrol's `OverSubscribe=`.
-    pub fn oversubscribe(e: Option<Exclusive>) -> &'static str {
-        match e {
-            None => "OK",
-            Some(Exclusive::Node) => "NO",
-            Some(Exclusive::User) => "USER",
-            Some(Exclusive::Mcs) => "MCS",
+    /// squeue's `%h` and scontrol's `OverSubscribe=`, as slurmctld packs a
+    /// job's `shared`: `YES` for `-s`, else from `--exclusive`, else from
+    /// the partition (`FORCE:N>1` says `YES`, `EXCLUSIVE` says `NO`), else
+    /// `OK` (`YES`/`NO` partitions leave it to the job).
+    pub fn oversubscribe(
+        e: Option<Exclusive>,
+        asked: bool,
+        part: Option<crate::model::part_opts::OverSubscribe>,
+    ) -> &'static str {
+        use crate::model::part_opts::OverSubscribe as O;
+        if asked {
+            return "YES";
+        }
+        match (e, part) {
+            (Some(Exclusive::Node), _) => "NO",
+            (Some(Exclusive::User), _) => "USER",
+            (Some(Exclusive::Mcs), _) => "MCS",
+            (None, Some(O::Force(n))) if n > 1 => "YES",
+            (None, Some(O::Exclusive)) => "NO",
+            (None, _) => "OK",
         }
     }
 
@@ -244,6 +262,28 @@ pub struct Allocation {
     /// GRES held on each node, same order.
     #[serde(default)]
     pub gres: Vec<Vec<crate::model::tres::GresAlloc>>,
+    /// Set for a job of an `OverSubscribe=YES` or `FORCE` partition: which
+    /// partition, and how many jobs may hold each of its CPUs (1: the job
+    /// does not share). Kept with the allocation so a restarted controller
+    /// rebuilds the same shares.
+    #[serde(default)]
+    pub share: Option<ShareTag>,
+}
+
+/// How a job of a sharing partition holds its CPUs (select/cons_tres's
+/// per-partition rows, counted per CPU).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareTag {
+    pub part: String,
+    /// Jobs per CPU at most (the partition's `:N`); 1 = not shared.
+    pub limit: u16,
+}
+
+impl ShareTag {
+    /// The job places its CPUs as shareable.
+    pub fn shares(&self) -> bool {
+        self.limit > 1
+    }
 }
 
 impl Allocation {
@@ -461,4 +501,26 @@ pub struct AcctStep {
     /// mirror it).
     #[serde(default)]
     pub usage: super::acct::StepTotals,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_subscribe_is_shown_as_slurmctld_packs_it() {
+        use crate::model::part_opts::OverSubscribe as O;
+        let o = Exclusive::oversubscribe;
+        assert_eq!(o(None, true, Some(O::Yes(4))), "YES");
+        assert_eq!(o(None, true, Some(O::No)), "YES", "-s wherever it is asked");
+        assert_eq!(o(None, false, Some(O::Yes(4))), "OK");
+        assert_eq!(o(None, false, Some(O::No)), "OK");
+        assert_eq!(o(None, false, Some(O::Force(2))), "YES");
+        assert_eq!(o(None, false, Some(O::Force(1))), "OK");
+        assert_eq!(o(None, false, Some(O::Exclusive)), "NO");
+        assert_eq!(o(Some(Exclusive::Node), false, Some(O::Force(4))), "NO");
+        assert_eq!(o(Some(Exclusive::User), false, None), "USER");
+        assert_eq!(o(Some(Exclusive::Mcs), false, None), "MCS");
+        assert_eq!(o(None, false, None), "OK");
+    }
 }

@@ -17,6 +17,9 @@ pub mod placement;
 pub mod preempt;
 pub mod priority;
 pub mod resv_gate;
+pub mod share;
+#[cfg(test)]
+mod share_tests;
 pub mod table;
 
 pub use placement::{CrParams, CrUnit, GresDev, GresKind, GresSlot, IdSet, Layout};
@@ -39,6 +42,8 @@ pub struct NodeSlot {
     pub used: IdSet,
     /// The node's generic resources and which are held.
     pub gres: Vec<GresSlot>,
+    /// CPUs shared by jobs of `OverSubscribe=YES`/`FORCE` partitions.
+    pub share: Option<Box<share::NodeShare>>,
 }
 
 impl NodeSlot {
@@ -53,6 +58,7 @@ impl NodeSlot {
             layout: Layout::of(cpus, 1, cpus, 1),
             used: IdSet::default(),
             gres: Vec::new(),
+            share: None,
         }
     }
 
@@ -75,6 +81,7 @@ impl NodeSlot {
             ),
             used: IdSet::default(),
             gres: gres.map(gres_slots).unwrap_or_default(),
+            share: None,
         }
     }
 
@@ -150,6 +157,9 @@ pub struct Request {
     pub max_cpus_per_node: Option<u32>,
     /// The partition's `LLN` (or `CR_LLN`): least loaded nodes first.
     pub lln: bool,
+    /// The job's partition shares CPUs (`OverSubscribe=YES`/`FORCE`): its
+    /// name and the jobs per CPU this job allows (1: it does not share).
+    pub share: Option<crate::model::job::ShareTag>,
 }
 
 /// A `-w`/`-x` list names a node the configuration does not have.
@@ -262,6 +272,7 @@ impl Request {
             cr: CrParams::default(),
             max_cpus_per_node: None,
             lln: false,
+            share: None,
         }
     }
 
@@ -274,6 +285,18 @@ impl Request {
         let opts = nodes.partition_opts(s.partition.as_deref());
         req.max_cpus_per_node = opts.and_then(|o| o.max_cpus_per_node);
         req.lln = req.cr.lln || opts.is_some_and(|o| o.lln);
+        // Only YES/FORCE partitions with N > 1 keep rows of shares; an
+        // exclusive job holds whole nodes and never shares.
+        req.share = opts
+            .filter(|o| o.oversubscribe.share_limit(true) > 1)
+            .map(|o| crate::model::job::ShareTag {
+                part: s.partition.clone().unwrap_or_default(),
+                limit: if req.exclusive {
+                    1
+                } else {
+                    o.oversubscribe.share_limit(s.oversubscribe)
+                },
+            });
         let node_index = |n: &str| nodes.index(n);
         let ranks = |list: &Option<String>| -> Result<Vec<u32>, UnknownNode> {
             let mut out = match list {
@@ -406,7 +429,15 @@ pub fn place(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Al
 }
 
 fn place_in(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Option<Allocation> {
-    let mut alloc = place_with(req, &req.candidates(candidates), slots, false)?;
+    let ranks = req.candidates(candidates);
+    // Idle CPUs first; a sharing job then tries CPUs its partition's
+    // sharing jobs hold (cons_tres's step 1, then its rows).
+    let mut alloc = place_with(req, &ranks, slots, false, false).or_else(|| {
+        req.share
+            .as_ref()
+            .filter(|t| t.shares() && !req.exclusive)
+            .and_then(|_| place_with(req, &ranks, slots, false, true))
+    })?;
     if !req.required.is_empty() {
         // Named nodes were tried first; the job still sees its nodes in
         // configuration order (task 0 on the first), as in Slurm.
@@ -442,18 +473,20 @@ fn feasible_in(req: &Request, candidates: &[u32], slots: &[NodeSlot]) -> Result<
     if req.min_nodes() as usize > candidates.len() {
         return Err(Infeasible::TooManyNodes);
     }
-    place_with(req, &candidates, slots, true)
+    place_with(req, &candidates, slots, true, false)
         .map(|_| ())
         .ok_or(Infeasible::NodeConfig)
 }
 
 /// Place `req` on `candidates` in order. `idle`: as if every node were up
-/// and empty ("could it ever run").
+/// and empty ("could it ever run"); `overlap`: a sharing job may take CPUs
+/// other sharing jobs hold ([`share::view`]).
 fn place_with(
     req: &Request,
     candidates: &[u32],
     slots: &[NodeSlot],
     idle: bool,
+    overlap: bool,
 ) -> Option<Allocation> {
     // LLN: the nodes with the most idle CPUs first (stable, so ties keep
     // the partition's order), as select/cons_tres's least-loaded-node
@@ -470,8 +503,11 @@ fn place_with(
     // MaxCPUsPerNode: what one node may give the job.
     let cap = |cpus: u32| req.max_cpus_per_node.map_or(cpus, |m| cpus.min(m));
     // An exclusive job takes only nodes nothing else runs on.
-    let usable = |s: &NodeSlot| idle || (s.available && (!req.exclusive || s.alloc_cpus == 0));
-    let cpus_of = |s: &NodeSlot| if idle { s.cpus } else { s.free_cpus() };
+    let usable = |s: &NodeSlot| {
+        idle || (s.available && (!req.exclusive || s.alloc_cpus == 0) && !share::barred(req, s))
+    };
+    // What the job may take of a node: its CPUs held by others, its free count.
+    let view = |s| share::view_of(req, s, idle, overlap);
     // Without `_Memory` in SelectTypeParameters memory only filters nodes.
     let mem_of = |s: &NodeSlot| {
         if idle || !req.cr.memory {
@@ -490,10 +526,15 @@ fn place_with(
     // `--gpus=N` is for the whole job: nodes give what they can, in order.
     let mut gpus_left = req.res.gpus.as_ref().map_or(0, |g| g.count);
     let cpt = req.cpus_per_task;
-    let mut take = |alloc: &mut Allocation, rank: u32, slot: &NodeSlot, tasks: u32| -> bool {
+    let mut take = |alloc: &mut Allocation,
+                    rank: u32,
+                    slot: &NodeSlot,
+                    (used, free): (&IdSet, u32),
+                    tasks: u32|
+     -> bool {
         // Too few CPUs left for the tasks at all: no need to pick any (a
         // full node costs one comparison, not a placement).
-        if cpus_of(slot) < tasks.saturating_mul(cpt) {
+        if free < tasks.saturating_mul(cpt) {
             return false;
         }
         let share = req.res.gpus.as_ref().filter(|_| gpus_left > 0).map(|g| {
@@ -523,22 +564,16 @@ fn place_with(
             exclusive: req.exclusive,
             cr: req.cr,
         };
-        let Some(pick) = placement::pick(
-            &ask,
-            slot.layout,
-            &slot.used,
-            &slot.gres,
-            idle,
-            share.as_ref(),
-        ) else {
+        let Some(pick) = placement::pick(&ask, slot.layout, used, &slot.gres, idle, share.as_ref())
+        else {
             return false;
         };
         let cpus = if req.exclusive {
-            cpus_of(slot).max(pick.cpu_ids.len() as u32)
+            free.max(pick.cpu_ids.len() as u32)
         } else {
             pick.cpu_ids.len() as u32
         };
-        if cpus_of(slot) < cpus || (!req.exclusive && cap(cpus) < cpus) {
+        if free < cpus || (!req.exclusive && cap(cpus) < cpus) {
             return false;
         }
         let gpus: u64 = pick
@@ -560,6 +595,7 @@ fn place_with(
         alloc.cpu_ids.push(pick.cpu_ids);
         alloc.gres.push(pick.gres);
         alloc.mem_mb = mem;
+        alloc.share = req.share.clone();
         min_free = min_free.min(mem_of(slot));
         true
     };
@@ -585,7 +621,14 @@ fn place_with(
                     continue;
                 }
                 if usable(slot) {
-                    take(&mut alloc, rank, slot, tasks.min(req.ntasks.max(1)));
+                    let (used, free) = view(slot);
+                    take(
+                        &mut alloc,
+                        rank,
+                        slot,
+                        (&used, free),
+                        tasks.min(req.ntasks.max(1)),
+                    );
                 }
             }
             let named = req.required.iter().all(|r| alloc.ranks.contains(r));
@@ -604,12 +647,10 @@ fn place_with(
                 if !usable(slot) {
                     continue;
                 }
+                let (used, free) = view(slot);
                 let by_cores =
-                    placement::tasks_by_cores(slot.layout, &slot.used, idle, cpt, &req.res, req.cr);
-                let mut tasks = req
-                    .tasks_fitting(cap(cpus_of(slot)))
-                    .min(by_cores)
-                    .min(left);
+                    placement::tasks_by_cores(slot.layout, &used, idle, cpt, &req.res, req.cr);
+                let mut tasks = req.tasks_fitting(cap(free)).min(by_cores).min(left);
                 // GPUs per task bound the tasks as cores do (cheaply, so
                 // that a request no node can meet costs one look per node).
                 if let Some(g) = req.res.gpus_per_task.as_ref().filter(|g| g.count > 0) {
@@ -631,7 +672,7 @@ fn place_with(
                 // (a few tries, then the next node).
                 let mut tries = 0;
                 while tasks > 0 && tries < 8 {
-                    if take(&mut alloc, rank, slot, tasks) {
+                    if take(&mut alloc, rank, slot, (&used, free), tasks) {
                         left -= tasks;
                         break;
                     }
@@ -674,13 +715,7 @@ pub fn earliest_start(
 pub fn apply(alloc: &Allocation, slots: &mut [NodeSlot]) {
     for (i, &rank) in alloc.ranks.iter().enumerate() {
         if let Some(s) = slots.get_mut(rank as usize) {
-            s.alloc_cpus = s
-                .alloc_cpus
-                .saturating_add(alloc.cpus.get(i).copied().unwrap_or(0));
-            s.alloc_mem_mb = s.alloc_mem_mb.saturating_add(alloc.mem_mb);
-            let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
-            let gres = alloc.gres.get(i).map_or(&[][..], Vec::as_slice);
-            placement::hold(&mut s.used, &mut s.gres, ids, gres, true);
+            share::hold_node(s, alloc, i, true, false);
         }
     }
 }
@@ -689,13 +724,7 @@ pub fn apply(alloc: &Allocation, slots: &mut [NodeSlot]) {
 pub fn release(alloc: &Allocation, slots: &mut [NodeSlot]) {
     for (i, &rank) in alloc.ranks.iter().enumerate() {
         if let Some(s) = slots.get_mut(rank as usize) {
-            s.alloc_cpus = s
-                .alloc_cpus
-                .saturating_sub(alloc.cpus.get(i).copied().unwrap_or(0));
-            s.alloc_mem_mb = s.alloc_mem_mb.saturating_sub(alloc.mem_mb);
-            let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
-            let gres = alloc.gres.get(i).map_or(&[][..], Vec::as_slice);
-            placement::hold(&mut s.used, &mut s.gres, ids, gres, false);
+            share::hold_node(s, alloc, i, false, false);
         }
     }
 }
@@ -704,9 +733,9 @@ pub fn release(alloc: &Allocation, slots: &mut [NodeSlot]) {
 /// keeps its memory and GRES.
 pub fn release_cpus(alloc: &Allocation, slots: &mut [NodeSlot]) {
     for (i, &rank) in alloc.ranks.iter().enumerate() {
-        let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
-        let count = alloc.cpus.get(i).copied().unwrap_or(0);
-        hold_cpus(rank, ids, count, slots, false);
+        if let Some(s) = slots.get_mut(rank as usize) {
+            share::hold_node(s, alloc, i, false, true);
+        }
     }
 }
 
@@ -746,6 +775,7 @@ mod tests {
             cr: CrParams::default(),
             max_cpus_per_node: None,
             lln: false,
+            share: None,
         }
     }
 

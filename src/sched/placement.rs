@@ -90,6 +90,10 @@ impl IdSet {
         if let Some(w) = self.0.get_mut((id / 64) as usize) {
             *w &= !(1 << (id % 64));
         }
+        // No trailing empty words, so equal sets compare equal.
+        while self.0.last() == Some(&0) {
+            self.0.pop();
+        }
     }
     pub fn len(&self) -> u32 {
         self.0.iter().map(|w| w.count_ones()).sum()

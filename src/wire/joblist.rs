@@ -205,6 +205,7 @@ job_columns! {
     comment: String,
     features: String,
     exclusive: Option<Exclusive>,
+    over_subscribe: String,
     no_requeue: bool,
     nice: i32,
     tres_per_node: String,

@@ -85,6 +85,11 @@ pub struct JobInfo {
     pub features: String,
     #[serde(default)]
     pub exclusive: Option<Exclusive>,
+    /// `OverSubscribe=` of scontrol and squeue's `%h`, as the controller
+    /// works it out from the job and its partition (`OK`, `YES`, `NO`,
+    /// `USER`, `MCS`); empty from an older controller.
+    #[serde(default)]
+    pub over_subscribe: String,
     #[serde(default)]
     pub no_requeue: bool,
     #[serde(default)]

@@ -195,7 +195,7 @@ pub fn show_job_with(j: &JobInfo, now: i64, one_liner: bool, details: bool) -> S
     ));
     r.line(format!(
         "OverSubscribe={} Exclusive={} Contiguous=0 Licenses={} LicensesAlloc={} Network=(null)",
-        Exclusive::oversubscribe(j.exclusive),
+        crate::cli::format::squeue::over_subscribe(j),
         Exclusive::exclusive(j.exclusive),
         or_null(&j.licenses),
         // Held while it runs.

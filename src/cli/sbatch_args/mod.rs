@@ -274,6 +274,7 @@ variables override them and the command line overrides both.
       --comment=text          a comment kept with the job
   -C, --constraint=features   nodes with these features (a&b, a|b, [a|b])
       --exclusive[=user|mcs]  whole nodes, shared with no other job
+  -s, --oversubscribe         share CPUs with other jobs (OverSubscribe=YES)
       --requeue, --no-requeue whether the job may be requeued
       --nice[=adj]            lower the job's priority by adj (default 100)
       --priority=n|TOP        fixed priority (operators only)
@@ -322,6 +323,9 @@ struct Layer {
     comment: Option<String>,
     constraint: Option<String>,
     exclusive: Option<Exclusive>,
+    /// `-s` (true) or `--exclusive` (false): the later of the two wins,
+    /// as both set Slurm's one `shared` field.
+    oversubscribe: Option<bool>,
     /// `--requeue` (true) or `--no-requeue` (false).
     requeue: Option<bool>,
     nice: Option<i32>,
@@ -375,7 +379,13 @@ impl Layer {
             qos: self.qos.or(lower.qos),
             comment: self.comment.or(lower.comment),
             constraint: self.constraint.or(lower.constraint),
-            exclusive: self.exclusive.or(lower.exclusive),
+            // `-s` here overrides a lower layer's `--exclusive`.
+            exclusive: if self.oversubscribe == Some(true) {
+                None
+            } else {
+                self.exclusive.or(lower.exclusive)
+            },
+            oversubscribe: self.oversubscribe.or(lower.oversubscribe),
             requeue: self.requeue.or(lower.requeue),
             nice: self.nice.or(lower.nice),
             priority: self.priority.or(lower.priority),
@@ -525,6 +535,7 @@ fn build_submit(
         comment: opts.comment,
         constraint: opts.constraint,
         exclusive: opts.exclusive,
+        oversubscribe: opts.oversubscribe == Some(true),
         no_requeue: opts.requeue == Some(false),
         nice: opts.nice.unwrap_or(0),
         priority: opts.priority,

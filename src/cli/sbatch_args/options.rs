@@ -43,6 +43,8 @@ pub(super) enum Action {
     Comment,
     Constraint,
     Exclusive,
+    /// `-s`/`--oversubscribe`.
+    OverSubscribe,
     Requeue,
     NoRequeue,
     Nice,
@@ -156,7 +158,7 @@ pub(super) static OPTIONS: &[OptSpec] = &[
     spec("ntasks-per-socket", None, Required, A::Res),
     spec("oom-kill-step", None, Optional, A::Unsupported),
     spec("overcommit", Some('O'), Flag, A::Unsupported),
-    spec("oversubscribe", Some('s'), Flag, A::Unsupported),
+    spec("oversubscribe", Some('s'), Flag, A::OverSubscribe),
     spec("power", None, Required, A::Unsupported),
     spec("prefer", None, Required, A::Unsupported),
     spec("priority", None, Required, A::Priority),
@@ -285,7 +287,14 @@ pub(super) fn apply(
             }
         }
         A::Constraint => layer.constraint = Some(v.to_string()),
-        A::Exclusive => layer.exclusive = Some(parse_exclusive(value)?),
+        A::Exclusive => {
+            layer.exclusive = Some(parse_exclusive(value)?);
+            layer.oversubscribe = Some(false);
+        }
+        A::OverSubscribe => {
+            layer.exclusive = None;
+            layer.oversubscribe = Some(true);
+        }
         A::Requeue => layer.requeue = Some(true),
         A::NoRequeue => layer.requeue = Some(false),
         A::Nice => layer.nice = Some(parse_nice(value)?),

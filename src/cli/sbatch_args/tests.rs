@@ -1364,3 +1364,30 @@ fn requests_are_echoed_to_the_job_environment() {
     assert_eq!(step.resources.mem_per_gpu_mb, Some(2048));
     assert_eq!(step.resources.cpus_per_gpu, Some(6));
 }
+
+#[test]
+fn oversubscribe_and_exclusive_replace_each_other() {
+    let f = fixture();
+    let s = f.ok(&["-s", "--wrap", "true"]);
+    assert!(s.submit.oversubscribe);
+    assert_eq!(s.submit.exclusive, None);
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    // The later of the two wins, as both set Slurm's one field.
+    let s = f.ok(&["--exclusive", "--oversubscribe", "--wrap", "true"]);
+    assert!(s.submit.oversubscribe);
+    assert_eq!(s.submit.exclusive, None);
+    let s = f.ok(&["-s", "--exclusive", "--wrap", "true"]);
+    assert!(!s.submit.oversubscribe);
+    assert_eq!(s.submit.exclusive, Some(Exclusive::Node));
+    // The command line overrides a directive.
+    let s = f
+        .script("#!/bin/sh\n#SBATCH --exclusive\ntrue\n", &["-s"])
+        .unwrap();
+    assert!(s.submit.oversubscribe);
+    assert_eq!(s.submit.exclusive, None);
+    let s = f
+        .script("#!/bin/sh\n#SBATCH -s\ntrue\n", &["--exclusive"])
+        .unwrap();
+    assert!(!s.submit.oversubscribe);
+    assert_eq!(s.submit.exclusive, Some(Exclusive::Node));
+}

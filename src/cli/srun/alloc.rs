@@ -74,6 +74,7 @@ pub(super) fn allocation_request(a: &SrunArgs, cwd: &str) -> JobSubmit {
         constraint: a.constraint.clone(),
         comment: a.comment.clone(),
         exclusive: a.exclusive.then_some(crate::wire::types::Exclusive::Node),
+        oversubscribe: a.oversubscribe,
         time_limit_min: a.time_limit_min,
         workdir: cwd.to_string(),
         submit_dir: cwd.to_string(),

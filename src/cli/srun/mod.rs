@@ -79,6 +79,9 @@ pub struct SrunArgs {
     pub qos: Option<String>,
     pub constraint: Option<String>,
     pub exclusive: bool,
+    /// `-s/--oversubscribe`: the new allocation may share CPUs (the later
+    /// of it and `--exclusive` wins).
+    pub oversubscribe: bool,
     pub mem_per_cpu_mb: Option<u64>,
     pub comment: Option<String>,
     /// `-H`, `-b`, `-d`, `--nice`, `--priority`: for a new allocation too.
@@ -274,7 +277,7 @@ same names are read too, so steps inherit what their job asked for):
 For a new allocation:
   -p, --partition=name  -t, --time=limit  -J, --job-name=name  --mem=size
   --mem-per-cpu=size  -A, --account=name  -C, --constraint=features
-  --exclusive  --comment=text  -H, --hold  -b, --begin=time
+  --exclusive  -s, --oversubscribe  --comment=text  -H, --hold  -b, --begin=time
   -d, --dependency=list  --nice[=adj]  --priority=n  -I, --immediate[=secs]
   --signal=[B:]sig[@secs]  -Q, --quiet  -h, --help  --usage  -V, --version
 

@@ -195,6 +195,7 @@ pub(super) const HONOURED: &[&str] = &[
     "ntasks-per-node",
     "output",
     "overlap",
+    "oversubscribe",
     "partition",
     "priority",
     "pty",
@@ -380,7 +381,14 @@ pub(super) fn set(a: &mut SrunArgs, opt: &str, value: Option<&str>) -> Result<()
         "constraint" => a.constraint = Some(v.to_string()),
         "comment" => a.comment = Some(v.to_string()),
         // Steps inside an allocation already get CPUs of their own.
-        "exclusive" => a.exclusive = true,
+        "exclusive" => {
+            a.exclusive = true;
+            a.oversubscribe = false;
+        }
+        "oversubscribe" => {
+            a.oversubscribe = true;
+            a.exclusive = false;
+        }
         "mem-per-cpu" => {
             a.mem_per_cpu_mb = Some(
                 crate::config::units::parse_mem_mb(v)

@@ -447,3 +447,14 @@ fn gres_and_hint_help_are_informational() {
     // In the environment, help is not a request.
     assert_eq!(pe(&["true"], &[("SLURM_HINT", "help")]).unwrap().info, None);
 }
+
+#[test]
+fn oversubscribe_is_kept_and_the_later_of_it_and_exclusive_wins() {
+    let a = p(&["-s", "true"]).unwrap();
+    assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    assert!(a.oversubscribe && !a.exclusive);
+    let a = p(&["--exclusive", "--oversubscribe", "true"]).unwrap();
+    assert!(a.oversubscribe && !a.exclusive);
+    let a = p(&["-s", "--exclusive", "true"]).unwrap();
+    assert!(!a.oversubscribe && a.exclusive);
+}

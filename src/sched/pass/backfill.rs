@@ -297,7 +297,10 @@ pub fn backfill(
         let cpus = u64::from(req.ntasks) * u64::from(req.cpus_per_task.max(1));
         let may_now = scope.not_before.is_none_or(|t| t <= now);
         if may_now && tl.may_start_now(&need, cpus) && !failed(&failures.now, key, d) {
-            let now_nodes: Vec<u32> = if !restricted && sorted[pi] {
+            // A sharing job may start on nodes with no CPU free.
+            let now_nodes: Vec<u32> = if need.shares {
+                candidates.to_vec()
+            } else if !restricted && sorted[pi] {
                 room_now
                     .iter()
                     .copied()

@@ -9,4 +9,6 @@ mod property;
 #[cfg(test)]
 mod resv_tests;
 #[cfg(test)]
+mod share_tests;
+#[cfg(test)]
 mod tests;

@@ -132,6 +132,7 @@ fn req(nodes: Option<u32>, ntasks: u32) -> Request {
         cr: CrParams::default(),
         max_cpus_per_node: None,
         lln: false,
+        share: None,
     }
 }
 

@@ -137,6 +137,9 @@ pub struct Need {
     pub all_mem: bool,
     /// The fewest nodes the job can use.
     pub nodes: u32,
+    /// The job may share CPUs (`OverSubscribe`): CPU counts, which add up
+    /// shared CPUs once per job, do not bound it; placement decides.
+    pub shares: bool,
 }
 
 impl Need {
@@ -180,6 +183,7 @@ impl Need {
             whole: req.exclusive,
             all_mem: req.cr.memory && matches!(req.mem, MemRequest::PerNode(0)),
             nodes: u32::try_from(nodes).unwrap_or(u32::MAX),
+            shares: req.share.as_ref().is_some_and(|t| t.shares()) && !req.exclusive,
         }
     }
 }
@@ -478,7 +482,7 @@ impl Timeline {
         if need.whole {
             return used.cpus == 0 && mem_ok && used.gpus == 0;
         }
-        cap.cpus - used.cpus >= i64::from(need.cpus)
+        (need.shares || cap.cpus - used.cpus >= i64::from(need.cpus))
             && mem_ok
             && cap.gpus - used.gpus >= need.gpus as i64
     }
@@ -639,7 +643,9 @@ impl Timeline {
             if !self.up[n] || c.cpus < i64::from(need.cpus) || c.gpus < need.gpus as i64 {
                 continue;
             }
-            let bound = if need.whole || i64::from(need.cpus) >= c.cpus {
+            let bound = if need.shares {
+                from
+            } else if need.whole || i64::from(need.cpus) >= c.cpus {
                 self.free_idle[n]
             } else {
                 self.free_any[n]
@@ -757,6 +763,9 @@ impl Timeline {
     /// Could a job needing `need` on each of its nodes and `cpus` in all
     /// start now, by the counts of free CPUs alone? (No: it cannot.)
     pub fn may_start_now(&self, need: &Need, cpus: u64) -> bool {
+        if need.shares {
+            return true;
+        }
         if self.free_total < i64::try_from(cpus).unwrap_or(i64::MAX) {
             return false;
         }
@@ -785,15 +794,5 @@ impl Timeline {
 /// count GRES held by two reservations over one interval is summed (more
 /// than any one instant holds: safe); CPUs and devices are a union.
 fn hold_one(s: &mut NodeSlot, alloc: &Allocation, i: usize, hold: bool) {
-    let cpus = alloc.cpus.get(i).copied().unwrap_or(0);
-    if hold {
-        s.alloc_cpus = s.alloc_cpus.saturating_add(cpus);
-        s.alloc_mem_mb = s.alloc_mem_mb.saturating_add(alloc.mem_mb);
-    } else {
-        s.alloc_cpus = s.alloc_cpus.saturating_sub(cpus);
-        s.alloc_mem_mb = s.alloc_mem_mb.saturating_sub(alloc.mem_mb);
-    }
-    let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
-    let gres = alloc.gres.get(i).map_or(&[][..], Vec::as_slice);
-    crate::sched::placement::hold(&mut s.used, &mut s.gres, ids, gres, hold);
+    crate::sched::share::hold_node(s, alloc, i, hold, false);
 }

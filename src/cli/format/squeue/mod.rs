@@ -336,7 +336,7 @@ impl JobField {
             ReqNodes => j.req_node_list.clone(),
             ExcNodes => j.exc_node_list.clone(),
             StepOnly => String::new(),
-            OverSubscribe => Exclusive::oversubscribe(j.exclusive).to_string(),
+            OverSubscribe => over_subscribe(j).to_string(),
             Sct => "*:*:*".to_string(),
             SocketsPerNode | CoresPerSocket | ThreadsPerCore => "*".to_string(),
             Command => j.command.clone(),
@@ -769,3 +769,13 @@ pub fn render(jobs: &[JobInfo], opts: &SqueueFormat, now: i64) -> Result<String,
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// squeue's `%h` and scontrol's `OverSubscribe=`: the controller's word,
+/// or (from a controller that does not send it) what `--exclusive` says.
+pub fn over_subscribe(j: &JobInfo) -> &str {
+    if j.over_subscribe.is_empty() {
+        Exclusive::oversubscribe(j.exclusive, false, None)
+    } else {
+        &j.over_subscribe
+    }
+}

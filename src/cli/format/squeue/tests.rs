@@ -505,3 +505,32 @@ fn used_time_leaves_out_time_suspended() {
     j.end_time = Some(T0 + 300);
     assert_eq!(used_secs(&j, T0 + 900), 200);
 }
+
+#[test]
+fn over_subscribe_is_the_controllers_word() {
+    let (fmt, _) = SqueueFormat::user_format("%i %h");
+    let mut jobs = sample_jobs();
+    jobs.truncate(1);
+    jobs[0].over_subscribe = "YES".into();
+    let out = render(&jobs, &fmt, NOW).unwrap();
+    assert_eq!(
+        out.lines()
+            .nth(1)
+            .map(str::split_whitespace)
+            .unwrap()
+            .nth(1),
+        Some("YES")
+    );
+    // From a controller that does not send it: what --exclusive says.
+    jobs[0].over_subscribe.clear();
+    jobs[0].exclusive = Some(Exclusive::User);
+    let out = render(&jobs, &fmt, NOW).unwrap();
+    assert_eq!(
+        out.lines()
+            .nth(1)
+            .map(str::split_whitespace)
+            .unwrap()
+            .nth(1),
+        Some("USER")
+    );
+}
