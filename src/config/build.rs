@@ -827,10 +827,6 @@ impl Builder {
         Ok(())
     }
 
-    /// `PrivateData`: a comma list of what users may not see of others.
-    /// `accounts`, `cloud` and `events` concern what canopy does not have
-    /// yet (sacctmgr, power saving, an event log) and are kept with the ignored settings; an
-    /// unknown word is kept so too (Slurm skips it silently).
     /// `AccountingStorageEnforce=associations,limits,qos,safe,...`.
     pub(super) fn accounting_enforce(&mut self, loc: &Loc, item: &Item) {
         let mut e = super::types::AcctEnforce::default();
@@ -857,6 +853,10 @@ impl Builder {
         self.record_words(loc, "AccountingStorageEnforce", &ignored);
     }
 
+    /// `PrivateData`: a comma list of what users may not see of others.
+    /// `accounts` and `events` concern what canopy does not have yet (sacctmgr,
+    /// an event log) and are kept with the ignored settings; an unknown word is
+    /// kept so too (Slurm skips it silently).
     pub(super) fn private_data(&mut self, loc: &Loc, item: &Item) {
         let mut pd = PrivateData::default();
         let mut ignored = Vec::new();
@@ -892,8 +892,6 @@ impl Builder {
         self.record_words(loc, "PrivateData", &ignored);
     }
 
-    /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
-    /// the line as their attributes; any other key is a global setting.
     /// `SlurmctldParameters`: a comma list, of which canopy reads
     /// `conmgr_max_connections=N`; the rest are kept with the ignored settings (`ignored`).
     /// `=` replaces earlier lines, `+=` adds to them.
@@ -1027,6 +1025,8 @@ impl Builder {
         Ok(true)
     }
 
+    /// Apply one logical line. Record keys (NodeName=, PartitionName=...) take the rest of
+    /// the line as their attributes; any other key is a global setting.
     pub(super) fn line(&mut self, line: &Line) -> Result<(), ConfigError> {
         let loc = &line.loc;
         for (i, item) in line.items.iter().enumerate() {
@@ -1263,27 +1263,34 @@ impl Builder {
             GlobalKey::SlurmdParameters => self.slurmd_parameters(loc, item),
             // Handled before `require_set`.
             GlobalKey::SlurmctldParameters => {}
-            // Slurm 22.05 ignores 1 with an error and refuses anything else.
+            // Slurm 22.05 ignores 1 with an error and refuses 0 and 2. Files
+            // written for older Slurm still set them, and a site moving to canopy
+            // should not have to edit its file first: 2 is read as what replaced
+            // it, 0 as 1, each with a warning that says so.
             GlobalKey::FastSchedule => match item.value.trim() {
                 "1" => self.warn(
                     loc,
                     "Ignoring obsolete FastSchedule=1 option. Please remove from your configuration.",
                 ),
                 "2" => {
-                    return Err(loc.error(
-                        "FastSchedule",
-                        "The FastSchedule option has been removed. The FastSchedule=2 \
-                         functionality is available through the \
-                         SlurmdParameters=config_overrides option.",
-                    ))
+                    self.cfg.config_overrides = true;
+                    self.warn(
+                        loc,
+                        "FastSchedule=2 was removed in Slurm 20.11 (slurmctld 22.05 refuses \
+                         it); read as SlurmdParameters=config_overrides, which replaced it: \
+                         nodes are scheduled by their slurm.conf lines even where their \
+                         hardware is smaller",
+                    )
                 }
-                _ => {
-                    return Err(loc.error(
-                        "FastSchedule",
-                        "The FastSchedule option has been removed. Please update your \
-                         configuration.",
-                    ))
-                }
+                _ => self.warn(
+                    loc,
+                    format_args!(
+                        "FastSchedule={} was removed in Slurm 20.11 (slurmctld 22.05 refuses \
+                         it); ignored: nodes are scheduled by their slurm.conf lines, and one \
+                         whose hardware is smaller is drained, as with FastSchedule=1",
+                        item.value.trim()
+                    ),
+                ),
             },
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {
@@ -1441,10 +1448,6 @@ impl Builder {
             .unwrap_or_default();
         let spec = spec.over(&self.node_defaults);
         self.record_unread("NodeName", value, &spec.unread);
-        // CLOUD is read but not acted on (no power saving): named with the ignored keys.
-        if spec.state == Some(ConfNodeState::Cloud) {
-            self.record_ignored(loc, "NodeName", "State", "CLOUD", value);
-        }
         let topology = self.topology(loc, head, &spec)?;
         let hostnames = per_node(
             loc,

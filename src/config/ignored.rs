@@ -102,7 +102,8 @@ const NO_ACCT: &str = "canopy keeps job accounting in its own state store (sacct
                        nothing is sent to slurmdbd";
 const NO_POWER: &str = "this partition's nodes follow the global power-saving settings \
                         (SuspendTime, SuspendTimeout, ResumeTimeout), not its own";
-const NO_EXC_STATES: &str = "nodes in any state may be powered down for being idle (SuspendExcNodes \
+const NO_EXC_STATES: &str =
+    "nodes in any state may be powered down for being idle (SuspendExcNodes \
                              and SuspendExcParts still apply)";
 const NO_SPEC: &str =
     "no cores or memory are set aside for the system: jobs may use all of the node";
@@ -113,67 +114,267 @@ const MEM_MAX: &str = "a job may ask for up to a node's RealMemory; this cap is 
 /// Keys whose being ignored changes what Slurm would do.
 const CHANGES: &[Changes] = &[
     // -- accounting --
-    g("AccountingStorageType", &["accounting_storage/none"], NO_ACCT),
-    g("AccountingStorageTRES", &[], "only canopy's own TRES (cpu, mem, node, billing, configured GRES) are recorded"),
-    g("AccountingStoreFlags", &[], "job scripts, environments and comments are not stored for sacct"),
-    g("AccountingStoreJobComment", &["no"], "job comments are not stored for sacct"),
-    g("AcctGatherEnergyType", &["acct_gather_energy/none"], "no energy use is gathered"),
-    g("AcctGatherFilesystemType", &["acct_gather_filesystem/none"], "no filesystem use is gathered"),
-    g("AcctGatherInfinibandType", &["acct_gather_infiniband/none"], "no interconnect use is gathered"),
-    g("AcctGatherInterconnectType", &["acct_gather_interconnect/none"], "no interconnect use is gathered"),
-    g("AcctGatherProfileType", &["acct_gather_profile/none"], "no job profiles (sh5util) are written"),
-    g("JobAcctGatherFrequency", &[], "task usage is sampled at canopy's fixed interval, not this one"),
-    g("JobAcctGatherParams", &[], "no usage-based action (OverMemoryKill, ...) is taken"),
-    g("JobCompType", &["jobcomp/none"], "no job completion log is written (sacct still has every job)"),
-    g("TrackWCKey", &["no", "0"], "workload characterization keys (--wckey) are not tracked"),
+    g(
+        "AccountingStorageType",
+        &["accounting_storage/none"],
+        NO_ACCT,
+    ),
+    g(
+        "AccountingStorageTRES",
+        &[],
+        "only canopy's own TRES (cpu, mem, node, billing, configured GRES) are recorded",
+    ),
+    g(
+        "AccountingStoreFlags",
+        &[],
+        "job scripts, environments and comments are not stored for sacct",
+    ),
+    g(
+        "AccountingStoreJobComment",
+        &["no"],
+        "job comments are not stored for sacct",
+    ),
+    g(
+        "AcctGatherEnergyType",
+        &["acct_gather_energy/none"],
+        "no energy use is gathered",
+    ),
+    g(
+        "AcctGatherFilesystemType",
+        &["acct_gather_filesystem/none"],
+        "no filesystem use is gathered",
+    ),
+    g(
+        "AcctGatherInfinibandType",
+        &["acct_gather_infiniband/none"],
+        "no interconnect use is gathered",
+    ),
+    g(
+        "AcctGatherInterconnectType",
+        &["acct_gather_interconnect/none"],
+        "no interconnect use is gathered",
+    ),
+    g(
+        "AcctGatherProfileType",
+        &["acct_gather_profile/none"],
+        "no job profiles (sh5util) are written",
+    ),
+    g(
+        "JobAcctGatherFrequency",
+        &[],
+        "task usage is sampled at canopy's fixed interval, not this one",
+    ),
+    g(
+        "JobAcctGatherParams",
+        &[],
+        "no usage-based action (OverMemoryKill, ...) is taken",
+    ),
+    g(
+        "JobCompType",
+        &["jobcomp/none"],
+        "no job completion log is written (sacct still has every job)",
+    ),
+    g(
+        "TrackWCKey",
+        &["no", "0"],
+        "workload characterization keys (--wckey) are not tracked",
+    ),
     // -- security and identity --
-    g("AuthAltTypes", &[], "only canopy's own credentials are accepted: no JWT (slurmrestd) tokens"),
+    g(
+        "AuthAltTypes",
+        &[],
+        "only canopy's own credentials are accepted: no JWT (slurmrestd) tokens",
+    ),
     g("DisableRootJobs", &["no", "0"], "root may run jobs"),
-    g("JobContainerType", &["job_container/none"], "jobs get no private /tmp or namespaces"),
-    g("MCSPlugin", &["mcs/none"], "no MCS labels: jobs and nodes are not separated by them"),
-    g("SlurmdUser", &["root", "0"], "node daemons run as whoever starts them"),
-    g("UsePAM", &["0", "no"], "tasks are started without a PAM session"),
+    g(
+        "JobContainerType",
+        &["job_container/none"],
+        "jobs get no private /tmp or namespaces",
+    ),
+    g(
+        "MCSPlugin",
+        &["mcs/none"],
+        "no MCS labels: jobs and nodes are not separated by them",
+    ),
+    g(
+        "SlurmdUser",
+        &["root", "0"],
+        "node daemons run as whoever starts them",
+    ),
+    g(
+        "UsePAM",
+        &["0", "no"],
+        "tasks are started without a PAM session",
+    ),
     // -- scheduling and limits --
-    g("CompleteWait", &["0"], "scheduling does not wait for completing jobs"),
-    g("DependencyParameters", &[], "dependencies follow canopy's defaults (no kill_invalid_depend, ...)"),
-    g("EnforcePartLimits", &[], "partition limits are applied by canopy's fixed rule, not this setting"),
-    g("FairShareDampeningFactor", &["1"], "fair share is not dampened"),
-    g("InactiveLimit", &["0"], "an allocation whose srun/salloc vanished is kept until its time limit"),
-    g("JobRequeue", &["1"], "batch jobs may be requeued (canopy's default)"),
-    g("JobSubmitPlugins", &[], "no job_submit plugin runs: jobs are neither rewritten nor refused by it"),
-    g("KillOnBadExit", &["0"], "a step is not killed when one of its tasks exits non-zero"),
-    g("LaunchParameters", &[], "steps launch with canopy's defaults (no use_interactive_step, ...)"),
-    g("MaxBatchRequeue", &["5"], "batch requeues are not capped at this number"),
-    g("MaxStepCount", &[], "steps per job are not capped at this number"),
-    g("MaxTasksPerNode", &[], "tasks per node are not capped at this number"),
-    g("OverTimeLimit", &["0"], "jobs are stopped at their time limit, with no extra minutes"),
-    g("PropagatePrioProcess", &["0"], "tasks run at the node daemon's scheduling priority"),
-    g("PropagateResourceLimits", &[], "tasks get the node daemon's resource limits, not the submitting shell's"),
-    g("PropagateResourceLimitsExcept", &[], "tasks get the node daemon's resource limits, not the submitting shell's"),
+    g(
+        "CompleteWait",
+        &["0"],
+        "scheduling does not wait for completing jobs",
+    ),
+    g(
+        "DependencyParameters",
+        &[],
+        "dependencies follow canopy's defaults (no kill_invalid_depend, ...)",
+    ),
+    g(
+        "EnforcePartLimits",
+        &[],
+        "partition limits are applied by canopy's fixed rule, not this setting",
+    ),
+    g(
+        "FairShareDampeningFactor",
+        &["1"],
+        "fair share is not dampened",
+    ),
+    g(
+        "InactiveLimit",
+        &["0"],
+        "an allocation whose srun/salloc vanished is kept until its time limit",
+    ),
+    g(
+        "JobRequeue",
+        &["1"],
+        "batch jobs may be requeued (canopy's default)",
+    ),
+    g(
+        "JobSubmitPlugins",
+        &[],
+        "no job_submit plugin runs: jobs are neither rewritten nor refused by it",
+    ),
+    g(
+        "KillOnBadExit",
+        &["0"],
+        "a step is not killed when one of its tasks exits non-zero",
+    ),
+    g(
+        "LaunchParameters",
+        &[],
+        "steps launch with canopy's defaults (no use_interactive_step, ...)",
+    ),
+    g(
+        "MaxBatchRequeue",
+        &["5"],
+        "batch requeues are not capped at this number",
+    ),
+    g(
+        "MaxStepCount",
+        &[],
+        "steps per job are not capped at this number",
+    ),
+    g(
+        "MaxTasksPerNode",
+        &[],
+        "tasks per node are not capped at this number",
+    ),
+    g(
+        "OverTimeLimit",
+        &["0"],
+        "jobs are stopped at their time limit, with no extra minutes",
+    ),
+    g(
+        "PropagatePrioProcess",
+        &["0"],
+        "tasks run at the node daemon's scheduling priority",
+    ),
+    g(
+        "PropagateResourceLimits",
+        &[],
+        "tasks get the node daemon's resource limits, not the submitting shell's",
+    ),
+    g(
+        "PropagateResourceLimitsExcept",
+        &[],
+        "tasks get the node daemon's resource limits, not the submitting shell's",
+    ),
     g("RequeueExit", &[], "no exit code requeues a job"),
-    g("RequeueExitHold", &[], "no exit code requeues and holds a job"),
+    g(
+        "RequeueExitHold",
+        &[],
+        "no exit code requeues and holds a job",
+    ),
     g("ResvOverRun", &["0"], "jobs in a reservation end with it"),
-    g("SchedulerTimeSlice", &["30"], "no gang scheduling time slices"),
-    g("SelectType", &["select/cons_tres", "select/cons_res"], "canopy allocates cores, memory and GRES (as select/cons_tres), not whole nodes"),
+    g(
+        "SchedulerTimeSlice",
+        &["30"],
+        "no gang scheduling time slices",
+    ),
+    g(
+        "SelectType",
+        &["select/cons_tres", "select/cons_res"],
+        "canopy allocates cores, memory and GRES (as select/cons_tres), not whole nodes",
+    ),
     g("TopologyParam", &[], "no topology-aware placement"),
-    g("TopologyPlugin", &["topology/none", "topology/default"], "nodes are chosen without regard to switches (topology.conf is not read)"),
+    g(
+        "TopologyPlugin",
+        &["topology/none", "topology/default"],
+        "nodes are chosen without regard to switches (topology.conf is not read)",
+    ),
     g("VSizeFactor", &["0"], "virtual memory is not limited"),
-    g("WaitTime", &["0"], "a step's other tasks are not ended this long after the first one exits"),
+    g(
+        "WaitTime",
+        &["0"],
+        "a step's other tasks are not ended this long after the first one exits",
+    ),
     // -- programs that would run --
-    g("BurstBufferType", &[], "no burst buffer is staged (#BB/#DW directives are not acted on)"),
-    g("CliFilterPlugins", &[], "no cli_filter runs: options reach the controller unfiltered"),
-    g("CpuFreqDef", &[], "CPU frequency is never set: jobs run at the node's governor"),
-    g("ExtSensorsType", &["ext_sensors/none"], "no external sensors are read"),
+    g(
+        "BurstBufferType",
+        &[],
+        "no burst buffer is staged (#BB/#DW directives are not acted on)",
+    ),
+    g(
+        "CliFilterPlugins",
+        &[],
+        "no cli_filter runs: options reach the controller unfiltered",
+    ),
+    g(
+        "CpuFreqDef",
+        &[],
+        "CPU frequency is never set: jobs run at the node's governor",
+    ),
+    g(
+        "ExtSensorsType",
+        &["ext_sensors/none"],
+        "no external sensors are read",
+    ),
     g("GpuFreqDef", &[], "GPU frequency is never set"),
-    g("HealthCheckProgram", &[], "no node health check runs: nodes are not drained by one"),
-    g("MpiDefault", &["none"], "srun starts tasks without an MPI plugin (no PMI/PMIx wire-up)"),
-    g("NodeFeaturesPlugins", &[], "node features are never changed at boot"),
+    g(
+        "HealthCheckProgram",
+        &[],
+        "no node health check runs: nodes are not drained by one",
+    ),
+    g(
+        "MpiDefault",
+        &["none"],
+        "srun starts tasks without an MPI plugin (no PMI/PMIx wire-up)",
+    ),
+    g(
+        "NodeFeaturesPlugins",
+        &[],
+        "node features are never changed at boot",
+    ),
     g("PlugStackConfig", &[], "no SPANK plugins are loaded"),
     g("PowerPlugin", &["power/none"], "node power is not capped"),
-    g("PrEpPlugins", &["prep/script"], "only the Prolog/Epilog scripts run as PrEp"),
-    g("PrioritySiteFactorPlugin", &["site_factor/none"], "no site factor adds to job priority"),
-    g("RebootProgram", &[], "nodes are never rebooted by the controller"),
-    g("ReconfigFlags", &[], "reconfigure applies partitions and limits from the file (no KeepPartInfo, ...)"),
+    g(
+        "PrEpPlugins",
+        &["prep/script"],
+        "only the Prolog/Epilog scripts run as PrEp",
+    ),
+    g(
+        "PrioritySiteFactorPlugin",
+        &["site_factor/none"],
+        "no site factor adds to job priority",
+    ),
+    g(
+        "RebootProgram",
+        &[],
+        "nodes are never rebooted by the controller",
+    ),
+    g(
+        "ReconfigFlags",
+        &[],
+        "reconfigure applies partitions and limits from the file (no KeepPartInfo, ...)",
+    ),
     g("ResvEpilog", &[], "nothing runs when a reservation ends"),
     g("ResvProlog", &[], "nothing runs when a reservation starts"),
     g("SallocDefaultCommand", &[], "salloc runs the user's shell"),
@@ -181,39 +382,100 @@ const CHANGES: &[Changes] = &[
     g("SlurmctldPlugstack", &[], "no slurmctld plugins are loaded"),
     g("SrunEpilog", &[], "srun runs no epilog"),
     g("SrunProlog", &[], "srun runs no prolog"),
-    g("SwitchType", &["switch/none"], "no switch (interconnect) plugin sets up jobs"),
+    g(
+        "SwitchType",
+        &["switch/none"],
+        "no switch (interconnect) plugin sets up jobs",
+    ),
     g("TaskEpilog", &[], "no task epilog runs"),
-    g("TaskProlog", &[], "no task prolog runs (its output does not set the task's environment)"),
-    g("UnkillableStepProgram", &[], "nothing runs when a step's processes cannot be killed"),
+    g(
+        "TaskProlog",
+        &[],
+        "no task prolog runs (its output does not set the task's environment)",
+    ),
+    g(
+        "UnkillableStepProgram",
+        &[],
+        "nothing runs when a step's processes cannot be killed",
+    ),
     // -- power saving and cloud --
     g("SuspendExcStates", &[], NO_EXC_STATES),
-    g("FrontendName", &[], "no front-end nodes: node daemons run on the compute nodes"),
-    g("SlurmctldHost", &[], "canopy runs one controller: no backup takes over when it fails"),
-    g("BackupController", &[], "canopy runs one controller: no backup takes over when it fails"),
+    g(
+        "FrontendName",
+        &[],
+        "no front-end nodes: node daemons run on the compute nodes",
+    ),
+    g(
+        "SlurmctldHost",
+        &[],
+        "canopy runs one controller: no backup takes over when it fails",
+    ),
+    g(
+        "BackupController",
+        &[],
+        "canopy runs one controller: no backup takes over when it fails",
+    ),
     // -- words of list keys (any other ignored word is named as not acted on) --
-    w("SlurmctldParameters", "enable_configless", "node daemons need their own copy of the configuration: none is served to them"),
+    w(
+        "SlurmctldParameters",
+        "enable_configless",
+        "node daemons need their own copy of the configuration: none is served to them",
+    ),
     w("PrologFlags", "X11", "no X11 forwarding (srun --x11)"),
-    w("PrologFlags", "DeferBatch", "the batch script waits for every node's Prolog, as canopy always does"),
-    w("PrivateData", "cloud", "powered-down cloud nodes are shown like any other node"),
+    w(
+        "PrologFlags",
+        "DeferBatch",
+        "the batch script waits for every node's Prolog, as canopy always does",
+    ),
     // -- node attributes --
-    n("State", "CLOUD nodes are taken as UNKNOWN nodes that have not registered (unk*, not idle~): nothing powers them up"),
     n("CoreSpecCount", NO_SPEC),
-    n("CpuBind", "tasks are bound per TaskPluginParam, not this node's CpuBind"),
+    n(
+        "CpuBind",
+        "tasks are bound per TaskPluginParam, not this node's CpuBind",
+    ),
     n("CPUSpecList", NO_SPEC),
     n("MemSpecLimit", NO_SPEC),
     n("RestrictedCoresPerGPU", "GPU jobs may use every core"),
     n("TRESWeights", "the node adds no TRES weights to billing"),
     // -- partition attributes --
-    p("AllocNodes", &["all"], "jobs may be submitted to the partition from any host"),
-    p("CpuBind", &[], "tasks are bound per TaskPluginParam, not this partition's CpuBind"),
-    p("DisableRootJobs", &["no"], "root may run jobs in the partition"),
-    p("Exclusive", &["no"], "jobs share nodes unless they ask for --exclusive"),
+    p(
+        "AllocNodes",
+        &["all"],
+        "jobs may be submitted to the partition from any host",
+    ),
+    p(
+        "CpuBind",
+        &[],
+        "tasks are bound per TaskPluginParam, not this partition's CpuBind",
+    ),
+    p(
+        "DisableRootJobs",
+        &["no"],
+        "root may run jobs in the partition",
+    ),
+    p(
+        "Exclusive",
+        &["no"],
+        "jobs share nodes unless they ask for --exclusive",
+    ),
     p("ExclusiveTopo", &["no"], "jobs share switches"),
-    p("MaxCPUsPerSocket", &["unlimited"], "jobs in the partition may use every CPU of a socket"),
-    p("OverTimeLimit", &["0"], "jobs are stopped at their time limit, with no extra minutes"),
+    p(
+        "MaxCPUsPerSocket",
+        &["unlimited"],
+        "jobs in the partition may use every CPU of a socket",
+    ),
+    p(
+        "OverTimeLimit",
+        &["0"],
+        "jobs are stopped at their time limit, with no extra minutes",
+    ),
     p("PowerDownOnIdle", &["no"], NO_POWER),
     p("ResumeTimeout", &[], NO_POWER),
-    p("SelectTypeParameters", &[], "the partition allocates as the global SelectTypeParameters says"),
+    p(
+        "SelectTypeParameters",
+        &[],
+        "the partition allocates as the global SelectTypeParameters says",
+    ),
     p("SuspendTime", &[], NO_POWER),
     p("SuspendTimeout", &[], NO_POWER),
 ];

@@ -16,6 +16,9 @@ pub(super) struct PartOptsSpec {
     hidden: Option<bool>,
     allow_groups: Option<Option<Vec<String>>>,
     oversubscribe: Option<OverSubscribe>,
+    /// `Shared=`, the old name: any OverSubscribe (the line's or DEFAULT's)
+    /// comes first, as in Slurm's reader.
+    shared: Option<OverSubscribe>,
     def_mem: Option<Option<MemPer>>,
     max_mem: Option<Option<MemPer>>,
     def_cpu_per_gpu: Option<Option<u32>>,
@@ -35,6 +38,7 @@ impl PartOptsSpec {
             hidden: self.hidden.or(base.hidden),
             allow_groups: self.allow_groups.or_else(|| base.allow_groups.clone()),
             oversubscribe: self.oversubscribe.or(base.oversubscribe),
+            shared: self.shared.or(base.shared),
             def_mem: self.def_mem.or(base.def_mem),
             max_mem: self.max_mem.or(base.max_mem),
             def_cpu_per_gpu: self.def_cpu_per_gpu.or(base.def_cpu_per_gpu),
@@ -52,7 +56,7 @@ impl PartOptsSpec {
         PartOpts {
             hidden: self.hidden.unwrap_or(false),
             allow_groups: self.allow_groups.flatten(),
-            oversubscribe: self.oversubscribe.unwrap_or_default(),
+            oversubscribe: self.oversubscribe.or(self.shared).unwrap_or_default(),
             mem: MemDefaults {
                 def_mem: self.def_mem.flatten(),
                 max_mem: self.max_mem.flatten(),
@@ -227,7 +231,11 @@ impl Builder {
                 "OverSubscribe" | "Shared" => {
                     let o =
                         OverSubscribe::parse(&item.value).map_err(|e| bad_value(loc, item, e))?;
-                    spec.oversubscribe = Some(o)
+                    if key == "Shared" {
+                        spec.shared = Some(o)
+                    } else {
+                        spec.oversubscribe = Some(o)
+                    }
                 }
                 "MaxCPUsPerNode" => {
                     let v = item.value.trim();

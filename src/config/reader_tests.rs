@@ -240,22 +240,30 @@ fn deny_lists_beside_allow_lists_are_dropped() {
     );
 }
 
+/// Slurm 22.05 refuses FastSchedule=0 and 2; canopy loads files written for
+/// older Slurm, with a warning naming what it does instead.
 #[test]
-fn fast_schedule_is_refused_as_slurm_22_05_refuses_it() {
+fn fast_schedule_is_read_as_what_replaced_it() {
     let cfg = parse("FastSchedule=1\n").unwrap();
     assert_eq!(
         cfg.warnings,
         ["slurm.conf:2: Ignoring obsolete FastSchedule=1 option. Please remove from your configuration."]
     );
-    let e = parse("FastSchedule=2\n").unwrap_err();
+    assert!(!cfg.config_overrides);
+    let cfg = parse("FastSchedule=2\n").unwrap();
+    assert!(cfg.config_overrides);
     assert!(
-        e.message.contains("SlurmdParameters=config_overrides"),
-        "{e}"
+        cfg.warnings[0].contains("read as SlurmdParameters=config_overrides"),
+        "{:?}",
+        cfg.warnings
     );
-    let e = parse("FastSchedule=0\n").unwrap_err();
-    assert_eq!(
-        e.message,
-        "The FastSchedule option has been removed. Please update your configuration."
+    let cfg = parse("FastSchedule=0\n").unwrap();
+    assert!(!cfg.config_overrides);
+    assert!(
+        cfg.warnings[0].contains("FastSchedule=0 was removed")
+            && cfg.warnings[0].contains("drained"),
+        "{:?}",
+        cfg.warnings
     );
 }
 

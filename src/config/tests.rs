@@ -1107,13 +1107,14 @@ fn realistic_site_file_parses_with_warnings() {
     // Slurm 22.05 warns); the ignored keys (PriorityType, GresTypes,
     // SelectTypeParameters, ProctrackType, TaskPlugin, SlurmUser, Prolog, Epilog,
     // PrologFlags, the Priority* keys, PriorityTier, TRESBillingWeights,
-    // AccountingStorageEnforce, the partitions' QOS and AllowAccounts, SchedulerType and
-    // SchedulerParameters are read), the backup controller among them, are recorded.
+    // AccountingStorageEnforce, the partitions' QOS, AllowAccounts, OverSubscribe and
+    // Hidden, DefMemPerCPU, SchedulerType and SchedulerParameters are read), the backup
+    // controller among them, are recorded.
     assert_eq!(cfg.warnings.len(), 2, "{:#?}", cfg.warnings);
     let summary = cfg.ignored_summary();
     assert_eq!(
         summary.changes.len() + summary.harmless.len(),
-        27,
+        24,
         "{summary:#?}"
     );
     assert_eq!(cfg.priority.weight_fairshare, 10_000);

@@ -69,8 +69,8 @@ pub use self::command::{
     Command, CtldScript, Effect, Output, PowerAction, PowerProgram, Reply, StartJob,
 };
 pub use self::core::{Core, Counters};
-pub use self::power::{PassStats, PowerSave, POWER_DOWN_ASAP_REASON, RESUME_TIMEOUT_REASON};
 pub use self::dynamic::NodePlace;
+pub use self::power::{PassStats, PowerSave, POWER_DOWN_ASAP_REASON, RESUME_TIMEOUT_REASON};
 pub use self::priority::{account_of, PolicyInputs, PrioState};
 pub use self::steps::step_layout;
 

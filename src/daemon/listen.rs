@@ -179,8 +179,7 @@ mod tests {
         let dials: Vec<_> = (0..400)
             .map(|_| {
                 tokio::spawn(async move {
-                    tokio::time::timeout(Duration::from_millis(900), TcpStream::connect(addr))
-                        .await
+                    tokio::time::timeout(Duration::from_millis(900), TcpStream::connect(addr)).await
                 })
             })
             .collect();
