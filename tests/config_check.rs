@@ -40,9 +40,10 @@ fn site(dir: &Path) -> PathBuf {
              SlurmctldPidFile=/run/slurmctld.pid\nslurmctldlogfile=/var/log/slurmctld.log\n\
              MpiDefault=none\nSwitchType=switch/none\nGresTypes=gpu\n\
              SuspendProgram=/opt/suspend\nResumeProgram=/opt/resume\nSuspendTime=600\n\
-             TaskPlugin=affinity,cgroup\nDefMemPerCPU=2000\ninclude nodes.conf\n\
+             TaskPlugin=affinity,cgroup\nDefMemPerCPU=2000\nHealthCheckProgram=/opt/check\n\
+             include nodes.conf\n\
              PartitionName=DEFAULT MaxTime=1-0 State=UP\n\
-             PartitionName=batch Nodes=dgx[01-02],cpu01 Default=YES Shared=EXCLUSIVE\n\
+             PartitionName=batch Nodes=dgx[01-02],cpu01 Default=YES Shared=EXCLUSIVE AllocNodes=head\n\
              PartitionName=cloud Nodes=cloudset OverSubscribe=NO\n",
             dir.display()
         ),
@@ -87,17 +88,15 @@ fn both_checkers_validate_a_site_without_starting_anything() {
              no backup takes over when it fails\n",
             at(4)
         ),
-        format!("ignored: {}: SuspendProgram=/opt/suspend is ignored: no power saving", at(12)),
-        format!("ignored: {}: DefMemPerCPU=2000 is ignored: a job that asks for no memory", at(16)),
+        format!("ignored: {}: HealthCheckProgram=/opt/check is ignored: no node health check", at(17)),
         format!(
-            "ignored: {}: PartitionName=batch OverSubscribe=EXCLUSIVE (set 2 times) is \
-             ignored: jobs share",
-            at(19)
+            "ignored: {}: PartitionName=batch AllocNodes=head is ignored: jobs may be submitted",
+            at(20)
         ),
         // 256 CPUs for each DGX (CPUs before Procs), 64 for cpu01, 4 for each cloud node.
         "read: 7 nodes (592 CPUs), 2 partitions (default batch), gres.conf read, cgroup.conf read\n"
             .into(),
-        "OK: canopy-ctld would start (0 warnings, 7 ignored settings that change behaviour)\n"
+        "OK: canopy-ctld would start (0 warnings, 3 ignored settings that change behaviour)\n"
             .into(),
     ] {
         assert!(out.contains(&expected), "{expected:?} missing from\n{out}");
@@ -245,7 +244,7 @@ fn ctld_names_each_ignored_setting_once_at_start_and_on_reconfigure() {
         1,
         16,
         30,
-        "SuspendProgram=/opt/suspend\nSuspendProgram=/opt/suspend2\n\
+        "HealthCheckProgram=/opt/check\nHealthCheckProgram=/opt/check2\n\
          SlurmctldLogFile=/var/log/slurmctld.log\n",
         // DEFAULT's CPUs=2 comes before the line's Procs, as in Slurm.
         &["Procs=8 CoreSpecCount=1 TmpDisk=64"],
@@ -259,13 +258,13 @@ fn ctld_names_each_ignored_setting_once_at_start_and_on_reconfigure() {
     let conf = c.conf.display().to_string();
     let suspend: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("SuspendProgram"))
+        .filter(|l| l.contains("HealthCheckProgram"))
         .collect();
     assert_eq!(suspend.len(), 1, "{log}");
     assert!(suspend[0].contains("WARN"), "{log}");
     assert!(
         suspend[0].contains(&format!(
-            "{conf}:14: SuspendProgram=/opt/suspend (set 2 times) is ignored: no power saving"
+            "{conf}:14: HealthCheckProgram=/opt/check (set 2 times) is ignored: no node health check"
         )),
         "{log}"
     );
@@ -290,7 +289,7 @@ fn ctld_names_each_ignored_setting_once_at_start_and_on_reconfigure() {
     });
     let log = c.log_text("ctld");
     assert_eq!(
-        log.matches("SuspendProgram=/opt/suspend (set 2 times)")
+        log.matches("HealthCheckProgram=/opt/check (set 2 times)")
             .count(),
         2,
         "{log}"

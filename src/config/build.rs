@@ -1282,7 +1282,7 @@ impl Builder {
                          hardware is smaller",
                     )
                 }
-                _ => self.warn(
+                "0" => self.warn(
                     loc,
                     format_args!(
                         "FastSchedule={} was removed in Slurm 20.11 (slurmctld 22.05 refuses \
@@ -1291,6 +1291,7 @@ impl Builder {
                         item.value.trim()
                     ),
                 ),
+                _ => return Err(bad_value(loc, item, "0, 1 or 2")),
             },
         }
         if let Some(previous) = self.set_at.insert(key, loc.clone()) {

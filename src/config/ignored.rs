@@ -107,9 +107,6 @@ const NO_EXC_STATES: &str =
                              and SuspendExcParts still apply)";
 const NO_SPEC: &str =
     "no cores or memory are set aside for the system: jobs may use all of the node";
-const MEM_DEFAULT: &str = "a job that asks for no memory is given no default amount: it \
-                           reserves none and is not limited to this one";
-const MEM_MAX: &str = "a job may ask for up to a node's RealMemory; this cap is not applied";
 
 /// Keys whose being ignored changes what Slurm would do.
 const CHANGES: &[Changes] = &[

@@ -218,6 +218,11 @@ impl Core {
         }
         if !gone.is_empty() {
             self.set_conf(Arc::new(conf), out);
+            // Nothing of power saving's may name a vacant rank.
+            for (_, rank) in &gone {
+                self.power.forget(*rank);
+            }
+            self.power_reconfigured();
         }
         if failed.is_empty() {
             Ok(())
@@ -278,9 +283,28 @@ impl Core {
         }
         self.set_conf(Arc::new(conf), out);
         for &rank in ranks {
-            // One that never registers goes DOWN after SlurmdTimeout like any node.
+            // A CLOUD node starts powered down, as one listed in the file
+            // does; its power state is stored with its admin state.
+            let i = rank as usize;
+            let cloud = self.conf.nodes.get(i).map(|n| n.state) == Some(ConfNodeState::Cloud);
+            if let (true, Some(st)) = (cloud, self.nodes.get_mut(i)) {
+                st.admin.power = Core::initial_power(ConfNodeState::Cloud, now);
+                let state = rmp_serde::to_vec_named(&st.admin).ok();
+                out.persist.push(Op::NodeAdmin {
+                    name: self.conf.nodes[i].name.clone(),
+                    state,
+                });
+                if let Some(slot) = self.slots.get_mut(i) {
+                    slot.available = false;
+                }
+            }
+            // One that never registers goes DOWN after SlurmdTimeout like any
+            // node (a powered-down one has no daemon to wait for).
             self.arm_node_deadline(rank, now, out);
         }
+        // Power saving watches the new nodes (or excludes them) as it would
+        // after a restart.
+        self.power_reconfigured();
         placed
     }
 

@@ -446,6 +446,10 @@ impl Core {
             (true, _) => with_nice(self.priority.assign(), nice),
         };
         self.jobs.modify(id, |j| {
+            // The moved job's request first: the other changes go on top.
+            if let Some(sub) = moved_submit {
+                j.submit = sub;
+            }
             if let Some(n) = &u.name {
                 j.submit.name = n.clone();
             }
@@ -454,9 +458,6 @@ impl Core {
                 return;
             }
             j.partition = part_name;
-            if let Some(sub) = moved_submit {
-                j.submit = sub;
-            }
             if u.num_nodes.is_some() {
                 j.submit.min_nodes = u.num_nodes;
             }

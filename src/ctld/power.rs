@@ -70,6 +70,18 @@ pub struct PowerSave {
     pub last: PassStats,
 }
 
+impl PowerSave {
+    /// A deleted dynamic node's rank leaves every queue (the rank may be
+    /// given to a new node).
+    pub(super) fn forget(&mut self, rank: u32) {
+        self.watch.remove(&rank);
+        self.resume_queue.remove(&rank);
+        self.down_queue.remove(&rank);
+        self.excluded.remove(&rank);
+        self.timeouts.retain(|&(_, r)| r != rank);
+    }
+}
+
 /// What one pass looked at and did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PassStats {
@@ -169,7 +181,8 @@ impl Core {
             let p = st.admin.power;
             match p.map(|p| (p.state, p.since)) {
                 None | Some((PowerState::On, _)) => {
-                    if !self.power.excluded.contains(&rank) && !st.future {
+                    let vacant = conf.nodes.get(rank as usize).is_some_and(|n| n.vacant);
+                    if !self.power.excluded.contains(&rank) && !st.future && !vacant {
                         self.power.watch.insert(rank, now);
                     }
                 }
@@ -266,8 +279,11 @@ impl Core {
         }
     }
 
-    /// After `scontrol reconfigure`: the exclusions follow the new file
-    /// (the rest of power saving reads the configuration as it goes).
+    /// After `scontrol reconfigure`: the exclusions follow the new file, and
+    /// the transitions under way are timed by the new ResumeTimeout and
+    /// SuspendTimeout (a due time computed from the old ones would never
+    /// match again, and the node would stay POWERING_* for good). The rest
+    /// of power saving reads the configuration as it goes.
     pub(super) fn power_reconfigured(&mut self) {
         let conf = self.conf.clone();
         let pc = &conf.power;
@@ -280,12 +296,26 @@ impl Core {
             excluded.extend(self.partition_ranks(part).iter().copied());
         }
         let since = self.power.last_scan;
+        self.power.timeouts.clear();
         for rank in 0..self.nodes.len() as u32 {
             let st = &self.nodes[rank as usize];
-            if excluded.contains(&rank) || st.future || st.power_state() != PowerState::On {
+            // A deleted dynamic node's rank has nothing to power down.
+            let vacant = conf.nodes.get(rank as usize).is_some_and(|n| n.vacant);
+            if excluded.contains(&rank) || st.future || vacant || st.power_state() != PowerState::On
+            {
                 self.power.watch.remove(&rank);
             } else {
                 self.power.watch.entry(rank).or_insert(since);
+            }
+            let timeout = match st.admin.power.map(|p| (p.state, p.since)) {
+                Some((PowerState::PoweringUp, at)) => Some((at, pc.resume_timeout_s)),
+                Some((PowerState::PoweringDown, at)) => Some((at, pc.suspend_timeout_s)),
+                _ => None,
+            };
+            if let Some((at, after)) = timeout {
+                self.power
+                    .timeouts
+                    .insert((at.saturating_add(secs(after)), rank));
             }
         }
         self.power.excluded = excluded;

@@ -634,3 +634,31 @@ fn reconfigure_can_turn_power_saving_on() {
     let out = c.apply(T0 + 502, Command::PowerSave);
     assert_eq!(programs(&out, PowerAction::Suspend)[0].nodes, "n1");
 }
+
+/// A ResumeTimeout changed by `scontrol reconfigure` while a node powers
+/// up times that node by the new value: the old due time never fires, and
+/// the node must not stay POWERING_UP (its job CONFIGURING) for good.
+#[test]
+fn reconfigure_retimes_a_power_up_under_way() {
+    let mut c = core("");
+    let id = submit(&mut c, T0, 1, Some("cl1"));
+    c.apply(T0, Command::Schedule);
+    assert_eq!(power(&c, 2), PowerState::PoweringUp);
+    let out = c.apply(
+        T0 + 10,
+        Command::Reconfigure {
+            conf: conf("ResumeTimeout=50\n"),
+        },
+    );
+    assert!(
+        matches!(out.reply, Some(Reply::Reconfigure(Ok(())))),
+        "{:?}",
+        out.reply
+    );
+    let out = c.apply(T0 + 49, Command::PowerSave);
+    assert!(programs(&out, PowerAction::ResumeFail).is_empty());
+    let out = c.apply(T0 + 50, Command::PowerSave);
+    assert_eq!(programs(&out, PowerAction::ResumeFail).len(), 1);
+    assert_eq!(power(&c, 2), PowerState::PoweredDown);
+    assert!(c.jobs().get(id).unwrap().requeue.is_some());
+}

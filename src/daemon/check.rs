@@ -236,12 +236,19 @@ mod tests {
             .render(false)
             .ends_with("FAILED: canopy-ctld would not start (1 error)\n"));
         // A bad value in slurm.conf: the error names file:line, nothing else is read.
-        let main = site(dir.path(), &format!("{CLOUD_SITE}FastSchedule=0\n"), true);
+        let main = site(
+            dir.path(),
+            &format!("{CLOUD_SITE}FastSchedule=banana\n"),
+            true,
+        );
         let report = check(&main);
         assert_eq!(report.exit_code(), 1);
         assert_eq!(
             report.errors,
-            [format!("{}:14: The FastSchedule option has been removed. Please update your configuration.", main.display())]
+            [format!(
+                "{}:14: FastSchedule=banana: expected 0, 1 or 2",
+                main.display()
+            )]
         );
         assert!(report.read.is_none());
         // A bad cgroup.conf stops the node daemons.

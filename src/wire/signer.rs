@@ -95,6 +95,9 @@ pub struct SignerClient {
     /// The running link: a queue into the task that owns the connection.
     /// `None` until first used, and again after the link failed.
     link: std::sync::Mutex<Option<mpsc::UnboundedSender<Pending>>>,
+    /// Held while a connection is opened, so a burst of first requests opens
+    /// one connection, not one each (the signer bounds them per uid).
+    opening: tokio::sync::Mutex<()>,
 }
 
 /// One request on its way, and where its answer goes.
@@ -108,6 +111,7 @@ impl SignerClient {
         SignerClient {
             path: path.to_path_buf(),
             link: std::sync::Mutex::new(None),
+            opening: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -133,18 +137,16 @@ impl SignerClient {
         if let Some(tx) = self.current() {
             return Ok(tx);
         }
-        let framed = self.open().await?;
-        let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
-        match link.as_ref().filter(|tx| !tx.is_closed()) {
-            // Another caller opened one meanwhile: ours is dropped unused.
-            Some(tx) => Ok(tx.clone()),
-            None => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(drive(framed, rx));
-                *link = Some(tx.clone());
-                Ok(tx)
-            }
+        let _opening = self.opening.lock().await;
+        // Another caller may have opened one while we waited.
+        if let Some(tx) = self.current() {
+            return Ok(tx);
         }
+        let framed = self.open().await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(drive(framed, rx));
+        *self.link.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx.clone());
+        Ok(tx)
     }
 
     fn current(&self) -> Option<mpsc::UnboundedSender<Pending>> {

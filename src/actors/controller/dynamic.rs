@@ -65,7 +65,11 @@ impl Handler<JoinNode> for ControllerActor {
             let ancestors = topo
                 .ancestors(p.rank)
                 .into_iter()
-                .filter_map(|r| conf.nodes.get(r as usize).map(|n| (r, node_line(n))))
+                // A deleted node's rank is a hole: the daemon skips to the
+                // next ancestor up (or the controller).
+                .filter_map(|r| conf.nodes.get(r as usize).map(|n| (r, n)))
+                .filter(|(_, n)| !n.vacant)
+                .map(|(r, n)| (r, node_line(n)))
                 .collect();
             Ok(NodeJoined {
                 rank: p.rank,

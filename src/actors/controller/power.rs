@@ -6,9 +6,7 @@
 //! logged, as in Slurm (a node that does not come up is caught by
 //! ResumeTimeout).
 
-use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::ctld::{PowerAction, PowerProgram};
@@ -16,9 +14,6 @@ use crate::ctld::{PowerAction, PowerProgram};
 /// How long a program may run before it is killed (slurmctld kills a
 /// power-saving program that runs longer than this too).
 const PROGRAM_LIMIT: Duration = Duration::from_secs(300);
-
-/// Distinguishes the resume files of one controller.
-static RESUME_SEQ: AtomicU64 = AtomicU64::new(0);
 
 fn action_name(a: PowerAction) -> &'static str {
     match a {
@@ -28,11 +23,20 @@ fn action_name(a: PowerAction) -> &'static str {
     }
 }
 
-/// Where ResumeProgram's job data goes: beside the other temporary files
-/// of this controller, one file per run, removed once the program ended.
-fn resume_file_path() -> PathBuf {
-    let n = RESUME_SEQ.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("canopy-resume-{}-{n}.json", std::process::id()))
+/// Write ResumeProgram's job data to a new file in the temporary directory.
+/// The name is random and the file is created exclusively with mode 0600
+/// (tempfile's `O_EXCL`, no symlink followed), so another local user can
+/// neither point it at a file of ours nor read or rewrite the jobs' data.
+/// The file is removed when the returned path is dropped.
+fn write_resume_file(json: &str) -> std::io::Result<tempfile::TempPath> {
+    use std::io::Write;
+    let mut f = tempfile::Builder::new()
+        .prefix("canopy-resume-")
+        .suffix(".json")
+        .tempfile()?;
+    f.write_all(json.as_bytes())?;
+    f.flush()?;
+    Ok(f.into_temp_path())
 }
 
 /// Run `p` to its end (or [`PROGRAM_LIMIT`]) and log how it ended.
@@ -40,13 +44,12 @@ pub(super) async fn run(p: PowerProgram) {
     let what = action_name(p.action);
     let mut file = None;
     if let Some(json) = &p.resume_file {
-        let path = resume_file_path();
-        let (path2, json) = (path.clone(), json.clone());
-        let written = tokio::task::spawn_blocking(move || std::fs::write(&path2, json)).await;
+        let json = json.clone();
+        let written = tokio::task::spawn_blocking(move || write_resume_file(&json)).await;
         match written {
-            Ok(Ok(())) => file = Some(path),
+            Ok(Ok(path)) => file = Some(path),
             Ok(Err(e)) => {
-                tracing::error!(program = %p.program, path = %path.display(), error = %e, "{what}: cannot write SLURM_RESUME_FILE")
+                tracing::error!(program = %p.program, error = %e, "{what}: cannot write SLURM_RESUME_FILE")
             }
             Err(e) => tracing::error!(program = %p.program, error = %e, "{what}: writer failed"),
         }
@@ -59,7 +62,7 @@ pub(super) async fn run(p: PowerProgram) {
         .process_group(0)
         .kill_on_drop(true);
     if let Some(f) = &file {
-        cmd.env("SLURM_RESUME_FILE", f);
+        cmd.env("SLURM_RESUME_FILE", f.as_os_str());
     }
     tracing::info!(program = %p.program, nodes = %p.nodes, "running {what}");
     let outcome = match cmd.spawn() {
@@ -81,6 +84,6 @@ pub(super) async fn run(p: PowerProgram) {
         }
     }
     if let Some(f) = file {
-        let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(f)).await;
+        let _ = tokio::task::spawn_blocking(move || f.close()).await;
     }
 }
