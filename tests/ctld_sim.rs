@@ -1240,8 +1240,20 @@ fn controller_core_keeps_its_invariants_under_random_commands() {
     assert!(sim.store_failures > 0, "seed {seed}: no failed writes");
     assert!(sim.acked.len() > 100, "seed {seed}: too few jobs");
     assert!(!sim.preempt_seen.is_empty(), "seed {seed}: no preemption");
-    assert!(sim.shared_seen > 0, "seed {seed}: no CPU ever shared");
+    if sim.shared_seen == 0 {
+        // Some runs never bring two sharing jobs together (about one seed in
+        // twenty); the share checks must still run, so a seed known to share
+        // is run as well, and it must share.
+        let known = run(KNOWN_SHARING_SEED, 12_000);
+        assert!(
+            known.shared_seen > 0,
+            "seed {seed} shared no CPU, and neither did seed {KNOWN_SHARING_SEED}, which did"
+        );
+    }
 }
+
+/// A seed whose run shares CPUs in both sharing partitions (258 checks).
+const KNOWN_SHARING_SEED: u64 = 11;
 
 /// The same under `SUSPEND,GANG`: jobs of `batch` are suspended for jobs
 /// of higher tiers (their CPUs lent, their memory and GPUs kept), and

@@ -234,8 +234,8 @@ pub(super) fn idle_wait(k: u32) -> Duration {
     Duration::from_secs(120 + u64::from(k) / 2)
 }
 
-/// Where the next Slurm cluster's port search begins.
-static NEXT_PORT: AtomicU16 = AtomicU16::new(PORT_LO);
+/// Where the next Slurm cluster's port search begins (0: this process has started none).
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
 /// A private slurmctld and K slurmd, all children of this process.
 pub(super) struct SlurmCluster {
@@ -250,7 +250,17 @@ impl SlurmCluster {
         // moment ago can leave its port unbindable for slurmd (seen at K = 512 right
         // after K = 128: "Unable to bind listen port (24001)"), though our test bind
         // (SO_REUSEADDR) calls it free.
-        let from = NEXT_PORT.load(Ordering::Relaxed).clamp(PORT_LO, PORT_HI);
+        // The first cluster of this process starts at an offset of its own: two
+        // harness processes at once (the smoke tests run side by side) would
+        // otherwise both check the same block free and race to bind it.
+        let from = match NEXT_PORT.load(Ordering::Relaxed) {
+            0 => {
+                let span = u32::from(PORT_HI - PORT_LO) / 2;
+                let offset = (std::process::id().wrapping_mul(2_654_435_761) >> 8) % span;
+                PORT_LO + u16::try_from(offset).unwrap_or(0)
+            }
+            next => next.clamp(PORT_LO, PORT_HI),
+        };
         let base = find_port_block(nodes + 1, from, PORT_HI, &port_is_free)
             .or_else(|| find_port_block(nodes + 1, PORT_LO, PORT_HI, &port_is_free))
             .ok_or(PeerError::NoPorts {
