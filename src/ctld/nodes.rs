@@ -115,8 +115,15 @@ impl Core {
         out: &mut Output,
     ) {
         let rank = hello.rank;
-        if self.conf.nodes.get(rank as usize).map(|n| n.name.as_str()) != Some(&hello.node) {
+        let here = self.conf.nodes.get(rank as usize);
+        if here.map(|n| n.name.as_str()) != Some(&hello.node) {
             tracing::warn!(rank, node = %hello.node, "registration with mismatched name ignored");
+            return;
+        }
+        // A deleted dynamic node's daemon still running: its rank is a hole
+        // (and may go to the next node created).
+        if here.is_some_and(|n| n.vacant) {
+            tracing::warn!(rank, node = %hello.node, "registration of a deleted node ignored");
             return;
         }
         if !self.power_registered(rank, now, out) {

@@ -335,10 +335,11 @@ impl Uplink {
         // known once they register (what Slurm's advice of a TreeWidth as
         // large as the cluster achieves). The tree still routes through it:
         // an attached node heads its own subtree (`tree::plan`).
+        // Found by name: a dynamic node's rank is not its place in `conf`.
         let cloud = self
             .conf
-            .nodes
-            .get(self.rank as usize)
+            .node_index(&self.me)
+            .and_then(|i| self.conf.nodes.get(i))
             .is_some_and(|n| n.state == crate::config::ConfNodeState::Cloud);
         if cloud {
             return vec![None];
@@ -358,7 +359,7 @@ impl Uplink {
         // Nor does anyone attach to a cloud node: it may be powered down,
         // and its configured address may mean nothing.
         c.retain(|who| {
-            who.and_then(|r| self.conf.nodes.get(r as usize))
+            who.and_then(|r| self.node_at(r))
                 .is_none_or(|n| n.state != crate::config::ConfNodeState::Cloud)
         });
         c
