@@ -89,7 +89,7 @@ pub enum SignerError {
 /// connection, and the signer answers them in order. srun verifies every
 /// frame its node daemons send (a hello and an exit per node), and at 512
 /// nodes one request at a time meant a thousand round trips through a busy
-/// signer end to end; in flight together they cost about one.
+/// signer end to end; pipelined, they overlap.
 pub struct SignerClient {
     path: PathBuf,
     /// The running link: a queue into the task that owns the connection.
