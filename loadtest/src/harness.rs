@@ -4,7 +4,7 @@
 //! thread, and wire-protocol clients.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -238,7 +238,6 @@ impl Harness {
     /// Start the simulation processes; with `deferred` they run no node
     /// until told to (`send("start", ...)`: powered-down cloud nodes).
     pub fn start_sims(&mut self, deferred: bool, progress: &mut dyn FnMut(&str)) -> Result<()> {
-        use std::io::BufRead;
         let t0 = Instant::now();
         let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
         let per = ((hard.saturating_sub(1024)) / 3).clamp(64, MAX_PER_PROCESS) as u32;
@@ -265,22 +264,11 @@ impl Harness {
                 .stderr(log)
                 .spawn()
                 .context("cannot start canopy-noded --simulate")?;
-            let stdin = child
-                .stdin
-                .take()
-                .context("no stdin for simulation process")?;
-            let stdout = child
-                .stdout
-                .take()
-                .context("no stdout for simulation process")?;
-            let mut line = String::new();
-            std::io::BufReader::new(stdout).read_line(&mut line)?;
-            if !line.starts_with("ready") {
-                bail!(
-                    "simulation process for ranks {first}-{last} failed to start (see {})",
-                    self.path.join(format!("sim-{first}.log")).display()
-                );
-            }
+            let stdin = await_ready(
+                &mut child,
+                &format!("simulation process for ranks {first}-{last}"),
+                &self.path.join(format!("sim-{first}.log")),
+            )?;
             self.sims
                 .lock()
                 .map_err(|_| anyhow::anyhow!("poisoned"))?
@@ -307,7 +295,6 @@ impl Harness {
     /// Start `spec.dynamic` simulated `canopy-noded -Z` nodes at once and wait until every
     /// node, listed and dynamic, is IDLE; returns the time taken.
     pub fn start_dynamic(&mut self, progress: &mut dyn FnMut(&str)) -> Result<Duration> {
-        use std::io::BufRead;
         let t0 = Instant::now();
         let (n, first) = (self.spec.dynamic, self.spec.nodes);
         let port = self.conf.slurmd_port;
@@ -327,22 +314,11 @@ impl Harness {
             .stderr(log)
             .spawn()
             .context("cannot start canopy-noded --simulate -Z")?;
-        let stdin = child
-            .stdin
-            .take()
-            .context("no stdin for simulation process")?;
-        let stdout = child
-            .stdout
-            .take()
-            .context("no stdout for simulation process")?;
-        let mut ready = String::new();
-        std::io::BufReader::new(stdout).read_line(&mut ready)?;
-        if !ready.starts_with("ready") {
-            bail!(
-                "dynamic simulation process failed to start (see {})",
-                self.path.join("sim-dynamic.log").display()
-            );
-        }
+        let stdin = await_ready(
+            &mut child,
+            "dynamic simulation process",
+            &self.path.join("sim-dynamic.log"),
+        )?;
         let joined = t0.elapsed();
         self.sims
             .lock()
@@ -573,4 +549,24 @@ impl Harness {
             Ok(ids)
         })
     }
+}
+
+/// Wait for a `canopy-noded --simulate` process's `ready` line; its stdin
+/// stays open for `start`/`kill` commands.
+fn await_ready(child: &mut Child, what: &str, log: &Path) -> Result<ChildStdin> {
+    use std::io::BufRead;
+    let stdin = child
+        .stdin
+        .take()
+        .context("no stdin for simulation process")?;
+    let stdout = child
+        .stdout
+        .take()
+        .context("no stdout for simulation process")?;
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    if !line.starts_with("ready") {
+        bail!("{what} failed to start (see {})", log.display());
+    }
+    Ok(stdin)
 }

@@ -157,20 +157,28 @@ impl Core {
         })
     }
 
+    /// The nodes never suspended for being idle: SuspendExcNodes, and the
+    /// nodes of the SuspendExcParts partitions.
+    fn power_exclusions(&self) -> BTreeSet<u32> {
+        let pc = &self.conf.power;
+        let mut excluded: BTreeSet<u32> = pc
+            .suspend_exc_nodes
+            .iter()
+            .filter_map(|n| self.conf.node_index(n).map(|r| r as u32))
+            .collect();
+        for part in &pc.suspend_exc_parts {
+            excluded.extend(self.partition_ranks(part).iter().copied());
+        }
+        excluded
+    }
+
     /// Rebuild the derived state after a restart: exclusions, the watch
     /// set, timeouts counted from the stored transition times, and
     /// CONFIGURING jobs whose nodes were powering up.
     pub(super) fn power_recover(&mut self, now: UnixTime, out: &mut Output) {
         let conf = self.conf.clone();
         let pc = &conf.power;
-        let mut excluded: BTreeSet<u32> = pc
-            .suspend_exc_nodes
-            .iter()
-            .filter_map(|n| conf.node_index(n).map(|r| r as u32))
-            .collect();
-        for part in &pc.suspend_exc_parts {
-            excluded.extend(self.partition_ranks(part).iter().copied());
-        }
+        let excluded = self.power_exclusions();
         self.power = PowerSave {
             excluded,
             last_scan: now,
@@ -287,14 +295,7 @@ impl Core {
     pub(super) fn power_reconfigured(&mut self) {
         let conf = self.conf.clone();
         let pc = &conf.power;
-        let mut excluded: BTreeSet<u32> = pc
-            .suspend_exc_nodes
-            .iter()
-            .filter_map(|n| conf.node_index(n).map(|r| r as u32))
-            .collect();
-        for part in &pc.suspend_exc_parts {
-            excluded.extend(self.partition_ranks(part).iter().copied());
-        }
+        let excluded = self.power_exclusions();
         let since = self.power.last_scan;
         self.power.timeouts.clear();
         for rank in 0..self.nodes.len() as u32 {
