@@ -136,7 +136,7 @@ impl Disk {
             // The simulation makes no reservations.
             Op::PutResv(_) | Op::DeleteResv(_) | Op::ResvSuffix(_) => {}
             // Nor dynamic nodes.
-            Op::PutDynNode { .. } | Op::DeleteDynNode(_) => {}
+            Op::PutDynNode { .. } | Op::DeleteDynNode(_) | Op::PutFileNodes(_) => {}
         }
     }
 }

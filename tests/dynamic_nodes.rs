@@ -9,6 +9,7 @@ mod common;
 use std::net::TcpListener;
 use std::time::Duration;
 
+use canopy::exec::record::{read_records, records_dir};
 use canopy::tree::topology::Topology;
 use canopy::wire::types::NodeInfo;
 use common::Cluster;
@@ -218,4 +219,158 @@ fn listed_and_dynamic_nodes_share_partitions_and_max_node_count_bounds_them() {
         (f1.rank, f1.scontrol_state().as_str()),
         (2, "FUTURE+DYNAMIC_NORM")
     );
+}
+
+/// Send `sig` (`STOP`, `CONT`) to node daemon `name`.
+fn signal_node(c: &Cluster, name: &str, sig: &str) {
+    let pid = c.noded[name].id().to_string();
+    let s = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid])
+        .status()
+        .unwrap();
+    assert!(s.success());
+}
+
+/// A dynamic node deleted while its daemon still runs: the daemon is told to stop, so its link
+/// does not hold the rank that the next node created is given. A daemon that missed that
+/// (frozen during the delete) is told again when it comes back and registers, and the new
+/// node at its old rank recovers.
+#[test]
+fn a_deleted_nodes_daemon_stops_and_its_rank_serves_the_next_node() {
+    let mut c = Cluster::configure(0, 4, 30, "MaxNodeCount=4\n", &[]);
+    c.start_authd();
+    c.start_ctld();
+    let cwd = c.dir.path().to_path_buf();
+    let p = ports(4);
+    for (i, name) in ["d1", "d2"].iter().enumerate() {
+        start_dynamic(&mut c, name, p[i], "");
+        c.wait_for(LONG, "the node created", |c| by_name(c, name).is_some());
+    }
+    c.wait_for(LONG, "d[1-2] idle", |c| idle_dynamic(c, &["d1", "d2"]));
+    let rank = by_name(&c, "d2").unwrap().rank;
+
+    // Deleted while its daemon runs: the daemon stops by itself.
+    let o = c.cli(&cwd, "scontrol", &["delete", "nodename=d2"]);
+    assert!(o.status.success(), "{:?}", out(&o));
+    let mut d2 = c.noded.remove("d2").unwrap();
+    let status = common::wait_exit(&mut d2, LONG);
+    assert!(status.is_some(), "d2's daemon still runs after the delete");
+    assert!(
+        c.log_text("d2").contains("deleted from the cluster"),
+        "{}",
+        c.log_text("d2")
+    );
+    // Its rank goes to the next node, which comes up.
+    start_dynamic(&mut c, "d3", p[2], "");
+    c.wait_for(LONG, "d3 idle", |c| idle_dynamic(c, &["d3"]));
+    assert_eq!(by_name(&c, "d3").unwrap().rank, rank);
+
+    // d1 frozen while it is deleted: its rank goes to d4, whose link replaces d1's. Thawed,
+    // d1 reads the word still waiting on its link and stops, and d4 stays. (A daemon that was
+    // down at the delete is told when it registers: the core's tests.)
+    let r1 = by_name(&c, "d1").unwrap().rank;
+    signal_node(&c, "d1", "STOP");
+    let o = c.cli(&cwd, "scontrol", &["delete", "nodename=d1"]);
+    assert!(o.status.success(), "{:?}", out(&o));
+    start_dynamic(&mut c, "d4", p[3], "");
+    c.wait_for(LONG, "d4 idle", |c| idle_dynamic(c, &["d4"]));
+    assert_eq!(by_name(&c, "d4").unwrap().rank, r1);
+    signal_node(&c, "d1", "CONT");
+    let mut d1 = c.noded.remove("d1").unwrap();
+    assert!(
+        common::wait_exit(&mut d1, LONG).is_some(),
+        "d1's daemon still runs after it came back"
+    );
+    c.wait_for(LONG, "d4 idle again", |c| idle_dynamic(c, &["d4"]));
+    let job = c.sbatch(&cwd, &["-N2", "--wrap", "srun true"]);
+    let done = c.wait_done(job, LONG);
+    // In rank order, as slurmctld lists a job's nodes in its node table's order.
+    assert_eq!(
+        (done.state.name(), done.nodes.as_str()),
+        ("COMPLETED", "d[4,3]")
+    );
+}
+
+/// slurm.conf gains a node line before the others while everything is down: the stored ranks
+/// follow the nodes by name. A job running on n2 and one on dynamic node d1 stay RUNNING on
+/// them (each node is one rank further on now) and are cancelled normally; a MaxNodeCount
+/// below the nodes that exist is refused at start with the remedy, and nothing is lost.
+#[test]
+fn a_node_line_added_before_the_others_moves_stored_ranks_by_name() {
+    let mut c = Cluster::start_with(2, 4, 30, "MaxNodeCount=4\n");
+    let cwd = c.dir.path().to_path_buf();
+    let p = ports(2);
+    start_dynamic(&mut c, "d1", p[0], "");
+    c.wait_for(LONG, "d1 idle", |c| idle_dynamic(c, &["d1"]));
+    let on_n2 = c.sbatch(&cwd, &["-w", "n2", "--wrap", "sleep 300"]);
+    let on_d1 = c.sbatch(&cwd, &["-w", "d1", "--wrap", "sleep 300"]);
+    c.wait_for(LONG, "both jobs running", |c| {
+        [on_n2, on_d1]
+            .iter()
+            .all(|&j| c.job(j).is_some_and(|j| j.state.name() == "RUNNING"))
+    });
+    assert_eq!(by_name(&c, "d1").unwrap().rank, 2);
+    // Killed daemons find their jobs again from their spool records: wait for them.
+    for (job, node) in [(on_n2, "n2"), (on_d1, "d1")] {
+        let dir = records_dir(&c.dir.path().join(format!("spool/{node}")));
+        c.wait_for(LONG, "the job's spool record", |_| {
+            read_records(&dir).is_ok_and(|r| r.iter().any(|r| r.job_id == job))
+        });
+    }
+
+    // Everything down; n0 goes in front of n1 and n2.
+    c.kill_ctld();
+    for n in ["n1", "n2", "d1"] {
+        c.kill_node(n);
+    }
+    let text = std::fs::read_to_string(&c.conf).unwrap();
+    let n0 = format!(
+        "NodeName=n0 NodeAddr=127.0.0.1 Port={} State=FUTURE\nNodeName=n1 ",
+        p[1]
+    );
+    std::fs::write(&c.conf, text.replacen("NodeName=n1 ", &n0, 1)).unwrap();
+
+    // First with MaxNodeCount too low for the four nodes: refused, and it says how to fix it.
+    let good = std::fs::read_to_string(&c.conf).unwrap();
+    std::fs::write(&c.conf, good.replace("MaxNodeCount=4", "MaxNodeCount=3")).unwrap();
+    c.start_ctld();
+    let status = c.wait_ctld_exit(LONG);
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}");
+    let log = c.log_text("ctld");
+    assert!(
+        log.contains("MaxNodeCount=3 leaves no room for the 4 nodes"),
+        "{log}"
+    );
+    std::fs::write(&c.conf, good).unwrap();
+
+    c.start_ctld();
+    for n in ["n1", "n2"] {
+        c.start_node(n);
+    }
+    start_dynamic(&mut c, "d1", p[0], "");
+    c.wait_for(LONG, "n[1-2] and d1 back", |c| {
+        ["n1", "n2", "d1"]
+            .iter()
+            .all(|n| by_name(c, n).is_some_and(|i| !i.not_responding))
+    });
+    let ranks: Vec<(String, u32)> = c
+        .nodes_info()
+        .into_iter()
+        .map(|n| (n.name, n.rank))
+        .collect();
+    let want: Vec<(String, u32)> = [("n0", 0), ("n1", 1), ("n2", 2), ("d1", 3)]
+        .iter()
+        .map(|(n, r)| (n.to_string(), *r))
+        .collect();
+    assert_eq!(ranks, want);
+    for (job, node) in [(on_n2, "n2"), (on_d1, "d1")] {
+        let j = c.job(job).unwrap();
+        assert_eq!((j.state.name(), j.nodes.as_str()), ("RUNNING", node));
+        assert_eq!(by_name(&c, node).unwrap().alloc_cpus, 1, "{node}");
+    }
+    let o = c.cli(&cwd, "scancel", &[&on_n2.to_string(), &on_d1.to_string()]);
+    assert!(o.status.success(), "{:?}", out(&o));
+    for job in [on_n2, on_d1] {
+        assert_eq!(c.wait_done(job, LONG).state.name(), "CANCELLED");
+    }
 }

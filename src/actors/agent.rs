@@ -238,6 +238,8 @@ pub struct NodeAgent {
     /// then, as slurmd waits for a job's slurmstepd: the job's next run
     /// (a requeue) reuses its spool directory and cgroup.
     settling: HashMap<u64, oneshot::Sender<()>>,
+    /// Cancelled to stop the whole daemon (`Retire`); none in tests and simulations.
+    stop: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// A reply a handler gives later.
@@ -275,6 +277,7 @@ impl NodeAgent {
             stats,
             scripts: None,
             settling: HashMap::new(),
+            stop: None,
         }
     }
 
@@ -302,6 +305,12 @@ impl NodeAgent {
     }
 
     /// Where the key came from, so that a rotation can be picked up.
+    /// `token` stops the daemon: cancelled when the controller retires this node.
+    pub fn with_stop(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+        self.stop = Some(token);
+        self
+    }
+
     pub fn with_key_path(mut self, path: std::path::PathBuf) -> Self {
         self.key_path = Some(path);
         self
@@ -1038,6 +1047,18 @@ impl Handler<RunCommand> for NodeAgent {
                     }
                     .into_actor(self),
                 )
+            }
+            NodeCommand::Retire { node } if node == self.node => {
+                tracing::error!(node = %self.node, "this node was deleted from the cluster (scontrol delete nodename); canopy-noded stops");
+                if let Some(stop) = &self.stop {
+                    stop.cancel();
+                }
+                now(Ok(NodeReply::Ack))
+            }
+            NodeCommand::Retire { node } => {
+                // The node deleted was an earlier holder of this rank.
+                tracing::debug!(node = %self.node, retired = %node, "retire for another node ignored");
+                now(Ok(NodeReply::Ack))
             }
             NodeCommand::Reregister => {
                 let hello = self.hello();

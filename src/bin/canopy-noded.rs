@@ -223,11 +223,16 @@ fn main() -> anyhow::Result<()> {
         } else {
             (conf, None)
         };
+        // Cancelled from inside too: the controller retires a deleted node's daemon.
+        let retired = opts.shutdown.clone();
         let handles = start_at(conf, auth.clone(), opts, joined).await?;
         // Jobs on this node call srun and squeue: they need a signer here.
         let signer_stop = tokio_util::sync::CancellationToken::new();
         let serving = canopy::authd::serve_if_free(&socket, auth, signer_stop.clone()).await;
-        let sig = signals.recv().await;
+        let sig = tokio::select! {
+            sig = signals.recv() => sig,
+            _ = retired.cancelled() => "the node's deletion",
+        };
         signals.arm_hard_stop("canopy-noded", HARD_DEADLINE);
         signer_stop.cancel();
         if serving {

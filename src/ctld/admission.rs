@@ -364,6 +364,7 @@ fn new_record(
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        power_up: false,
         preempted: None,
         suspend: Default::default(),
         preempt_suspended: None,

@@ -22,13 +22,24 @@ use crate::model::time::UnixTime;
 use crate::policy::authz::{self, Action, Caller};
 use crate::sched::NodeSlot;
 use crate::state::store::Op;
-use crate::wire::messages::{ErrorCode, ErrorReply};
+use crate::wire::messages::{ErrorCode, ErrorReply, NodeCommand};
 
 /// A node made or found: its rank and its line as the controller keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePlace {
     pub rank: u32,
     pub line: String,
+}
+
+/// Tell the daemon of deleted dynamic node `name`, at `rank`, to stop.
+pub(super) fn retire(rank: u32, name: &str) -> Effect {
+    Effect::Fanout {
+        targets: crate::tree::rankset::RankSet::from_ranks([rank]),
+        cmd: NodeCommand::Retire {
+            node: name.to_string(),
+        },
+        budget: std::time::Duration::from_secs(10),
+    }
 }
 
 fn refused(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
@@ -209,12 +220,19 @@ impl Core {
                 slot.available = false;
             }
             if let Some(st) = self.nodes.get_mut(i) {
-                *st = blank_status(*rank, false);
+                // Reachability belongs to the rank's link, not to the node: the tree reports
+                // only changes, so a node made here later starts from what the tree last said.
+                *st = NodeStatus {
+                    responding: st.responding,
+                    ..blank_status(*rank, false)
+                };
             }
             if let Some(d) = self.node_deadline.get_mut(i) {
                 *d = None;
             }
             tracing::info!(node = %name, rank, "dynamic node deleted");
+            // Its daemon, if still linked, would hold the rank the next node is given.
+            out.effect(retire(*rank, name));
         }
         if !gone.is_empty() {
             self.set_conf(Arc::new(conf), out);
@@ -272,7 +290,10 @@ impl Core {
             let st = blank_status(rank, nc.state == ConfNodeState::Future);
             if i < self.nodes.len() {
                 self.slots[i] = slot;
-                self.nodes[i] = st;
+                // A reused rank: whether its link is up is still the tree's last word (a
+                // deleted node's daemon leaving and this one attaching may fold to no change).
+                let responding = self.nodes[i].responding;
+                self.nodes[i] = NodeStatus { responding, ..st };
                 self.node_deadline[i] = None;
             } else {
                 self.slots.push(slot);

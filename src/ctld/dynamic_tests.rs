@@ -289,3 +289,68 @@ fn reconfigure_keeps_dynamic_nodes_and_max_node_count_needs_a_restart() {
     assert!(e.starts_with("MaxNodeCount changed"), "{e}");
     assert_eq!(c.node_info(1).unwrap().name, "d1");
 }
+
+/// The targets and node of each `Retire` sent.
+fn retired(out: &Output) -> Vec<(Vec<u32>, String)> {
+    out.effects
+        .iter()
+        .filter_map(|e| match e {
+            crate::ctld::Effect::Fanout {
+                targets,
+                cmd: crate::wire::messages::NodeCommand::Retire { node },
+                ..
+            } => Some((targets.iter().collect(), node.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A deleted node's daemon is told to stop at the delete, and again if it registers later
+/// (its rank vacant, or given to another node); the rank's reachability carries over to the
+/// node made there, as the tree reports only changes.
+#[test]
+fn a_deleted_nodes_daemon_is_retired_and_its_rank_keeps_the_trees_word() {
+    let mut c = core("NodeName=n1 CPUs=2\n");
+    let (r, _) = join(&mut c, "NodeName=d1 CPUs=2");
+    assert_eq!(r.unwrap()[0].rank, 1);
+    come_up(&mut c, 1, "d1");
+    let mut out = c.apply(
+        T0 + 2,
+        Command::DeleteNodes {
+            names: "d1".into(),
+            caller: Caller::ROOT,
+        },
+    );
+    done(&mut out).unwrap();
+    assert_eq!(retired(&out), [(vec![1], "d1".to_string())]);
+    // Back from a freeze, it registers at its vacant rank: told again.
+    let register = |c: &mut Core, name: &str| {
+        let mut h = hello(1, &[]);
+        h.node = name.into();
+        c.apply(
+            T0 + 3,
+            Command::NodeRegistered {
+                hello: Box::new(h),
+                via: None,
+            },
+        )
+    };
+    assert_eq!(
+        retired(&register(&mut c, "d1")),
+        [(vec![1], "d1".to_string())]
+    );
+    // d2 takes the rank. The tree never said the link went down (d1's daemon leaving and
+    // d2's attaching folded to no change): d2 counts as reached, and is IDLE once registered.
+    let (r, _) = join(&mut c, "NodeName=d2 CPUs=2");
+    assert_eq!(r.unwrap()[0].rank, 1);
+    assert_eq!(
+        retired(&register(&mut c, "d1")),
+        [(vec![1], "d1".to_string())]
+    );
+    assert!(retired(&register(&mut c, "d2")).is_empty());
+    let d2 = c.node_info(1).unwrap();
+    assert_eq!(
+        (d2.name.as_str(), d2.base, d2.not_responding),
+        ("d2", NodeBaseState::Idle, false)
+    );
+}

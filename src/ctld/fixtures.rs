@@ -37,6 +37,7 @@ pub(crate) fn running(id: u32, rank: u32) -> JobRecord {
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        power_up: false,
         preempted: None,
         suspend: Default::default(),
         preempt_suspended: None,

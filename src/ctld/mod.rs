@@ -53,6 +53,7 @@ mod priority_tests;
 mod prolog;
 mod reconfig;
 mod register;
+pub mod renumber;
 #[cfg(test)]
 mod requeue_tests;
 mod reservations;

@@ -116,14 +116,18 @@ impl Core {
     ) {
         let rank = hello.rank;
         let here = self.conf.nodes.get(rank as usize);
-        if here.map(|n| n.name.as_str()) != Some(&hello.node) {
-            tracing::warn!(rank, node = %hello.node, "registration with mismatched name ignored");
+        // A deleted dynamic node's daemon still running: its rank is a hole, or belongs to
+        // the node created since. Told to stop, or its link keeps holding the rank.
+        let dynamic_rank = rank as usize >= self.conf.fixed_nodes;
+        if here.is_some_and(|n| n.vacant)
+            || (dynamic_rank && here.is_some_and(|n| n.name != hello.node))
+        {
+            tracing::warn!(rank, node = %hello.node, "registration of a deleted node ignored; its daemon is told to stop");
+            out.effect(super::dynamic::retire(rank, &hello.node));
             return;
         }
-        // A deleted dynamic node's daemon still running: its rank is a hole
-        // (and may go to the next node created).
-        if here.is_some_and(|n| n.vacant) {
-            tracing::warn!(rank, node = %hello.node, "registration of a deleted node ignored");
+        if here.map(|n| n.name.as_str()) != Some(&hello.node) {
+            tracing::warn!(rank, node = %hello.node, "registration with mismatched name ignored");
             return;
         }
         if !self.power_registered(rank, now, out) {

@@ -214,14 +214,19 @@ impl Core {
                 slot.available = ok;
             }
         }
-        // CONFIGURING jobs waiting for nodes (no PrologSlurmctld holds them).
-        let waiting: Vec<(u32, Vec<u32>)> = self
+        // CONFIGURING jobs waiting for nodes. A record written before `power_up` existed
+        // is CONFIGURING for its nodes exactly when no PrologSlurmctld could hold it.
+        let no_prolog = conf.prolog.prolog_slurmctld.is_none();
+        let waiting: Vec<(u32, bool, Vec<u32>)> = self
             .jobs
             .running()
             .filter(|j| j.configuring && j.ending_as.is_none())
-            .filter_map(|j| j.alloc.as_ref().map(|a| (j.job_id, a.ranks.clone())))
+            .filter_map(|j| {
+                let a = j.alloc.as_ref()?;
+                Some((j.job_id, j.power_up || no_prolog, a.ranks.clone()))
+            })
             .collect();
-        for (id, ranks) in waiting {
+        for (id, power_up, ranks) in waiting {
             let mut needs = false;
             for r in ranks {
                 match self.nodes.get(r as usize).map(|s| s.power_state()) {
@@ -233,10 +238,12 @@ impl Core {
                     _ => {}
                 }
             }
-            if needs {
+            // Nodes that came up just before the crash still owe the job its start-time
+            // reset: the next pass gives it (`power_jobs_ready`).
+            if needs || power_up {
                 self.power.jobs.insert(id);
             }
-            if conf.prolog.prolog_slurmctld.is_none() {
+            if no_prolog {
                 self.launch_waiting.insert(id);
             }
         }
@@ -270,6 +277,8 @@ impl Core {
                     _ => {}
                 }
             }
+            // Set either way: a requeued job's earlier run must not mark this one.
+            self.jobs.modify(id, |j| j.power_up = needs);
             if !needs {
                 continue;
             }
@@ -354,7 +363,10 @@ impl Core {
                 job_id = id,
                 "resetting the job's start time for node power up"
             );
-            self.jobs.modify(id, |j| j.start_time = Some(now));
+            self.jobs.modify(id, |j| {
+                j.start_time = Some(now);
+                j.power_up = false;
+            });
             self.arm_deadlines(id, out);
             self.put_jobs(&[id], out);
         }

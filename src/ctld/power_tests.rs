@@ -430,6 +430,48 @@ fn power_state_survives_a_restart() {
     let _ = id;
 }
 
+/// A crash after a job's powered-up node registered, before the pass that resets the job's
+/// start time: the restarted controller still resets it, and releases the launch, once the node
+/// answers again. A record from before `power_up` was stored (`legacy`) is read the same way
+/// when no PrologSlurmctld could be what holds the job.
+#[test]
+fn a_power_up_finished_just_before_a_crash_still_resets_the_start_time() {
+    for legacy in [false, true] {
+        let mut c = core("");
+        let id = submit(&mut c, T0, 1, Some("cl1"));
+        let _ = c.apply(T0, Command::Schedule);
+        assert!(
+            c.jobs().get(id).unwrap().power_up,
+            "marked when its node powers up"
+        );
+        let _ = up(&mut c, 2, T0 + 40);
+        // The crash: the node is on and answered, the pass never ran.
+        let admin: HashMap<String, AdminState> = c
+            .nodes()
+            .iter()
+            .enumerate()
+            .map(|(i, st)| (c.conf().nodes[i].name.clone(), st.admin.clone()))
+            .collect();
+        let mut jobs: Vec<_> = c.jobs().values().cloned().collect();
+        if legacy {
+            jobs.iter_mut().for_each(|j| j.power_up = false);
+        }
+        let (mut c2, _) = Core::recover(conf(""), jobs, None, &admin, T0 + 50);
+        assert_eq!(power(&c2, 2), PowerState::On);
+        assert!(c2.is_configuring(id));
+        let _ = up(&mut c2, 2, T0 + 60);
+        let out = c2.apply(T0 + 60, Command::Schedule);
+        let released = out
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::ReleaseLaunch { job_id } if *job_id == id));
+        assert!(released, "legacy={legacy}: {:?}", out.effects);
+        let j = c2.jobs().get(id).unwrap();
+        assert_eq!(j.start_time, Some(T0 + 60), "legacy={legacy}");
+        assert!(!j.power_up && !j.configuring);
+    }
+}
+
 fn not_responding(st: &crate::model::node::NodeStatus) -> bool {
     st.admin
         .down

@@ -45,6 +45,9 @@ pub enum CtldError {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The stored state cannot be mapped onto this configuration's nodes.
+    #[error("the state in StateSaveLocation does not fit this slurm.conf: {0}")]
+    Renumber(#[from] crate::ctld::renumber::RenumberError),
 }
 
 /// Run the controller until `stop` resolves (to the reason, e.g. the signal's
@@ -64,12 +67,31 @@ where
     // The replay cache starts empty: refuse what was signed before now,
     // which this controller may have accepted in its previous life.
     auth.refuse_issued_before(std::time::SystemTime::now());
-    let (store, recovered) = Store::open(&conf.state_save_location)?;
+    let (store, mut recovered) = Store::open(&conf.state_save_location)?;
     tracing::info!(
         jobs = recovered.jobs.len(),
         next_job_id = ?recovered.next_job_id,
         "state recovered"
     );
+    // Stored ranks follow the nodes by name if slurm.conf's node list changed; written back
+    // before anything is served.
+    let restored = crate::ctld::renumber::restore(
+        &conf,
+        recovered.file_nodes.as_deref(),
+        &recovered.dyn_nodes,
+        &mut recovered.jobs,
+        &mut recovered.reservations,
+    )?;
+    if restored.moved > 0 {
+        tracing::warn!(
+            moved = restored.moved,
+            "slurm.conf's node list changed: stored ranks mapped to the nodes by name"
+        );
+    }
+    recovered.dyn_nodes = restored.dyn_nodes;
+    if !restored.persist.is_empty() {
+        store.commit(restored.persist).await?;
+    }
     let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
     let listener = super::listen::bind(&addr)
         .await

@@ -154,7 +154,8 @@ pub async fn start_at(
         ActorStats::new(),
     )
     .with_auth(auth.clone())
-    .with_key_path(conf.auth_key_path.clone());
+    .with_key_path(conf.auth_key_path.clone())
+    .with_stop(opts.shutdown.clone());
     if let Some((book, adopted)) = records {
         agent = agent.with_records(book, adopted);
     }

@@ -344,6 +344,11 @@ pub struct JobRecord {
     /// restarted controller runs the script again.
     #[serde(default)]
     pub configuring: bool,
+    /// CONFIGURING because nodes it was given were powered down (Slurm's
+    /// JOB_POWER_UP_NODE): its start time is reset once they answer, a
+    /// restart in between included.
+    #[serde(default)]
+    pub power_up: bool,
     /// Preempted and in its grace time: when it will be killed or
     /// requeued (a restart keeps the deadline).
     #[serde(default)]

@@ -90,6 +90,7 @@ fn job(id: u32, user: &str, account: &str, cpus: u32) -> JobRecord {
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        power_up: false,
         preempted: None,
         suspend: Default::default(),
         preempt_suspended: None,

@@ -77,6 +77,7 @@ fn job(id: u32, user: &str, cpus: u32, limit: Option<u32>) -> JobRecord {
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        power_up: false,
         preempted: None,
     }
 }

@@ -916,6 +916,7 @@ mod tests {
             priority_set: false,
             mail_sent: 0,
             configuring: false,
+            power_up: false,
             preempted: None,
             suspend: Default::default(),
             preempt_suspended: None,

@@ -131,6 +131,10 @@ pub enum Op {
     },
     /// A dynamic node deleted: its rank is vacant.
     DeleteDynNode(u32),
+    /// The names of slurm.conf's nodes, in rank order, that the stored ranks (jobs'
+    /// allocations, reservations, dynamic nodes' offsets) were written against: a restart
+    /// with a different node list maps them by name (`ctld::renumber`).
+    PutFileNodes(Vec<String>),
 }
 
 struct Batch {
@@ -155,6 +159,9 @@ pub struct Recovered {
     pub resv_suffix: Option<u32>,
     /// Dynamic nodes: (rank offset past slurm.conf's nodes, node line).
     pub dyn_nodes: Vec<(u32, String)>,
+    /// slurm.conf's node names the stored ranks were written against (`None`: never
+    /// stored, by a controller from before they were).
+    pub file_nodes: Option<Vec<String>>,
 }
 
 /// Handle to the store; cheap to clone.
@@ -321,6 +328,8 @@ fn decode_acct(v: &[u8], id: u32) -> Result<AcctJob, StoreError> {
 const USAGE_KEY: &[u8] = b"usage";
 /// Where the jobs' eligible-since times live in the `meta` tree.
 const AGES_KEY: &[u8] = b"ages";
+/// Where slurm.conf's node names (as the stored ranks knew them) live in the `meta` tree.
+const FILE_NODES_KEY: &[u8] = b"file_nodes";
 
 fn recover(t: &Trees) -> Result<Recovered, StoreError> {
     let mut out = Recovered::default();
@@ -384,6 +393,9 @@ fn recover(t: &Trees) -> Result<Recovered, StoreError> {
             detail: e.to_string(),
         })?;
         out.dyn_nodes.push((offset, line));
+    }
+    if let Some(v) = t.meta.get(FILE_NODES_KEY)? {
+        out.file_nodes = Some(decode("meta", "file_nodes", &v)?);
     }
     Ok(out)
 }
@@ -461,6 +473,12 @@ fn apply(t: &Trees, op: &Op) -> Result<(), String> {
         Op::PutDynNode { offset, line } => {
             t.dyn_nodes
                 .insert(offset.to_be_bytes(), line.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        Op::PutFileNodes(names) => {
+            let bytes = encode(names)?;
+            t.meta
+                .insert(FILE_NODES_KEY, bytes)
                 .map_err(|e| e.to_string())?;
         }
         Op::DeleteDynNode(offset) => {
@@ -570,6 +588,7 @@ mod tests {
             priority_set: false,
             mail_sent: 0,
             configuring: false,
+            power_up: false,
             preempted: None,
             suspend: Default::default(),
             preempt_suspended: None,

@@ -937,6 +937,12 @@ pub enum NodeCommand {
         job_id: u32,
         steps: Vec<StatStep>,
     },
+    /// Dynamic node `node` was deleted (`scontrol delete nodename=`): its daemon stops, so
+    /// that its link does not hold the rank the next created node is given. A daemon of
+    /// another name at that rank (the node created since) ignores it.
+    Retire {
+        node: String,
+    },
 }
 
 /// Why a running job is killed.

@@ -69,6 +69,7 @@ fn job(id: u32, rng: &mut Lcg, resvs: u32, with_rules: bool) -> JobRecord {
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        power_up: false,
         preempted: None,
         suspend: Default::default(),
         preempt_suspended: None,

@@ -97,6 +97,7 @@ fn record(id: u32, submit: JobSubmit, limit_min: u32, priority: u32) -> JobRecor
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        power_up: false,
         preempted: None,
         suspend: Default::default(),
         preempt_suspended: None,

@@ -48,6 +48,7 @@ pub(super) fn pending(
         priority_set: false,
         mail_sent: 0,
         configuring: false,
+        power_up: false,
         preempted: None,
         suspend: Default::default(),
         preempt_suspended: None,
