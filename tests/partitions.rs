@@ -264,3 +264,34 @@ fn partitions_refuse_hide_share_and_default_as_configured() {
     assert!(!user_squeue(&c, &[]).contains(&hidden_job));
     refused(&nobody_sbatch(&c, "staff", &[]), GROUP_DENIED);
 }
+
+/// `MaxCPUsPerNode` counts all of the partition's jobs on a node together: on a two-CPU node
+/// capped at one, a second job of the partition waits while another partition's job takes the
+/// other CPU; the first job's end lets the second start.
+#[test]
+fn max_cpus_per_node_holds_the_partitions_jobs_together() {
+    let extra = "PartitionName=capped Nodes=n1 MaxCPUsPerNode=1\n";
+    let c = Cluster::start_with(1, 2, 30, extra);
+    let cwd = c.dir.path().to_path_buf();
+    let state = |id: u32| c.job(id).map(|j| j.state.name().to_string());
+    let first = c.sbatch(&cwd, &["-p", "capped", "--wrap", "sleep 300"]);
+    c.wait_for(Duration::from_secs(30), "the first job running", |_| {
+        state(first).as_deref() == Some("RUNNING")
+    });
+    let second = c.sbatch(&cwd, &["-p", "capped", "--wrap", "sleep 300"]);
+    let other = c.sbatch(&cwd, &["-p", "debug", "--wrap", "sleep 300"]);
+    c.wait_for(
+        Duration::from_secs(30),
+        "the other partition's job running",
+        |_| state(other).as_deref() == Some("RUNNING"),
+    );
+    assert_eq!(state(second).as_deref(), Some("PENDING"));
+    assert_eq!(c.node("n1").alloc_cpus, 2);
+    let o = c.cli(&cwd, "scancel", &[&first.to_string(), &other.to_string()]);
+    assert!(o.status.success(), "{}", err(&o));
+    c.wait_for(Duration::from_secs(30), "the second job running", |_| {
+        state(second).as_deref() == Some("RUNNING")
+    });
+    let o = c.cli(&cwd, "scancel", &[&second.to_string()]);
+    assert!(o.status.success(), "{}", err(&o));
+}

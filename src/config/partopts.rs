@@ -244,15 +244,6 @@ impl Builder {
                         {
                             None
                         } else {
-                            self.warn(
-                                loc,
-                                format_args!(
-                                    "MaxCPUsPerNode={}: canopy holds each job to this many \
-                                     CPUs per node; Slurm holds all the partition's jobs on a \
-                                     node together to it",
-                                    item.value
-                                ),
-                            );
                             Some(int_in(loc, item, 1, u32::MAX.into())?)
                         },
                     )
@@ -317,13 +308,9 @@ mod tests {
             c.warnings
         );
         // What canopy does differently is named, with what it does instead.
-        // OverSubscribe=FORCE:N is honoured (`sched::share`): no word.
-        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(
-            c.warnings[0].contains("MaxCPUsPerNode=2: canopy holds each job"),
-            "{:?}",
-            c.warnings
-        );
+        // OverSubscribe=FORCE:N is honoured (`sched::share`), and MaxCPUsPerNode as Slurm
+        // counts it: no word.
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
     }
 
     #[test]

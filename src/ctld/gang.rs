@@ -259,6 +259,7 @@ mod tests {
             cpu_ids: nodes.iter().map(|(_, ids)| ids.clone()).collect(),
             gres: Vec::new(),
             share: None,
+            cap_part: None,
         }
     }
 

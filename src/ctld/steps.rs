@@ -586,6 +586,7 @@ mod tests {
                 count: 2,
             }]],
             share: None,
+            cap_part: None,
         };
         let layout = Some(crate::sched::Layout::of(16, 2, 4, 2));
         let all = step_share(&alloc, 0, 1, 1, layout, &ResourceRequest::default());

@@ -268,6 +268,10 @@ pub struct Allocation {
     /// rebuilds the same shares.
     #[serde(default)]
     pub share: Option<ShareTag>,
+    /// The partition, when it sets `MaxCPUsPerNode`: the CPUs its jobs hold on a node are
+    /// counted together against it.
+    #[serde(default)]
+    pub cap_part: Option<String>,
 }
 
 /// How a job of a sharing partition holds its CPUs (select/cons_tres's

@@ -44,9 +44,19 @@ pub struct NodeSlot {
     pub gres: Vec<GresSlot>,
     /// CPUs shared by jobs of `OverSubscribe=YES`/`FORCE` partitions.
     pub share: Option<Box<share::NodeShare>>,
+    /// CPUs held here by the jobs of each partition that sets `MaxCPUsPerNode`.
+    pub part_cpus: Vec<(String, u32)>,
 }
 
 impl NodeSlot {
+    /// CPUs the jobs of partition `part` hold here (counted for `MaxCPUsPerNode` only).
+    pub fn part_cpus(&self, part: &str) -> u32 {
+        self.part_cpus
+            .iter()
+            .find(|(p, _)| p == part)
+            .map_or(0, |(_, n)| *n)
+    }
+
     /// A node of `cpus` CPUs (one core each) and `mem_mb`, nothing held.
     pub fn plain(cpus: u32, mem_mb: u64) -> NodeSlot {
         NodeSlot {
@@ -59,6 +69,7 @@ impl NodeSlot {
             used: IdSet::default(),
             gres: Vec::new(),
             share: None,
+            part_cpus: Vec::new(),
         }
     }
 
@@ -82,6 +93,7 @@ impl NodeSlot {
             used: IdSet::default(),
             gres: gres.map(gres_slots).unwrap_or_default(),
             share: None,
+            part_cpus: Vec::new(),
         }
     }
 
@@ -153,8 +165,10 @@ pub struct Request {
     pub res: crate::model::tres::ResourceRequest,
     /// `SelectTypeParameters`.
     pub cr: CrParams,
-    /// The partition's `MaxCPUsPerNode`: CPUs the job may hold on one node.
+    /// The partition's `MaxCPUsPerNode`: CPUs the partition's jobs may hold on one node,
+    /// all together (`cap_part` names the partition they are counted under).
     pub max_cpus_per_node: Option<u32>,
+    pub cap_part: Option<String>,
     /// The partition's `LLN` (or `CR_LLN`): least loaded nodes first.
     pub lln: bool,
     /// The job's partition shares CPUs (`OverSubscribe=YES`/`FORCE`): its
@@ -271,6 +285,7 @@ impl Request {
             res: s.resources.clone(),
             cr: CrParams::default(),
             max_cpus_per_node: None,
+            cap_part: None,
             lln: false,
             share: None,
         }
@@ -284,6 +299,9 @@ impl Request {
         req.cr = nodes.cr();
         let opts = nodes.partition_opts(s.partition.as_deref());
         req.max_cpus_per_node = opts.and_then(|o| o.max_cpus_per_node);
+        req.cap_part = req
+            .max_cpus_per_node
+            .map(|_| s.partition.clone().unwrap_or_default());
         req.lln = req.cr.lln || opts.is_some_and(|o| o.lln);
         // Only YES/FORCE partitions with N > 1 keep rows of shares; an
         // exclusive job holds whole nodes and never shares.
@@ -500,8 +518,17 @@ fn place_with(
     } else {
         candidates
     };
-    // MaxCPUsPerNode: what one node may give the job.
-    let cap = |cpus: u32| req.max_cpus_per_node.map_or(cpus, |m| cpus.min(m));
+    // MaxCPUsPerNode: what one node may still give the partition's jobs (all of it when
+    // asking whether the job could ever run).
+    let cap = |cpus: u32, s: &NodeSlot| {
+        req.max_cpus_per_node.map_or(cpus, |m| {
+            let held = match &req.cap_part {
+                Some(p) if !idle => s.part_cpus(p),
+                _ => 0,
+            };
+            cpus.min(m.saturating_sub(held))
+        })
+    };
     // An exclusive job takes only nodes nothing else runs on.
     let usable = |s: &NodeSlot| {
         idle || (s.available && (!req.exclusive || s.alloc_cpus == 0) && !share::barred(req, s))
@@ -573,7 +600,7 @@ fn place_with(
         } else {
             pick.cpu_ids.len() as u32
         };
-        if free < cpus || (!req.exclusive && cap(cpus) < cpus) {
+        if free < cpus || (!req.exclusive && cap(cpus, slot) < cpus) {
             return false;
         }
         let gpus: u64 = pick
@@ -596,6 +623,7 @@ fn place_with(
         alloc.gres.push(pick.gres);
         alloc.mem_mb = mem;
         alloc.share = req.share.clone();
+        alloc.cap_part = req.cap_part.clone();
         min_free = min_free.min(mem_of(slot));
         true
     };
@@ -650,7 +678,7 @@ fn place_with(
                 let (used, free) = view(slot);
                 let by_cores =
                     placement::tasks_by_cores(slot.layout, &used, idle, cpt, &req.res, req.cr);
-                let mut tasks = req.tasks_fitting(cap(free)).min(by_cores).min(left);
+                let mut tasks = req.tasks_fitting(cap(free, slot)).min(by_cores).min(left);
                 // GPUs per task bound the tasks as cores do (cheaply, so
                 // that a request no node can meet costs one look per node).
                 if let Some(g) = req.res.gpus_per_task.as_ref().filter(|g| g.count > 0) {
@@ -774,6 +802,7 @@ mod tests {
             res: Default::default(),
             cr: CrParams::default(),
             max_cpus_per_node: None,
+            cap_part: None,
             lln: false,
             share: None,
         }

@@ -82,3 +82,41 @@ fn max_cpus_per_node_bounds_what_one_node_gives_a_job() {
     let req = Request::for_job(&spread, &c).unwrap();
     assert!(place(&req, &ranks, &slots).is_none());
 }
+
+/// As slurm.conf defines it, `MaxCPUsPerNode` bounds all of a partition's jobs on a node
+/// together, not each job: a second job of the partition gets what the first left of the cap,
+/// another partition's jobs the rest of the node, and a job's end gives its share back.
+#[test]
+fn max_cpus_per_node_is_shared_by_all_of_the_partitions_jobs_on_a_node() {
+    let c = conf(
+        "PartitionName=two Nodes=ALL MaxCPUsPerNode=3\n\
+         PartitionName=open Nodes=ALL\n",
+    );
+    let mut slots: Vec<NodeSlot> = (0..3).map(|_| NodeSlot::plain(4, 4000)).collect();
+    let ranks = [0, 1, 2];
+    let req = Request::for_job(&submit("two", 2), &c).unwrap();
+    let first = place(&req, &ranks, &slots).unwrap();
+    assert_eq!(first.ranks, [0]);
+    apply(&first, &mut slots);
+    assert_eq!(slots[0].part_cpus("two"), 2);
+    // One CPU of the cap is left on n1: a two-task job on one node goes to n2; spread, it
+    // takes the one CPU and one of n2's.
+    let mut one_node = submit("two", 2);
+    one_node.min_nodes = Some(1);
+    let one_node = Request::for_job(&one_node, &c).unwrap();
+    assert_eq!(place(&one_node, &ranks, &slots).unwrap().ranks, [1]);
+    let spread = place(&req, &ranks, &slots).unwrap();
+    assert_eq!((spread.ranks, spread.cpus), (vec![0, 1], vec![1, 1]));
+    // A one-task job still fits beside the first.
+    let one = Request::for_job(&submit("two", 1), &c).unwrap();
+    assert_eq!(place(&one, &ranks, &slots).unwrap().ranks, [0]);
+    // Another partition's job takes n1's other two CPUs.
+    let open = Request::for_job(&submit("open", 2), &c).unwrap();
+    assert_eq!(place(&open, &ranks, &slots).unwrap().ranks, [0]);
+    // Whether it could ever run: the cap, not what others hold now.
+    assert_eq!(feasible(&req, &[0], &slots), Ok(()));
+    // The first job ends: its share of the cap is back.
+    release(&first, &mut slots);
+    assert_eq!(slots[0].part_cpus("two"), 0);
+    assert_eq!(place(&one_node, &ranks, &slots).unwrap().ranks, [0]);
+}

@@ -146,6 +146,9 @@ pub(super) fn hold_node(
     cpus_only: bool,
 ) {
     let cpus = alloc.cpus.get(i).copied().unwrap_or(0);
+    if let Some(p) = &alloc.cap_part {
+        count_part(s, p, cpus, hold);
+    }
     let ids = alloc.cpu_ids.get(i).map_or(&[][..], Vec::as_slice);
     let gres = if cpus_only {
         &[][..]
@@ -221,4 +224,15 @@ pub(super) fn hold_node(
     if sh.parts.is_empty() && sh.distinct == 0 {
         s.share = None;
     }
+}
+
+/// Count `cpus` of partition `part` held (or given back) on `s`, for `MaxCPUsPerNode`.
+fn count_part(s: &mut NodeSlot, part: &str, cpus: u32, hold: bool) {
+    match s.part_cpus.iter_mut().find(|(p, _)| p == part) {
+        Some((_, n)) if hold => *n = n.saturating_add(cpus),
+        Some((_, n)) => *n = n.saturating_sub(cpus),
+        None if hold => s.part_cpus.push((part.to_string(), cpus)),
+        None => {}
+    }
+    s.part_cpus.retain(|(_, n)| *n > 0);
 }

@@ -21,6 +21,7 @@ fn req(tasks: u32, limit: u16) -> Request {
         res: Default::default(),
         cr: CrParams::default(),
         max_cpus_per_node: None,
+        cap_part: None,
         lln: false,
         share: Some(ShareTag {
             part: "p".into(),

@@ -132,6 +132,7 @@ fn req(nodes: Option<u32>, ntasks: u32) -> Request {
         res: Default::default(),
         cr: CrParams::default(),
         max_cpus_per_node: None,
+        cap_part: None,
         lln: false,
         share: None,
     }
