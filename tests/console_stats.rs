@@ -41,7 +41,10 @@ fn stats_show_percentiles_per_kind_user_and_depth_and_reset() {
     assert!(q["count"].as_u64().unwrap() >= 5, "{q}");
     let p = |k: &str| q[k].as_u64().unwrap();
     assert!(p("p50_us") >= 1);
-    assert!(p("p50_us") <= p("p99_us") && p("p99_us") <= p("p999_us"), "{q}");
+    assert!(
+        p("p50_us") <= p("p99_us") && p("p99_us") <= p("p999_us"),
+        "{q}"
+    );
     assert!(p("p999_us") <= p("max_us") + p("max_us") / 100 + 1, "{q}");
     let buckets = q["buckets"].as_array().unwrap();
     assert_eq!(
@@ -49,13 +52,14 @@ fn stats_show_percentiles_per_kind_user_and_depth_and_reset() {
         q["count"].as_u64().unwrap(),
         "cumulative buckets end at the count"
     );
-    let me = nix::unistd::getuid().as_raw();
+    let me = nix::unistd::getuid().as_raw().to_string();
+    let named = format!("({me})");
     let users = v["by_user"].as_array().unwrap();
     assert!(
-        users
-            .iter()
-            .any(|u| u["key"].as_str().unwrap().ends_with(&format!("({me})"))
-                || u["key"] == me.to_string()),
+        users.iter().any(|u| {
+            let key = u["key"].as_str().unwrap();
+            key == me || key.ends_with(&named)
+        }),
         "this user recorded: {users:?}"
     );
     assert!(
@@ -71,7 +75,10 @@ fn stats_show_percentiles_per_kind_user_and_depth_and_reset() {
         .lines()
         .find(|l| l.trim_start().starts_with("QueryJobs") && l.contains("ave_time:"))
         .unwrap_or_else(|| panic!("Slurm's RPC line kept: {text}"));
-    assert!(slurm.contains("count:") && slurm.contains("total_time:"), "{slurm}");
+    assert!(
+        slurm.contains("count:") && slurm.contains("total_time:"),
+        "{slurm}"
+    );
     let (_, extra) = text
         .split_once("latency percentiles by message type")
         .unwrap_or_else(|| panic!("percentile section: {text}"));
@@ -84,7 +91,10 @@ fn stats_show_percentiles_per_kind_user_and_depth_and_reset() {
     // The text view, then a reset: the old kinds are gone.
     let out = c.cli(w, "stats", &[]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("MESSAGE KIND") && text.contains("QueryJobs"), "{text}");
+    assert!(
+        text.contains("MESSAGE KIND") && text.contains("QueryJobs"),
+        "{text}"
+    );
     assert!(c.cli(w, "stats", &["--reset"]).status.success());
     let v = stats_json(&c, w);
     assert!(row(&v, "by_kind", "QueryJobs").is_none(), "reset: {v}");

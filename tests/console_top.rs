@@ -33,11 +33,15 @@ fn cluster_with_stall(stall_ms: u64) -> Cluster {
             .count()
             == 4
     });
-    c.wait_for(Duration::from_secs(30), "every node on its natural parent", |c| {
-        c.nodes_info()
-            .iter()
-            .all(|n| n.attached_to == c.natural_parent(&n.name))
-    });
+    c.wait_for(
+        Duration::from_secs(30),
+        "every node on its natural parent",
+        |c| {
+            c.nodes_info()
+                .iter()
+                .all(|n| n.attached_to == c.natural_parent(&n.name))
+        },
+    );
     c
 }
 
@@ -132,7 +136,10 @@ fn top_shows_every_daemons_actors_a_stuck_one_and_what_it_left_out() {
     assert_eq!(v["scope"], "subtree n1");
     assert_eq!(v["summary"]["totals"]["daemons"], 2);
     let list = actors(&v);
-    assert!(list.iter().all(|(d, ..)| d == "n1" || d == "n2"), "{list:?}");
+    assert!(
+        list.iter().all(|(d, ..)| d == "n1" || d == "n2"),
+        "{list:?}"
+    );
     let v = top_json(&c, w, &["-k", "200", "--node", "n2"]);
     assert_eq!(v["summary"]["totals"]["daemons"], 1);
     assert!(actors(&v).iter().all(|(d, ..)| d == "n2"), "{v}");
@@ -159,7 +166,10 @@ fn top_shows_every_daemons_actors_a_stuck_one_and_what_it_left_out() {
         if !v["missing"].as_array().unwrap().is_empty() {
             break v;
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "n2 never missing: {v}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "n2 never missing: {v}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(v["missing"][0][0], "n2", "{v}");

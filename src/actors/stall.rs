@@ -56,7 +56,11 @@ pub fn from_env(registry: &Arc<ActorRegistry>) {
     if node != registry.daemon() {
         return;
     }
-    tracing::warn!(node, block_ms = block.as_millis() as u64, "test hook: starting a stuck actor");
+    tracing::warn!(
+        node,
+        block_ms = block.as_millis() as u64,
+        "test hook: starting a stuck actor"
+    );
     let stats = ActorStats::new();
     registry.register("stall", "test", &stats);
     let arbiter = Arbiter::new();

@@ -75,7 +75,10 @@ pub fn run(args: &[String]) -> i32 {
                 }
             }
         } else {
-            println!("Latency since {} (microsecond histograms, 1% precision)", r.since);
+            println!(
+                "Latency since {} (microsecond histograms, 1% precision)",
+                r.since
+            );
             print!("{}", latency::render(&r));
             if reset {
                 println!("(statistics reset)");

@@ -55,7 +55,9 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             }
             "--stuck" => o.query.stuck_ms = number(a, it.next())?,
             "--interval" => o.interval = Duration::from_millis(number(a, it.next())?.max(100)),
-            "--node" | "-w" => o.query.node = Some(it.next().ok_or("--node needs a node name")?.clone()),
+            "--node" | "-w" => {
+                o.query.node = Some(it.next().ok_or("--node needs a node name")?.clone())
+            }
             "--subtree" => {
                 o.query.subtree = Some(it.next().ok_or("--subtree needs a node name")?.clone())
             }
@@ -273,12 +275,15 @@ mod tui {
                     KeyCode::Down | KeyCode::Char('j') => self.table().select_next(),
                     KeyCode::Up | KeyCode::Char('k') => self.table().select_previous(),
                     KeyCode::Enter => {
-                        if self.enter() {
+                        let moved = self.enter();
+                        if moved {
                             due = Instant::now();
                         }
                     }
                     KeyCode::Esc | KeyCode::Backspace | KeyCode::Left => {
-                        if self.detail.take().is_none() && self.stack.len() > 1 {
+                        // Close the detail pane first; else go back up a level.
+                        let closed = self.detail.take().is_some();
+                        if !closed && self.stack.len() > 1 {
                             self.stack.pop();
                             due = Instant::now();
                         }
@@ -374,7 +379,11 @@ mod tui {
                     format!("{:.1}", s.rate),
                     format!("{}us", s.handle_us),
                     format!("{:.1}%", s.load * 100.0),
-                    if s.stuck { "STUCK".into() } else { String::new() },
+                    if s.stuck {
+                        "STUCK".into()
+                    } else {
+                        String::new()
+                    },
                 ])
             });
             let w = [
@@ -393,7 +402,11 @@ mod tui {
                     "DAEMON", "KIND", "NAME", "DEPTH", "AGE", "MSG/S", "HANDLE", "LOAD", "",
                 ]))
                 .block(Block::default().title("actors").borders(Borders::ALL))
-                .row_highlight_style(if self.on_branches { Style::default() } else { hl });
+                .row_highlight_style(if self.on_branches {
+                    Style::default()
+                } else {
+                    hl
+                });
             f.render_stateful_widget(t, actors, &mut self.actors);
             let rows = br.iter().map(|b| {
                 let t = &b.totals;
@@ -421,29 +434,34 @@ mod tui {
                     "BRANCH", "DAEMONS", "ACTORS", "QUEUED", "MAXAGE", "MSG/S", "STUCK",
                 ]))
                 .block(Block::default().title("branches").borders(Borders::ALL))
-                .row_highlight_style(if self.on_branches { hl } else { Style::default() });
+                .row_highlight_style(if self.on_branches {
+                    hl
+                } else {
+                    Style::default()
+                });
             f.render_stateful_widget(t, branches, &mut self.branches);
-            let foot_text = match (&self.detail, &self.report) {
-                (Some(d), _) => format!(
+            let foot_text =
+                match (&self.detail, &self.report) {
+                    (Some(d), _) => format!(
                     "{}/{} on {}: depth {} oldest {} handler running {} handled {} window {} ms",
                     d.kind, d.name, d.daemon, d.depth, top::fmt_ms(d.oldest_ms),
                     top::fmt_ms(d.busy_ms), d.handled, d.window_ms
                 ),
-                (None, Some(r)) => {
-                    let mut s = String::new();
-                    if r.left_out > 0 {
-                        s.push_str(&format!("{} actors not shown. ", r.left_out));
+                    (None, Some(r)) => {
+                        let mut s = String::new();
+                        if r.left_out > 0 {
+                            s.push_str(&format!("{} actors not shown. ", r.left_out));
+                        }
+                        if !r.missing.is_empty() {
+                            let m: Vec<String> =
+                                r.missing.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+                            s.push_str(&format!("did not answer: {}. ", m.join("; ")));
+                        }
+                        s.push_str("q quit, s sort, Tab table, Enter drill down, Esc back");
+                        s
                     }
-                    if !r.missing.is_empty() {
-                        let m: Vec<String> =
-                            r.missing.iter().map(|(n, w)| format!("{n}: {w}")).collect();
-                        s.push_str(&format!("did not answer: {}. ", m.join("; ")));
-                    }
-                    s.push_str("q quit, s sort, Tab table, Enter drill down, Esc back");
-                    s
-                }
-                (None, None) => "q quit".into(),
-            };
+                    (None, None) => "q quit".into(),
+                };
             f.render_widget(
                 Paragraph::new(foot_text).block(Block::default().borders(Borders::TOP)),
                 foot,
@@ -462,18 +480,33 @@ mod tests {
 
     #[test]
     fn parses_options_and_names_bad_ones() {
-        let o = parse(&args(&["--once", "--sort", "age", "-k", "5", "--subtree", "n3"])).unwrap();
+        let o = parse(&args(&[
+            "--once",
+            "--sort",
+            "age",
+            "-k",
+            "5",
+            "--subtree",
+            "n3",
+        ]))
+        .unwrap();
         assert!(o.once);
         assert_eq!(o.query.sort, TopSort::Age);
         assert_eq!(o.query.k, 5);
         assert_eq!(o.query.subtree.as_deref(), Some("n3"));
-        assert!(parse(&args(&["--sort", "cpu"])).unwrap_err().contains("'cpu'"));
-        assert!(parse(&args(&["-k", "0"])).unwrap_err().contains("out of range"));
+        assert!(parse(&args(&["--sort", "cpu"]))
+            .unwrap_err()
+            .contains("'cpu'"));
+        assert!(parse(&args(&["-k", "0"]))
+            .unwrap_err()
+            .contains("out of range"));
         assert!(parse(&args(&["-k", "x"])).unwrap_err().contains("'x'"));
         assert!(parse(&args(&["--node", "a", "--subtree", "b"]))
             .unwrap_err()
             .contains("together"));
-        assert!(parse(&args(&["--bogus"])).unwrap_err().contains("'--bogus'"));
+        assert!(parse(&args(&["--bogus"]))
+            .unwrap_err()
+            .contains("'--bogus'"));
     }
 
     #[test]

@@ -179,10 +179,7 @@ impl Latency {
     }
 
     pub fn report(&self) -> LatencyReport {
-        self.inner
-            .lock()
-            .map(|b| b.report())
-            .unwrap_or_default()
+        self.inner.lock().map(|b| b.report()).unwrap_or_default()
     }
 
     pub fn reset(&self, now: i64) {

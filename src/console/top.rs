@@ -197,11 +197,11 @@ pub fn sample(
         } else {
             handled as f64 * 1e6 / window_us as f64
         },
-        handle_us: if handled == 0 {
-            0
-        } else {
-            raw.busy_total_us.saturating_sub(prev.busy_total_us) / handled
-        },
+        handle_us: raw
+            .busy_total_us
+            .saturating_sub(prev.busy_total_us)
+            .checked_div(handled)
+            .unwrap_or(0),
         load: if window_us == 0 {
             0.0
         } else {
@@ -614,7 +614,10 @@ mod tests {
             ..raw
         };
         let (s2, _) = sample(who, raw2, mark, 12_000_000, 5_000);
-        assert_eq!((s2.rate, s2.handle_us, s2.oldest_ms, s2.stuck), (0.0, 0, 0, false));
+        assert_eq!(
+            (s2.rate, s2.handle_us, s2.oldest_ms, s2.stuck),
+            (0.0, 0, 0, false)
+        );
     }
 
     #[test]
@@ -660,8 +663,8 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         for round in 0..50 {
             let daemons = rng.gen_range(1..80);
-            let sort = [TopSort::Depth, TopSort::Age, TopSort::Rate, TopSort::Time]
-                [rng.gen_range(0..4)];
+            let sort =
+                [TopSort::Depth, TopSort::Age, TopSort::Rate, TopSort::Time][rng.gen_range(0..4)];
             let query = q(rng.gen_range(1..12), sort);
             let mut all = Vec::new();
             let mut locals = Vec::new();

@@ -33,8 +33,12 @@ fn gone() -> Body {
 
 /// The rank of one node named by the client.
 async fn rank_of(name: &str, h: &ControllerHandles) -> Result<u32, Body> {
-    let Ok(GetRanksReply(r)) =
-        send_counted(&h.controller, &h.controller_stats, GetRanks(name.to_string())).await
+    let Ok(GetRanksReply(r)) = send_counted(
+        &h.controller,
+        &h.controller_stats,
+        GetRanks(name.to_string()),
+    )
+    .await
     else {
         return Err(gone());
     };
@@ -59,7 +63,9 @@ pub async fn top(q: TopQuery, h: &ControllerHandles) -> Body {
                 "--node and --subtree cannot be given together",
             )
         }
-        (Some(n), None) if n == "controller" => ("node controller".to_string(), RankSet::new(), true),
+        (Some(n), None) if n == "controller" => {
+            ("node controller".to_string(), RankSet::new(), true)
+        }
         (Some(n), None) => match rank_of(n, h).await {
             Ok(r) => (format!("node {n}"), RankSet::from_ranks([r]), false),
             Err(b) => return b,
@@ -93,7 +99,10 @@ pub async fn top(q: TopQuery, h: &ControllerHandles) -> Body {
         for o in outcomes {
             match o.result {
                 Ok(NodeReply::Top(s)) => summaries.push(*s),
-                Ok(other) => missing.push((names(o.ranks, h).await, format!("unexpected reply {other:?}"))),
+                Ok(other) => missing.push((
+                    names(o.ranks, h).await,
+                    format!("unexpected reply {other:?}"),
+                )),
                 Err(why) => missing.push((names(o.ranks, h).await, why)),
             }
         }
