@@ -108,6 +108,25 @@ fn top_shows_every_daemons_actors_a_stuck_one_and_what_it_left_out() {
         assert!(has(&list, n, "agent"), "{n}'s agent missing: {list:?}");
         assert!(has(&list, n, "relay"), "{n}'s relay missing: {list:?}");
     }
+    // Published state, read without asking the actor.
+    let state = |daemon: &str, kind: &str| {
+        v["summary"]["top"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["daemon"] == daemon && a["kind"] == kind)
+            .map(|a| a["state"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert!(
+        state("controller", "relay").starts_with("attached=2 "),
+        "{v}"
+    );
+    assert!(state("n1", "relay").starts_with("attached=1 "), "{v}");
+    assert!(
+        state("n4", "relay").is_empty(),
+        "a leaf's relay had no link change: {v}"
+    );
     let stuck: Vec<_> = list.iter().filter(|a| a.3).collect();
     assert_eq!(stuck.len(), 1, "{list:?}");
     assert_eq!((stuck[0].0.as_str(), stuck[0].1.as_str()), ("n4", "stall"));

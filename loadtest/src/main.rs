@@ -648,6 +648,7 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 widths: widths(topo, &[16], q)?,
                 intervals: if q { 1 } else { (*intervals).max(1) },
                 samples: if q { 3 } else { *samples },
+                refresh: Duration::from_secs(1),
                 slurmd_timeout: if q { 3 } else { *slurmd_timeout },
             },
             progress,

@@ -74,7 +74,10 @@ impl ActorRegistry {
                 kind: &e.kind,
                 name: &e.name,
             };
-            let (s, mark) = top::sample(who, stats.read(), e.mark, now, stuck_ms);
+            let (mut s, mark) = top::sample(who, stats.read(), e.mark, now, stuck_ms);
+            if let Some(state) = stats.published() {
+                s.state = state.to_string();
+            }
             e.mark = mark;
             out.push(s);
         }

@@ -236,6 +236,18 @@ impl RelayActor {
         self
     }
 
+    /// What `canopy top` shows for this relay; called when links change
+    /// (rare), not per message.
+    fn publish_state(&self) {
+        if self.registry.is_some() {
+            self.stats.publish(format!(
+                "attached={} live={}",
+                self.links.len(),
+                self.health.live().len()
+            ));
+        }
+    }
+
     /// The name this hop's folded `canopy top` summaries carry.
     fn head_name(&self) -> String {
         match (&self.registry, self.me) {
@@ -562,6 +574,7 @@ impl Handler<ChildAttached> for RelayActor {
             },
         );
         self.health.attach(msg.rank);
+        self.publish_state();
         self.arm_flush(ctx);
         let reg = Registration {
             hello: msg.hello,
@@ -603,6 +616,7 @@ impl Handler<ChildDetached> for RelayActor {
         tracing::warn!(rank = msg.rank, "child link lost");
         self.links.remove(&msg.rank);
         self.health.detach(msg.rank);
+        self.publish_state();
         self.arm_flush(ctx);
         self.fail_via(msg.rank, ctx);
     }

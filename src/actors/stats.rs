@@ -12,7 +12,7 @@
 //! the actor: a stuck actor is still visible (nothing waits on its mailbox).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// Enqueue times kept per actor. The mailbox is FIFO, so the next message to
@@ -34,6 +34,9 @@ pub struct ActorStats {
     busy_since: AtomicU64,
     /// Time spent in handlers since start, µs.
     busy_total_us: AtomicU64,
+    /// A one-line summary the actor publishes when it changes (`canopy top`
+    /// shows it without asking the actor).
+    state: Mutex<Option<Arc<str>>>,
 }
 
 impl Default for ActorStats {
@@ -45,6 +48,7 @@ impl Default for ActorStats {
             stamps: std::array::from_fn(|_| AtomicU64::new(0)),
             busy_since: AtomicU64::new(0),
             busy_total_us: AtomicU64::new(0),
+            state: Mutex::new(None),
         }
     }
 }
@@ -113,6 +117,19 @@ impl ActorStats {
             stats: self.clone(),
             start_us,
         }
+    }
+
+    /// Publish a one-line state summary (call when it changes, not per
+    /// message: it allocates).
+    pub fn publish(&self, state: String) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = Some(state.into());
+        }
+    }
+
+    /// The last published summary, if any.
+    pub fn published(&self) -> Option<Arc<str>> {
+        self.state.lock().ok().and_then(|s| s.clone())
     }
 
     /// The published counters, read without touching the actor.

@@ -443,8 +443,11 @@ mod tui {
             let foot_text =
                 match (&self.detail, &self.report) {
                     (Some(d), _) => format!(
-                    "{}/{} on {}: depth {} oldest {} handler running {} handled {} window {} ms",
-                    d.kind, d.name, d.daemon, d.depth, top::fmt_ms(d.oldest_ms),
+                    "{}/{} on {}: {} | depth {} oldest {} handler running {} handled {} window {} ms",
+                    d.kind,
+                    d.name,
+                    d.daemon,
+                    d.state, d.depth, top::fmt_ms(d.oldest_ms),
                     top::fmt_ms(d.busy_ms), d.handled, d.window_ms
                 ),
                     (None, Some(r)) => {
@@ -537,6 +540,7 @@ mod tests {
             load: 0.0,
             window_ms: 0,
             stuck: false,
+            state: String::new(),
         };
         assert_eq!(
             drill(&Scope::Cluster, None, Some(&a)),

@@ -133,6 +133,9 @@ pub struct ActorSample {
     /// previous sample of this actor (or since it started).
     pub window_ms: u64,
     pub stuck: bool,
+    /// The actor's last published one-line state ("" if it publishes none).
+    #[serde(default)]
+    pub state: String,
 }
 
 impl ActorSample {
@@ -212,6 +215,7 @@ pub fn sample(
         // an idle actor is never stuck, whatever the threshold.
         stuck: (raw.oldest_sent_us.is_some() || raw.busy_since_us.is_some())
             && oldest_ms.max(busy_ms) >= stuck_ms,
+        state: String::new(),
     };
     let mark = Mark {
         at_us: now_us,
@@ -474,7 +478,7 @@ pub fn render(r: &TopReport) -> String {
     ));
     let row = |s: &ActorSample| {
         format!(
-            "{:<16} {:<10} {:<20} {:>7} {:>9} {:>9.1} {:>9} {:>5.1}%  {}\n",
+            "{:<16} {:<10} {:<20} {:>7} {:>9} {:>9.1} {:>9} {:>5.1}%  {:<5} {}\n",
             s.daemon,
             s.kind,
             s.name,
@@ -483,7 +487,8 @@ pub fn render(r: &TopReport) -> String {
             s.rate,
             format!("{}us", s.handle_us),
             s.load * 100.0,
-            if s.stuck { "STUCK" } else { "ok" }
+            if s.stuck { "STUCK" } else { "ok" },
+            s.state
         )
     };
     for s in &r.summary.top {
@@ -562,6 +567,7 @@ mod tests {
             load: rate / 1000.0,
             window_ms: 1000,
             stuck: age >= DEFAULT_STUCK_MS,
+            state: String::new(),
         }
     }
 

@@ -22,6 +22,8 @@ pub struct Opts {
     pub intervals: u32,
     /// `canopy top` samples taken while "watching".
     pub samples: u32,
+    /// Time between samples (the terminal UI refreshes once a second).
+    pub refresh: Duration,
     pub slurmd_timeout: u32,
 }
 
@@ -65,6 +67,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             let (c0, t0) = (h.ctld_cpu()?, Instant::now());
             for _ in 0..o.samples.max(1) {
                 let t = Instant::now();
+                let next = t + o.refresh;
                 let r = match h.call(Body::QueryTop(q.clone()))? {
                     Body::Top(r) => r,
                     other => bail!("canopy top: unexpected reply {}", other.kind()),
@@ -73,6 +76,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 lines = render(&r).lines().count();
                 answered = r.summary.totals.daemons;
                 missing = r.missing.len();
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
             }
             let watch_secs = t0.elapsed().as_secs_f64();
             let watch_cpu = (h.ctld_cpu()? - c0).as_secs_f64() / watch_secs * 100.0;

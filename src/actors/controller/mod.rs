@@ -271,6 +271,9 @@ pub struct ControllerActor {
     /// Running PrologSlurmctld scripts, by job and run (its restart
     /// count), to kill if the job ends.
     ctld_prologs: HashMap<(u32, u32), crate::exec::prolog::Stop>,
+    /// This daemon's actors for `canopy top` (steps and partitions made
+    /// later register here too).
+    registry: Arc<crate::actors::registry::ActorRegistry>,
 }
 
 impl ControllerActor {
@@ -381,6 +384,7 @@ impl ControllerActor {
                 stopping: false,
                 armed: Default::default(),
                 ctld_prologs: HashMap::new(),
+                registry: registry.clone(),
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
@@ -513,6 +517,10 @@ impl Handler<RunSchedule> for ControllerActor {
         let us = t0.elapsed().as_micros() as u64;
         let (n, _, max, total) = self.sched_timing;
         self.sched_timing = (n + 1, us, max.max(us), total + us);
+        // What `canopy top` shows for this actor, readable while it is busy.
+        let jobs = self.core.jobs();
+        self.stats
+            .publish(format!("jobs={} sched_passes={}", jobs.len(), n + 1));
         let done = self.carry_out(out, ctx);
         ctx.spawn(done.map(|_| ()).into_actor(self));
     }
