@@ -101,3 +101,70 @@ fn stats_show_percentiles_per_kind_user_and_depth_and_reset() {
     let out = c.cli(w, "stats", &["--bogus"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The user `name`'s uid, made (without a home) if missing.
+fn user(name: &str) -> u32 {
+    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        // Another test binary may be adding it at the same moment.
+        let _ = std::process::Command::new("useradd")
+            .args(["-M", "-N", "-s", "/bin/sh", name])
+            .status();
+    }
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("cannot create user {name}"))
+        .uid
+        .as_raw()
+}
+
+#[test]
+fn users_read_stats_but_only_operators_reset_them_or_run_top() {
+    use std::os::unix::fs::PermissionsExt;
+    if !common::require(nix::unistd::Uid::effective().is_root(), "root") {
+        return;
+    }
+    let c = Cluster::start(1, 2, 30);
+    // The user must reach the configuration (and the signer's socket).
+    std::fs::set_permissions(c.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let uid = user("canopy-alice");
+    let gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or(uid, |u| u.gid.as_raw());
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let run =
+        |cmd: &str, args: &[&str]| common::run_as(&c, (uid, gid), home.path(), &c.conf, cmd, args);
+    let out = run("stats", &["--json"]);
+    assert!(
+        out.status.success(),
+        "a user reads the histograms: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run("stats", &["--reset"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only operators may reset"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run("top", &["--once"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The user's reset did nothing: both of the user's QueryLatency
+    // requests are still counted (after a reset only the resetting one
+    // would be).
+    let w = tempfile::tempdir().unwrap();
+    let v = stats_json(&c, w.path());
+    let q = row(&v, "by_kind", "QueryLatency").expect("QueryLatency recorded");
+    assert!(q["count"].as_u64().unwrap() >= 2, "{v}");
+    assert!(
+        row(&v, "by_kind", "QueryTop").is_some(),
+        "refused requests count too: {v}"
+    );
+}
