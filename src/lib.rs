@@ -16,11 +16,14 @@
 //!   (`cli::cluster`: `canopy cluster up/down`, a local cluster on loopback).
 //! - [`model`]: domain vocabulary shared by actors and commands (signal names).
 //! - [`sim`]: many production node daemons in one process, for load tests.
+//! - [`console`]: the operator console's pure cores (`canopy top`'s fold up
+//!   the tree, latency histograms).
 
 pub mod actors;
 pub mod authd;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod ctld;
 pub mod daemon;
 pub mod exec;

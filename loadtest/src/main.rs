@@ -275,6 +275,20 @@ enum Scenario {
         #[arg(long = "canopy-bin")]
         canopy_bin: Option<std::path::PathBuf>,
     },
+    /// The operator console's cost: controller CPU idle before and after
+    /// `canopy top` is used, and `canopy top`'s latency and line count.
+    ConsoleIdle {
+        #[command(flatten)]
+        topo: Topo,
+        /// Heartbeat intervals per idle window.
+        #[arg(long, default_value_t = 5)]
+        intervals: u32,
+        /// `canopy top` samples while watching.
+        #[arg(long, default_value_t = 10)]
+        samples: u32,
+        #[arg(long = "slurmd-timeout", default_value_t = 6)]
+        slurmd_timeout: u32,
+    },
 }
 
 fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
@@ -623,6 +637,22 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 }
             }
         }
+        Scenario::ConsoleIdle {
+            topo,
+            intervals,
+            samples,
+            slurmd_timeout,
+        } => scenarios::console::run(
+            &scenarios::console::Opts {
+                nodes: nodes(topo, &[10000], q)?,
+                widths: widths(topo, &[16], q)?,
+                intervals: if q { 1 } else { (*intervals).max(1) },
+                samples: if q { 3 } else { *samples },
+                refresh: Duration::from_secs(1),
+                slurmd_timeout: if q { 3 } else { *slurmd_timeout },
+            },
+            progress,
+        ),
     }
 }
 

@@ -1020,9 +1020,12 @@ impl Handler<ProcessExited> for NodeAgent {
 impl Handler<RunCommand> for NodeAgent {
     type Result = ResponseActFuture<Self, Result<NodeReply, String>>;
     fn handle(&mut self, msg: RunCommand, ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         match msg.0 {
             NodeCommand::Noop => now(Ok(NodeReply::Ack)),
+            // The relay answers it from the published counters; it never
+            // reaches here unless a peer sends it to the agent directly.
+            NodeCommand::TopActors(_) => now(Err("answered by the relay, not the agent".into())),
             NodeCommand::ReloadKeys => {
                 let (Some(auth), Some(path)) = (self.auth.clone(), self.key_path.clone()) else {
                     return now(Err("this node daemon holds no key file to re-read".into()));

@@ -8,6 +8,8 @@ pub mod agent;
 pub mod agent_link;
 pub mod controller;
 pub mod partition;
+pub mod registry;
 pub mod relay;
+pub mod stall;
 pub mod stats;
 pub mod step;

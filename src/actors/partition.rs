@@ -71,7 +71,7 @@ impl Actor for PartitionActor {
 impl Handler<JobCounts> for PartitionActor {
     type Result = ();
     fn handle(&mut self, msg: JobCounts, _ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         self.status.pending = msg.pending;
         self.status.running = msg.running;
     }
@@ -80,7 +80,7 @@ impl Handler<JobCounts> for PartitionActor {
 impl Handler<SetPartitionConf> for PartitionActor {
     type Result = ();
     fn handle(&mut self, msg: SetPartitionConf, _ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         self.status.state = msg.0.state;
         self.status.nodes = msg.0.nodes.len();
         self.conf = msg.0;
@@ -90,7 +90,7 @@ impl Handler<SetPartitionConf> for PartitionActor {
 impl Handler<GetPartitionStatus> for PartitionActor {
     type Result = MessageResult<GetPartitionStatus>;
     fn handle(&mut self, _msg: GetPartitionStatus, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         MessageResult(self.status.clone())
     }
 }

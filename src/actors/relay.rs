@@ -18,7 +18,9 @@ use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
 
 use super::agent_link::{RunCommand, SendUp};
+use super::registry::ActorRegistry;
 use super::stats::{ActorStats, Counted};
+use crate::console::latency::Latency;
 use crate::tree::collect::{child_budget, Collector};
 use crate::tree::health::SubtreeHealth;
 use crate::tree::plan::split;
@@ -165,6 +167,12 @@ struct Pending {
     reply: ReplyTo,
     /// The deadline timer, cancelled when the fan-out completes first.
     timer: Option<SpawnHandle>,
+    /// A `canopy top` fan-out: its answers are folded before going upward.
+    top: Option<crate::console::top::TopQuery>,
+    /// When it started, and how deep its deepest target is (latency
+    /// histograms, root relay only).
+    started: Instant,
+    depth: u32,
 }
 
 pub struct RelayActor {
@@ -181,6 +189,10 @@ pub struct RelayActor {
     flush_armed: bool,
     held_retry_armed: bool,
     stats: Arc<ActorStats>,
+    /// This daemon's actors, read for `canopy top` without their mailboxes.
+    registry: Option<Arc<ActorRegistry>>,
+    /// The controller's fan-out latency by depth (root relay only).
+    latency: Option<Arc<Latency>>,
 }
 
 impl RelayActor {
@@ -201,6 +213,47 @@ impl RelayActor {
             flush_armed: false,
             held_retry_armed: false,
             stats,
+            registry: None,
+            latency: None,
+        }
+    }
+
+    /// Answer `canopy top` for this daemon from `registry` (and register
+    /// this relay in it).
+    pub fn with_registry(mut self, registry: Arc<ActorRegistry>) -> Self {
+        let name = match self.me {
+            Some(r) => format!("rank {r}"),
+            None => "root".to_string(),
+        };
+        registry.register("relay", &name, &self.stats);
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Record each completed fan-out's time by its deepest target's depth.
+    pub fn with_latency(mut self, latency: Arc<Latency>) -> Self {
+        self.latency = Some(latency);
+        self
+    }
+
+    /// What `canopy top` shows for this relay; called when links change
+    /// (rare), not per message.
+    fn publish_state(&self) {
+        if self.registry.is_some() {
+            self.stats.publish(format!(
+                "attached={} live={}",
+                self.links.len(),
+                self.health.live().len()
+            ));
+        }
+    }
+
+    /// The name this hop's folded `canopy top` summaries carry.
+    fn head_name(&self) -> String {
+        match (&self.registry, self.me) {
+            (Some(r), _) => r.daemon().to_string(),
+            (None, Some(me)) => format!("rank {me}"),
+            (None, None) => "controller".to_string(),
         }
     }
 
@@ -249,7 +302,16 @@ impl RelayActor {
             }
         }
         if plan.local {
-            if let (Some(me), NodeCommand::Noop) = (self.me, &cmd) {
+            if let (Some(me), NodeCommand::TopActors(q)) = (self.me, &cmd) {
+                // Read here, from the published counters: the agent's
+                // mailbox is never involved, so a stuck agent is reported
+                // rather than waited on.
+                let result = match &self.registry {
+                    Some(reg) => Ok(NodeReply::Top(Box::new(reg.summary(q)))),
+                    None => Err("this daemon publishes no actor counters".to_string()),
+                };
+                collector.record(&RankSet::from_ranks([me]), result);
+            } else if let (Some(me), NodeCommand::Noop) = (self.me, &cmd) {
                 // A no-op needs no trip to the agent: this daemon answering is the point.
                 collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::Ack));
             } else if let (Some(me), Upstream::Node { agent, .. }) = (self.me, &self.up) {
@@ -272,6 +334,21 @@ impl RelayActor {
         // no deadline timer needed.
         let timer = (!collector.is_complete())
             .then(|| ctx.run_later(budget, move |act, ctx| act.expire(id, ctx)));
+        let top = match &cmd {
+            NodeCommand::TopActors(q) => Some(q.clone()),
+            _ => None,
+        };
+        // Ranks are numbered level by level, so a range's deepest rank is
+        // (nearly always) its last; dynamic blocks may differ by a level.
+        let depth = match self.latency {
+            Some(_) => targets
+                .ranges()
+                .iter()
+                .map(|&(_, end)| self.topo.depth(end.saturating_sub(1)))
+                .max()
+                .unwrap_or(0),
+            None => 0,
+        };
         self.pending.insert(
             id,
             Pending {
@@ -279,6 +356,9 @@ impl RelayActor {
                 via,
                 reply,
                 timer,
+                top,
+                started: Instant::now(),
+                depth,
             },
         );
         self.maybe_finish(id, ctx);
@@ -319,12 +399,19 @@ impl RelayActor {
         if let Some(t) = p.timer {
             ctx.cancel_future(t);
         }
-        let outcomes: Vec<Outcome> = p
+        if let Some(l) = &self.latency {
+            l.record_fanout(p.depth, p.started.elapsed().as_micros() as u64);
+        }
+        let mut outcomes: Vec<Outcome> = p
             .collector
             .finish()
             .into_iter()
             .map(|(ranks, result)| Outcome { ranks, result })
             .collect();
+        if let Some(q) = &p.top {
+            // One summary per hop, whatever the subtree's size.
+            outcomes = crate::console::top::fold_outcomes(&self.head_name(), outcomes, q);
+        }
         match p.reply {
             ReplyTo::Local(tx) => {
                 let _ = tx.send(outcomes);
@@ -473,7 +560,7 @@ impl Actor for RelayActor {
 impl Handler<ChildAttached> for RelayActor {
     type Result = ();
     fn handle(&mut self, msg: ChildAttached, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         tracing::info!(rank = msg.rank, node = %msg.hello.node, boot_id = msg.hello.boot_id, "child attached");
         if self.links.contains_key(&msg.rank) {
             // A fresh link replaces a stale one: fail what went through the old one.
@@ -487,6 +574,7 @@ impl Handler<ChildAttached> for RelayActor {
             },
         );
         self.health.attach(msg.rank);
+        self.publish_state();
         self.arm_flush(ctx);
         let reg = Registration {
             hello: msg.hello,
@@ -520,7 +608,7 @@ impl RelayActor {
 impl Handler<ChildDetached> for RelayActor {
     type Result = ();
     fn handle(&mut self, msg: ChildDetached, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let current = self.links.get(&msg.rank).map(|l| l.link_id);
         if current != Some(msg.link_id) {
             return; // an older link; already replaced
@@ -528,6 +616,7 @@ impl Handler<ChildDetached> for RelayActor {
         tracing::warn!(rank = msg.rank, "child link lost");
         self.links.remove(&msg.rank);
         self.health.detach(msg.rank);
+        self.publish_state();
         self.arm_flush(ctx);
         self.fail_via(msg.rank, ctx);
     }
@@ -536,7 +625,7 @@ impl Handler<ChildDetached> for RelayActor {
 impl Handler<FromChild> for RelayActor {
     type Result = ();
     fn handle(&mut self, msg: FromChild, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         if self.links.get(&msg.rank).map(|l| l.link_id) != Some(msg.link_id) {
             return;
         }
@@ -592,7 +681,7 @@ impl Handler<FromChild> for RelayActor {
 impl Handler<Fanout> for RelayActor {
     type Result = ResponseFuture<Vec<Outcome>>;
     fn handle(&mut self, msg: Fanout, ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let (tx, rx) = oneshot::channel();
         let targets = msg.targets.clone();
         self.start(msg.targets, msg.cmd, msg.budget, ReplyTo::Local(tx), ctx);
@@ -610,7 +699,7 @@ impl Handler<Fanout> for RelayActor {
 impl Handler<FromParent> for RelayActor {
     type Result = ();
     fn handle(&mut self, msg: FromParent, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let f = msg.0;
         let budget = Duration::from_millis(f.budget_ms);
         self.start(f.targets, f.cmd, budget, ReplyTo::Parent { id: f.id }, ctx);
@@ -620,7 +709,7 @@ impl Handler<FromParent> for RelayActor {
 impl Handler<SetUpstream> for RelayActor {
     type Result = ();
     fn handle(&mut self, msg: SetUpstream, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let attached = msg.tx.is_some();
         if let Upstream::Node {
             parent,
@@ -666,7 +755,7 @@ impl Handler<SetUpstream> for RelayActor {
 impl Handler<SendUp> for RelayActor {
     type Result = ();
     fn handle(&mut self, msg: SendUp, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let body = match (msg.0, &self.up) {
             // Only the relay knows where this node is attached right now.
             (Body::Register(mut reg), Upstream::Node { parent_rank, .. }) => {
@@ -682,7 +771,7 @@ impl Handler<SendUp> for RelayActor {
 impl Handler<GetRelayState> for RelayActor {
     type Result = MessageResult<GetRelayState>;
     fn handle(&mut self, _msg: GetRelayState, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         MessageResult(RelayState {
             me: self.me,
             attached: self.attached(),

@@ -359,7 +359,7 @@ impl Actor for StepActor {
 impl Handler<ReleaseLaunch> for StepActor {
     type Result = ();
     fn handle(&mut self, _msg: ReleaseLaunch, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         self.held = false;
         self.try_launch(ctx);
     }
@@ -467,7 +467,7 @@ impl StepActor {
 impl Handler<ScriptExited> for StepActor {
     type Result = ();
     fn handle(&mut self, msg: ScriptExited, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let mut s = msg.0;
         self.usage = msg.1;
         let (state, reason) = if self.usage.oom_kills > 0 {
@@ -498,7 +498,7 @@ impl Handler<ScriptExited> for StepActor {
 impl Handler<EndStep> for StepActor {
     type Result = ();
     fn handle(&mut self, msg: EndStep, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let exit = msg.exit.unwrap_or(match msg.state {
             JobState::Cancelled | JobState::Timeout => ExitStatus {
                 code: 0,
@@ -514,7 +514,7 @@ impl Handler<EndStep> for StepActor {
 impl Handler<SignalStep> for StepActor {
     type Result = ();
     fn handle(&mut self, msg: SignalStep, ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let cmd = NodeCommand::Signal {
             job_id: self.job_id,
             signal: msg.signal,
@@ -530,7 +530,7 @@ impl Handler<SignalStep> for StepActor {
 impl Handler<AwaitLaunch> for StepActor {
     type Result = ResponseFuture<bool>;
     fn handle(&mut self, _msg: AwaitLaunch, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         match self.phase {
             Phase::Running => Box::pin(async { true }),
             Phase::Ending => Box::pin(async { false }),
@@ -546,7 +546,7 @@ impl Handler<AwaitLaunch> for StepActor {
 impl Handler<GetStepStatus> for StepActor {
     type Result = MessageResult<GetStepStatus>;
     fn handle(&mut self, _msg: GetStepStatus, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         MessageResult(StepStatus {
             job_id: self.job_id,
             phase: self.phase,

@@ -26,8 +26,10 @@ pub mod squeue;
 pub mod srun;
 pub mod sshare;
 pub mod sstat;
+pub mod stats;
 pub mod status;
 pub mod terminal;
+pub mod top;
 
 use std::future::Future;
 
@@ -210,6 +212,8 @@ pub fn main() -> i32 {
         "status" => status::run(&rest),
         "cluster" => cluster::run(&rest),
         "config" => config_check::run(&rest),
+        "top" => top::run(&rest),
+        "stats" => stats::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -234,4 +238,7 @@ Operator commands:
   cluster up --nodes N [--tree-width W] [--dir DIR]
                                  start a local cluster on loopback
   cluster down --dir DIR         stop it
-  config check [-f FILE] [-v]    check a configuration without starting anything";
+  config check [-f FILE] [-v]    check a configuration without starting anything
+  top [--once] [--json] [--sort depth|age|rate|time] [--node X|--subtree R]
+                                 the busiest actors of every daemon
+  stats [--json] [--reset]       latency percentiles per message kind, user, depth";

@@ -120,6 +120,26 @@ pub fn render(s: &CtldStats) -> String {
     o
 }
 
+/// canopy's percentiles beside Slurm's averages: a section of its own, after
+/// every Slurm section, whose lines carry no `ave_time:` (so parsers of the
+/// RPC lines above, which match on it, do not pick these up).
+pub fn render_latency(l: &crate::console::latency::LatencyReport) -> String {
+    let mut o = String::new();
+    if l.by_kind.is_empty() {
+        return o;
+    }
+    o.push_str("\nRemote Procedure Call latency percentiles by message type (microseconds)\n");
+    let mut rows: Vec<_> = l.by_kind.iter().collect();
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then(a.key.cmp(&b.key)));
+    for r in rows {
+        o.push_str(&format!(
+            "\t{:<24} count:{:<8} p50:{:<8} p99:{:<8} p99.9:{:<8} max:{}\n",
+            r.key, r.count, r.p50_us, r.p99_us, r.p999_us, r.max_us
+        ));
+    }
+    o
+}
+
 /// Slurm 22.05's "Backfilling stats": the means only once a cycle ran.
 /// canopy has no `sdiag -r`, so "since last stats cycle start" is since
 /// the controller started, and it has no heterogeneous jobs.
@@ -180,15 +200,22 @@ pub fn run(args: &[String]) -> i32 {
     super::block_on(async {
         let r = async {
             let mut c = Client::connect(None).await?;
-            c.call(Body::QueryStats).await
+            let stats = c.call(Body::QueryStats).await?;
+            // The percentiles are a second request, so a controller without
+            // them still gets Slurm's report (and nothing more).
+            let lat = super::stats::fetch(&mut c, false).await.ok().flatten();
+            Ok::<_, super::client::CliError>((stats, lat))
         }
         .await;
         match r {
-            Ok(Body::Stats(s)) => {
+            Ok((Body::Stats(s), lat)) => {
                 print!("{}", render(&s));
+                if let Some(l) = lat {
+                    print!("{}", render_latency(&l));
+                }
                 0
             }
-            Ok(other) => {
+            Ok((other, _)) => {
                 eprintln!("sdiag: error: unexpected reply {}", other.kind());
                 1
             }

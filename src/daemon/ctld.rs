@@ -273,6 +273,7 @@ async fn serve_conn(
         };
         let corr = env.header.corr;
         let kind = env.body.kind();
+        let uid = env.uid;
         let t0 = std::time::Instant::now();
         let reply = if is_node_message(&env.body) && !info.daemons.allows(env.uid) {
             // Node-daemon traffic outside a link is refused anyway
@@ -303,11 +304,12 @@ async fn serve_conn(
         } else {
             rpc::handle(env, &h, &info).await
         };
-        info.traffic
-            .record(Source::Client, kind, bytes, t0.elapsed());
+        let took = t0.elapsed();
+        info.traffic.record(Source::Client, kind, bytes, took);
         if conn.send(corr, &reply).await.is_err() {
             return;
         }
+        super::rpc_console::record(&h, kind, uid, took);
     }
 }
 

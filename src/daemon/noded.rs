@@ -145,13 +145,16 @@ pub async fn start_at(
         ExecMode::Simulated { .. } => None,
     };
     let detected_gpus = resources.gpus.clone();
+    let registry = crate::actors::registry::ActorRegistry::new(nc.name.clone());
+    let agent_stats = ActorStats::new();
+    registry.register("agent", &nc.name, &agent_stats);
     let mut agent = NodeAgent::new(
         nc.name.clone(),
         rank,
         boot_id,
         resources,
         opts.mode,
-        ActorStats::new(),
+        agent_stats,
     )
     .with_auth(auth.clone())
     .with_key_path(conf.auth_key_path.clone())
@@ -186,8 +189,10 @@ pub async fn start_at(
         },
         relay_stats.clone(),
     )
+    .with_registry(registry.clone())
     .start();
     let _ = agent.send(SetRelay(relay.clone().recipient())).await;
+    crate::actors::stall::from_env(&registry);
 
     let addr = format!("{}:{}", nc.addr, nc.port);
     let listener = super::listen::bind(&addr)

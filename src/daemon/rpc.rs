@@ -297,6 +297,8 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::QueryLicenses => resv::licenses(h).await,
         Body::QueryStepStats(req) => step_stats(req, caller, h).await,
+        Body::QueryTop(q) => super::rpc_console::top(q, h).await,
+        Body::QueryLatency(q) => super::rpc_console::latency(q, caller, h),
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),

@@ -109,6 +109,11 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("StepUsage", Role::Daemon),
     ("ForwardReply", Role::Daemon),
     ("Keepalive", Role::Daemon),
+    // A top fans out to every daemon: operators only, so that no user's
+    // loop costs the whole cluster.
+    ("QueryTop", Role::Operator),
+    // Reading is anyone's, as sdiag is; the handler lets only operators reset.
+    ("QueryLatency", Role::Anyone),
 ];
 
 /// The role a request kind needs, if the controller serves it.

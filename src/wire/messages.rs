@@ -943,6 +943,10 @@ pub enum NodeCommand {
     Retire {
         node: String,
     },
+    /// `canopy top`: each daemon's relay answers from its actors' published
+    /// counters (not through the agent), and every hop folds its subtree's
+    /// answers into one bounded summary (`console::top`).
+    TopActors(crate::console::top::TopQuery),
 }
 
 /// Why a running job is killed.
@@ -983,6 +987,8 @@ pub enum NodeReply {
     PrologFailed,
     /// `StatSteps`: each asked-for step running here, its usage and pids.
     StepStats(Vec<(StatStep, crate::model::acct::NodeUsage, Vec<u32>)>),
+    /// `TopActors`: a subtree's folded summary.
+    Top(Box<crate::console::top::TopSummary>),
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -1118,6 +1124,22 @@ pub enum Body {
     StepStats(Vec<StepStat>),
     Forward(Box<Forward>),
     ForwardReply(ForwardReply),
+
+    // operator console (issue 18)
+    /// `canopy top` (operators): the busiest actors of every daemon in scope.
+    QueryTop(crate::console::top::TopQuery),
+    Top(Box<crate::console::top::TopReport>),
+    /// `canopy stats`, sdiag: the latency histograms; `reset` (operators)
+    /// empties them after reading.
+    QueryLatency(LatencyQuery),
+    Latency(Box<crate::console::latency::LatencyReport>),
+}
+
+/// What `canopy stats` asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyQuery {
+    #[serde(default)]
+    pub reset: bool,
 }
 
 impl Body {
@@ -1193,6 +1215,10 @@ impl Body {
             Body::StepStats(_) => "StepStats",
             Body::Forward(_) => "Forward",
             Body::ForwardReply(_) => "ForwardReply",
+            Body::QueryTop(_) => "QueryTop",
+            Body::Top(_) => "Top",
+            Body::QueryLatency(_) => "QueryLatency",
+            Body::Latency(_) => "Latency",
         }
     }
 }

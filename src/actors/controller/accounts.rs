@@ -51,7 +51,7 @@ impl Handler<AccountsChange> for ControllerActor {
 impl Handler<GetAccounts> for ControllerActor {
     type Result = MessageResult<GetAccounts>;
     fn handle(&mut self, _msg: GetAccounts, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         MessageResult(self.core.accounts().clone())
     }
 }

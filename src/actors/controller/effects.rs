@@ -267,6 +267,8 @@ impl ControllerActor {
         ctx: &mut Context<Self>,
     ) -> Option<tokio::sync::oneshot::Sender<()>> {
         let st = ActorStats::new();
+        self.registry
+            .register("step", &format!("{}.batch", s.job_id), &st);
         let launching = s.launch.is_some();
         let prolog = &self.core.conf().prolog;
         // How long a node's Prolog or Epilog may hold a phase up: the
@@ -343,6 +345,7 @@ impl ControllerActor {
                 }
                 None => {
                     let st = ActorStats::new();
+                    self.registry.register("partition", &pc.name, &st);
                     (PartitionActor::new(pconf, st.clone()).start(), st)
                 }
             };

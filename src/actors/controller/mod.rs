@@ -226,6 +226,13 @@ pub struct ControllerHandles {
     pub relay: Addr<RelayActor>,
     pub relay_stats: Arc<ActorStats>,
     pub node_count: u32,
+    /// The controller daemon's actors, read by `canopy top` without going
+    /// through their mailboxes.
+    pub registry: Arc<crate::actors::registry::ActorRegistry>,
+    /// Request and fan-out latency histograms (`canopy stats`, sdiag).
+    pub latency: Arc<crate::console::latency::Latency>,
+    /// The relay tree's shape (a subtree's ranks for `canopy top`).
+    pub topo: Arc<Topology>,
 }
 
 struct StepHandle {
@@ -264,6 +271,9 @@ pub struct ControllerActor {
     /// Running PrologSlurmctld scripts, by job and run (its restart
     /// count), to kill if the job ends.
     ctld_prologs: HashMap<(u32, u32), crate::exec::prolog::Stop>,
+    /// This daemon's actors for `canopy top` (steps and partitions made
+    /// later register here too).
+    registry: Arc<crate::actors::registry::ActorRegistry>,
 }
 
 impl ControllerActor {
@@ -289,6 +299,11 @@ impl ControllerActor {
         let relay_stats = ActorStats::new();
         let cstats = stats.clone();
         let rstats = relay_stats.clone();
+        let registry = crate::actors::registry::ActorRegistry::new("controller");
+        registry.register("controller", &conf.control_host, &stats);
+        let latency = Arc::new(crate::console::latency::Latency::new(
+            chrono::Utc::now().timestamp(),
+        ));
         let mut relay_out = None;
         let controller = ControllerActor::create(|ctx| {
             let me = ctx.address();
@@ -301,6 +316,8 @@ impl ControllerActor {
                 )),
                 rstats.clone(),
             )
+            .with_registry(registry.clone())
+            .with_latency(latency.clone())
             .start();
             relay_out = Some(relay.clone());
             let admin: HashMap<String, AdminState> = recovered
@@ -319,6 +336,7 @@ impl ControllerActor {
                 .iter()
                 .map(|pc| {
                     let st = ActorStats::new();
+                    registry.register("partition", &pc.name, &st);
                     let addr = PartitionActor::new(Arc::new(pc.clone()), st.clone()).start();
                     (pc.name.clone(), (addr, st))
                 })
@@ -366,6 +384,7 @@ impl ControllerActor {
                 stopping: false,
                 armed: Default::default(),
                 ctld_prologs: HashMap::new(),
+                registry: registry.clone(),
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
@@ -377,12 +396,15 @@ impl ControllerActor {
             relay: relay_out.expect("relay is created in the controller's constructor"),
             relay_stats,
             node_count: conf.nodes.len() as u32,
+            registry,
+            latency,
+            topo,
         }
     }
 
     /// Decide `cmd` now and carry out what the core decided.
     fn run(&mut self, cmd: Command, ctx: &mut Context<Self>) -> BoxFuture<'static, Option<Reply>> {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         if self.halted.load(std::sync::atomic::Ordering::SeqCst) {
             // A write failed: this controller decides nothing more (the
             // daemon is exiting; a restart recovers from disk).
@@ -459,7 +481,7 @@ fn internal(message: &str) -> ErrorReply {
 impl Handler<Stop> for ControllerActor {
     type Result = ();
     fn handle(&mut self, _msg: Stop, _ctx: &mut Context<Self>) {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         tracing::info!("controller stopping: no more scheduling passes");
         self.stopping = true;
     }
@@ -495,6 +517,10 @@ impl Handler<RunSchedule> for ControllerActor {
         let us = t0.elapsed().as_micros() as u64;
         let (n, _, max, total) = self.sched_timing;
         self.sched_timing = (n + 1, us, max.max(us), total + us);
+        // What `canopy top` shows for this actor, readable while it is busy.
+        let jobs = self.core.jobs();
+        self.stats
+            .publish(format!("jobs={} sched_passes={}", jobs.len(), n + 1));
         let done = self.carry_out(out, ctx);
         ctx.spawn(done.map(|_| ()).into_actor(self));
     }

@@ -26,7 +26,7 @@ pub struct GetShares {
 impl Handler<GetPriority> for ControllerActor {
     type Result = MessageResult<GetPriority>;
     fn handle(&mut self, msg: GetPriority, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let now = chrono::Utc::now().timestamp();
         MessageResult(self.core.priority_report(&msg.query, msg.caller, now))
     }
@@ -35,7 +35,7 @@ impl Handler<GetPriority> for ControllerActor {
 impl Handler<GetShares> for ControllerActor {
     type Result = MessageResult<GetShares>;
     fn handle(&mut self, msg: GetShares, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         MessageResult(self.core.share_report(&msg.query, None))
     }
 }

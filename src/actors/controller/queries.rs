@@ -75,7 +75,7 @@ impl Handler<UpEvent> for ControllerActor {
                 usage: u.usage,
             },
             UpEvent::BatchFinished(b) => {
-                self.stats.handled();
+                let _busy = self.stats.handled();
                 let step = self
                     .steps
                     .get(&b.job_id)
@@ -101,7 +101,7 @@ impl Handler<UpEvent> for ControllerActor {
 impl Handler<GetJobs> for ControllerActor {
     type Result = MessageResult<GetJobs>;
     fn handle(&mut self, msg: GetJobs, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let now = chrono::Utc::now().timestamp();
         MessageResult(
             self.core
@@ -115,7 +115,7 @@ impl Handler<GetJobs> for ControllerActor {
 impl Handler<GetNodes> for ControllerActor {
     type Result = MessageResult<GetNodes>;
     fn handle(&mut self, msg: GetNodes, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let mut nodes = self.core.node_infos(&msg.names, msg.caller);
         self.core
             .mark_reserved(&mut nodes, chrono::Utc::now().timestamp());
@@ -126,7 +126,7 @@ impl Handler<GetNodes> for ControllerActor {
 impl Handler<GetPartitions> for ControllerActor {
     type Result = MessageResult<GetPartitions>;
     fn handle(&mut self, msg: GetPartitions, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         MessageResult(self.core.partition_infos(msg.caller, &msg.groups))
     }
 }
@@ -134,7 +134,7 @@ impl Handler<GetPartitions> for ControllerActor {
 impl Handler<GetStatus> for ControllerActor {
     type Result = ResponseFuture<StatusReport>;
     fn handle(&mut self, msg: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let conf = self.core.conf().clone();
         let viewer = msg.caller;
         let hide = |private: bool| private && !viewer.operator;
@@ -250,7 +250,7 @@ impl Handler<GetStatus> for ControllerActor {
 impl Handler<GetCounts> for ControllerActor {
     type Result = MessageResult<GetCounts>;
     fn handle(&mut self, _msg: GetCounts, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let (nodes, pending, running) = self.core.node_counts();
         let c = self.core.counters();
         let ended = |s: JobState| c.ended.get(&s).copied().unwrap_or(0);
@@ -297,7 +297,7 @@ impl Handler<GetCounts> for ControllerActor {
 impl Handler<GetRanks> for ControllerActor {
     type Result = GetRanksReply;
     fn handle(&mut self, msg: GetRanks, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let names = match hostlist::expand(&msg.0) {
             Ok(n) => n,
             Err(e) => return GetRanksReply(Err(format!("Invalid node name specified: {e}"))),
@@ -318,7 +318,7 @@ impl Handler<GetRanks> for ControllerActor {
 impl Handler<super::StatTargets> for ControllerActor {
     type Result = Result<Vec<(crate::wire::messages::StatStep, RankSet)>, ErrorReply>;
     fn handle(&mut self, msg: super::StatTargets, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         self.core.stat_targets(&msg.req, msg.caller)
     }
 }
@@ -326,7 +326,7 @@ impl Handler<super::StatTargets> for ControllerActor {
 impl Handler<NamesOf> for ControllerActor {
     type Result = String;
     fn handle(&mut self, msg: NamesOf, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let conf = self.core.conf();
         let names: Vec<&str> = msg
             .0
@@ -340,7 +340,7 @@ impl Handler<NamesOf> for ControllerActor {
 impl Handler<GetAcct> for ControllerActor {
     type Result = AcctReply;
     fn handle(&mut self, msg: GetAcct, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let q = msg.0;
         let now = chrono::Utc::now().timestamp();
         let live = |j: &JobRecord| !j.state.is_finished();

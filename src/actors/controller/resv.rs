@@ -116,7 +116,7 @@ impl Handler<DeleteResv> for ControllerActor {
 impl Handler<GetReservations> for ControllerActor {
     type Result = MessageResult<GetReservations>;
     fn handle(&mut self, msg: GetReservations, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let mut all = self.core.reservations();
         if self.core.conf().private_data.reservations && !msg.caller.operator {
             all.retain(|r| r.users.admits(&msg.user));
@@ -128,7 +128,7 @@ impl Handler<GetReservations> for ControllerActor {
 impl Handler<GetLicenses> for ControllerActor {
     type Result = MessageResult<GetLicenses>;
     fn handle(&mut self, _msg: GetLicenses, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let now = chrono::Utc::now().timestamp();
         MessageResult(self.core.license_infos(now))
     }
