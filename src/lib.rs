@@ -15,12 +15,14 @@
 //! - [`cli`]: the Slurm-compatible commands and `canopy` operator commands
 //!   (`cli::cluster`: `canopy cluster up/down`, a local cluster on loopback).
 //! - [`model`]: domain vocabulary shared by actors and commands (signal names).
+//! - [`console`]: pure cores of the operator console (`canopy exec`'s folding).
 //! - [`sim`]: many production node daemons in one process, for load tests.
 
 pub mod actors;
 pub mod authd;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod ctld;
 pub mod daemon;
 pub mod exec;

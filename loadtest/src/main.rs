@@ -275,6 +275,16 @@ enum Scenario {
         #[arg(long = "canopy-bin")]
         canopy_bin: Option<std::path::PathBuf>,
     },
+    /// `canopy exec` of a no-op on every simulated node: one folded line expected (goal <= 1 s).
+    ConsoleExec {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 10)]
+        rounds: u32,
+        /// Seconds the controller is watched idle before and after the runs.
+        #[arg(long = "idle-secs", default_value_t = 5)]
+        idle_secs: u64,
+    },
 }
 
 fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
@@ -623,6 +633,19 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 }
             }
         }
+        Scenario::ConsoleExec {
+            topo,
+            rounds,
+            idle_secs,
+        } => scenarios::console_exec::run(
+            &scenarios::console_exec::Opts {
+                nodes: nodes(topo, &[10000], q)?,
+                widths: widths(topo, &[32], q)?,
+                rounds: if q { 3 } else { (*rounds).max(1) },
+                idle: Duration::from_secs(if q { 1 } else { (*idle_secs).max(1) }),
+            },
+            progress,
+        ),
     }
 }
 

@@ -238,6 +238,8 @@ pub struct NodeAgent {
     /// then, as slurmd waits for a job's slurmstepd: the job's next run
     /// (a requeue) reuses its spool directory and cgroup.
     settling: HashMap<u64, oneshot::Sender<()>>,
+    /// `canopy exec` runs in progress here, by the client's token.
+    execs: crate::exec::remote::Running,
 }
 
 /// A reply a handler gives later.
@@ -275,6 +277,7 @@ impl NodeAgent {
             stats,
             scripts: None,
             settling: HashMap::new(),
+            execs: Default::default(),
         }
     }
 
@@ -1319,7 +1322,48 @@ impl Handler<RunCommand> for NodeAgent {
                     }),
                 )
             }
+            NodeCommand::Exec(spec) => self.exec(*spec),
+            NodeCommand::ExecInterrupt {
+                token,
+                uid,
+                operator,
+            } => {
+                if self.execs.interrupt(token, uid, operator) {
+                    tracing::info!(node = %self.node, token, uid, "canopy exec interrupted");
+                }
+                now(Ok(NodeReply::Ack))
+            }
         }
+    }
+}
+
+impl NodeAgent {
+    /// `canopy exec` here: simulated nodes answer at once without forking
+    /// (an empty output, exit 0); real ones run the command off the loop.
+    fn exec(&mut self, spec: crate::wire::exec::ExecSpec) -> Reply {
+        use crate::wire::exec::{ExecEnd, ExecOutput};
+        if let ExecMode::Simulated { .. } = self.mode {
+            return now(Ok(NodeReply::Exec(ExecOutput {
+                output: Vec::new(),
+                code: 0,
+                end: ExecEnd::Exited,
+                cut: 0,
+            })));
+        }
+        let token = spec.token;
+        let Some(stop) = self.execs.begin(token, spec.uid) else {
+            return now(Err(format!("canopy exec {token:#x} already runs here")));
+        };
+        tracing::info!(node = %self.node, token, uid = spec.uid, argv = ?spec.argv, "canopy exec");
+        let node = self.node.clone();
+        Box::pin(
+            crate::exec::remote::run(spec, node, stop)
+                .into_actor(self)
+                .map(move |out, act, _| {
+                    act.execs.end(token);
+                    Ok(NodeReply::Exec(out))
+                }),
+        )
     }
 }
 

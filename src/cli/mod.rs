@@ -7,6 +7,7 @@
 pub mod client;
 pub mod cluster;
 pub mod config_check;
+pub mod exec;
 pub mod format;
 pub mod getopt;
 pub mod sacct;
@@ -210,6 +211,7 @@ pub fn main() -> i32 {
         "status" => status::run(&rest),
         "cluster" => cluster::run(&rest),
         "config" => config_check::run(&rest),
+        "exec" => exec::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -234,4 +236,6 @@ Operator commands:
   cluster up --nodes N [--tree-width W] [--dir DIR]
                                  start a local cluster on loopback
   cluster down --dir DIR         stop it
-  config check [-f FILE] [-v]    check a configuration without starting anything";
+  config check [-f FILE] [-v]    check a configuration without starting anything
+  exec -w NODES [--timeout S] [--diff] [--json] -- CMD [ARGS...]
+                                 run CMD on the nodes through the tree, output folded";

@@ -15,6 +15,7 @@ pub mod listen;
 pub mod noded;
 pub mod noded_join;
 pub mod rpc;
+pub mod rpc_exec;
 pub mod rpc_nodes;
 pub mod shutdown;
 pub mod stats;

@@ -109,6 +109,11 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("StepUsage", Role::Daemon),
     ("ForwardReply", Role::Daemon),
     ("Keepalive", Role::Daemon),
+    // Anyone may ask; operators run anywhere, others only where a job of
+    // theirs runs (checked in `daemon::rpc_exec` before anything is sent).
+    ("Exec", Role::Anyone),
+    // The nodes stop only the asker's own run (or any, for an operator).
+    ("ExecInterrupt", Role::Anyone),
 ];
 
 /// The role a request kind needs, if the controller serves it.

@@ -937,6 +937,11 @@ pub enum NodeCommand {
         job_id: u32,
         steps: Vec<StatStep>,
     },
+    /// `canopy exec`: run a command here as the caller; answered `Exec`.
+    Exec(Box<super::exec::ExecSpec>),
+    /// Ctrl-C on `canopy exec`: kill the run `token` here if `uid` owns it
+    /// (or an operator asks); answered `Ack`.
+    ExecInterrupt { token: u64, uid: u32, operator: bool },
 }
 
 /// Why a running job is killed.
@@ -977,6 +982,8 @@ pub enum NodeReply {
     PrologFailed,
     /// `StatSteps`: each asked-for step running here, its usage and pids.
     StepStats(Vec<(StatStep, crate::model::acct::NodeUsage, Vec<u32>)>),
+    /// `canopy exec`: how the command ended here and what it printed.
+    Exec(super::exec::ExecOutput),
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -1112,6 +1119,11 @@ pub enum Body {
     StepStats(Vec<StepStat>),
     Forward(Box<Forward>),
     ForwardReply(ForwardReply),
+    /// `canopy exec`; answered with `ExecReply` (or `Error`).
+    Exec(super::exec::ExecRequest),
+    ExecReply(Box<super::exec::ExecReport>),
+    /// Ctrl-C on `canopy exec`; answered `Ok`.
+    ExecInterrupt(super::exec::ExecInterrupt),
 }
 
 impl Body {
@@ -1187,6 +1199,9 @@ impl Body {
             Body::StepStats(_) => "StepStats",
             Body::Forward(_) => "Forward",
             Body::ForwardReply(_) => "ForwardReply",
+            Body::Exec(_) => "Exec",
+            Body::ExecReply(_) => "ExecReply",
+            Body::ExecInterrupt(_) => "ExecInterrupt",
         }
     }
 }
