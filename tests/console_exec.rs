@@ -59,9 +59,13 @@ fn equal_outputs_fold_a_differing_node_stands_apart_and_exit_codes_group() {
     assert!(!out.contains("not finished"), "{out}");
 
     // The same as JSON: two groups, the larger first, every node counted.
-    let o = exec(&c, &["--json", "-w", "n[1-5]", "--", "sh", "-c", ONE_DIFFERS]);
+    let o = exec(
+        &c,
+        &["--json", "-w", "n[1-5]", "--", "sh", "-c", ONE_DIFFERS],
+    );
     let (out, err) = text(&o);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
     assert_eq!(v["targets"], 5);
     assert_eq!(v["groups"].as_array().unwrap().len(), 2, "{out}");
     assert_eq!(v["groups"][0]["nodes"], "n[1-3,5]");
@@ -71,9 +75,15 @@ fn equal_outputs_fold_a_differing_node_stands_apart_and_exit_codes_group() {
     assert_eq!(v["not_finished"], "");
 
     // --diff: the odd node as a diff against the most common output.
-    let o = exec(&c, &["--diff", "-w", "n[1-5]", "--", "sh", "-c", ONE_DIFFERS]);
+    let o = exec(
+        &c,
+        &["--diff", "-w", "n[1-5]", "--", "sh", "-c", ONE_DIFFERS],
+    );
     let (out, _) = text(&o);
-    assert!(out.contains("n4 (1): exit 3, diff against n[1-3,5]"), "{out}");
+    assert!(
+        out.contains("n4 (1): exit 3, diff against n[1-3,5]"),
+        "{out}"
+    );
     assert!(out.contains("- same\n+ different\n"), "{out}");
 
     // Run as the caller (root here), one line for all five.
@@ -95,10 +105,51 @@ fn equal_outputs_fold_a_differing_node_stands_apart_and_exit_codes_group() {
     assert_eq!(o.status.code(), Some(127), "{out}");
     assert!(out.contains("did not start"), "{out}");
 
-    // Output beyond the limit is cut, and the report says so.
-    let o = exec(&c, &["-w", "n1", "--max-output", "10", "sh", "-c", "echo 0123456789abcdef"]);
+    // A command that ends but leaves something in the background holding
+    // its output answers at its own end, not at the time limit.
+    let t = Instant::now();
+    let o = exec(
+        &c,
+        &[
+            "-w",
+            "n[1-2]",
+            "--timeout",
+            "30",
+            "sh",
+            "-c",
+            "echo left; sleep 60 &",
+        ],
+    );
     let (out, _) = text(&o);
-    assert!(out.contains("0123456789\n[output cut: 7 more bytes not kept]"), "{out}");
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("n[1-2] (2)\n----------------\nleft\n"),
+        "{out}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+
+    // Output beyond the limit is cut, and the report says so.
+    let o = exec(
+        &c,
+        &[
+            "-w",
+            "n1",
+            "--max-output",
+            "10",
+            "sh",
+            "-c",
+            "echo 0123456789abcdef",
+        ],
+    );
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("0123456789\n[output cut: 7 more bytes not kept]"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -142,7 +193,15 @@ fn ctrl_c_prints_what_was_gathered_and_names_the_unfinished_nodes() {
     let mut child = c.spawn_cli(
         Path::new("/"),
         "exec",
-        &["-w", "n[1-3]", "--timeout", "60", "sh", "-c", "echo begun; sleep 60"],
+        &[
+            "-w",
+            "n[1-3]",
+            "--timeout",
+            "60",
+            "sh",
+            "-c",
+            "echo begun; sleep 60",
+        ],
     );
     // Give the command time to start everywhere and print.
     std::thread::sleep(Duration::from_secs(2));
@@ -224,7 +283,15 @@ fn ordinary_users_run_only_on_nodes_running_their_jobs() {
         dave,
         hd,
         "sbatch",
-        &["--parsable", "-w", "n2", "-o", "/dev/null", "--wrap", "sleep 120"],
+        &[
+            "--parsable",
+            "-w",
+            "n2",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 120",
+        ],
     );
     assert!(o.status.success(), "{:?}", text(&o));
     let job: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
@@ -236,7 +303,10 @@ fn ordinary_users_run_only_on_nodes_running_their_jobs() {
     let o = as_user(&c, dave, hd, "exec", &["-w", "n2", "id", "-u"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains(&format!("n2 (1)\n----------------\n{dave}\n")), "{out}");
+    assert!(
+        out.contains(&format!("n2 (1)\n----------------\n{dave}\n")),
+        "{out}"
+    );
 
     // Beyond it: refused before anything runs, naming the nodes.
     let o = as_user(&c, dave, hd, "exec", &["-w", "n[1-3]", "id", "-u"]);
@@ -249,7 +319,10 @@ fn ordinary_users_run_only_on_nodes_running_their_jobs() {
     let o = as_user(&c, erin, he, "exec", &["-w", "n2", "id", "-u"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains(&format!("uid {erin} has no running job on n2")), "{err}");
+    assert!(
+        err.contains(&format!("uid {erin} has no running job on n2")),
+        "{err}"
+    );
 
     // Erin cannot stop dave's run either: an interrupt names a run by its
     // token, and a node stops only its owner's (checked in exec::remote).

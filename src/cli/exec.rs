@@ -220,7 +220,15 @@ mod tests {
     #[test]
     fn parses_options_and_the_command_after_them() {
         let a = parse(&args(&[
-            "-w", "n[1-4]", "--timeout", "2.5", "--diff", "--json", "--", "uname", "-r",
+            "-w",
+            "n[1-4]",
+            "--timeout",
+            "2.5",
+            "--diff",
+            "--json",
+            "--",
+            "uname",
+            "-r",
         ]))
         .unwrap();
         assert_eq!(a.nodes, "n[1-4]");
@@ -230,7 +238,11 @@ mod tests {
         let a = parse(&args(&["-wn1", "--max-output=10", "echo", "-n", "x"])).unwrap();
         assert_eq!(a.nodes, "n1");
         assert_eq!(a.max_output, 10);
-        assert_eq!(a.argv, vec!["echo", "-n", "x"], "options after CMD are CMD's");
+        assert_eq!(
+            a.argv,
+            vec!["echo", "-n", "x"],
+            "options after CMD are CMD's"
+        );
     }
 
     #[test]

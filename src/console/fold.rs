@@ -409,10 +409,7 @@ pub fn render(report: &ExecReport, diff: bool) -> String {
         .chain(report.missing.iter().map(|(n, _)| n.clone()))
         .collect();
     if !unfinished.is_empty() {
-        out.push_str(&format!(
-            "not finished: {}\n",
-            join_hostlists(&unfinished)
-        ));
+        out.push_str(&format!("not finished: {}\n", join_hostlists(&unfinished)));
     }
     if report.outputs_dropped > 0 {
         out.push_str(&format!(
@@ -563,7 +560,10 @@ mod tests {
         f.record(RankSet::from_ranks([10]), out("same\n", 0));
         let g = f.into_sorted();
         assert_eq!(g.len(), 3);
-        assert_eq!(g[0].0, RankSet::from_range(0..8).union(&RankSet::from_ranks([10])));
+        assert_eq!(
+            g[0].0,
+            RankSet::from_range(0..8).union(&RankSet::from_ranks([10]))
+        );
         assert_eq!(g[1], (RankSet::from_ranks([8]), out("same\n", 1)));
         assert_eq!(g[2], (RankSet::from_ranks([9]), out("other\n", 0)));
     }
@@ -614,7 +614,11 @@ mod tests {
         all_ok.groups.truncate(2);
         assert_eq!(exit_status(&all_ok), 0);
         all_ok.missing.push(("n10".into(), "timed out".into()));
-        assert_eq!(exit_status(&all_ok), 1, "a node with no result is a failure");
+        assert_eq!(
+            exit_status(&all_ok),
+            1,
+            "a node with no result is a failure"
+        );
     }
 
     #[test]
@@ -632,8 +636,14 @@ mod tests {
         assert!(text.contains("n[1-3] (3)\n"), "{text}");
         assert_eq!(text.matches("same\n").count(), 1, "{text}");
         assert!(text.contains("n4 (1): timed out"), "{text}");
-        assert!(text.contains("exit codes: 0: n[1-3] (3); 137: n4 (1)"), "{text}");
-        assert!(text.contains("no result from n5: node is not reachable"), "{text}");
+        assert!(
+            text.contains("exit codes: 0: n[1-3] (3); 137: n4 (1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("no result from n5: node is not reachable"),
+            "{text}"
+        );
         assert!(text.contains("not finished: n[4-5]"), "{text}");
     }
 
@@ -666,7 +676,10 @@ mod tests {
         assert!(!groups[0].output_dropped);
         assert!(groups[1].output_dropped && groups[1].result.output.is_empty());
         assert_eq!(groups[1].result.cut, 4);
-        assert!(!groups[2].output_dropped, "a smaller later output still fits");
+        assert!(
+            !groups[2].output_dropped,
+            "a smaller later output still fits"
+        );
         let text = render(
             &ExecReport {
                 groups: groups.clone(),
@@ -676,7 +689,10 @@ mod tests {
             false,
         );
         assert!(text.contains("[output left out"), "{text}");
-        assert!(text.contains("1 group(s) shown without their output"), "{text}");
+        assert!(
+            text.contains("1 group(s) shown without their output"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -824,13 +840,21 @@ mod tests {
             while let Some(f) = mids.pop() {
                 root.merge(f);
             }
-            assert_eq!(root.ranks(), RankSet::from_range(0..n), "seed {seed} case {case}");
+            assert_eq!(
+                root.ranks(),
+                RankSet::from_range(0..n),
+                "seed {seed} case {case}"
+            );
             let expected_groups = per_node
                 .iter()
                 .collect::<std::collections::HashSet<_>>()
                 .len();
             assert_eq!(root.len(), expected_groups, "seed {seed} case {case}");
-            assert_eq!(root.into_sorted(), flat.into_sorted(), "seed {seed} case {case}");
+            assert_eq!(
+                root.into_sorted(),
+                flat.into_sorted(),
+                "seed {seed} case {case}"
+            );
         }
     }
 
@@ -843,7 +867,10 @@ mod tests {
         ]);
         assert_eq!(
             f.ok.into_sorted(),
-            vec![(RankSet::from_range(0..4).union(&RankSet::from_range(6..8)), out("x", 0))]
+            vec![(
+                RankSet::from_range(0..4).union(&RankSet::from_range(6..8)),
+                out("x", 0)
+            )]
         );
         assert_eq!(
             f.missing.into_sorted(),

@@ -155,8 +155,7 @@ pub async fn exec(
 /// stops it only if the caller owns it (or is an operator), so this needs
 /// no check here beyond a valid node list.
 pub async fn interrupt(req: ExecInterrupt, caller: Caller, h: &ControllerHandles) -> Body {
-    let ranks = match send_counted(&h.controller, &h.controller_stats, GetRanks(req.nodes)).await
-    {
+    let ranks = match send_counted(&h.controller, &h.controller_stats, GetRanks(req.nodes)).await {
         Ok(GetRanksReply(Ok(r))) => r,
         Ok(GetRanksReply(Err(e))) => return error(ErrorCode::InvalidNodeName, e),
         Err(_) => return gone(),

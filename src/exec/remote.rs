@@ -162,7 +162,7 @@ fn kill(pgid: &AtomicI32, killed: &AtomicBool) {
 fn run_blocking(
     spec: &ExecSpec,
     node: &str,
-    capture: &Mutex<Capture>,
+    capture: &Arc<Mutex<Capture>>,
     pgid: &AtomicI32,
     killed: &AtomicBool,
 ) -> Result<(i32, ExecEnd), String> {
@@ -185,8 +185,11 @@ fn run_blocking(
         .map(|u| u.dir)
         .filter(|d| d.is_dir())
         .unwrap_or_else(|| "/".into());
-    // nix's pipe, not std's: std::io::pipe is newer than this crate's MSRV.
-    let (reader, writer) = nix::unistd::pipe().map_err(|e| format!("canopy exec: pipe: {e}"))?;
+    // Close-on-exec: a process the daemon forks meanwhile (a job's) must
+    // not inherit the write end and hold the output open. (nix's pipe2, not
+    // std's pipe: std::io::pipe is newer than this crate's MSRV.)
+    let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("canopy exec: pipe: {e}"))?;
     let writer2 = writer
         .try_clone()
         .map_err(|e| format!("canopy exec: pipe: {e}"))?;
@@ -221,22 +224,35 @@ fn run_blocking(
     }
     let limit = spec.max_output as usize;
     let mut reader = std::fs::File::from(reader);
-    let mut chunk = [0u8; 8192];
-    loop {
-        match reader.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => {
-                if let Ok(mut c) = capture.lock() {
-                    c.push(&chunk[..n], limit);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let capture2 = capture.clone();
+    // Read on a thread of its own, so that the command's end is seen even
+    // while something it left in the background still holds the pipe.
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match reader.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if let Ok(mut c) = capture2.lock() {
+                        c.push(&chunk[..n], limit);
+                    }
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
         }
-    }
+        let _ = done_tx.send(());
+    });
     let status = child
         .wait()
         .map_err(|e| format!("canopy exec: wait: {e}"))?;
+    if done_rx.recv_timeout(DRAIN_GRACE).is_err() {
+        // The command ended but left processes holding its output: they
+        // are stopped with it (the run cleans up after itself).
+        let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+        let _ = done_rx.recv_timeout(DRAIN_GRACE);
+    }
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => (code, ExecEnd::Exited),
         (None, Some(sig)) => (128 + sig, ExecEnd::Signalled(sig)),

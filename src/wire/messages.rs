@@ -941,7 +941,11 @@ pub enum NodeCommand {
     Exec(Box<super::exec::ExecSpec>),
     /// Ctrl-C on `canopy exec`: kill the run `token` here if `uid` owns it
     /// (or an operator asks); answered `Ack`.
-    ExecInterrupt { token: u64, uid: u32, operator: bool },
+    ExecInterrupt {
+        token: u64,
+        uid: u32,
+        operator: bool,
+    },
 }
 
 /// Why a running job is killed.

@@ -91,9 +91,18 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             .set("folded_lines", worst_groups)
             .set("missing_nodes", missing)
             .set("goal_ms", 1000)
-            .set("meets_goal", worst_groups == 1 && missing == 0 && p99_ms <= 1000.0)
-            .num("ctld_idle_cpu_ms_before", cpu_idle_before.as_secs_f64() * 1000.0)
-            .num("ctld_idle_cpu_ms_after", cpu_idle_after.as_secs_f64() * 1000.0)
+            .set(
+                "meets_goal",
+                worst_groups == 1 && missing == 0 && p99_ms <= 1000.0,
+            )
+            .num(
+                "ctld_idle_cpu_ms_before",
+                cpu_idle_before.as_secs_f64() * 1000.0,
+            )
+            .num(
+                "ctld_idle_cpu_ms_after",
+                cpu_idle_after.as_secs_f64() * 1000.0,
+            )
             .num("idle_window_s", o.idle.as_secs_f64());
             progress(&row.json());
             rows.push(row);
