@@ -284,6 +284,9 @@ enum Scenario {
         /// Seconds the controller is watched idle before and after the runs.
         #[arg(long = "idle-secs", default_value_t = 5)]
         idle_secs: u64,
+        /// Also run `hostname` (every node's output differs: the folding's worst case).
+        #[arg(long)]
+        distinct: bool,
     },
 }
 
@@ -637,12 +640,15 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             topo,
             rounds,
             idle_secs,
+            distinct,
         } => scenarios::console_exec::run(
             &scenarios::console_exec::Opts {
                 nodes: nodes(topo, &[10000], q)?,
                 widths: widths(topo, &[32], q)?,
                 rounds: if q { 3 } else { (*rounds).max(1) },
                 idle: Duration::from_secs(if q { 1 } else { (*idle_secs).max(1) }),
+                // The smoke test checks the worst case's line count too.
+                distinct: *distinct || q,
             },
             progress,
         ),

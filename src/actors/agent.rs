@@ -1339,12 +1339,19 @@ impl Handler<RunCommand> for NodeAgent {
 
 impl NodeAgent {
     /// `canopy exec` here: simulated nodes answer at once without forking
-    /// (an empty output, exit 0); real ones run the command off the loop.
+    /// (exit 0; `hostname` gives the node's name and `echo` its arguments,
+    /// so a load test can make every node's output differ; anything else
+    /// prints nothing); real ones run the command off the loop.
     fn exec(&mut self, spec: crate::wire::exec::ExecSpec) -> Reply {
         use crate::wire::exec::{ExecEnd, ExecOutput};
         if let ExecMode::Simulated { .. } = self.mode {
+            let output = match spec.argv.split_first() {
+                Some((cmd, _)) if cmd == "hostname" => format!("{}\n", self.node),
+                Some((cmd, args)) if cmd == "echo" => format!("{}\n", args.join(" ")),
+                _ => String::new(),
+            };
             return now(Ok(NodeReply::Exec(ExecOutput {
-                output: Vec::new(),
+                output: output.into_bytes(),
                 code: 0,
                 end: ExecEnd::Exited,
                 cut: 0,

@@ -22,6 +22,9 @@ pub struct Opts {
     pub rounds: u32,
     /// How long the controller is watched idle, before and after.
     pub idle: Duration,
+    /// Also run `hostname`, which every simulated node answers with its own
+    /// name: the worst case for folding (as many groups as nodes).
+    pub distinct: bool,
 }
 
 /// Controller CPU time spent over `idle` with nobody asking anything.
@@ -53,30 +56,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 format!("s[00001-{n:05}]")
             };
             let cpu_idle_before = idle_cpu(&h, o.idle)?;
-            let mut hist = Histogram::<u64>::new(3)?;
-            let mut worst_groups = 0usize;
-            let mut missing = 0u64;
-            for _ in 0..o.rounds {
-                let req = ExecRequest {
-                    nodes: all.clone(),
-                    argv: vec!["true".into()],
-                    timeout_ms: 10_000,
-                    max_output: DEFAULT_MAX_OUTPUT,
-                    token: rand::random(),
-                };
-                let t0 = Instant::now();
-                let report = match h.call(Body::Exec(req))? {
-                    Body::ExecReply(r) => r,
-                    other => bail!("unexpected reply {}", other.kind()),
-                };
-                hist.record(t0.elapsed().as_micros() as u64)?;
-                if report.targets != u64::from(n) {
-                    bail!("exec covered {} targets, expected {n}", report.targets);
-                }
-                let answered: u64 = report.groups.iter().map(|g| g.count).sum();
-                missing += u64::from(n) - answered.min(u64::from(n));
-                worst_groups = worst_groups.max(report.groups.len() + report.missing.len());
-            }
+            let (hist, worst_groups, missing) = rounds(&h, n, &all, "true", o.rounds)?;
             let cpu_idle_after = idle_cpu(&h, o.idle)?;
             let p99_ms = hist.value_at_quantile(0.99) as f64 / 1000.0;
             let row = latency(
@@ -84,6 +64,7 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                     .set("nodes", n)
                     .set("tree_width", w)
                     .set("tree_depth", depth)
+                    .set("command", "true")
                     .set("rounds", o.rounds),
                 &hist,
             )
@@ -106,7 +87,62 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
             .num("idle_window_s", o.idle.as_secs_f64());
             progress(&row.json());
             rows.push(row);
+            if o.distinct {
+                let (hist, groups, missing) = rounds(&h, n, &all, "hostname", o.rounds)?;
+                let row = latency(
+                    Row::new("console-exec")
+                        .set("nodes", n)
+                        .set("tree_width", w)
+                        .set("tree_depth", depth)
+                        .set("command", "hostname")
+                        .set("rounds", o.rounds),
+                    &hist,
+                )
+                // Every node differs: one line per node is right here.
+                .set("folded_lines", groups)
+                .set("missing_nodes", missing)
+                .set("expected_lines", n);
+                progress(&row.json());
+                rows.push(row);
+            }
         }
     }
     Ok(rows)
+}
+
+/// `count` runs of `cmd` on every node: latencies, the most groups
+/// (folded results plus missing-node lines) seen in one report, and the
+/// nodes that gave no result, summed over the runs.
+fn rounds(
+    h: &Harness,
+    n: u32,
+    all: &str,
+    cmd: &str,
+    count: u32,
+) -> Result<(Histogram<u64>, usize, u64)> {
+    let mut hist = Histogram::<u64>::new(3)?;
+    let mut worst_groups = 0usize;
+    let mut missing = 0u64;
+    for _ in 0..count {
+        let req = ExecRequest {
+            nodes: all.to_string(),
+            argv: vec![cmd.into()],
+            timeout_ms: 10_000,
+            max_output: DEFAULT_MAX_OUTPUT,
+            token: rand::random(),
+        };
+        let t0 = Instant::now();
+        let report = match h.call(Body::Exec(req))? {
+            Body::ExecReply(r) => r,
+            other => bail!("unexpected reply {}", other.kind()),
+        };
+        hist.record(t0.elapsed().as_micros() as u64)?;
+        if report.targets != u64::from(n) {
+            bail!("exec covered {} targets, expected {n}", report.targets);
+        }
+        let answered: u64 = report.groups.iter().map(|g| g.count).sum();
+        missing += u64::from(n) - answered.min(u64::from(n));
+        worst_groups = worst_groups.max(report.groups.len() + report.missing.len());
+    }
+    Ok((hist, worst_groups, missing))
 }
