@@ -157,7 +157,7 @@ fn a_hung_command_and_a_hung_daemon_are_named_with_partial_output() {
     if !root() {
         return;
     }
-    let c = Cluster::start(5, 2, 30);
+    let mut c = Cluster::start(5, 2, 30);
     // n5 (the last rank, a leaf) stops answering: its daemon is frozen.
     let n5 = c.noded["n5"].id() as i32;
     nix::sys::signal::kill(
@@ -182,6 +182,24 @@ fn a_hung_command_and_a_hung_daemon_are_named_with_partial_output() {
     assert!(out.contains("no result from n5: timed out"), "{out}");
     assert!(out.contains("not finished: n[2,5]"), "{out}");
     assert_eq!(o.status.code(), Some(137), "{out}");
+
+    // A node whose daemon is gone fails at once (its link is lost), named,
+    // well before the time limit.
+    c.kill_node("n4");
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let o = exec(&c, &["-w", "n[1-4]", "--timeout", "20", "true"]);
+    let (out, err) = text(&o);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(out.contains("n[1-3] (3)\n"), "{out}\n{err}");
+    assert!(out.contains("no result from n4: "), "{out}");
+    assert!(!out.contains("no result from n4: timed out"), "{out}");
+    assert!(out.contains("not finished: n4"), "{out}");
+    assert_eq!(o.status.code(), Some(1), "a node with no result: {out}");
 }
 
 #[test]
