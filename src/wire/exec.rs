@@ -118,3 +118,71 @@ pub struct ExecReport {
     pub outputs_dropped: u64,
     pub elapsed_ms: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::messages::{Body, NodeCommand, NodeReply};
+
+    fn roundtrip(body: &Body) {
+        let bytes = rmp_serde::to_vec_named(body).unwrap();
+        let back: Body = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(&back, body);
+    }
+
+    #[test]
+    fn exec_messages_survive_the_wire() {
+        let out = ExecOutput {
+            output: vec![0, 159, 146, 150, b'\n'],
+            code: 137,
+            end: ExecEnd::Signalled(9),
+            cut: 12,
+        };
+        roundtrip(&Body::Exec(ExecRequest {
+            nodes: "n[1-4]".into(),
+            argv: vec!["sh".into(), "-c".into(), "echo hi".into()],
+            timeout_ms: 1500,
+            max_output: DEFAULT_MAX_OUTPUT,
+            token: u64::MAX,
+        }));
+        roundtrip(&Body::ExecInterrupt(ExecInterrupt {
+            nodes: "n1".into(),
+            token: 7,
+        }));
+        roundtrip(&Body::ExecReply(Box::new(ExecReport {
+            targets: 5,
+            groups: vec![ExecGroup {
+                nodes: "n[1-4]".into(),
+                count: 4,
+                result: out.clone(),
+                output_dropped: true,
+            }],
+            missing: vec![("n5".into(), "timed out".into())],
+            outputs_dropped: 1,
+            elapsed_ms: 3,
+        })));
+        let spec = ExecSpec {
+            argv: vec!["true".into()],
+            uid: 1000,
+            gid: 1000,
+            user: "alice".into(),
+            timeout_ms: 1,
+            max_output: 0,
+            token: 3,
+        };
+        let fwd = crate::wire::messages::Forward {
+            id: 1,
+            targets: crate::tree::rankset::RankSet::from_range(0..4),
+            budget_ms: 10,
+            cmd: NodeCommand::Exec(Box::new(spec)),
+        };
+        roundtrip(&Body::Forward(Box::new(fwd)));
+        roundtrip(&Body::ForwardReply(crate::wire::messages::ForwardReply {
+            id: 1,
+            outcomes: vec![crate::wire::messages::Outcome {
+                ranks: crate::tree::rankset::RankSet::from_range(0..4),
+                result: Ok(NodeReply::Exec(out)),
+            }],
+        }));
+    }
+}
