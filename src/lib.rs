@@ -15,6 +15,7 @@
 //! - [`cli`]: the Slurm-compatible commands and `canopy` operator commands
 //!   (`cli::cluster`: `canopy cluster up/down`, a local cluster on loopback).
 //! - [`model`]: domain vocabulary shared by actors and commands (signal names).
+//! - [`console`]: pure cores of the operator console (`canopy exec`'s folding).
 //! - [`sim`]: many production node daemons in one process, for load tests.
 //! - [`console`]: the operator console's pure cores (`canopy top`'s fold up
 //!   the tree, latency histograms).

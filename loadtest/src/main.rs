@@ -289,6 +289,19 @@ enum Scenario {
         #[arg(long = "slurmd-timeout", default_value_t = 6)]
         slurmd_timeout: u32,
     },
+    /// `canopy exec` of a no-op on every simulated node: one folded line expected (goal <= 1 s).
+    ConsoleExec {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 10)]
+        rounds: u32,
+        /// Seconds the controller is watched idle before and after the runs.
+        #[arg(long = "idle-secs", default_value_t = 5)]
+        idle_secs: u64,
+        /// Also run `hostname` (every node's output differs: the folding's worst case).
+        #[arg(long)]
+        distinct: bool,
+    },
 }
 
 fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
@@ -650,6 +663,22 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 samples: if q { 3 } else { *samples },
                 refresh: Duration::from_secs(1),
                 slurmd_timeout: if q { 3 } else { *slurmd_timeout },
+            },
+            progress,
+        ),
+        Scenario::ConsoleExec {
+            topo,
+            rounds,
+            idle_secs,
+            distinct,
+        } => scenarios::console_exec::run(
+            &scenarios::console_exec::Opts {
+                nodes: nodes(topo, &[10000], q)?,
+                widths: widths(topo, &[32], q)?,
+                rounds: if q { 3 } else { (*rounds).max(1) },
+                idle: Duration::from_secs(if q { 1 } else { (*idle_secs).max(1) }),
+                // The smoke test checks the worst case's line count too.
+                distinct: *distinct || q,
             },
             progress,
         ),

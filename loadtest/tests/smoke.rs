@@ -276,3 +276,21 @@ fn power_storm_starts_the_job_and_powered_down_nodes_are_not_examined() {
     assert!(num(r, "resume_program_s") <= num(r, "job_running_s"), "{r}");
     assert!(num(r, "job_running_s") <= num(r, "all_idle_s"), "{r}");
 }
+
+#[test]
+fn console_exec_folds_a_noop_into_one_line_and_distinct_outputs_stay_apart() {
+    let rows = run("console-exec");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let noop = &rows[0];
+    assert_eq!(noop["command"], "true", "{noop}");
+    assert_eq!(num(noop, "folded_lines"), 1.0, "{noop}");
+    assert_eq!(num(noop, "missing_nodes"), 0.0, "{noop}");
+    let distinct = &rows[1];
+    assert_eq!(distinct["command"], "hostname", "{distinct}");
+    assert_eq!(
+        num(distinct, "folded_lines"),
+        num(distinct, "nodes"),
+        "every node's own name: {distinct}"
+    );
+    assert_eq!(num(distinct, "missing_nodes"), 0.0, "{distinct}");
+}

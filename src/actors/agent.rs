@@ -240,6 +240,8 @@ pub struct NodeAgent {
     settling: HashMap<u64, oneshot::Sender<()>>,
     /// Cancelled to stop the whole daemon (`Retire`); none in tests and simulations.
     stop: Option<tokio_util::sync::CancellationToken>,
+    /// `canopy exec` runs in progress here, by the client's token.
+    execs: crate::exec::remote::Running,
 }
 
 /// A reply a handler gives later.
@@ -278,6 +280,7 @@ impl NodeAgent {
             scripts: None,
             settling: HashMap::new(),
             stop: None,
+            execs: Default::default(),
         }
     }
 
@@ -1343,7 +1346,55 @@ impl Handler<RunCommand> for NodeAgent {
                     }),
                 )
             }
+            NodeCommand::Exec(spec) => self.exec(*spec),
+            NodeCommand::ExecInterrupt {
+                token,
+                uid,
+                operator,
+            } => {
+                if self.execs.interrupt(token, uid, operator) {
+                    tracing::info!(node = %self.node, token, uid, "canopy exec interrupted");
+                }
+                now(Ok(NodeReply::Ack))
+            }
         }
+    }
+}
+
+impl NodeAgent {
+    /// `canopy exec` here: simulated nodes answer at once without forking
+    /// (exit 0; `hostname` gives the node's name and `echo` its arguments,
+    /// so a load test can make every node's output differ; anything else
+    /// prints nothing); real ones run the command off the loop.
+    fn exec(&mut self, spec: crate::wire::exec::ExecSpec) -> Reply {
+        use crate::wire::exec::{ExecEnd, ExecOutput};
+        if let ExecMode::Simulated { .. } = self.mode {
+            let output = match spec.argv.split_first() {
+                Some((cmd, _)) if cmd == "hostname" => format!("{}\n", self.node),
+                Some((cmd, args)) if cmd == "echo" => format!("{}\n", args.join(" ")),
+                _ => String::new(),
+            };
+            return now(Ok(NodeReply::Exec(ExecOutput {
+                output: output.into_bytes(),
+                code: 0,
+                end: ExecEnd::Exited,
+                cut: 0,
+            })));
+        }
+        let token = spec.token;
+        let Some(stop) = self.execs.begin(token, spec.uid) else {
+            return now(Err(format!("canopy exec {token:#x} already runs here")));
+        };
+        tracing::info!(node = %self.node, token, uid = spec.uid, argv = ?spec.argv, "canopy exec");
+        let node = self.node.clone();
+        Box::pin(
+            crate::exec::remote::run(spec, node, stop)
+                .into_actor(self)
+                .map(move |out, act, _| {
+                    act.execs.end(token);
+                    Ok(NodeReply::Exec(out))
+                }),
+        )
     }
 }
 

@@ -38,6 +38,9 @@ const MAILBOX: usize = 4096;
 const HEALTH_FLUSH: Duration = Duration::from_millis(100);
 /// Retry delay for held upward messages when the parent link is congested.
 const HELD_RETRY: Duration = Duration::from_millis(50);
+/// Bytes of `canopy exec` output one reply upward carries at most (a frame
+/// holds 64 MiB); beyond it outputs are dropped and counted as cut.
+const RELAY_EXEC_BUDGET: usize = 32 << 20;
 /// Upward messages kept while this relay has no parent (oldest dropped beyond).
 const DETACHED_QUEUE: usize = 65_536;
 
@@ -417,6 +420,8 @@ impl RelayActor {
                 let _ = tx.send(outcomes);
             }
             ReplyTo::Parent { id } => {
+                // Many distinct `canopy exec` outputs must still fit one frame.
+                crate::console::fold::bound_exec_replies(&mut outcomes, RELAY_EXEC_BUDGET);
                 self.send_parent(Body::ForwardReply(ForwardReply { id, outcomes }), ctx);
             }
         }

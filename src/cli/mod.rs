@@ -7,6 +7,7 @@
 pub mod client;
 pub mod cluster;
 pub mod config_check;
+pub mod exec;
 pub mod format;
 pub mod getopt;
 pub mod sacct;
@@ -214,6 +215,7 @@ pub fn main() -> i32 {
         "config" => config_check::run(&rest),
         "top" => top::run(&rest),
         "stats" => stats::run(&rest),
+        "exec" => exec::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -241,4 +243,6 @@ Operator commands:
   config check [-f FILE] [-v]    check a configuration without starting anything
   top [--once] [--json] [--sort depth|age|rate|time] [--node X|--subtree R]
                                  the busiest actors of every daemon
-  stats [--json] [--reset]       latency percentiles per message kind, user, depth";
+  stats [--json] [--reset]       latency percentiles per message kind, user, depth
+  exec -w NODES [--timeout S] [--diff] [--json] -- CMD [ARGS...]
+                                 run CMD on the nodes through the tree, output folded";

@@ -16,6 +16,7 @@ pub mod noded;
 pub mod noded_join;
 pub mod rpc;
 pub mod rpc_console;
+pub mod rpc_exec;
 pub mod rpc_nodes;
 pub mod shutdown;
 pub mod stats;

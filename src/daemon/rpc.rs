@@ -66,7 +66,7 @@ impl CtldInfo {
     /// The uid's user name: from the cache, or looked up off the event loop
     /// (a passwd lookup may wait on LDAP or NFS, and this loop serves every
     /// client).
-    async fn user_name(&self, uid: u32) -> String {
+    pub(crate) async fn user_name(&self, uid: u32) -> String {
         let lookup = |uid| {
             nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
                 .ok()
@@ -299,6 +299,8 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         Body::QueryStepStats(req) => step_stats(req, caller, h).await,
         Body::QueryTop(q) => super::rpc_console::top(q, h).await,
         Body::QueryLatency(q) => super::rpc_console::latency(q, caller, h),
+        Body::Exec(req) => super::rpc_exec::exec(req, caller, env.gid, h, info).await,
+        Body::ExecInterrupt(req) => super::rpc_exec::interrupt(req, caller, h).await,
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),

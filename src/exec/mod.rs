@@ -16,5 +16,6 @@ pub mod process;
 pub mod prolog;
 pub mod pty;
 pub mod record;
+pub mod remote;
 pub mod supervisor;
 pub mod tasks;

@@ -114,6 +114,11 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("QueryTop", Role::Operator),
     // Reading is anyone's, as sdiag is; the handler lets only operators reset.
     ("QueryLatency", Role::Anyone),
+    // Anyone may ask; operators run anywhere, others only where a job of
+    // theirs runs (checked in `daemon::rpc_exec` before anything is sent).
+    ("Exec", Role::Anyone),
+    // The nodes stop only the asker's own run (or any, for an operator).
+    ("ExecInterrupt", Role::Anyone),
 ];
 
 /// The role a request kind needs, if the controller serves it.

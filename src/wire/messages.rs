@@ -947,6 +947,15 @@ pub enum NodeCommand {
     /// counters (not through the agent), and every hop folds its subtree's
     /// answers into one bounded summary (`console::top`).
     TopActors(crate::console::top::TopQuery),
+    /// `canopy exec`: run a command here as the caller; answered `Exec`.
+    Exec(Box<super::exec::ExecSpec>),
+    /// Ctrl-C on `canopy exec`: kill the run `token` here if `uid` owns it
+    /// (or an operator asks); answered `Ack`.
+    ExecInterrupt {
+        token: u64,
+        uid: u32,
+        operator: bool,
+    },
 }
 
 /// Why a running job is killed.
@@ -989,6 +998,8 @@ pub enum NodeReply {
     StepStats(Vec<(StatStep, crate::model::acct::NodeUsage, Vec<u32>)>),
     /// `TopActors`: a subtree's folded summary.
     Top(Box<crate::console::top::TopSummary>),
+    /// `canopy exec`: how the command ended here and what it printed.
+    Exec(super::exec::ExecOutput),
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -1133,6 +1144,11 @@ pub enum Body {
     /// empties them after reading.
     QueryLatency(LatencyQuery),
     Latency(Box<crate::console::latency::LatencyReport>),
+    /// `canopy exec`; answered with `ExecReply` (or `Error`).
+    Exec(super::exec::ExecRequest),
+    ExecReply(Box<super::exec::ExecReport>),
+    /// Ctrl-C on `canopy exec`; answered `Ok`.
+    ExecInterrupt(super::exec::ExecInterrupt),
 }
 
 /// What `canopy stats` asks for.
@@ -1219,6 +1235,9 @@ impl Body {
             Body::Top(_) => "Top",
             Body::QueryLatency(_) => "QueryLatency",
             Body::Latency(_) => "Latency",
+            Body::Exec(_) => "Exec",
+            Body::ExecReply(_) => "ExecReply",
+            Body::ExecInterrupt(_) => "ExecInterrupt",
         }
     }
 }

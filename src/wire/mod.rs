@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod connection;
 pub mod error;
+pub mod exec;
 pub mod frame;
 pub mod joblist;
 pub mod messages;

@@ -2,6 +2,7 @@
 //! and returns one result row per measured configuration.
 
 pub mod console;
+pub mod console_exec;
 pub mod dynamic;
 pub mod fanout;
 pub mod heartbeat;

@@ -47,6 +47,7 @@ const MAILBOX: usize = 8192;
 mod accounts;
 pub mod dynamic;
 mod effects;
+pub mod exec;
 mod power;
 mod priority;
 mod queries;
