@@ -1014,6 +1014,9 @@ impl Handler<RunCommand> for NodeAgent {
         self.stats.handled();
         match msg.0 {
             NodeCommand::Noop => now(Ok(NodeReply::Ack)),
+            // The relay answers these from its own links; one that reaches the agent came from
+            // a relay that could not (it never should).
+            NodeCommand::HopView { .. } => now(Err("hop view is answered by the relay".into())),
             NodeCommand::ReloadKeys => {
                 let (Some(auth), Some(path)) = (self.auth.clone(), self.key_path.clone()) else {
                     return now(Err("this node daemon holds no key file to re-read".into()));

@@ -252,6 +252,10 @@ impl RelayActor {
             if let (Some(me), NodeCommand::Noop) = (self.me, &cmd) {
                 // A no-op needs no trip to the agent: this daemon answering is the point.
                 collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::Ack));
+            } else if let (Some(me), NodeCommand::HopView { rank }) = (self.me, &cmd) {
+                // Answered from this relay's own links: no trip through the agent's mailbox.
+                let view = self.hop_view(me, *rank);
+                collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::HopView(view)));
             } else if let (Some(me), Upstream::Node { agent, .. }) = (self.me, &self.up) {
                 let agent = agent.clone();
                 let cmd2 = cmd.clone();
@@ -456,6 +460,27 @@ impl RelayActor {
                 }
             }
             self.maybe_finish(id, ctx);
+        }
+    }
+}
+
+impl RelayActor {
+    /// What this hop knows of `rank` (`canopy tree --node`).
+    fn hop_view(&self, me: u32, rank: u32) -> crate::console::tree::HopReport {
+        let (upstream_rank, upstream_up) = match &self.up {
+            Upstream::Controller(_) => (None, true),
+            Upstream::Node {
+                parent,
+                parent_rank,
+                ..
+            } => (*parent_rank, parent.is_some()),
+        };
+        crate::console::tree::HopReport {
+            me,
+            linked: self.links.contains_key(&rank),
+            reaches: self.health.live().contains(rank),
+            upstream_rank,
+            upstream_up,
         }
     }
 }

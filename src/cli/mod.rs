@@ -7,6 +7,7 @@
 pub mod client;
 pub mod cluster;
 pub mod config_check;
+pub mod events;
 pub mod format;
 pub mod getopt;
 pub mod sacct;
@@ -28,6 +29,7 @@ pub mod sshare;
 pub mod sstat;
 pub mod status;
 pub mod terminal;
+pub mod tree;
 
 use std::future::Future;
 
@@ -210,6 +212,8 @@ pub fn main() -> i32 {
         "status" => status::run(&rest),
         "cluster" => cluster::run(&rest),
         "config" => config_check::run(&rest),
+        "tree" => tree::run(&rest),
+        "events" => events::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -234,4 +238,8 @@ Operator commands:
   cluster up --nodes N [--tree-width W] [--dir DIR]
                                  start a local cluster on loopback
   cluster down --dir DIR         stop it
-  config check [-f FILE] [-v]    check a configuration without starting anything";
+  config check [-f FILE] [-v]    check a configuration without starting anything
+  tree [--depth N] [--down] [--node NODE] [--json]
+                                 relay tree health in one screen
+  events [-f] [--since TIME] [--type KIND] [--json]
+                                 node, relay, job and auth events, repeats folded";

@@ -45,6 +45,8 @@ pub enum CtldError {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error(transparent)]
+    Events(#[from] crate::daemon::event_log::EventLogError),
 }
 
 /// Run the controller until `stop` resolves (to the reason, e.g. the signal's
@@ -89,12 +91,24 @@ where
         std::process::exit(70);
     });
     // The daemon keeps a store handle for the final flush; the actor owns the rest.
-    let handles = ControllerActor::start(conf.clone(), store.clone(), recovered, fatal);
+    let retention = conf
+        .event_retention_s
+        .and_then(|s| i64::try_from(s).ok())
+        .unwrap_or(crate::console::events::DEFAULT_RETENTION_S);
+    let events = crate::daemon::event_log::EventLog::open(&conf.state_save_location, retention)?;
+    let handles = ControllerActor::start_with_events(
+        conf.clone(),
+        store.clone(),
+        recovered,
+        fatal,
+        events.clone(),
+    );
     let boot_id = super::new_boot_id();
     let limiter = ConnLimiter::new(conf.max_connections as usize);
     let daemons = Daemons::resolve(conf.slurm_user.clone()).await;
     let operators = Arc::new(super::guard::Operators::resolve(conf.operators.clone()).await);
     let peers = Arc::new(PeerLog::default());
+    peers.set_events(events);
     let rate = Arc::new(RateLimiter::new(conf.rate_limit.clone(), daemons.clone()));
     if conf.rate_limit.enabled {
         let rl = &conf.rate_limit;

@@ -109,6 +109,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("StepUsage", Role::Daemon),
     ("ForwardReply", Role::Daemon),
     ("Keepalive", Role::Daemon),
+    // `canopy tree`: what sinfo shows, folded (PrivateData=nodes is checked by the handler).
+    ("QueryTree", Role::Anyone),
+    // `canopy events`: other users' job changes and peers' addresses: operators only.
+    ("QueryEvents", Role::Operator),
 ];
 
 /// The role a request kind needs, if the controller serves it.

@@ -937,6 +937,11 @@ pub enum NodeCommand {
         job_id: u32,
         steps: Vec<StatStep>,
     },
+    /// `canopy tree --node`: what this hop's relay knows of `rank` (its link to it, its live
+    /// set, its own parent link); answered by the relay itself, never queued behind the agent.
+    HopView {
+        rank: u32,
+    },
 }
 
 /// Why a running job is killed.
@@ -977,6 +982,8 @@ pub enum NodeReply {
     PrologFailed,
     /// `StatSteps`: each asked-for step running here, its usage and pids.
     StepStats(Vec<(StatStep, crate::model::acct::NodeUsage, Vec<u32>)>),
+    /// `HopView`'s answer.
+    HopView(crate::console::tree::HopReport),
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -1112,6 +1119,12 @@ pub enum Body {
     StepStats(Vec<StepStat>),
     Forward(Box<Forward>),
     ForwardReply(ForwardReply),
+    /// `canopy tree`: subtree health from what the controller holds; answered with `Tree`.
+    QueryTree(crate::console::tree::TreeQuery),
+    Tree(Box<crate::console::tree::TreeReport>),
+    /// `canopy events`; answered with `Events` (held up to `wait_ms` when following).
+    QueryEvents(crate::console::events::EventQuery),
+    Events(Box<crate::console::events::EventReport>),
 }
 
 impl Body {
@@ -1187,6 +1200,10 @@ impl Body {
             Body::StepStats(_) => "StepStats",
             Body::Forward(_) => "Forward",
             Body::ForwardReply(_) => "ForwardReply",
+            Body::QueryTree(_) => "QueryTree",
+            Body::Tree(_) => "Tree",
+            Body::QueryEvents(_) => "QueryEvents",
+            Body::Events(_) => "Events",
         }
     }
 }

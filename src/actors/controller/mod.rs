@@ -45,6 +45,7 @@ use crate::wire::types::{AcctJob, NodeInfo, PartitionInfo};
 const MAILBOX: usize = 8192;
 
 mod accounts;
+pub mod console;
 pub mod dynamic;
 mod effects;
 mod power;
@@ -226,6 +227,8 @@ pub struct ControllerHandles {
     pub relay: Addr<RelayActor>,
     pub relay_stats: Arc<ActorStats>,
     pub node_count: u32,
+    /// `canopy events`' log (followers wait on it, not on the controller's mailbox).
+    pub events: crate::daemon::event_log::EventLog,
 }
 
 struct StepHandle {
@@ -264,6 +267,8 @@ pub struct ControllerActor {
     /// Running PrologSlurmctld scripts, by job and run (its restart
     /// count), to kill if the job ends.
     ctld_prologs: HashMap<(u32, u32), crate::exec::prolog::Stop>,
+    /// Where the core's events go (`canopy events`).
+    events: crate::daemon::event_log::EventLog,
 }
 
 impl ControllerActor {
@@ -275,6 +280,21 @@ impl ControllerActor {
         recovered: Recovered,
         fatal: FatalHook,
     ) -> ControllerHandles {
+        let events = crate::daemon::event_log::EventLog::in_memory(
+            crate::console::events::DEFAULT_RETENTION_S,
+        );
+        Self::start_with_events(conf, store, recovered, fatal, events)
+    }
+
+    /// [`ControllerActor::start`], recording events in `events` (the daemon's, kept on disk).
+    pub fn start_with_events(
+        conf: Arc<Config>,
+        store: Store,
+        recovered: Recovered,
+        fatal: FatalHook,
+        events: crate::daemon::event_log::EventLog,
+    ) -> ControllerHandles {
+        let events_out = events.clone();
         let conf = dynamic::with_stored(conf, &recovered.dyn_nodes);
         // Room for every dynamic node MaxNodeCount allows, so that adding one never moves
         // another (`tree::topology`).
@@ -366,6 +386,7 @@ impl ControllerActor {
                 stopping: false,
                 armed: Default::default(),
                 ctld_prologs: HashMap::new(),
+                events,
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
@@ -377,6 +398,7 @@ impl ControllerActor {
             relay: relay_out.expect("relay is created in the controller's constructor"),
             relay_stats,
             node_count: conf.nodes.len() as u32,
+            events: events_out,
         }
     }
 
