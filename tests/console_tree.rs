@@ -31,7 +31,7 @@ fn tree_json(c: &Cluster, args: &[&str]) -> TreeReport {
 
 #[test]
 fn a_killed_node_is_listed_by_reason_and_the_view_stays_bounded() {
-    // Width 2 over 7 nodes: three levels, so n7 is at depth 3 under two relays.
+    // Width 2 over 7 nodes: three levels (n3 is at depth 3, under n1 and n2).
     let mut c = Cluster::start(7, 2, 4);
     let (text, code) = tree(&c, &[]);
     assert_eq!(code, 0, "{text}");
@@ -69,7 +69,7 @@ fn a_killed_node_is_listed_by_reason_and_the_view_stays_bounded() {
 #[test]
 fn node_path_shows_each_hop_and_who_answered() {
     let mut c = Cluster::start(7, 2, 60);
-    let r = tree_json(&c, &["--node", "n7"]);
+    let r = tree_json(&c, &["--node", "n3"]);
     let p = r.path.expect("a path");
     // The controller, two relays and the node itself, all answering.
     assert_eq!(p.depth, 3);
@@ -82,13 +82,13 @@ fn node_path_shows_each_hop_and_who_answered() {
     assert_eq!(r.omitted.hops_unanswered, 0);
 
     // The node gone: its parent has no link, the node does not answer; the view says so.
-    c.kill_node("n7");
-    c.wait_for(Duration::from_secs(30), "n7 unreachable", |c| {
+    c.kill_node("n3");
+    c.wait_for(Duration::from_secs(30), "n3 unreachable", |c| {
         tree_json(c, &[]).unhealthy == 1
     });
-    let (text, code) = tree(&c, &["--node", "n7"]);
+    let (text, code) = tree(&c, &["--node", "n3"]);
     assert_eq!(code, 0, "{text}");
-    assert!(text.contains("NODE n7 (rank 6, depth 3)"), "{text}");
+    assert!(text.contains("NODE n3 (rank 2, depth 3)"), "{text}");
     assert!(text.contains("no link to it"), "{text}");
     assert!(text.contains("no answer"), "{text}");
 

@@ -120,6 +120,12 @@ pub struct SetUpstream {
 #[rtype(result = "RelayState")]
 pub struct GetRelayState;
 
+/// What this relay knows of one rank (`canopy tree --node`, asked directly on the node's
+/// listener when the tree cannot reach it).
+#[derive(Message)]
+#[rtype(result = "crate::console::tree::HopReport")]
+pub struct GetHopView(pub u32);
+
 /// Stop the relay (its daemon is shutting down).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -728,5 +734,13 @@ impl Handler<Stop> for RelayActor {
     fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
         self.links.clear();
         ctx.stop();
+    }
+}
+
+impl Handler<GetHopView> for RelayActor {
+    type Result = MessageResult<GetHopView>;
+    fn handle(&mut self, msg: GetHopView, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(self.hop_view(self.me.unwrap_or(u32::MAX), msg.0))
     }
 }

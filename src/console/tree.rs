@@ -213,6 +213,9 @@ pub struct HopReport {
     pub upstream_rank: Option<u32>,
     /// Whether its own parent link is up.
     pub upstream_up: bool,
+    /// Asked on its own listener, not through the tree (the tree did not reach it).
+    #[serde(default)]
+    pub direct: bool,
 }
 
 /// One hop's line under `--node`.
@@ -540,12 +543,16 @@ fn node_path(
         current: true,
         says: match own {
             Some(Ok(h)) if h.upstream_up => format!(
-                "connected to {}",
+                "connected to {}{}",
                 h.upstream_rank
                     .map(|p| rows.name(p))
-                    .unwrap_or_else(|| "the controller".into())
+                    .unwrap_or_else(|| "the controller".into()),
+                if h.direct { " (asked directly)" } else { "" }
             ),
-            Some(Ok(_)) => "no parent link".into(),
+            Some(Ok(h)) => format!(
+                "no parent link{}",
+                if h.direct { " (asked directly)" } else { "" }
+            ),
             Some(Err(e)) => format!("no answer: {e}"),
             None => "no answer: not asked".into(),
         },
@@ -943,6 +950,7 @@ mod tests {
                         reaches: a != parent,
                         upstream_rank: topo.parent(a),
                         upstream_up: true,
+                        direct: false,
                     }),
                 )
             })
@@ -955,6 +963,7 @@ mod tests {
                 reaches: true,
                 upstream_rank: Some(parent),
                 upstream_up: true,
+                direct: true,
             }),
         ));
         let asked = hops_to_ask(&topo, &facts, x);
@@ -973,6 +982,7 @@ mod tests {
         assert!(p.hops[0].says.starts_with("not reachable"));
         assert_eq!(p.hops[anc.len()].says, "no link to it");
         assert!(p.hops.last().unwrap().says.starts_with("connected to"));
+        assert!(p.hops.last().unwrap().says.ends_with("(asked directly)"));
         assert!(p.disputed.as_deref().unwrap().contains("has no link to it"));
         assert!(render_path(&p).contains("DISPUTED"));
 
@@ -988,6 +998,7 @@ mod tests {
                     reaches: true,
                     upstream_rank: topo.parent(parent),
                     upstream_up: true,
+                    direct: false,
                 });
             }
             if h.0 == anc[2] {

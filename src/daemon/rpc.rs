@@ -297,7 +297,7 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::QueryLicenses => resv::licenses(h).await,
         Body::QueryStepStats(req) => step_stats(req, caller, h).await,
-        Body::QueryTree(q) => super::rpc_console::tree(q, caller, h).await,
+        Body::QueryTree(q) => super::rpc_console::tree(q, caller, h, info).await,
         Body::QueryEvents(q) => super::rpc_console::events(q, h).await,
         other => error(
             ErrorCode::InvalidRequest,

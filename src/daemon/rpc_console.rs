@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use super::rpc::CtldInfo;
 use crate::actors::controller::console::GetTreeFacts;
 use crate::actors::controller::ControllerHandles;
 use crate::actors::relay::Fanout;
@@ -34,9 +35,12 @@ fn gone() -> Body {
 }
 
 /// `canopy tree [--depth N] [--down] [--node X]`.
-pub async fn tree(q: TreeQuery, caller: Caller, h: &ControllerHandles) -> Body {
-    let facts = match send_counted(&h.controller, &h.controller_stats, GetTreeFacts { caller }).await
-    {
+pub async fn tree(q: TreeQuery, caller: Caller, h: &ControllerHandles, info: &CtldInfo) -> Body {
+    let msg = GetTreeFacts {
+        caller,
+        node: q.node.clone(),
+    };
+    let facts = match send_counted(&h.controller, &h.controller_stats, msg).await {
         Ok(Ok(f)) => f,
         Ok(Err(e)) => return Body::Error(e),
         Err(_) => return gone(),
@@ -72,6 +76,16 @@ pub async fn tree(q: TreeQuery, caller: Caller, h: &ControllerHandles) -> Body {
                 hops.push((r, answer));
             }
         }
+        // The tree did not reach the node: ask it on its own listener, so the view can show
+        // its side of the link too (a parent that lost it while it thinks it is connected).
+        let rank = rank as u32;
+        if !hops.iter().any(|(r, a)| *r == rank && a.is_ok()) {
+            if let Some(addr) = facts.direct.clone() {
+                let answer = ask_directly(&addr, rank, info).await;
+                hops.retain(|(r, _)| *r != rank);
+                hops.push((rank, answer));
+            }
+        }
     }
     let now = chrono::Utc::now().timestamp();
     let built = tokio::task::spawn_blocking(move || {
@@ -82,6 +96,45 @@ pub async fn tree(q: TreeQuery, caller: Caller, h: &ControllerHandles) -> Body {
         Ok(report) => Body::Tree(Box::new(report)),
         Err(e) => error(ErrorCode::Internal, format!("tree view failed: {e}")),
     }
+}
+
+/// One `HopView` to the node at `addr`, bypassing the tree, within [`HOP_BUDGET`].
+async fn ask_directly(addr: &str, rank: u32, info: &CtldInfo) -> Result<HopReport, String> {
+    use crate::wire::connection::Connection;
+    use crate::wire::messages::Forward;
+    let asked = async {
+        let mut conn = Connection::connect(addr, info.auth.clone(), info.boot_id)
+            .await
+            .map_err(|e| format!("not reachable directly either ({e})"))?;
+        let fwd = Forward {
+            id: 0,
+            targets: RankSet::from_ranks([rank]),
+            budget_ms: HOP_BUDGET.as_millis() as u64,
+            cmd: NodeCommand::HopView { rank },
+        };
+        let env = conn
+            .request(&Body::Forward(Box::new(fwd)))
+            .await
+            .map_err(|e| format!("no answer directly either ({e})"))?;
+        if !info.daemons.allows(env.uid) {
+            return Err(format!("direct answer signed by uid {}, not a daemon", env.uid));
+        }
+        match env.body {
+            Body::ForwardReply(r) => r
+                .outcomes
+                .into_iter()
+                .find_map(|o| match o.result {
+                    Ok(NodeReply::HopView(v)) => Some(Ok(v)),
+                    Err(e) => Some(Err(e)),
+                    Ok(_) => None,
+                })
+                .unwrap_or_else(|| Err("direct answer without a view".into())),
+            other => Err(format!("direct answer {}", other.kind())),
+        }
+    };
+    tokio::time::timeout(HOP_BUDGET, asked)
+        .await
+        .unwrap_or_else(|_| Err("no answer in time, through the tree or directly".into()))
 }
 
 /// `canopy events [-f] [--since T]`.

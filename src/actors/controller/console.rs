@@ -18,6 +18,8 @@ use crate::wire::messages::{ErrorCode, ErrorReply};
 #[rtype(result = "Result<TreeFacts, ErrorReply>")]
 pub struct GetTreeFacts {
     pub caller: Caller,
+    /// `--node`: also give this node's address, to ask it directly if the tree cannot.
+    pub node: Option<String>,
 }
 
 /// What [`GetTreeFacts`] answers.
@@ -25,6 +27,8 @@ pub struct GetTreeFacts {
 pub struct TreeFacts {
     pub topo: Arc<Topology>,
     pub facts: Vec<NodeFacts>,
+    /// `host:port` of the node `--node` names, for a direct question.
+    pub direct: Option<String>,
 }
 
 impl Handler<GetTreeFacts> for ControllerActor {
@@ -38,9 +42,17 @@ impl Handler<GetTreeFacts> for ControllerActor {
                 message: "PrivateData=nodes: only operators may see the node tree".into(),
             });
         }
+        let conf = self.core.conf();
+        let direct = msg
+            .node
+            .as_deref()
+            .and_then(|n| conf.node_index(n))
+            .and_then(|i| conf.nodes.get(i))
+            .map(|n| format!("{}:{}", n.addr, n.port));
         Ok(TreeFacts {
             topo: self.topo.clone(),
             facts: self.core.tree_facts(),
+            direct,
         })
     }
 }

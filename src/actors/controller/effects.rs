@@ -81,11 +81,6 @@ impl ControllerActor {
                     exit,
                     cause,
                 } => {
-                    self.events.record(crate::console::events::Event::new(
-                        crate::console::events::EventKind::JobState,
-                        job_id.to_string(),
-                        state.name(),
-                    ));
                     if let Some(h) = self.steps.get(&job_id) {
                         h.stats.sent();
                         let msg = EndStep {
