@@ -487,6 +487,7 @@ impl RelayActor {
             reaches: self.health.live().contains(rank),
             upstream_rank,
             upstream_up,
+            direct: false,
         }
     }
 }
