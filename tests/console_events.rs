@@ -34,7 +34,11 @@ fn node_loss_drain_and_jobs_are_logged_folded_and_kept_across_a_restart() {
     let mut c = Cluster::start(4, 2, 4);
     // Start-up: every node became reachable, folded into one record.
     let r = events_json(&c, &["--type", "node"]);
-    let up: Vec<_> = r.records.iter().filter(|e| e.kind == EventKind::NodeUp).collect();
+    let up: Vec<_> = r
+        .records
+        .iter()
+        .filter(|e| e.kind == EventKind::NodeUp)
+        .collect();
     assert_eq!(up.len(), 1, "{r:?}");
     assert_eq!(up[0].subjects, "n[1-4]");
     assert_eq!(up[0].count, 4);
@@ -58,7 +62,10 @@ fn node_loss_drain_and_jobs_are_logged_folded_and_kept_across_a_restart() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = events_text(&c, &["--type", "node-drain"]);
-    assert!(text.contains("node drain x 2 in 0 s n[1-2] bad fan"), "{text}");
+    assert!(
+        text.contains("node drain x 2 in 0 s n[1-2] bad fan"),
+        "{text}"
+    );
 
     let script = write_script(w, "quick.sh", "#!/bin/sh\ntrue\n");
     let id = c.sbatch(w, &["-w", "n3", script.to_str().unwrap()]);
@@ -81,9 +88,16 @@ fn node_loss_drain_and_jobs_are_logged_folded_and_kept_across_a_restart() {
         c.try_call(canopy::wire::messages::Body::Ping).is_some()
     });
     let after = events_json(&c, &[]);
-    for e in before.records.iter().filter(|e| e.kind == EventKind::NodeDrain) {
+    for e in before
+        .records
+        .iter()
+        .filter(|e| e.kind == EventKind::NodeDrain)
+    {
         assert!(
-            after.records.iter().any(|a| a.subjects == e.subjects && a.detail == e.detail),
+            after
+                .records
+                .iter()
+                .any(|a| a.subjects == e.subjects && a.detail == e.detail),
             "{e:?} lost across the restart: {after:?}"
         );
     }

@@ -35,7 +35,10 @@ fn a_killed_node_is_listed_by_reason_and_the_view_stays_bounded() {
     let mut c = Cluster::start(7, 2, 4);
     let (text, code) = tree(&c, &[]);
     assert_eq!(code, 0, "{text}");
-    assert!(text.starts_with("7 nodes, 3 levels, TreeWidth=2: idle 7"), "{text}");
+    assert!(
+        text.starts_with("7 nodes, 3 levels, TreeWidth=2: idle 7"),
+        "{text}"
+    );
     assert!(text.contains("no unhealthy nodes"), "{text}");
 
     c.kill_node("n7");
@@ -44,7 +47,10 @@ fn a_killed_node_is_listed_by_reason_and_the_view_stays_bounded() {
         tree(c, &[]).0.contains("n7 down: Not responding")
     });
     let (text, _) = tree(&c, &["--depth", "3"]);
-    assert!(text.lines().count() <= canopy::console::tree::MAX_LINES, "{text}");
+    assert!(
+        text.lines().count() <= canopy::console::tree::MAX_LINES,
+        "{text}"
+    );
     assert!(text.contains("idle 6, down* 1"), "{text}");
     assert!(text.contains("UNHEALTHY: 1 nodes in 1 groups"), "{text}");
 
@@ -54,7 +60,12 @@ fn a_killed_node_is_listed_by_reason_and_the_view_stays_bounded() {
     assert_eq!(r.failures.len(), 1);
     assert_eq!(r.failures[0].hostlist, "n7");
     assert!(r.failures[0].oldest.is_some());
-    let level1: u64 = r.subtrees.iter().filter(|s| s.level == 1).map(|s| s.nodes).sum();
+    let level1: u64 = r
+        .subtrees
+        .iter()
+        .filter(|s| s.level == 1)
+        .map(|s| s.nodes)
+        .sum();
     assert_eq!(level1, 7, "the level-1 subtrees cover every node once");
 
     // --down: only the subtrees on the way to n7.

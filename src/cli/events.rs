@@ -26,8 +26,19 @@ pub struct Args {
 }
 
 const KINDS: &[&str] = &[
-    "node", "job", "auth", "actor", "relay", "node up", "node down", "node drain",
-    "node resume", "node unreachable", "relay re-attach", "job state", "auth failure",
+    "node",
+    "job",
+    "auth",
+    "actor",
+    "relay",
+    "node up",
+    "node down",
+    "node drain",
+    "node resume",
+    "node unreachable",
+    "relay re-attach",
+    "job state",
+    "auth failure",
     "actor stuck",
 ];
 
@@ -69,7 +80,11 @@ pub fn parse(args: &[String], now: i64) -> Result<Option<Args>, String> {
                 a.query.since = Some(t);
             }
             "--type" | "-t" => {
-                for k in value("--type")?.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+                for k in value("--type")?
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                {
                     if !KINDS.iter().any(|w| {
                         w.replace('-', " ") == k.to_ascii_lowercase().replace(['-', '_'], " ")
                     }) {
@@ -123,7 +138,11 @@ pub fn run(args: &[String]) -> i32 {
             };
             if !a.follow {
                 if a.json {
-                    println!("{}", serde_json::to_string_pretty(&*rep).map_err(|e| CliError::Usage(e.to_string()))?);
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&*rep)
+                            .map_err(|e| CliError::Usage(e.to_string()))?
+                    );
                 } else {
                     print!("{}", events::render(&rep, stamp));
                 }
@@ -169,9 +188,12 @@ mod tests {
     #[test]
     fn options_parse_and_bad_ones_are_named() {
         let now = 1_800_000_000;
-        let a = parse(&args(&["-f", "--since", "now-1hour", "--type=node,job", "--json"]), now)
-            .unwrap()
-            .unwrap();
+        let a = parse(
+            &args(&["-f", "--since", "now-1hour", "--type=node,job", "--json"]),
+            now,
+        )
+        .unwrap()
+        .unwrap();
         assert!(a.follow && a.json);
         assert_eq!(a.query.since, Some(now - 3600));
         assert_eq!(a.query.types, vec!["node".to_string(), "job".to_string()]);

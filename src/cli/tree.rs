@@ -47,11 +47,10 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--down" => a.query.down = true,
             "--depth" | "-d" => {
                 let v = value("--depth")?;
-                a.query.depth = v
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|d| *d <= 64)
-                    .ok_or_else(|| format!("--depth {v}: expected a number of levels (0-64)"))?;
+                a.query.depth =
+                    v.parse::<u32>().ok().filter(|d| *d <= 64).ok_or_else(|| {
+                        format!("--depth {v}: expected a number of levels (0-64)")
+                    })?;
             }
             "--node" | "-n" => {
                 let v = value("--node")?;
@@ -127,9 +126,15 @@ mod tests {
         assert!(a.query.down && a.json);
         assert_eq!(a.query.node.as_deref(), Some("n7"));
         assert_eq!(parse(&args(&[])).unwrap().unwrap().query.depth, 1);
-        assert!(parse(&args(&["--depth", "x"])).unwrap_err().contains("--depth x"));
-        assert!(parse(&args(&["--depth"])).unwrap_err().contains("needs a value"));
-        assert!(parse(&args(&["--node", "n[1-2]"])).unwrap_err().contains("one node"));
+        assert!(parse(&args(&["--depth", "x"]))
+            .unwrap_err()
+            .contains("--depth x"));
+        assert!(parse(&args(&["--depth"]))
+            .unwrap_err()
+            .contains("needs a value"));
+        assert!(parse(&args(&["--node", "n[1-2]"]))
+            .unwrap_err()
+            .contains("one node"));
         assert!(parse(&args(&["--frob"])).unwrap_err().contains("--frob"));
         assert_eq!(parse(&args(&["-h"])).unwrap(), None);
     }

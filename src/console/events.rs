@@ -343,9 +343,7 @@ impl EventBook {
 
     /// Whether anything newer than `after` is in the book (what wakes a follower).
     pub fn has_after(&self, after: u64, q: &EventQuery) -> bool {
-        self.records
-            .range(after + 1..)
-            .any(|(_, r)| wanted(r, q))
+        self.records.range(after + 1..).any(|(_, r)| wanted(r, q))
     }
 
     pub fn query(&self, q: &EventQuery, now: UnixTime) -> EventReport {
@@ -455,7 +453,10 @@ mod tests {
             line(r, |t| t.to_string()),
             "100 node down x 312 in 9 s n[1-312] Not responding"
         );
-        assert_eq!(line(&rep.records[1], |t| t.to_string()), "105 node drain n7 fan");
+        assert_eq!(
+            line(&rep.records[1], |t| t.to_string()),
+            "105 node drain n7 fan"
+        );
     }
 
     #[test]
@@ -498,7 +499,10 @@ mod tests {
         assert!(b.has_after(bookmark, &q));
         let next = b.query(&q, 2);
         assert_eq!(next.records.len(), 1);
-        assert_eq!(next.records[0].count, 2, "the grown fold, with its new count");
+        assert_eq!(
+            next.records[0].count, 2,
+            "the grown fold, with its new count"
+        );
         let q2 = EventQuery {
             after_seq: Some(next.last_seq),
             types: vec!["job".into()],
@@ -542,7 +546,10 @@ mod tests {
         assert_eq!(kept.len(), b.len(), "what is on disk is what is kept");
         // A restart from disk answers the same and continues the sequence.
         let mut again = EventBook::restore(100, kept);
-        assert_eq!(again.query(&EventQuery::default(), 350).records, rep.records);
+        assert_eq!(
+            again.query(&EventQuery::default(), 350).records,
+            rep.records
+        );
         let before = again.last_seq();
         again.record(351, down("z"));
         assert!(again.last_seq() > before);
@@ -554,7 +561,10 @@ mod tests {
         let mut b = EventBook::new(1_000_000);
         for t in 0..(MAX_REPLY as i64 + 10) {
             // Distinct details: no folding.
-            b.record(t * 100, Event::new(EventKind::JobState, t.to_string(), format!("s{t}")));
+            b.record(
+                t * 100,
+                Event::new(EventKind::JobState, t.to_string(), format!("s{t}")),
+            );
         }
         let all = b.query(&EventQuery::default(), 0);
         assert_eq!(all.records.len(), MAX_REPLY);
@@ -578,7 +588,10 @@ mod tests {
         let mut b = EventBook::new(i64::MAX / 4);
         let n = MAX_RECORDS + 3;
         for t in 0..n {
-            b.record(t as i64 * 100, Event::new(EventKind::AuthFailure, "peer", format!("{t}")));
+            b.record(
+                t as i64 * 100,
+                Event::new(EventKind::AuthFailure, "peer", format!("{t}")),
+            );
         }
         assert_eq!(b.len(), MAX_RECORDS);
         let rep = b.query(&EventQuery::default(), 0);

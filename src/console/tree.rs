@@ -273,7 +273,13 @@ impl<'a> Rows<'a> {
         Rows { facts, classes }
     }
 
-    fn summarize(&self, topo: &Topology, level: u32, head: u32, range: Range<u32>) -> SubtreeSummary {
+    fn summarize(
+        &self,
+        topo: &Topology,
+        level: u32,
+        head: u32,
+        range: Range<u32>,
+    ) -> SubtreeSummary {
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         let mut names = Vec::new();
         let (mut unhealthy, mut reattached) = (0, 0);
@@ -401,7 +407,12 @@ pub fn build(
             continue;
         }
         if level < query.depth {
-            stack.extend(topo.children(Some(head)).into_iter().rev().map(|c| (level + 1, c)));
+            stack.extend(
+                topo.children(Some(head))
+                    .into_iter()
+                    .rev()
+                    .map(|c| (level + 1, c)),
+            );
         }
         listed.push(s);
     }
@@ -791,7 +802,10 @@ mod tests {
         f.lost_since = Some(9);
         let c = classify(&f);
         assert_eq!(c.state, "idle*");
-        assert_eq!(c.problem, Some((ProblemKind::LinkLost, String::new(), Some(9))));
+        assert_eq!(
+            c.problem,
+            Some((ProblemKind::LinkLost, String::new(), Some(9)))
+        );
         f.down = Some(("Not responding".into(), 70));
         let c = classify(&f);
         assert_eq!(c.state, "down*");
@@ -832,9 +846,19 @@ mod tests {
         assert_eq!(r.unhealthy, 42 + 10 + 1);
         let total: u64 = r.counts.iter().map(|c| c.nodes).sum();
         assert_eq!(total, 1000);
-        let level1: u64 = r.subtrees.iter().filter(|s| s.level == 1).map(|s| s.nodes).sum();
+        let level1: u64 = r
+            .subtrees
+            .iter()
+            .filter(|s| s.level == 1)
+            .map(|s| s.nodes)
+            .sum();
         assert_eq!(level1, 1000, "level-1 subtrees partition the cluster");
-        let bad1: u64 = r.subtrees.iter().filter(|s| s.level == 1).map(|s| s.unhealthy).sum();
+        let bad1: u64 = r
+            .subtrees
+            .iter()
+            .filter(|s| s.level == 1)
+            .map(|s| s.unhealthy)
+            .sum();
         assert_eq!(bad1, r.unhealthy);
         assert_eq!(r.failures.len(), 3);
         assert_eq!(r.failures[0].kind, ProblemKind::Down);
@@ -877,10 +901,17 @@ mod tests {
                 let r = build(&topo, &facts, &q, 100, &[]);
                 let text = render(&r);
                 let lines = text.lines().count();
-                assert!(lines <= MAX_LINES, "depth {depth} down {down}: {lines} lines\n{text}");
+                assert!(
+                    lines <= MAX_LINES,
+                    "depth {depth} down {down}: {lines} lines\n{text}"
+                );
                 assert_eq!(r.unhealthy, 1012);
                 let shown: u64 = r.failures.iter().map(|g| g.nodes).sum();
-                assert_eq!(shown + r.omitted.failure_nodes, 1012, "groups account for all");
+                assert_eq!(
+                    shown + r.omitted.failure_nodes,
+                    1012,
+                    "groups account for all"
+                );
                 assert!(text.contains("more groups not shown"), "{text}");
                 if depth >= 2 {
                     assert!(r.omitted.subtrees > 0, "depth {depth}: {text}");
@@ -921,7 +952,16 @@ mod tests {
         for c in topo.children(Some(0)) {
             facts[c as usize].attached_to = None;
         }
-        let r = build(&topo, &facts, &TreeQuery { depth: 1, ..Default::default() }, 5, &[]);
+        let r = build(
+            &topo,
+            &facts,
+            &TreeQuery {
+                depth: 1,
+                ..Default::default()
+            },
+            5,
+            &[],
+        );
         assert_eq!(r.reattached, 3);
         assert_eq!(r.subtrees[0].reattached, 3);
         assert_eq!(r.subtrees[0].unhealthy, 1);
@@ -977,7 +1017,11 @@ mod tests {
         };
         let r = build(&topo, &facts, &q, 20, &hops);
         let p = r.path.expect("path");
-        assert_eq!(p.hops.len(), anc.len() + 2, "controller, each relay, the node");
+        assert_eq!(
+            p.hops.len(),
+            anc.len() + 2,
+            "controller, each relay, the node"
+        );
         assert_eq!(p.hops[0].hop, "controller");
         assert!(p.hops[0].says.starts_with("not reachable"));
         assert_eq!(p.hops[anc.len()].says, "no link to it");

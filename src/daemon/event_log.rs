@@ -73,7 +73,10 @@ fn now() -> i64 {
 impl EventLog {
     /// A log kept in memory only (tests, the load-test harness).
     pub fn in_memory(retention_s: i64) -> Self {
-        Self::with(Arc::new(Mutex::new((EventBook::new(retention_s), i64::MIN))), None)
+        Self::with(
+            Arc::new(Mutex::new((EventBook::new(retention_s), i64::MIN))),
+            None,
+        )
     }
 
     fn with(book: Book, disk: Option<mpsc::Sender<()>>) -> Self {
@@ -109,7 +112,10 @@ impl EventLog {
             tracing::warn!(unreadable, path = %path.display(), "event log records unreadable; skipped");
         }
         tracing::info!(records = kept.len(), retention_s, "event log opened");
-        let book: Book = Arc::new(Mutex::new((EventBook::restore(retention_s, kept), i64::MIN)));
+        let book: Book = Arc::new(Mutex::new((
+            EventBook::restore(retention_s, kept),
+            i64::MIN,
+        )));
         let (tx, rx) = mpsc::channel::<()>();
         let for_writer = book.clone();
         let spawned = std::thread::Builder::new()

@@ -117,7 +117,9 @@ impl PeerLog {
             // Folded by kind (the message), not by the error text, so a storm of bad frames
             // from many peers is one record with their addresses.
             use crate::console::events::{Event, EventKind};
-            let subject = peer.map(|p| p.ip().to_string()).unwrap_or_else(|| "local".into());
+            let subject = peer
+                .map(|p| p.ip().to_string())
+                .unwrap_or_else(|| "local".into());
             log.record(Event::new(EventKind::AuthFailure, subject, kind.message()));
         }
         let now = Instant::now();

@@ -88,10 +88,9 @@ pub async fn tree(q: TreeQuery, caller: Caller, h: &ControllerHandles, info: &Ct
         }
     }
     let now = chrono::Utc::now().timestamp();
-    let built = tokio::task::spawn_blocking(move || {
-        tree::build(&facts.topo, &facts.facts, &q, now, &hops)
-    })
-    .await;
+    let built =
+        tokio::task::spawn_blocking(move || tree::build(&facts.topo, &facts.facts, &q, now, &hops))
+            .await;
     match built {
         Ok(report) => Body::Tree(Box::new(report)),
         Err(e) => error(ErrorCode::Internal, format!("tree view failed: {e}")),
@@ -117,7 +116,10 @@ async fn ask_directly(addr: &str, rank: u32, info: &CtldInfo) -> Result<HopRepor
             .await
             .map_err(|e| format!("no answer directly either ({e})"))?;
         if !info.daemons.allows(env.uid) {
-            return Err(format!("direct answer signed by uid {}, not a daemon", env.uid));
+            return Err(format!(
+                "direct answer signed by uid {}, not a daemon",
+                env.uid
+            ));
         }
         match env.body {
             Body::ForwardReply(r) => r

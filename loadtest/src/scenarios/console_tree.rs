@@ -55,7 +55,10 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for &n in &o.nodes {
         for &w in &o.widths {
-            progress(&format!("console-tree: {n} nodes, TreeWidth {w}, seed {}", o.seed));
+            progress(&format!(
+                "console-tree: {n} nodes, TreeWidth {w}, seed {}",
+                o.seed
+            ));
             let spec = ClusterSpec {
                 nodes: n,
                 tree_width: w,
@@ -84,9 +87,11 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 depth: 1,
                 ..Default::default()
             };
-            h.wait(Duration::from_secs(120), "every unhealthy node in the tree view", |h| {
-                ask(h, &base).is_ok_and(|t| t.unhealthy >= want)
-            })?;
+            h.wait(
+                Duration::from_secs(120),
+                "every unhealthy node in the tree view",
+                |h| ask(h, &base).is_ok_and(|t| t.unhealthy >= want),
+            )?;
 
             for (label, q) in [
                 ("default", base.clone()),
@@ -135,7 +140,10 @@ pub fn run(o: &Opts, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 .set("failure_groups", groups)
                 .set("lines", lines as u64)
                 .set("subtrees_shown", last.subtrees.len() as u64)
-                .set("subtrees_omitted", last.omitted.subtrees + last.omitted.healthy_subtrees)
+                .set(
+                    "subtrees_omitted",
+                    last.omitted.subtrees + last.omitted.healthy_subtrees,
+                )
                 .set("goal_lines_ok", lines <= MAX_LINES)
                 .set("goal_latency_ok", p99_ms <= 1000.0);
                 progress(&row.json());
