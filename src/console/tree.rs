@@ -331,6 +331,9 @@ fn sorted_counts(counts: BTreeMap<&str, u64>) -> Vec<StateCount> {
     v
 }
 
+/// One failure group while it is gathered: its node names, oldest and newest times.
+type Gathered<'a> = (Vec<&'a str>, Option<UnixTime>, Option<UnixTime>);
+
 /// Build the report for `query` from every rank's facts (`facts[rank]`), within the line budget.
 /// `hops` are the answers gathered for `--node` (see [`node_path`]); ignored without it.
 pub fn build(
@@ -348,8 +351,7 @@ pub fn build(
         ..Default::default()
     };
     let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut groups: BTreeMap<(ProblemKind, &str), (Vec<&str>, Option<UnixTime>, Option<UnixTime>)> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<(ProblemKind, &str), Gathered<'_>> = BTreeMap::new();
     for (rank, c) in rows.classes.iter().enumerate() {
         let Some(c) = c else { continue };
         report.nodes += 1;
@@ -832,8 +834,8 @@ mod tests {
             facts[r].responding = false;
             facts[r].down = Some(("Not responding".into(), 100 + r as i64));
         }
-        for r in 600..610 {
-            facts[r].drain = Some(("bad dimm".into(), 50));
+        for f in &mut facts[600..610] {
+            f.drain = Some(("bad dimm".into(), 50));
         }
         facts[900].responding = false;
         facts[900].lost_since = Some(400);

@@ -136,6 +136,16 @@ impl EventLog {
         self.record_at(now(), ev);
     }
 
+    /// An actor whose oldest queued message is older than `threshold` (the stuck-actor
+    /// detector calls this). The detail names the threshold, not the age, so repeats fold.
+    pub fn actor_stuck(&self, actor: &str, threshold: Duration) {
+        self.record(Event::new(
+            crate::console::events::EventKind::ActorStuck,
+            actor,
+            format!("oldest queued message older than {} s", threshold.as_secs()),
+        ));
+    }
+
     /// Record `ev` at `now` (the clock is read by the caller; tests pass their own).
     pub fn record_at(&self, now: i64, ev: Event) {
         tracing::debug!(kind = ev.kind.word(), subject = %ev.subject, detail = %ev.detail, "event");
@@ -263,6 +273,17 @@ mod tests {
         let got = waiting.await.unwrap();
         assert_eq!(got.records.len(), 1);
         assert_eq!(got.records[0].kind, EventKind::NodeDrain);
+    }
+
+    #[test]
+    fn stuck_actors_fold_by_threshold() {
+        let log = EventLog::in_memory(3600);
+        log.actor_stuck("relay/n17", Duration::from_secs(5));
+        log.actor_stuck("relay/n18", Duration::from_secs(5));
+        let r = log.query_now(&EventQuery::default()).0;
+        assert_eq!(r.records.len(), 1);
+        assert_eq!(r.records[0].kind, EventKind::ActorStuck);
+        assert_eq!(r.records[0].subjects, "relay/n[17-18]");
     }
 
     #[test]
