@@ -108,7 +108,7 @@ where
     let daemons = Daemons::resolve(conf.slurm_user.clone()).await;
     let operators = Arc::new(super::guard::Operators::resolve(conf.operators.clone()).await);
     let peers = Arc::new(PeerLog::default());
-    peers.set_events(events);
+    peers.set_events(events.clone());
     let rate = Arc::new(RateLimiter::new(conf.rate_limit.clone(), daemons.clone()));
     if conf.rate_limit.enabled {
         let rl = &conf.rate_limit;
@@ -182,6 +182,7 @@ where
     // Every reply already sent was sent after its write was durable; this
     // covers the writes the controller queued without a client waiting.
     let flushed = store.sync().await;
+    events.sync().await;
     let tasks_left: usize = left.iter().map(|(_, n)| n).sum();
     let elapsed_ms = t0.elapsed().as_millis() as u64;
     match flushed {

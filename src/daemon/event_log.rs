@@ -48,8 +48,16 @@ type Book = Arc<Mutex<(EventBook, i64)>>;
 struct Inner {
     book: Book,
     notify: Notify,
-    /// Wakes the writer thread: "the book has changes to persist".
-    disk: Option<Mutex<mpsc::Sender<()>>>,
+    /// Wakes the writer thread.
+    disk: Option<Mutex<mpsc::Sender<ToWriter>>>,
+}
+
+/// What the writer thread is told.
+enum ToWriter {
+    /// The book has changes to persist.
+    Changed,
+    /// Persist now and say when done (a clean shutdown).
+    Sync(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The event log (cheap to clone).
@@ -79,7 +87,7 @@ impl EventLog {
         )
     }
 
-    fn with(book: Book, disk: Option<mpsc::Sender<()>>) -> Self {
+    fn with(book: Book, disk: Option<mpsc::Sender<ToWriter>>) -> Self {
         EventLog {
             inner: Arc::new(Inner {
                 book,
@@ -116,7 +124,7 @@ impl EventLog {
             EventBook::restore(retention_s, kept),
             i64::MIN,
         )));
-        let (tx, rx) = mpsc::channel::<()>();
+        let (tx, rx) = mpsc::channel::<ToWriter>();
         let for_writer = book.clone();
         let spawned = std::thread::Builder::new()
             .name("canopy-events".into())
@@ -129,6 +137,26 @@ impl EventLog {
             }
         };
         Ok(Self::with(book, tx))
+    }
+
+    /// Make every event recorded so far durable (a clean shutdown); bounded, so a stuck disk
+    /// cannot hold the shutdown up for ever.
+    pub async fn sync(&self) {
+        let (ack, done) = tokio::sync::oneshot::channel();
+        let sent = match &self.inner.disk {
+            Some(tx) => tx
+                .lock()
+                .map(|tx| tx.send(ToWriter::Sync(ack)).is_ok())
+                .unwrap_or(false),
+            None => false,
+        };
+        if sent
+            && tokio::time::timeout(Duration::from_secs(5), done)
+                .await
+                .is_err()
+        {
+            tracing::warn!("event log not synced within 5 s; recent events may be lost");
+        }
     }
 
     /// Record `ev` now.
@@ -173,7 +201,7 @@ impl EventLog {
         }
         if let Some(tx) = &self.inner.disk {
             if let Ok(tx) = tx.lock() {
-                if tx.send(()).is_err() {
+                if tx.send(ToWriter::Changed).is_err() {
                     tracing::warn!("event log writer has stopped; events kept in memory only");
                 }
             }
@@ -217,33 +245,63 @@ impl EventLog {
     }
 }
 
-/// The writer thread: woken by changes, it waits a moment for the rest of a burst (a folded
-/// record growing by thousands is then written once, not thousands of times), takes the
-/// changes, and writes them with one flush. It ends when the log is dropped.
-fn writer(db: sled::Db, book: Book, rx: mpsc::Receiver<()>) {
-    while rx.recv().is_ok() {
-        std::thread::sleep(BURST_GATHER);
-        while rx.try_recv().is_ok() {}
-        let changes = match book.lock() {
-            Ok(mut g) => g.0.take_changes(),
-            Err(_) => return,
+/// The writer thread: woken by a change, it writes at once (so a crash loses only what came
+/// in the last moments), then waits [`BURST_GATHER`] before the next write, so a folded record
+/// growing by thousands is written a few times, not thousands. It ends when the log is dropped.
+fn writer(db: sled::Db, book: Book, rx: mpsc::Receiver<ToWriter>) {
+    let mut pending = false;
+    loop {
+        let msg = if pending {
+            ToWriter::Changed
+        } else {
+            match rx.recv() {
+                Ok(m) => m,
+                Err(_) => return,
+            }
         };
-        let n = changes.len();
-        let mut batch = sled::Batch::default();
-        for c in changes {
-            match c {
-                Change::Put(r) => match rmp_serde::to_vec_named(&r) {
-                    Ok(bytes) => batch.insert(&r.seq.to_be_bytes(), bytes),
-                    Err(e) => {
-                        tracing::warn!(seq = r.seq, error = %e, "event record not encodable; not kept on disk")
-                    }
-                },
-                Change::Delete(seq) => batch.remove(&seq.to_be_bytes()),
+        pending = false;
+        write_changes(&db, &book);
+        if let ToWriter::Sync(ack) = msg {
+            let _ = ack.send(());
+            continue;
+        }
+        std::thread::sleep(BURST_GATHER);
+        for m in rx.try_iter() {
+            match m {
+                ToWriter::Changed => pending = true,
+                ToWriter::Sync(ack) => {
+                    write_changes(&db, &book);
+                    pending = false;
+                    let _ = ack.send(());
+                }
             }
         }
-        if let Err(e) = db.apply_batch(batch).and_then(|_| db.flush().map(|_| ())) {
-            tracing::warn!(changes = n, error = %e, "event log write failed; those events are kept in memory only");
+    }
+}
+
+fn write_changes(db: &sled::Db, book: &Book) {
+    let changes = match book.lock() {
+        Ok(mut g) => g.0.take_changes(),
+        Err(_) => return,
+    };
+    if changes.is_empty() {
+        return;
+    }
+    let n = changes.len();
+    let mut batch = sled::Batch::default();
+    for c in changes {
+        match c {
+            Change::Put(r) => match rmp_serde::to_vec_named(&r) {
+                Ok(bytes) => batch.insert(&r.seq.to_be_bytes(), bytes),
+                Err(e) => {
+                    tracing::warn!(seq = r.seq, error = %e, "event record not encodable; not kept on disk")
+                }
+            },
+            Change::Delete(seq) => batch.remove(&seq.to_be_bytes()),
         }
+    }
+    if let Err(e) = db.apply_batch(batch).and_then(|_| db.flush().map(|_| ())) {
+        tracing::warn!(changes = n, error = %e, "event log write failed; those events are kept in memory only");
     }
 }
 
@@ -286,26 +344,33 @@ mod tests {
         assert_eq!(r.records[0].subjects, "relay/n[17-18]");
     }
 
-    #[test]
-    fn records_survive_a_restart_from_disk() {
+    #[tokio::test]
+    async fn records_survive_a_restart_from_disk() {
         let dir = tempfile::tempdir().unwrap();
         {
             let log = EventLog::open(dir.path(), 3600).unwrap();
             log.record(Event::new(EventKind::NodeDown, "n1", "gone"));
             log.record(Event::new(EventKind::NodeDown, "n2", "gone"));
+            log.sync().await;
         }
-        // The writer thread flushes asynchronously; give it a moment to finish.
-        let mut got = Vec::new();
-        for _ in 0..50 {
-            std::thread::sleep(Duration::from_millis(100));
-            if let Ok(log) = EventLog::open(dir.path(), 3600) {
-                got = log.query_now(&EventQuery::default()).0.records;
-                if !got.is_empty() {
+        // The writer thread lets go of the database once the log is dropped.
+        let mut again = None;
+        for _ in 0..100 {
+            match EventLog::open(dir.path(), 3600) {
+                Ok(l) => {
+                    again = Some(l);
                     break;
                 }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
+        let got = again
+            .expect("reopened")
+            .query_now(&EventQuery::default())
+            .0
+            .records;
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].subjects, "n[1-2]");
+        assert_eq!(got[0].count, 2);
     }
 }
