@@ -80,6 +80,14 @@ fn a_killed_node_is_listed_by_reason_and_the_view_stays_bounded() {
 #[test]
 fn node_path_shows_each_hop_and_who_answered() {
     let mut c = Cluster::start(7, 2, 60);
+    // Relays fold their children's reports upward every 100 ms: wait for n1 to hear of n3.
+    c.wait_for(Duration::from_secs(10), "n1 reaches n3", |c| {
+        tree_json(c, &["--node", "n3"]).path.is_some_and(|p| {
+            p.hops
+                .iter()
+                .any(|h| h.hop == "n1" && h.says.starts_with("reaches"))
+        })
+    });
     let r = tree_json(&c, &["--node", "n3"]);
     let p = r.path.expect("a path");
     // The controller, two relays and the node itself, all answering.
