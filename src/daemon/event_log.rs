@@ -7,8 +7,9 @@
 //! the disk write goes to a dedicated thread (sled may block on I/O, and no event loop that
 //! forwards messages may wait on it).
 //!
-//! Crash-only: records live in their own sled database (`<StateSaveLocation>/events`), keyed by
-//! sequence number; a restart reads back what is there and expires what is too old. The event
+//! Crash-only: records live in their own sled database (`<StateSaveLocation>/events.sled`),
+//! keyed by sequence number; a restart reads back what is there and expires what is too old.
+//! A crash loses at most what came in the writer's last gather interval. The event
 //! log is a diagnostic, not state: a failed write is logged and the record stays in memory,
 //! rather than stopping the controller the way a failed state write must.
 //!
@@ -100,11 +101,18 @@ impl EventLog {
     /// Open (or create) the log under `state_dir`, read back what a previous run kept, and
     /// start its writer thread.
     pub fn open(state_dir: &Path, retention_s: i64) -> Result<Self, EventLogError> {
-        let path = state_dir.join("events");
-        let db = sled::open(&path).map_err(|source| EventLogError::Open {
-            path: path.clone(),
-            source,
-        })?;
+        let path = state_dir.join("events.sled");
+        let db = sled::Config::new()
+            .path(&path)
+            // No background flusher: an idle log must cost nothing; the writer flushes.
+            .flush_every_ms(None)
+            // Records are small and read once at start: a small cache is plenty.
+            .cache_capacity(16 << 20)
+            .open()
+            .map_err(|source| EventLogError::Open {
+                path: path.clone(),
+                source,
+            })?;
         let mut kept = Vec::new();
         let mut unreadable = 0u64;
         for item in db.iter() {
