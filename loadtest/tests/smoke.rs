@@ -276,3 +276,15 @@ fn power_storm_starts_the_job_and_powered_down_nodes_are_not_examined() {
     assert!(num(r, "resume_program_s") <= num(r, "job_running_s"), "{r}");
     assert!(num(r, "job_running_s") <= num(r, "all_idle_s"), "{r}");
 }
+
+#[test]
+fn console_tree_groups_the_unhealthy_by_reason_within_the_line_budget() {
+    let rows = run("console-tree");
+    assert_eq!(rows.len(), 3, "default, depth2 and down views: {rows:?}");
+    for r in &rows {
+        // Three reasons (links lost, drained, down), each its own group, every node counted.
+        assert_eq!(num(r, "failure_groups"), 3.0, "{r}");
+        assert_eq!(num(r, "unhealthy"), num(r, "unhealthy_expected"), "{r}");
+        assert!(num(r, "lines") <= 25.0, "{r}");
+    }
+}
