@@ -12,6 +12,7 @@
 //! - [`exec`]: running batch scripts as real processes, their environment and
 //!   output file names.
 //! - [`daemon`]: the controller and node daemon entry points and their links.
+//! - [`console`]: the operator console's pure cores (`canopy tree`, `canopy events`).
 //! - [`cli`]: the Slurm-compatible commands and `canopy` operator commands
 //!   (`cli::cluster`: `canopy cluster up/down`, a local cluster on loopback).
 //! - [`model`]: domain vocabulary shared by actors and commands (signal names).

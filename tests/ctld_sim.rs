@@ -339,7 +339,9 @@ impl Sim {
                 | Effect::ReleaseLaunch { .. }
                 | Effect::StopCtldPrologs { .. }
                 // Nor power saving.
-                | Effect::RunPowerProgram(_) => {}
+                | Effect::RunPowerProgram(_)
+                // Console events only feed `canopy events`.
+                | Effect::Event(_) => {}
             }
         }
         if reschedule {

@@ -302,6 +302,17 @@ enum Scenario {
         #[arg(long)]
         distinct: bool,
     },
+    /// `canopy tree` at scale: ~1% of nodes unhealthy in three reasons; latency and lines.
+    ConsoleTree {
+        #[command(flatten)]
+        topo: Topo,
+        /// Tree views asked per view kind.
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+        /// Seed choosing the unhealthy nodes (printed; the same seed replays).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
@@ -402,6 +413,15 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 listed: *listed,
                 dynamic: if q { vec![50] } else { dynamic.clone() },
                 widths: tree_width.clone(),
+            },
+            progress,
+        ),
+        Scenario::ConsoleTree { topo, rounds, seed } => scenarios::console_tree::run(
+            &scenarios::console_tree::Opts {
+                nodes: nodes(topo, &[100_000], q)?,
+                widths: widths(topo, &[16], q)?,
+                rounds: if q { 3 } else { (*rounds).max(1) },
+                seed: *seed,
             },
             progress,
         ),

@@ -294,3 +294,15 @@ fn console_exec_folds_a_noop_into_one_line_and_distinct_outputs_stay_apart() {
     );
     assert_eq!(num(distinct, "missing_nodes"), 0.0, "{distinct}");
 }
+
+#[test]
+fn console_tree_groups_the_unhealthy_by_reason_within_the_line_budget() {
+    let rows = run("console-tree");
+    assert_eq!(rows.len(), 3, "default, depth2 and down views: {rows:?}");
+    for r in &rows {
+        // Three reasons (links lost, drained, down), each its own group, every node counted.
+        assert_eq!(num(r, "failure_groups"), 3.0, "{r}");
+        assert_eq!(num(r, "unhealthy"), num(r, "unhealthy_expected"), "{r}");
+        assert!(num(r, "lines") <= 25.0, "{r}");
+    }
+}

@@ -1029,6 +1029,9 @@ impl Handler<RunCommand> for NodeAgent {
             // The relay answers it from the published counters; it never
             // reaches here unless a peer sends it to the agent directly.
             NodeCommand::TopActors(_) => now(Err("answered by the relay, not the agent".into())),
+            // The relay answers these from its own links; one that reaches the agent came from
+            // a relay that could not (it never should).
+            NodeCommand::HopView { .. } => now(Err("hop view is answered by the relay".into())),
             NodeCommand::ReloadKeys => {
                 let (Some(auth), Some(path)) = (self.auth.clone(), self.key_path.clone()) else {
                     return now(Err("this node daemon holds no key file to re-read".into()));

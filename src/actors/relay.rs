@@ -125,6 +125,12 @@ pub struct SetUpstream {
 #[rtype(result = "RelayState")]
 pub struct GetRelayState;
 
+/// What this relay knows of one rank (`canopy tree --node`, asked directly on the node's
+/// listener when the tree cannot reach it).
+#[derive(Message)]
+#[rtype(result = "crate::console::tree::HopReport")]
+pub struct GetHopView(pub u32);
+
 /// Stop the relay (its daemon is shutting down).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -317,6 +323,10 @@ impl RelayActor {
             } else if let (Some(me), NodeCommand::Noop) = (self.me, &cmd) {
                 // A no-op needs no trip to the agent: this daemon answering is the point.
                 collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::Ack));
+            } else if let (Some(me), NodeCommand::HopView { rank }) = (self.me, &cmd) {
+                // Answered from this relay's own links: no trip through the agent's mailbox.
+                let view = self.hop_view(me, *rank);
+                collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::HopView(view)));
             } else if let (Some(me), Upstream::Node { agent, .. }) = (self.me, &self.up) {
                 let agent = agent.clone();
                 let cmd2 = cmd.clone();
@@ -548,6 +558,28 @@ impl RelayActor {
                 }
             }
             self.maybe_finish(id, ctx);
+        }
+    }
+}
+
+impl RelayActor {
+    /// What this hop knows of `rank` (`canopy tree --node`).
+    fn hop_view(&self, me: u32, rank: u32) -> crate::console::tree::HopReport {
+        let (upstream_rank, upstream_up) = match &self.up {
+            Upstream::Controller(_) => (None, true),
+            Upstream::Node {
+                parent,
+                parent_rank,
+                ..
+            } => (*parent_rank, parent.is_some()),
+        };
+        crate::console::tree::HopReport {
+            me,
+            linked: self.links.contains_key(&rank),
+            reaches: self.health.live().contains(rank),
+            upstream_rank,
+            upstream_up,
+            direct: false,
         }
     }
 }
@@ -797,5 +829,13 @@ impl Handler<Stop> for RelayActor {
     fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
         self.links.clear();
         ctx.stop();
+    }
+}
+
+impl Handler<GetHopView> for RelayActor {
+    type Result = MessageResult<GetHopView>;
+    fn handle(&mut self, msg: GetHopView, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(self.hop_view(self.me.unwrap_or(u32::MAX), msg.0))
     }
 }

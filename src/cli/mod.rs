@@ -7,6 +7,7 @@
 pub mod client;
 pub mod cluster;
 pub mod config_check;
+pub mod events;
 pub mod exec;
 pub mod format;
 pub mod getopt;
@@ -31,6 +32,7 @@ pub mod stats;
 pub mod status;
 pub mod terminal;
 pub mod top;
+pub mod tree;
 
 use std::future::Future;
 
@@ -216,6 +218,8 @@ pub fn main() -> i32 {
         "top" => top::run(&rest),
         "stats" => stats::run(&rest),
         "exec" => exec::run(&rest),
+        "tree" => tree::run(&rest),
+        "events" => events::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -245,4 +249,8 @@ Operator commands:
                                  the busiest actors of every daemon
   stats [--json] [--reset]       latency percentiles per message kind, user, depth
   exec -w NODES [--timeout S] [--diff] [--json] -- CMD [ARGS...]
-                                 run CMD on the nodes through the tree, output folded";
+                                 run CMD on the nodes through the tree, output folded
+  tree [--depth N] [--down] [--node NODE] [--json]
+                                 relay tree health in one screen
+  events [-f] [--since TIME] [--type KIND] [--json]
+                                 node, relay, job and auth events, repeats folded";

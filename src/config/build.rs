@@ -590,6 +590,7 @@ impl Builder {
                 max_connections: DEFAULT_MAX_CONNECTIONS,
                 read_timeout_s: None,
                 operators: Vec::new(),
+                event_retention_s: None,
                 rate_limit: RateLimitConf::default(),
                 prolog: Default::default(),
                 preempt: Default::default(),
@@ -902,6 +903,7 @@ impl Builder {
                 self.cfg.read_timeout_s = None;
                 self.cfg.rate_limit = RateLimitConf::default();
                 self.cfg.operators.clear();
+                self.cfg.event_retention_s = None;
                 self.cfg.power.reset_ctld_params();
             }
             Op::Add => {}
@@ -943,6 +945,20 @@ impl Builder {
                     ));
                 }
                 self.cfg.operators.extend(names);
+            } else if name.eq_ignore_ascii_case("canopy_event_retention") {
+                let secs = units::parse_duration_secs(value)
+                    .ok()
+                    .flatten()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| {
+                        loc.error(
+                            &item.key,
+                            format!(
+                                "SlurmctldParameters {p}: expected a duration such as 60 (minutes) or 7-0 (days-hours), more than zero"
+                            ),
+                        )
+                    })?;
+                self.cfg.event_retention_s = Some(secs);
             } else if !self.rate_limit_parameter(loc, item, p, name, value)?
                 && !self.power_parameter(loc, item, p, name, value)?
             {

@@ -1383,3 +1383,35 @@ fn preemption_keys_are_read_and_checked_together() {
     let e = err("NodeName=n1\nPartitionName=p Nodes=n1 PreemptMode=often\n");
     assert_err(&e, 3, "PreemptMode", "PreemptMode=often");
 }
+
+#[test]
+fn canopy_event_retention_is_a_slurm_duration() {
+    let conf = |p: &str| {
+        parse(&format!(
+            "SlurmctldHost=h\nSlurmctldParameters={p}\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
+        ))
+    };
+    assert_eq!(conf("rl_enable").unwrap().event_retention_s, None);
+    assert_eq!(
+        conf("canopy_event_retention=2-0")
+            .unwrap()
+            .event_retention_s,
+        Some(2 * 86_400)
+    );
+    assert_eq!(
+        conf("canopy_event_retention=90").unwrap().event_retention_s,
+        Some(90 * 60),
+        "a bare number is minutes, as in slurm.conf"
+    );
+    for bad in [
+        "canopy_event_retention=",
+        "canopy_event_retention=soon",
+        "canopy_event_retention=0",
+    ] {
+        let err = conf(bad).unwrap_err();
+        assert!(
+            err.to_string().contains("canopy_event_retention"),
+            "{bad}: {err}"
+        );
+    }
+}

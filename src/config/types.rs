@@ -135,6 +135,11 @@ pub struct Config {
     /// associations bring Slurm's AdminLevel. canopy's own parameter.
     #[serde(default)]
     pub operators: Vec<String>,
+    /// `SlurmctldParameters=canopy_event_retention=DURATION` (a Slurm duration: `60` minutes,
+    /// `7-0` days-hours, ...; default 7 days): how long `canopy events` keeps records on disk.
+    /// canopy's own parameter.
+    #[serde(default)]
+    pub event_retention_s: Option<u64>,
     /// `SlurmctldParameters=rl_enable` and its `rl_*` knobs.
     #[serde(default)]
     pub rate_limit: RateLimitConf,
@@ -502,6 +507,11 @@ impl Config {
         differs(
             "SlurmctldParameters canopy_operators",
             self.operators != new.operators,
+        );
+        // The event log is opened with its retention at start.
+        differs(
+            "SlurmctldParameters canopy_event_retention",
+            self.event_retention_s != new.event_retention_s,
         );
         // The file's nodes; dynamic ones follow them and are carried over.
         let names = |c: &Config| {

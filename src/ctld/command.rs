@@ -255,6 +255,8 @@ pub enum Effect {
     /// Run a power-saving program (its outcome is only logged: a node that
     /// does not come up is caught by ResumeTimeout).
     RunPowerProgram(Box<PowerProgram>),
+    /// Something for `canopy events`' log (the shell stamps the time).
+    Event(crate::console::events::Event),
 }
 
 /// What one command produced.

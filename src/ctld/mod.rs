@@ -29,6 +29,7 @@ mod accounts_tests;
 mod admission;
 mod backfill;
 mod command;
+mod console;
 mod core;
 mod dynamic;
 #[cfg(test)]

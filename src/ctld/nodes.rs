@@ -369,6 +369,12 @@ impl Core {
             return;
         };
         let before = st.admin.clone();
+        let was = super::console::Before {
+            admin: before.clone(),
+            responding: st.responding,
+            registered: st.registered,
+            attached_to: st.attached_to,
+        };
         f(st);
         let (admin, schedulable) = (st.admin.clone(), st.schedulable());
         if let Some(slot) = self.slots.get_mut(rank as usize) {
@@ -408,6 +414,7 @@ impl Core {
                 state,
             });
         }
+        self.node_change_events(rank, &was, out);
     }
 
     /// Each node's status (for views and tests).

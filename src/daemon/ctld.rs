@@ -48,6 +48,8 @@ pub enum CtldError {
     /// The stored state cannot be mapped onto this configuration's nodes.
     #[error("the state in StateSaveLocation does not fit this slurm.conf: {0}")]
     Renumber(#[from] crate::ctld::renumber::RenumberError),
+    #[error(transparent)]
+    Events(#[from] crate::daemon::event_log::EventLogError),
 }
 
 /// Run the controller until `stop` resolves (to the reason, e.g. the signal's
@@ -111,12 +113,24 @@ where
         std::process::exit(70);
     });
     // The daemon keeps a store handle for the final flush; the actor owns the rest.
-    let handles = ControllerActor::start(conf.clone(), store.clone(), recovered, fatal);
+    let retention = conf
+        .event_retention_s
+        .and_then(|s| i64::try_from(s).ok())
+        .unwrap_or(crate::console::events::DEFAULT_RETENTION_S);
+    let events = crate::daemon::event_log::EventLog::open(&conf.state_save_location, retention)?;
+    let handles = ControllerActor::start_with_events(
+        conf.clone(),
+        store.clone(),
+        recovered,
+        fatal,
+        events.clone(),
+    );
     let boot_id = super::new_boot_id();
     let limiter = ConnLimiter::new(conf.max_connections as usize);
     let daemons = Daemons::resolve(conf.slurm_user.clone()).await;
     let operators = Arc::new(super::guard::Operators::resolve(conf.operators.clone()).await);
     let peers = Arc::new(PeerLog::default());
+    peers.set_events(events.clone());
     let rate = Arc::new(RateLimiter::new(conf.rate_limit.clone(), daemons.clone()));
     if conf.rate_limit.enabled {
         let rl = &conf.rate_limit;
@@ -190,6 +204,7 @@ where
     // Every reply already sent was sent after its write was durable; this
     // covers the writes the controller queued without a client waiting.
     let flushed = store.sync().await;
+    events.sync().await;
     let tasks_left: usize = left.iter().map(|(_, n)| n).sum();
     let elapsed_ms = t0.elapsed().as_millis() as u64;
     match flushed {

@@ -96,14 +96,32 @@ struct Window {
 pub struct PeerLog {
     counts: [AtomicU64; KINDS],
     windows: Mutex<[Window; KINDS]>,
+    /// Where authentication failures also go (`canopy events`), once the controller set it.
+    events: std::sync::OnceLock<super::event_log::EventLog>,
 }
 
 impl PeerLog {
+    /// Send authentication failures to `log` too (the controller's; node daemons have none).
+    pub fn set_events(&self, log: super::event_log::EventLog) {
+        let _ = self.events.set(log);
+    }
+
     /// Count one event; log it unless a line of its kind was written less
     /// than [`LOG_INTERVAL`] ago. The first line after a quiet interval
     /// carries how many events the previous one left unlogged.
     pub fn record(&self, kind: Bad, peer: Option<SocketAddr>, detail: &dyn fmt::Display) {
         self.counts[kind.index()].fetch_add(1, Ordering::Relaxed);
+        if let (Some(log), Bad::Auth | Bad::AuthTimeout | Bad::NotDaemon) =
+            (self.events.get(), kind)
+        {
+            // Folded by kind (the message), not by the error text, so a storm of bad frames
+            // from many peers is one record with their addresses.
+            use crate::console::events::{Event, EventKind};
+            let subject = peer
+                .map(|p| p.ip().to_string())
+                .unwrap_or_else(|| "local".into());
+            log.record(Event::new(EventKind::AuthFailure, subject, kind.message()));
+        }
         let now = Instant::now();
         let suppressed = {
             let Ok(mut w) = self.windows.lock() else {

@@ -280,6 +280,39 @@ impl NodeHandles {
     }
 }
 
+/// Answer a direct `HopView` from this daemon's relay (its links, its parent link).
+async fn answer_hop_view(
+    mut conn: Connection,
+    corr: u64,
+    f: crate::wire::messages::Forward,
+    ctx: &RelayCtx,
+) {
+    use crate::wire::messages::{ForwardReply, NodeCommand, NodeReply, Outcome};
+    let NodeCommand::HopView { rank } = f.cmd else {
+        return;
+    };
+    let Some(me) = ctx.me else {
+        return;
+    };
+    let result = match ctx.relay.send(crate::actors::relay::GetHopView(rank)).await {
+        Ok(mut v) => {
+            v.direct = true;
+            Ok(NodeReply::HopView(v))
+        }
+        Err(e) => Err(format!("relay unavailable: {e}")),
+    };
+    let reply = Body::ForwardReply(ForwardReply {
+        id: f.id,
+        outcomes: vec![Outcome {
+            ranks: crate::tree::rankset::RankSet::from_ranks([me]),
+            result,
+        }],
+    });
+    if let Err(e) = conn.send(corr, &reply).await {
+        tracing::debug!(error = %e, "direct hop view not sent");
+    }
+}
+
 /// One connection to this node's listener: only descendants attaching
 /// (`Hello`, from the daemons' uids) are served. Until its first frame
 /// verifies, the peer gets a short deadline.
@@ -292,6 +325,14 @@ async fn serve_conn(mut conn: Connection, peer: SocketAddr, ctx: RelayCtx) {
     match first {
         Ok(Ok(Some(env))) => match env.body {
             Body::Hello(h) => serve_child(conn, h, env.uid, ctx).await,
+            // `canopy tree --node`: the controller asks this node's side of its link directly,
+            // when the tree no longer reaches it. Daemons' identity only; one answer, then close.
+            Body::Forward(f)
+                if ctx.daemons.allows(env.uid)
+                    && matches!(f.cmd, crate::wire::messages::NodeCommand::HopView { .. }) =>
+            {
+                answer_hop_view(conn, env.header.corr, *f, &ctx).await
+            }
             other => {
                 let why = format!("{} (node daemons only accept Hello)", other.kind());
                 ctx.peers.record(Bad::Frame, Some(peer), &why);

@@ -301,6 +301,8 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         Body::QueryLatency(q) => super::rpc_console::latency(q, caller, h),
         Body::Exec(req) => super::rpc_exec::exec(req, caller, env.gid, h, info).await,
         Body::ExecInterrupt(req) => super::rpc_exec::interrupt(req, caller, h).await,
+        Body::QueryTree(q) => super::rpc_tree::tree(q, caller, h, info).await,
+        Body::QueryEvents(q) => super::rpc_tree::events(q, h).await,
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),

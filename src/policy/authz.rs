@@ -119,6 +119,10 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("Exec", Role::Anyone),
     // The nodes stop only the asker's own run (or any, for an operator).
     ("ExecInterrupt", Role::Anyone),
+    // `canopy tree`: what sinfo shows, folded (PrivateData=nodes is checked by the handler).
+    ("QueryTree", Role::Anyone),
+    // `canopy events`: other users' job changes and peers' addresses: operators only.
+    ("QueryEvents", Role::Operator),
 ];
 
 /// The role a request kind needs, if the controller serves it.

@@ -956,6 +956,11 @@ pub enum NodeCommand {
         uid: u32,
         operator: bool,
     },
+    /// `canopy tree --node`: what this hop's relay knows of `rank` (its link to it, its live
+    /// set, its own parent link); answered by the relay itself, never queued behind the agent.
+    HopView {
+        rank: u32,
+    },
 }
 
 /// Why a running job is killed.
@@ -1000,6 +1005,8 @@ pub enum NodeReply {
     Top(Box<crate::console::top::TopSummary>),
     /// `canopy exec`: how the command ended here and what it printed.
     Exec(super::exec::ExecOutput),
+    /// `HopView`'s answer.
+    HopView(crate::console::tree::HopReport),
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -1149,6 +1156,12 @@ pub enum Body {
     ExecReply(Box<super::exec::ExecReport>),
     /// Ctrl-C on `canopy exec`; answered `Ok`.
     ExecInterrupt(super::exec::ExecInterrupt),
+    /// `canopy tree`: subtree health from what the controller holds; answered with `Tree`.
+    QueryTree(crate::console::tree::TreeQuery),
+    Tree(Box<crate::console::tree::TreeReport>),
+    /// `canopy events`; answered with `Events` (held up to `wait_ms` when following).
+    QueryEvents(crate::console::events::EventQuery),
+    Events(Box<crate::console::events::EventReport>),
 }
 
 /// What `canopy stats` asks for.
@@ -1238,6 +1251,10 @@ impl Body {
             Body::Exec(_) => "Exec",
             Body::ExecReply(_) => "ExecReply",
             Body::ExecInterrupt(_) => "ExecInterrupt",
+            Body::QueryTree(_) => "QueryTree",
+            Body::Tree(_) => "Tree",
+            Body::QueryEvents(_) => "QueryEvents",
+            Body::Events(_) => "Events",
         }
     }
 }

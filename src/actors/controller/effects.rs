@@ -50,6 +50,11 @@ impl ControllerActor {
             match e {
                 Effect::StartJob(s) => {
                     let id = s.job_id;
+                    self.events.record(crate::console::events::Event::new(
+                        crate::console::events::EventKind::JobState,
+                        id.to_string(),
+                        "RUNNING",
+                    ));
                     if let Some(gate) = self.spawn_step(*s, ctx) {
                         if let Ok(mut u) = self.unlaunched.lock() {
                             u.insert(id);
@@ -204,6 +209,7 @@ impl ControllerActor {
                     };
                     deferred.push(Deferred::Mail(sender, *m))
                 }
+                Effect::Event(ev) => self.events.record(ev),
             }
         }
         // What leaves waits for this command's records, and for every

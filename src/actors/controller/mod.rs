@@ -45,6 +45,7 @@ use crate::wire::types::{AcctJob, NodeInfo, PartitionInfo};
 const MAILBOX: usize = 8192;
 
 mod accounts;
+pub mod console;
 pub mod dynamic;
 mod effects;
 pub mod exec;
@@ -234,6 +235,8 @@ pub struct ControllerHandles {
     pub latency: Arc<crate::console::latency::Latency>,
     /// The relay tree's shape (a subtree's ranks for `canopy top`).
     pub topo: Arc<Topology>,
+    /// `canopy events`' log (followers wait on it, not on the controller's mailbox).
+    pub events: crate::daemon::event_log::EventLog,
 }
 
 struct StepHandle {
@@ -275,6 +278,8 @@ pub struct ControllerActor {
     /// This daemon's actors for `canopy top` (steps and partitions made
     /// later register here too).
     registry: Arc<crate::actors::registry::ActorRegistry>,
+    /// Where the core's events go (`canopy events`).
+    events: crate::daemon::event_log::EventLog,
 }
 
 impl ControllerActor {
@@ -286,6 +291,21 @@ impl ControllerActor {
         recovered: Recovered,
         fatal: FatalHook,
     ) -> ControllerHandles {
+        let events = crate::daemon::event_log::EventLog::in_memory(
+            crate::console::events::DEFAULT_RETENTION_S,
+        );
+        Self::start_with_events(conf, store, recovered, fatal, events)
+    }
+
+    /// [`ControllerActor::start`], recording events in `events` (the daemon's, kept on disk).
+    pub fn start_with_events(
+        conf: Arc<Config>,
+        store: Store,
+        recovered: Recovered,
+        fatal: FatalHook,
+        events: crate::daemon::event_log::EventLog,
+    ) -> ControllerHandles {
+        let events_out = events.clone();
         let conf = dynamic::with_stored(conf, &recovered.dyn_nodes);
         // Room for every dynamic node MaxNodeCount allows, so that adding one never moves
         // another (`tree::topology`).
@@ -386,6 +406,7 @@ impl ControllerActor {
                 armed: Default::default(),
                 ctld_prologs: HashMap::new(),
                 registry: registry.clone(),
+                events,
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
@@ -400,6 +421,7 @@ impl ControllerActor {
             registry,
             latency,
             topo,
+            events: events_out,
         }
     }
 
@@ -597,6 +619,12 @@ impl Handler<StepEnded> for ControllerActor {
     type Result = ();
     fn handle(&mut self, msg: StepEnded, ctx: &mut Context<Self>) {
         self.steps.remove(&msg.job_id);
+        // Every job that ran ends here, however it ended (`canopy events`).
+        self.events.record(crate::console::events::Event::new(
+            crate::console::events::EventKind::JobState,
+            msg.job_id.to_string(),
+            msg.state.name(),
+        ));
         if let Ok(mut u) = self.unlaunched.lock() {
             u.remove(&msg.job_id);
         }
