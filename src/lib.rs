@@ -21,6 +21,7 @@ pub mod actors;
 pub mod authd;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod ctld;
 pub mod daemon;
 pub mod exec;

@@ -7,8 +7,10 @@
 pub mod client;
 pub mod cluster;
 pub mod config_check;
+pub mod debug;
 pub mod format;
 pub mod getopt;
+pub mod ping;
 pub mod sacct;
 pub mod sacct_args;
 pub mod sacctmgr;
@@ -28,6 +30,7 @@ pub mod sshare;
 pub mod sstat;
 pub mod status;
 pub mod terminal;
+pub mod trace;
 
 use std::future::Future;
 
@@ -210,6 +213,9 @@ pub fn main() -> i32 {
         "status" => status::run(&rest),
         "cluster" => cluster::run(&rest),
         "config" => config_check::run(&rest),
+        "ping" => ping::run(&rest),
+        "trace" => trace::run(&rest),
+        "debug" => debug::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -234,4 +240,10 @@ Operator commands:
   cluster up --nodes N [--tree-width W] [--dir DIR]
                                  start a local cluster on loopback
   cluster down --dir DIR         stop it
-  config check [-f FILE] [-v]    check a configuration without starting anything";
+  config check [-f FILE] [-v]    check a configuration without starting anything
+  ping NODESET [-c N] [--json]   time a probe through the relay tree, hop by hop
+  trace fanout [--last KIND|--job ID] [--json]
+                                 where one real broadcast spent its time
+  debug -w NODESET --flags F,... --for 10m [--level debug|trace]
+  debug --show [-w NODESET] | debug -w NODESET --off
+                                 raise log detail on some daemons for a while";

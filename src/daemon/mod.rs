@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod ctld;
+pub mod debuglog;
 pub mod guard;
 pub mod hardware;
 pub mod limit;
@@ -15,6 +16,7 @@ pub mod listen;
 pub mod noded;
 pub mod noded_join;
 pub mod rpc;
+pub mod rpc_console;
 pub mod rpc_nodes;
 pub mod shutdown;
 pub mod stats;

@@ -297,6 +297,9 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         }
         Body::QueryLicenses => resv::licenses(h).await,
         Body::QueryStepStats(req) => step_stats(req, caller, h).await,
+        Body::Probe(req) => super::rpc_console::probe(req, h).await,
+        Body::TraceFanout(req) => super::rpc_console::trace_fanout(req, h).await,
+        Body::Debug(req) => super::rpc_console::debug(req, h).await,
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),

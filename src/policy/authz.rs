@@ -109,6 +109,11 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("StepUsage", Role::Daemon),
     ("ForwardReply", Role::Daemon),
     ("Keepalive", Role::Daemon),
+    // The console's probes and traces travel the whole tree, and debug
+    // changes what daemons log: operators only.
+    ("Probe", Role::Operator),
+    ("TraceFanout", Role::Operator),
+    ("Debug", Role::Operator),
 ];
 
 /// The role a request kind needs, if the controller serves it.
