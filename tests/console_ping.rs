@@ -158,12 +158,20 @@ fn a_real_broadcast_and_a_launch_are_traced_through_the_relays() {
     assert!(f.critical_path.len() >= 2, "{f:?}");
 
     // A job's launch, found by its id.
-    let script = common::write_script(Path::new(&cwd), "j.sh", "#!/bin/sh\nsleep 1\n");
+    let script = common::write_script(Path::new(&cwd), "j.sh", "#!/bin/sh\nsleep 30\n");
     let id = c.sbatch(&cwd, &["-N", "3", script.to_str().unwrap()]);
     c.wait_for(Duration::from_secs(30), "job running", |c| {
         c.job(id).is_some_and(|j| j.state == JobState::Running)
     });
-    let o = c.cli(&cwd, "trace", &["fanout", "--job", &id.to_string()]);
+    // The controller calls the job running as it sends the launch; the
+    // record is kept once every node has answered it.
+    let job = id.to_string();
+    c.wait_for(Duration::from_secs(20), "the launch's record", |c| {
+        c.cli(&cwd, "trace", &["fanout", "--job", &job])
+            .status
+            .success()
+    });
+    let o = c.cli(&cwd, "trace", &["fanout", "--job", &job]);
     assert!(o.status.success(), "{}", out(&o));
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(

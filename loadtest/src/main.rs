@@ -275,6 +275,14 @@ enum Scenario {
         #[arg(long = "canopy-bin")]
         canopy_bin: Option<std::path::PathBuf>,
     },
+    /// The console: ping one node at the deepest level (every hop shown),
+    /// ping every node, and trace a real broadcast through the relays.
+    ConsolePing {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+    },
 }
 
 fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
@@ -623,6 +631,14 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 }
             }
         }
+        Scenario::ConsolePing { topo, rounds } => scenarios::console::run(
+            &scenarios::console::Opts {
+                nodes: nodes(topo, &[10000], q)?,
+                widths: widths(topo, &[10], q)?,
+                rounds: if q { 3 } else { (*rounds).max(1) },
+            },
+            progress,
+        ),
     }
 }
 

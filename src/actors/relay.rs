@@ -204,6 +204,8 @@ struct FanClock {
     /// The command is the console's own (never recorded in the ring).
     console: bool,
     probe: bool,
+    /// Every node's answer differs (probes, trace records): never grouped.
+    distinct: bool,
     sent: Vec<(u32, Instant)>,
     /// (child, its answer read off the link, handled here).
     back: Vec<(u32, Instant, Instant)>,
@@ -327,6 +329,7 @@ impl RelayActor {
             started: chrono::Utc::now().timestamp(),
             console: is_console(&cmd),
             probe: matches!(cmd, NodeCommand::Probe),
+            distinct: matches!(cmd, NodeCommand::Probe | NodeCommand::FanoutTrace { .. }),
             sent: Vec::new(),
             back: Vec::new(),
             local_done: None,
@@ -808,7 +811,14 @@ impl Handler<FromChild> for RelayActor {
                         .filter(|(c, _)| *c == msg.rank)
                         .fold(RankSet::new(), |acc, (_, s)| acc.union(s));
                     for o in r.outcomes {
-                        p.collector.record(&o.ranks.intersection(&routed), o.result);
+                        let ranks = o.ranks.intersection(&routed);
+                        // Probe stamps and trace records differ per node:
+                        // searching for an equal group would cost O(n²).
+                        if p.clock.distinct && o.result.is_ok() {
+                            p.collector.record_distinct(&ranks, o.result);
+                        } else {
+                            p.collector.record(&ranks, o.result);
+                        }
                     }
                     self.maybe_finish(r.id, ctx);
                 }

@@ -1,6 +1,7 @@
 //! One module per scenario. Each takes its options and a progress callback
 //! and returns one result row per measured configuration.
 
+pub mod console;
 pub mod dynamic;
 pub mod fanout;
 pub mod heartbeat;
