@@ -140,8 +140,9 @@ pub struct Breakdown {
     pub lines: Vec<HopLine>,
     /// The controller's own measure, from asking its relay to the answer.
     pub end_to_end_us: u64,
-    /// Time along this path without the waits for siblings' answers at each
-    /// relay: what ranks a node among the others of a node set.
+    /// Time along this path without each hop's hold before answering (the
+    /// wait for siblings' answers at a relay, for its subtree at a target
+    /// that relays too): what ranks a node among the others of a node set.
     pub path_us: u64,
     /// Where a child reported more time than its parent's round trip to it:
     /// the excess (lines sum to `end_to_end_us + skew_us`).
@@ -171,14 +172,10 @@ pub fn breakdown(path: &ProbePath) -> Breakdown {
         let up = wire - down;
         let total =
             h.queued_out_us + h.handled_out_us + down + h.queued_back_us + h.handled_back_us + up;
-        // The target's handled_back is its own answering; a relay's is mostly
-        // waiting for siblings, which is not this path's cost.
-        let own_back = if i + 1 == hops.len() {
-            h.handled_back_us
-        } else {
-            0
-        };
-        path_us += h.queued_out_us + h.handled_out_us + wire + h.queued_back_us + own_back;
+        // handled_back is mostly waiting for the other answers a relay
+        // gathers (siblings; at a target that relays too, its own subtree),
+        // which is not this path's cost.
+        path_us += h.queued_out_us + h.handled_out_us + wire + h.queued_back_us;
         lines.push(HopLine {
             hop: i,
             rank: h.rank,
@@ -544,7 +541,7 @@ mod tests {
         let path = simulated(&own, &[(20, 20)]);
         let b = breakdown(&path);
         assert_eq!(b.end_to_end_us, 10 + 20 + 5 + 1 + 20 + 500);
-        assert_eq!(b.path_us, 10 + 20 + 5 + 1 + 20);
+        assert_eq!(b.path_us, 10 + 20 + 5 + 20);
     }
 
     #[test]
