@@ -677,7 +677,7 @@ mod tests {
 
     #[test]
     fn the_latest_matching_record_is_picked() {
-        let ring = vec![
+        let ring = [
             FanoutRecord {
                 origin: 1,
                 kind: "Launch".into(),
