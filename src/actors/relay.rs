@@ -40,8 +40,9 @@ const HELD_RETRY: Duration = Duration::from_millis(50);
 /// Upward messages kept while this relay has no parent (oldest dropped beyond).
 const DETACHED_QUEUE: usize = 65_536;
 /// Recent fan-outs each relay remembers for `canopy trace fanout`: a bounded
-/// ring of small records, filled with timestamps the relay takes anyway.
-const FANOUT_RING: usize = 64;
+/// ring of small records (about 130 bytes, plus a few per child), filled with
+/// timestamps the relay takes anyway.
+const FANOUT_RING: usize = 32;
 
 /// What the root relay reports to the controller.
 #[derive(Message, Debug)]
@@ -523,7 +524,7 @@ impl RelayActor {
         }
         self.ring.push_back(FanoutRecord {
             origin: clock.origin,
-            kind: clock.kind.to_string(),
+            kind: clock.kind.into(),
             job_id: clock.job_id,
             rank: self.me,
             started: clock.started,

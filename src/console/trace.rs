@@ -293,8 +293,9 @@ pub struct Leg {
 pub struct FanoutRecord {
     /// The controller's id for the broadcast, carried in every `Forward`.
     pub origin: u64,
-    /// The command's kind (`Launch`, `Signal`, `Terminate`, ...).
-    pub kind: String,
+    /// The command's kind (`Launch`, `Signal`, `Terminate`, ...); borrowed
+    /// in the relays' rings, so a record costs no allocation for it.
+    pub kind: std::borrow::Cow<'static, str>,
     pub job_id: Option<u32>,
     pub rank: Option<u32>,
     /// Wall-clock seconds when this relay handled it (for display only).
@@ -370,7 +371,7 @@ pub struct FanoutFold {
 pub fn fold_fanout(root: &FanoutRecord, records: &HashMap<u32, FanoutRecord>) -> FanoutFold {
     let mut fold = FanoutFold {
         origin: root.origin,
-        kind: root.kind.clone(),
+        kind: root.kind.to_string(),
         job_id: root.job_id,
         started: root.started,
         targets: root.targets,
@@ -412,8 +413,34 @@ pub fn fold_fanout(root: &FanoutRecord, records: &HashMap<u32, FanoutRecord>) ->
             _ => break,
         }
     }
-    // Each node's start on the controller's clock, breadth first.
-    let mut done: BTreeMap<u32, u64> = BTreeMap::new();
+    let placed = place(root, records);
+    fold.unanswered = placed.unanswered;
+    fold.no_record = placed.no_record;
+    let done = placed.done;
+    let values: Vec<u64> = done.values().copied().collect();
+    fold.node_done = Spread::of(&values);
+    let limit = straggler_threshold(fold.node_done.p50_us);
+    let mut late: Vec<(u32, u64)> = done.into_iter().filter(|(_, t)| *t > limit).collect();
+    late.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    fold.late = late;
+    fold
+}
+
+/// Every node of a broadcast placed on the controller's clock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// When each node finished its own part, µs after the controller handled it.
+    pub done: BTreeMap<u32, u64>,
+    pub unanswered: Vec<u32>,
+    pub no_record: Vec<u32>,
+}
+
+/// Walk the records from the controller's down. A child's start is its
+/// parent's start, plus when the parent handed it on, plus half the wire
+/// round trip (the parent's round trip to it less the child's own time),
+/// plus the child's mailbox wait. Exact when the wire is symmetric.
+pub fn place(root: &FanoutRecord, records: &HashMap<u32, FanoutRecord>) -> Placement {
+    let mut out = Placement::default();
     let mut queue: Vec<(&FanoutRecord, u64)> = vec![(root, 0)];
     let mut guard = 0usize;
     while let Some((rec, start)) = queue.pop() {
@@ -422,15 +449,15 @@ pub fn fold_fanout(root: &FanoutRecord, records: &HashMap<u32, FanoutRecord>) ->
             break; // a cycle in bad records must not loop forever
         }
         if let (Some(rank), Some(local)) = (rec.rank, rec.local_us) {
-            done.insert(rank, start + local);
+            out.done.insert(rank, start + local);
         }
         for l in &rec.legs {
             let Some(back) = l.back_us else {
-                fold.unanswered.push(l.child);
+                out.unanswered.push(l.child);
                 continue;
             };
             let Some(child) = records.get(&l.child) else {
-                fold.no_record.push(l.child);
+                out.no_record.push(l.child);
                 continue;
             };
             let rtt = back.saturating_sub(l.sent_us);
@@ -438,15 +465,9 @@ pub fn fold_fanout(root: &FanoutRecord, records: &HashMap<u32, FanoutRecord>) ->
             queue.push((child, start + l.sent_us + wire / 2 + child.queued_us));
         }
     }
-    let values: Vec<u64> = done.values().copied().collect();
-    fold.node_done = Spread::of(&values);
-    let limit = straggler_threshold(fold.node_done.p50_us);
-    let mut late: Vec<(u32, u64)> = done.into_iter().filter(|(_, t)| *t > limit).collect();
-    late.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    fold.late = late;
-    fold.unanswered.sort_unstable();
-    fold.no_record.sort_unstable();
-    fold
+    out.unanswered.sort_unstable();
+    out.no_record.sort_unstable();
+    out
 }
 
 /// Sort key: no answer is slower than any answer.
@@ -710,5 +731,126 @@ mod tests {
             Some(3)
         );
         assert_eq!(pick(ring.iter(), &FanoutPick::Job(7)), None);
+    }
+
+    /// Seeded: random paths from "true" per-hop times; the breakdown must
+    /// recover every round trip and, with symmetric wires, each direction.
+    #[test]
+    fn seeded_paths_break_down_exactly() {
+        let seed = 0x5eed_0001;
+        println!("seed {seed:#x}");
+        let mut rng = crate::tree::test_rng::Lcg::new(seed);
+        for case in 0..500 {
+            let depth = 1 + rng.below(8) as usize;
+            let own: Vec<(u64, u64, u64, u64)> = (0..=depth)
+                .map(|_| {
+                    (
+                        u64::from(rng.below(500)),
+                        u64::from(rng.below(500)),
+                        u64::from(rng.below(500)),
+                        u64::from(rng.below(500)),
+                    )
+                })
+                .collect();
+            let symmetric = rng.chance(50);
+            let wires: Vec<(u64, u64)> = (0..depth)
+                .map(|_| {
+                    let d = u64::from(rng.below(5000));
+                    (
+                        d,
+                        if symmetric {
+                            d
+                        } else {
+                            u64::from(rng.below(5000))
+                        },
+                    )
+                })
+                .collect();
+            let b = breakdown(&simulated(&own, &wires));
+            let sum: u64 = b.lines.iter().map(|l| l.total_us).sum();
+            assert_eq!(sum, b.end_to_end_us, "case {case}");
+            assert_eq!(b.skew_us, 0, "case {case}");
+            for (i, (d, u)) in wires.iter().enumerate() {
+                let l = &b.lines[i];
+                assert_eq!(l.wire_down_us + l.wire_up_us, d + u, "case {case} leg {i}");
+                if symmetric {
+                    assert_eq!(
+                        (l.wire_down_us, l.wire_up_us),
+                        (*d, *u),
+                        "case {case} leg {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Seeded: a broadcast simulated on one true timeline over a real tree
+    /// layout (each daemon's offsets on its own clock, symmetric wires); the
+    /// placement must put every node's finish exactly where it happened.
+    #[test]
+    fn seeded_broadcasts_are_placed_exactly() {
+        use crate::tree::topology::Topology;
+        let seed = 0x5eed_0002;
+        println!("seed {seed:#x}");
+        let mut rng = crate::tree::test_rng::Lcg::new(seed);
+        for case in 0..50 {
+            let n = 1 + rng.below(300);
+            let w = 2 + rng.below(8);
+            let topo = Topology::new(n, w).unwrap();
+            let mut records = HashMap::new();
+            let mut truth = BTreeMap::new();
+            // Returns (record, absolute answer time) for `me` handled at `handled`.
+            #[allow(clippy::too_many_arguments)]
+            fn sim(
+                topo: &Topology,
+                me: Option<u32>,
+                handled: u64,
+                queued: u64,
+                rng: &mut crate::tree::test_rng::Lcg,
+                records: &mut HashMap<u32, FanoutRecord>,
+                truth: &mut BTreeMap<u32, u64>,
+            ) -> (FanoutRecord, u64) {
+                let gap = u64::from(rng.below(50)) + 1;
+                let local = me.map(|_| u64::from(rng.below(3000)));
+                let mut last = handled + local.unwrap_or(0);
+                let mut legs = Vec::new();
+                for (i, c) in topo.children(me).into_iter().enumerate() {
+                    let sent = handled + gap * (i as u64 + 1);
+                    let wire = u64::from(rng.below(2000));
+                    let q = u64::from(rng.below(300));
+                    let child_handled = sent + wire + q;
+                    let (rec, answered) = sim(topo, Some(c), child_handled, q, rng, records, truth);
+                    let back = answered + wire;
+                    last = last.max(back);
+                    legs.push(Leg {
+                        child: c,
+                        targets: 1,
+                        sent_us: sent - handled,
+                        back_us: Some(back - handled),
+                        failed: 0,
+                    });
+                    records.insert(c, rec);
+                }
+                if let (Some(r), Some(l)) = (me, local) {
+                    truth.insert(r, handled + l);
+                }
+                let answered = last + u64::from(rng.below(100));
+                let rec = FanoutRecord {
+                    rank: me,
+                    queued_us: queued,
+                    legs,
+                    local_us: local,
+                    done_us: answered - handled,
+                    ..Default::default()
+                };
+                (rec, answered)
+            }
+            let (root, _) = sim(&topo, None, 0, 0, &mut rng, &mut records, &mut truth);
+            let placed = place(&root, &records);
+            assert_eq!(placed.done, truth, "case {case}: n={n} w={w}");
+            assert!(placed.unanswered.is_empty() && placed.no_record.is_empty());
+            let f = fold_fanout(&root, &records);
+            assert_eq!(f.node_done.count, u64::from(n), "case {case}");
+        }
     }
 }

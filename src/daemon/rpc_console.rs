@@ -187,7 +187,7 @@ pub async fn trace_fanout(req: FanoutTraceRequest, h: &ControllerHandles) -> Bod
             .rev()
             .take(RECENT)
             .rev()
-            .map(|r| (r.kind.clone(), r.job_id, r.origin))
+            .map(|r| (r.kind.to_string(), r.job_id, r.origin))
             .collect(),
         ..Default::default()
     };
