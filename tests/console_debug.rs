@@ -102,7 +102,7 @@ fn debug_is_raised_on_the_named_nodes_only_and_reverts_by_itself() {
         &cwd,
         "debug",
         &[
-            "-w", "n3", "--flags", "route", "--level", "trace", "--for", "4s",
+            "-w", "n3", "--flags", "route", "--level", "trace", "--for", "6s",
         ],
     );
     assert!(o.status.success(), "{}", out(&o));
