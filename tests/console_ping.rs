@@ -81,6 +81,10 @@ fn a_ping_shows_every_hop_and_a_set_names_who_did_not_answer() {
         hops.join(" > ")
     );
     assert_eq!(text.matches(&header).count(), 2, "{text}");
+    assert!(
+        text.contains(&format!("--- {target}: 2 probes, 2 answered")),
+        "{text}"
+    );
     for h in &hops {
         assert!(
             text.lines()

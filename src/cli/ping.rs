@@ -205,6 +205,23 @@ pub fn render(nodes: &str, rep: &ProbeReport) -> String {
         }
         o.push_str(&round_text(nodes, r));
     }
+    // ping(8)'s closing line, over the rounds where the one node answered.
+    let single: Vec<u64> = rep
+        .rounds
+        .iter()
+        .filter(|r| r.targets == 1)
+        .filter_map(|r| r.slowest.first().map(|p| p.breakdown.end_to_end_us))
+        .collect();
+    if rep.rounds.len() > 1 && !single.is_empty() {
+        let s = crate::console::trace::Spread::of(&single);
+        o.push_str(&format!(
+            "--- {nodes}: {} probes, {} answered, end to end p50 {} max {}\n",
+            rep.rounds.len(),
+            single.len(),
+            dur(s.p50_us),
+            dur(s.max_us)
+        ));
+    }
     o.push_str(
         "(wire = a parent's round trip to the child less the child's own time, on one clock each; \
          split evenly between the two directions)\n",
