@@ -208,3 +208,36 @@ fn an_ordinary_user_may_not_debug_ping_or_trace() {
     let o = c.cli(c.dir.path(), "debug", &["--show"]);
     assert!(o.status.success(), "{}", out(&o));
 }
+
+#[test]
+fn debug_lines_past_the_rate_are_dropped_and_counted() {
+    let mut c = Cluster::configure(3, 2, 30, "", &[]);
+    c.start_authd();
+    c.start_ctld();
+    c.start_node("n1");
+    // n2 may write 3 debug lines a second; n1 and n3 the default 500.
+    c.start_node_env("n2", &[("CANOPY_DEBUG_RATE", "3")]);
+    c.start_node("n3");
+    c.wait_for(Duration::from_secs(60), "all nodes IDLE", |c| {
+        c.nodes_info()
+            .iter()
+            .filter(|n| n.scontrol_state() == "IDLE")
+            .count()
+            == 3
+    });
+    let cwd = c.dir.path().to_path_buf();
+    // Each probe costs n2's relay two debug lines; a burst is more than 3.
+    for _ in 0..4 {
+        let o = c.cli(&cwd, "ping", &["n2"]);
+        assert!(o.status.success(), "{}", out(&o));
+    }
+    // The count is written once the next second opens with a line admitted.
+    c.wait_for(Duration::from_secs(15), "n2's drop report", |c| {
+        let _ = c.cli(&cwd, "ping", &["n2"]);
+        c.log_text("n2")
+            .contains("debug lines dropped in the last second (at most 3 per second)")
+    });
+    assert!(!c.log_text("n1").contains("debug lines dropped"));
+    assert!(!c.log_text("n3").contains("debug lines dropped"));
+    common::keep_logs(&c);
+}

@@ -21,8 +21,12 @@ use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 use crate::console::debug::{DebugState, LineBudget, Raised};
 use crate::wire::messages::DebugSet;
 
-/// Debug and trace lines one daemon process writes per second at most.
+/// Debug and trace lines one daemon process writes per second at most
+/// (`CANOPY_DEBUG_RATE` in the daemon's environment overrides it).
 pub const DEBUG_LINES_PER_SEC: u64 = 500;
+
+/// The rate in force, set once by [`init_tracing`].
+static RATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(DEBUG_LINES_PER_SEC);
 
 struct Control {
     handle: Option<reload::Handle<EnvFilter, Registry>>,
@@ -41,7 +45,11 @@ fn control() -> &'static Mutex<Control> {
 
 fn budget() -> &'static Mutex<LineBudget> {
     static BUDGET: OnceLock<Mutex<LineBudget>> = OnceLock::new();
-    BUDGET.get_or_init(|| Mutex::new(LineBudget::new(DEBUG_LINES_PER_SEC)))
+    BUDGET.get_or_init(|| {
+        Mutex::new(LineBudget::new(
+            RATE.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+    })
 }
 
 /// Drops debug and trace lines past the budget; says how many, once a second.
@@ -65,9 +73,10 @@ impl<S> Filter<S> for RateLimit {
             // Written directly: an event from inside the filter would re-enter it.
             eprintln!(
                 "{} WARN canopy::daemon::debuglog: {} debug lines dropped in the last second \
-                 (at most {DEBUG_LINES_PER_SEC} per second)",
+                 (at most {} per second)",
                 chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ"),
-                verdict.report_dropped
+                verdict.report_dropped,
+                RATE.load(std::sync::atomic::Ordering::Relaxed)
             );
         }
         verdict.admit
@@ -86,6 +95,12 @@ pub fn init_tracing(verbose: u8) {
         .ok()
         .filter(|b| EnvFilter::try_new(b).is_ok())
         .unwrap_or_else(|| default.to_string());
+    if let Some(rate) = std::env::var("CANOPY_DEBUG_RATE")
+        .ok()
+        .and_then(|r| r.parse::<u64>().ok())
+    {
+        RATE.store(rate, std::sync::atomic::Ordering::Relaxed);
+    }
     let filter = EnvFilter::try_new(&base).unwrap_or_else(|_| EnvFilter::new(default));
     let (layer, handle) = reload::Layer::new(filter);
     let fmt = tracing_subscriber::fmt::layer()
