@@ -313,6 +313,14 @@ enum Scenario {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// The console: ping one node at the deepest level (every hop shown),
+    /// ping every node, and trace a real broadcast through the relays.
+    ConsolePing {
+        #[command(flatten)]
+        topo: Topo,
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+    },
 }
 
 fn pick(v: &Option<Vec<u32>>, default: &[u32], quick: &[u32]) -> Result<Vec<u32>> {
@@ -699,6 +707,14 @@ fn run(cli: &Cli, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
                 idle: Duration::from_secs(if q { 1 } else { (*idle_secs).max(1) }),
                 // The smoke test checks the worst case's line count too.
                 distinct: *distinct || q,
+            },
+            progress,
+        ),
+        Scenario::ConsolePing { topo, rounds } => scenarios::console_ping::run(
+            &scenarios::console_ping::Opts {
+                nodes: nodes(topo, &[10000], q)?,
+                widths: widths(topo, &[10], q)?,
+                rounds: if q { 3 } else { (*rounds).max(1) },
             },
             progress,
         ),

@@ -1360,6 +1360,13 @@ impl Handler<RunCommand> for NodeAgent {
                 }
                 now(Ok(NodeReply::Ack))
             }
+            // The probe's last hop: answering from this mailbox is the point
+            // (a launch waits in it too); the relay stamps the time.
+            NodeCommand::Probe => now(Ok(NodeReply::Ack)),
+            // The relay answers these itself; they never come here.
+            NodeCommand::FanoutTrace { .. } | NodeCommand::SetDebug(_) | NodeCommand::ShowDebug => {
+                now(Err("answered by the relay, not the node agent".into()))
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ use super::agent_link::{RunCommand, SendUp};
 use super::registry::ActorRegistry;
 use super::stats::{ActorStats, Counted};
 use crate::console::latency::Latency;
+use crate::console::trace::{hop_at_target, hop_via_child, FanoutRecord, Leg, ProbePath};
 use crate::tree::collect::{child_budget, Collector};
 use crate::tree::health::SubtreeHealth;
 use crate::tree::plan::split;
@@ -43,6 +44,10 @@ const HELD_RETRY: Duration = Duration::from_millis(50);
 const RELAY_EXEC_BUDGET: usize = 32 << 20;
 /// Upward messages kept while this relay has no parent (oldest dropped beyond).
 const DETACHED_QUEUE: usize = 65_536;
+/// Recent fan-outs each relay remembers for `canopy trace fanout`: a bounded
+/// ring of small records (about 130 bytes, plus a few per child), filled with
+/// timestamps the relay takes anyway.
+const FANOUT_RING: usize = 32;
 
 /// What the root relay reports to the controller.
 #[derive(Message, Debug)]
@@ -94,6 +99,8 @@ pub struct FromChild {
     pub rank: u32,
     pub link_id: u64,
     pub body: Body,
+    /// When the link reader read it (the mailbox wait starts here).
+    pub received: Instant,
 }
 
 /// Fan a command out to `targets` and gather one outcome per target.
@@ -105,10 +112,27 @@ pub struct Fanout {
     pub budget: Duration,
 }
 
-/// A Forward received from this daemon's parent (node daemons only).
+/// A Forward received from this daemon's parent (node daemons only), and
+/// when the link reader read it.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct FromParent(pub Forward);
+pub struct FromParent(pub Forward, pub Instant);
+
+/// A console fan-out (`canopy ping`, `trace fanout`, `debug`) that the
+/// controller's RPC layer asked for at `asked`; kept out of the ring.
+#[derive(Message)]
+#[rtype(result = "Vec<Outcome>")]
+pub struct ConsoleFanout {
+    pub targets: RankSet,
+    pub cmd: NodeCommand,
+    pub budget: Duration,
+    pub asked: Instant,
+}
+
+/// This relay's records of its recent fan-outs, oldest first.
+#[derive(Message)]
+#[rtype(result = "Vec<FanoutRecord>")]
+pub struct GetFanoutRecords;
 
 /// The parent link changed (node daemons only).
 #[derive(Message)]
@@ -182,6 +206,65 @@ struct Pending {
     /// histograms, root relay only).
     started: Instant,
     depth: u32,
+    clock: FanClock,
+}
+
+/// Timestamps of one fan-out on this daemon's clock: what `canopy ping`
+/// and `canopy trace fanout` are made of. A handful of `Instant::now()`
+/// per fan-out and per child is all it costs when nobody asks.
+struct FanClock {
+    received: Instant,
+    handled: Instant,
+    origin: u64,
+    kind: &'static str,
+    job_id: Option<u32>,
+    started: i64,
+    /// The command is the console's own (never recorded in the ring).
+    console: bool,
+    probe: bool,
+    /// Every node's answer differs (probes, trace records): never grouped.
+    distinct: bool,
+    sent: Vec<(u32, Instant)>,
+    /// (child, its answer read off the link, handled here).
+    back: Vec<(u32, Instant, Instant)>,
+    local_done: Option<Instant>,
+}
+
+/// The kind and job a fan-out's record is found by.
+fn cmd_kind(cmd: &NodeCommand) -> (&'static str, Option<u32>) {
+    match cmd {
+        NodeCommand::Noop => ("Noop", None),
+        NodeCommand::Launch(l) => ("Launch", Some(l.job_id)),
+        NodeCommand::Signal { job_id, .. } => ("Signal", Some(*job_id)),
+        NodeCommand::KillStep { job_id, .. } => ("KillStep", Some(*job_id)),
+        NodeCommand::Terminate { job_id, .. } => ("Terminate", Some(*job_id)),
+        NodeCommand::Reregister => ("Reregister", None),
+        NodeCommand::RunStep(s) => ("RunStep", Some(s.job_id)),
+        NodeCommand::ReloadKeys => ("ReloadKeys", None),
+        NodeCommand::Prolog(j) => ("Prolog", Some(j.job_id)),
+        NodeCommand::SetScripts(_) => ("SetScripts", None),
+        NodeCommand::StatSteps { job_id, .. } => ("StatSteps", Some(*job_id)),
+        NodeCommand::Probe => ("Probe", None),
+        NodeCommand::FanoutTrace { .. } => ("FanoutTrace", None),
+        NodeCommand::SetDebug(_) => ("SetDebug", None),
+        NodeCommand::ShowDebug => ("ShowDebug", None),
+        #[allow(unreachable_patterns)]
+        _ => ("Other", None),
+    }
+}
+
+fn is_console(cmd: &NodeCommand) -> bool {
+    matches!(
+        cmd,
+        NodeCommand::Probe
+            | NodeCommand::FanoutTrace { .. }
+            | NodeCommand::SetDebug(_)
+            | NodeCommand::ShowDebug
+    )
+}
+
+fn us_between(from: Instant, to: Instant) -> u64 {
+    to.saturating_duration_since(from).as_micros() as u64
 }
 
 pub struct RelayActor {
@@ -202,6 +285,12 @@ pub struct RelayActor {
     registry: Option<Arc<ActorRegistry>>,
     /// The controller's fan-out latency by depth (root relay only).
     latency: Option<Arc<Latency>>,
+    /// Recent fan-outs, oldest first (`canopy trace fanout`).
+    ring: std::collections::VecDeque<FanoutRecord>,
+    /// High bits of the broadcast ids this relay originates (the root's),
+    /// fresh per start, so a record from before a controller restart is
+    /// never taken for a new broadcast.
+    origin_salt: u64,
 }
 
 impl RelayActor {
@@ -224,6 +313,8 @@ impl RelayActor {
             stats,
             registry: None,
             latency: None,
+            ring: std::collections::VecDeque::new(),
+            origin_salt: crate::daemon::new_boot_id() << 32,
         }
     }
 
@@ -273,17 +364,42 @@ impl RelayActor {
     }
 
     /// Start a fan-out; its result goes to `reply` once complete or expired.
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &mut self,
         targets: RankSet,
         cmd: NodeCommand,
         budget: Duration,
         reply: ReplyTo,
+        received: Instant,
+        origin: u64,
         ctx: &mut Context<Self>,
     ) {
         let id = self.next_id;
         self.next_id += 1;
         tracing::debug!(me = ?self.me, id, targets = ?targets, ?budget, "fan-out start");
+        let (kind, job_id) = cmd_kind(&cmd);
+        let mut clock = FanClock {
+            received,
+            handled: Instant::now(),
+            origin: if origin == 0 {
+                self.origin_salt | id
+            } else {
+                origin
+            },
+            kind,
+            job_id,
+            started: chrono::Utc::now().timestamp(),
+            console: is_console(&cmd),
+            probe: matches!(cmd, NodeCommand::Probe),
+            distinct: matches!(cmd, NodeCommand::Probe | NodeCommand::FanoutTrace { .. }),
+            sent: Vec::new(),
+            back: Vec::new(),
+            local_done: None,
+        };
+        if clock.probe {
+            tracing::trace!(me = ?self.me, id, origin = clock.origin, "probe stamped on its way down");
+        }
         let deadline = Instant::now() + budget;
         let mut collector = Collector::new(targets.clone(), deadline);
         let plan = split(&self.topo, self.me, &targets, &self.attached());
@@ -298,6 +414,7 @@ impl RelayActor {
                 targets: sub.clone(),
                 budget_ms: child_budget(budget, depth_below).as_millis() as u64,
                 cmd: cmd.clone(),
+                origin: clock.origin,
             };
             let sent = self
                 .links
@@ -305,6 +422,7 @@ impl RelayActor {
                 .map(|l| l.tx.try_send(Body::Forward(Box::new(fwd))).is_ok())
                 .unwrap_or(false);
             if sent {
+                clock.sent.push((child, Instant::now()));
                 via.push((child, sub));
             } else {
                 collector.fail(&sub, format!("link to rank {child} is congested or gone"));
@@ -323,21 +441,35 @@ impl RelayActor {
             } else if let (Some(me), NodeCommand::Noop) = (self.me, &cmd) {
                 // A no-op needs no trip to the agent: this daemon answering is the point.
                 collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::Ack));
+                clock.local_done = Some(Instant::now());
+            } else if let (Some(me), Some(answer)) = (self.me, self.answer_here(&cmd, ctx)) {
+                // The console's questions about this daemon itself.
+                collector.record(&RankSet::from_ranks([me]), answer);
+                clock.local_done = Some(Instant::now());
             } else if let (Some(me), NodeCommand::HopView { rank }) = (self.me, &cmd) {
                 // Answered from this relay's own links: no trip through the agent's mailbox.
                 let view = self.hop_view(me, *rank);
                 collector.record(&RankSet::from_ranks([me]), Ok(NodeReply::HopView(view)));
+                clock.local_done = Some(Instant::now());
             } else if let (Some(me), Upstream::Node { agent, .. }) = (self.me, &self.up) {
                 let agent = agent.clone();
                 let cmd2 = cmd.clone();
+                let probe = clock.probe;
                 ctx.spawn(
                     async move { agent.send(RunCommand(cmd2)).await }
                         .into_actor(self)
                         .map(move |res, act, ctx| {
                             let result = match res {
+                                // The probe's stamps are filled in as it climbs.
+                                Ok(Ok(NodeReply::Ack)) if probe => {
+                                    Ok(NodeReply::Probe(ProbePath::default()))
+                                }
                                 Ok(r) => r,
                                 Err(e) => Err(format!("node agent unavailable: {e}")),
                             };
+                            if let Some(p) = act.pending.get_mut(&id) {
+                                p.clock.local_done = Some(Instant::now());
+                            }
                             act.record(id, &RankSet::from_ranks([me]), result, ctx);
                         }),
                 );
@@ -372,9 +504,130 @@ impl RelayActor {
                 top,
                 started: Instant::now(),
                 depth,
+                clock,
             },
         );
         self.maybe_finish(id, ctx);
+    }
+
+    /// The relay's own answer to a console command addressed to this
+    /// daemon (`None`: not one of those; the agent answers it).
+    fn answer_here(
+        &mut self,
+        cmd: &NodeCommand,
+        ctx: &mut Context<Self>,
+    ) -> Option<Result<NodeReply, String>> {
+        match cmd {
+            NodeCommand::FanoutTrace { origin } => {
+                let rec = self.ring.iter().rev().find(|r| r.origin == *origin);
+                Some(Ok(NodeReply::FanoutRecord(rec.cloned().map(Box::new))))
+            }
+            NodeCommand::ShowDebug => Some(Ok(NodeReply::Debug(crate::daemon::debuglog::show()))),
+            NodeCommand::SetDebug(set) => {
+                Some(match crate::daemon::debuglog::apply(set, Instant::now()) {
+                    Ok((shown, next)) => {
+                        if let Some(at) = next {
+                            self.arm_debug_revert(at, ctx);
+                        }
+                        Ok(NodeReply::Debug(shown))
+                    }
+                    Err(e) => Err(e),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Revert raised log detail when it is due: this daemon holds the
+    /// deadline, so it reverts even if the controller is gone.
+    fn arm_debug_revert(&mut self, at: Instant, ctx: &mut Context<Self>) {
+        let wait = at.saturating_duration_since(Instant::now());
+        ctx.run_later(wait, |act, ctx| {
+            if let Some(next) = crate::daemon::debuglog::expire(Instant::now()) {
+                act.arm_debug_revert(next, ctx);
+            }
+        });
+    }
+
+    /// Stamp each probe outcome with this hop, and keep the fan-out's record.
+    fn stamp(&mut self, clock: &FanClock, via: &[(u32, RankSet)], outcomes: &mut [Outcome]) {
+        let answered = Instant::now();
+        if clock.probe {
+            for o in outcomes.iter_mut() {
+                let Ok(NodeReply::Probe(path)) = &mut o.result else {
+                    continue;
+                };
+                let first = o.ranks.iter().next();
+                let hop = match via
+                    .iter()
+                    .find(|(_, s)| first.is_some_and(|r| s.contains(r)))
+                {
+                    Some((child, _)) => {
+                        let sent = clock.sent.iter().find(|(c, _)| c == child).map(|x| x.1);
+                        let back = clock.back.iter().find(|(c, _, _)| c == child);
+                        match (sent, back) {
+                            (Some(sent), Some(&(_, read, handled))) => hop_via_child(
+                                self.me,
+                                clock.received,
+                                clock.handled,
+                                sent,
+                                (read, handled),
+                                answered,
+                            ),
+                            _ => continue,
+                        }
+                    }
+                    None => hop_at_target(
+                        self.me,
+                        clock.received,
+                        clock.handled,
+                        clock.local_done.unwrap_or(answered),
+                        answered,
+                    ),
+                };
+                path.hops.insert(0, hop);
+            }
+        }
+        if clock.console {
+            return;
+        }
+        let legs = via
+            .iter()
+            .map(|(child, sub)| Leg {
+                child: *child,
+                targets: sub.len(),
+                sent_us: clock
+                    .sent
+                    .iter()
+                    .find(|(c, _)| c == child)
+                    .map_or(0, |(_, t)| us_between(clock.handled, *t)),
+                back_us: clock
+                    .back
+                    .iter()
+                    .find(|(c, _, _)| c == child)
+                    .map(|(_, read, _)| us_between(clock.handled, *read)),
+                failed: outcomes
+                    .iter()
+                    .filter(|o| o.result.is_err())
+                    .map(|o| o.ranks.intersection(sub).len())
+                    .sum(),
+            })
+            .collect();
+        if self.ring.len() >= FANOUT_RING {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(FanoutRecord {
+            origin: clock.origin,
+            kind: clock.kind.into(),
+            job_id: clock.job_id,
+            rank: self.me,
+            started: clock.started,
+            targets: outcomes.iter().map(|o| o.ranks.len()).sum(),
+            queued_us: us_between(clock.received, clock.handled),
+            legs,
+            local_us: clock.local_done.map(|t| us_between(clock.handled, t)),
+            done_us: us_between(clock.handled, answered),
+        });
     }
 
     fn record(
@@ -425,6 +678,7 @@ impl RelayActor {
             // One summary per hop, whatever the subtree's size.
             outcomes = crate::console::top::fold_outcomes(&self.head_name(), outcomes, q);
         }
+        self.stamp(&p.clock, &p.via, &mut outcomes);
         match p.reply {
             ReplyTo::Local(tx) => {
                 let _ = tx.send(outcomes);
@@ -677,6 +931,7 @@ impl Handler<FromChild> for RelayActor {
             }
             Body::ForwardReply(r) => {
                 if let Some(p) = self.pending.get_mut(&r.id) {
+                    p.clock.back.push((msg.rank, msg.received, Instant::now()));
                     // Only accept outcomes for targets actually routed via this child.
                     let routed: RankSet = p
                         .via
@@ -684,7 +939,14 @@ impl Handler<FromChild> for RelayActor {
                         .filter(|(c, _)| *c == msg.rank)
                         .fold(RankSet::new(), |acc, (_, s)| acc.union(s));
                     for o in r.outcomes {
-                        p.collector.record(&o.ranks.intersection(&routed), o.result);
+                        let ranks = o.ranks.intersection(&routed);
+                        // Probe stamps and trace records differ per node:
+                        // searching for an equal group would cost O(n²).
+                        if p.clock.distinct && o.result.is_ok() {
+                            p.collector.record_distinct(&ranks, o.result);
+                        } else {
+                            p.collector.record(&ranks, o.result);
+                        }
                     }
                     self.maybe_finish(r.id, ctx);
                 }
@@ -721,7 +983,16 @@ impl Handler<Fanout> for RelayActor {
         let _busy = self.stats.handled();
         let (tx, rx) = oneshot::channel();
         let targets = msg.targets.clone();
-        self.start(msg.targets, msg.cmd, msg.budget, ReplyTo::Local(tx), ctx);
+        let now = Instant::now();
+        self.start(
+            msg.targets,
+            msg.cmd,
+            msg.budget,
+            ReplyTo::Local(tx),
+            now,
+            0,
+            ctx,
+        );
         Box::pin(async move {
             rx.await.unwrap_or_else(|_| {
                 vec![Outcome {
@@ -739,7 +1010,8 @@ impl Handler<FromParent> for RelayActor {
         let _busy = self.stats.handled();
         let f = msg.0;
         let budget = Duration::from_millis(f.budget_ms);
-        self.start(f.targets, f.cmd, budget, ReplyTo::Parent { id: f.id }, ctx);
+        let reply = ReplyTo::Parent { id: f.id };
+        self.start(f.targets, f.cmd, budget, reply, msg.1, f.origin, ctx);
     }
 }
 
@@ -782,6 +1054,8 @@ impl Handler<SetUpstream> for RelayActor {
                     NodeCommand::Reregister,
                     Duration::from_secs(10),
                     ReplyTo::Local(tx),
+                    Instant::now(),
+                    0,
                     ctx,
                 );
             }
@@ -837,5 +1111,32 @@ impl Handler<GetHopView> for RelayActor {
     fn handle(&mut self, msg: GetHopView, _ctx: &mut Context<Self>) -> Self::Result {
         self.stats.handled();
         MessageResult(self.hop_view(self.me.unwrap_or(u32::MAX), msg.0))
+    }
+}
+
+impl Handler<ConsoleFanout> for RelayActor {
+    type Result = ResponseFuture<Vec<Outcome>>;
+    fn handle(&mut self, msg: ConsoleFanout, ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        let (tx, rx) = oneshot::channel();
+        let targets = msg.targets.clone();
+        let reply = ReplyTo::Local(tx);
+        self.start(msg.targets, msg.cmd, msg.budget, reply, msg.asked, 0, ctx);
+        Box::pin(async move {
+            rx.await.unwrap_or_else(|_| {
+                vec![Outcome {
+                    ranks: targets,
+                    result: Err("relay stopped".into()),
+                }]
+            })
+        })
+    }
+}
+
+impl Handler<GetFanoutRecords> for RelayActor {
+    type Result = MessageResult<GetFanoutRecords>;
+    fn handle(&mut self, _msg: GetFanoutRecords, _ctx: &mut Context<Self>) -> Self::Result {
+        self.stats.handled();
+        MessageResult(self.ring.iter().cloned().collect())
     }
 }

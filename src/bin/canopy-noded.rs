@@ -139,7 +139,8 @@ fn parse_ranks(s: &str, n: usize) -> anyhow::Result<std::ops::Range<u32>> {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    canopy::cli::init_tracing(args.verbose);
+    // Reloadable, so that `canopy debug` can raise and revert it.
+    canopy::daemon::debuglog::init_tracing(args.verbose);
     if args.print_config || args.print_gres {
         return print_hardware(&args);
     }

@@ -7,10 +7,12 @@
 pub mod client;
 pub mod cluster;
 pub mod config_check;
+pub mod debug;
 pub mod events;
 pub mod exec;
 pub mod format;
 pub mod getopt;
+pub mod ping;
 pub mod sacct;
 pub mod sacct_args;
 pub mod sacctmgr;
@@ -32,6 +34,7 @@ pub mod stats;
 pub mod status;
 pub mod terminal;
 pub mod top;
+pub mod trace;
 pub mod tree;
 
 use std::future::Future;
@@ -220,6 +223,9 @@ pub fn main() -> i32 {
         "exec" => exec::run(&rest),
         "tree" => tree::run(&rest),
         "events" => events::run(&rest),
+        "ping" => ping::run(&rest),
+        "trace" => trace::run(&rest),
+        "debug" => debug::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{}", USAGE);
             0
@@ -253,4 +259,10 @@ Operator commands:
   tree [--depth N] [--down] [--node NODE] [--json]
                                  relay tree health in one screen
   events [-f] [--since TIME] [--type KIND] [--json]
-                                 node, relay, job and auth events, repeats folded";
+                                 node, relay, job and auth events, repeats folded
+  ping NODESET [-c N] [--json]   time a probe through the relay tree, hop by hop
+  trace fanout [--last KIND|--job ID] [--json]
+                                 where one real broadcast spent its time
+  debug -w NODESET --flags F,... --for 10m [--level debug|trace]
+  debug --show [-w NODESET] | debug -w NODESET --off
+                                 raise log detail on some daemons for a while";

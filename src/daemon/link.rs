@@ -224,6 +224,7 @@ pub async fn serve_child(mut conn: Connection, hello: Hello, uid: u32, ctx: Rela
                     rank,
                     link_id,
                     body: env.body,
+                    received: last_heard,
                 };
                 if to_relay(&ctx.relay, msg).await.is_err() {
                     break;

@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod ctld;
+pub mod debuglog;
 pub mod event_log;
 pub mod guard;
 pub mod hardware;
@@ -19,6 +20,7 @@ pub mod rpc;
 pub mod rpc_console;
 pub mod rpc_exec;
 pub mod rpc_nodes;
+pub mod rpc_trace;
 pub mod rpc_tree;
 pub mod shutdown;
 pub mod stats;

@@ -543,7 +543,7 @@ impl Uplink {
                         last_heard = std::time::Instant::now();
                         match env.body {
                             Body::Forward(f) => {
-                                if to_relay(&self.relay, FromParent(*f)).await.is_err() {
+                                if to_relay(&self.relay, FromParent(*f, last_heard)).await.is_err() {
                                     break;
                                 }
                             }

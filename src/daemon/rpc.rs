@@ -303,6 +303,9 @@ pub async fn handle(env: Envelope, h: &ControllerHandles, info: &CtldInfo) -> Bo
         Body::ExecInterrupt(req) => super::rpc_exec::interrupt(req, caller, h).await,
         Body::QueryTree(q) => super::rpc_tree::tree(q, caller, h, info).await,
         Body::QueryEvents(q) => super::rpc_tree::events(q, h).await,
+        Body::Probe(req) => super::rpc_trace::probe(req, h).await,
+        Body::TraceFanout(req) => super::rpc_trace::trace_fanout(req, h).await,
+        Body::Debug(req) => super::rpc_trace::debug(req, h).await,
         other => error(
             ErrorCode::InvalidRequest,
             format!("unexpected request {}", other.kind()),

@@ -110,6 +110,7 @@ async fn ask_directly(addr: &str, rank: u32, info: &CtldInfo) -> Result<HopRepor
             targets: RankSet::from_ranks([rank]),
             budget_ms: HOP_BUDGET.as_millis() as u64,
             cmd: NodeCommand::HopView { rank },
+            origin: 0,
         };
         let env = conn
             .request(&Body::Forward(Box::new(fwd)))

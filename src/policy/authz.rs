@@ -123,6 +123,11 @@ pub const RPC_ROLES: &[(&str, Role)] = &[
     ("QueryTree", Role::Anyone),
     // `canopy events`: other users' job changes and peers' addresses: operators only.
     ("QueryEvents", Role::Operator),
+    // The console's probes and traces travel the whole tree, and debug
+    // changes what daemons log: operators only.
+    ("Probe", Role::Operator),
+    ("TraceFanout", Role::Operator),
+    ("Debug", Role::Operator),
 ];
 
 /// The role a request kind needs, if the controller serves it.

@@ -58,6 +58,21 @@ impl<R: Clone + PartialEq> Collector<R> {
         self.settle(fresh, result);
     }
 
+    /// As [`Collector::record`], for a result known to differ from every other (a probe's
+    /// stamps name its target): it opens its own group without searching for an equal one, so a
+    /// node set's distinct answers cost O(outcomes) rather than O(outcomes²).
+    pub fn record_distinct(&mut self, ranks: &RankSet, result: Result<R, String>) {
+        let fresh = ranks.intersection(&self.outstanding);
+        let known = ranks.intersection(&self.targets).len();
+        self.duplicates += known - fresh.len();
+        self.strays += ranks.len() - known;
+        if fresh.is_empty() {
+            return;
+        }
+        self.outstanding = self.outstanding.difference(&fresh);
+        self.outcomes.push((fresh, result));
+    }
+
     /// Fails whichever of `ranks` are still outstanding (say, those sent through a child link
     /// that was just lost) and returns them. Ranks with an outcome already keep it, and are not
     /// counted as duplicates: failing a whole branch is not a repeated answer.
@@ -184,6 +199,29 @@ mod tests {
                 (RankSet::from_ranks([0, 1, 2, 3, 6, 7]), Ok(1)),
                 (set(4..6), Ok(2)),
                 (set(8..10), Err("boom".to_string())),
+            ]
+        );
+    }
+
+    #[test]
+    fn distinct_results_open_their_own_groups_and_still_count_once() {
+        let (_, mut c) = start();
+        c.record_distinct(&set(0..2), Ok(1));
+        c.record_distinct(&set(2..3), Ok(1));
+        c.record_distinct(&set(1..4), Ok(9));
+        assert_eq!(c.duplicates(), 2, "ranks 1 and 2 were already answered");
+        c.record_distinct(&set(9..12), Ok(3));
+        assert_eq!(c.strays(), 2);
+        c.record(&set(4..9), Err("gone".into()));
+        assert!(c.is_complete());
+        assert_eq!(
+            c.finish(),
+            vec![
+                (set(0..2), Ok(1)),
+                (set(2..3), Ok(1)),
+                (set(3..4), Ok(9)),
+                (set(9..10), Ok(3)),
+                (set(4..9), Err("gone".to_string())),
             ]
         );
     }

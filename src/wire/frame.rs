@@ -655,6 +655,7 @@ mod tests {
                     step_id: 1,
                     kill_wait_s: Some(30),
                 },
+                origin: 0,
             })),
             Body::Error(ErrorReply {
                 code: ErrorCode::InvalidPartition,
@@ -672,6 +673,7 @@ mod tests {
                     steps_only: false,
                     step: None,
                 },
+                origin: 0,
             })),
             Body::ForwardReply(ForwardReply {
                 id: 7,
@@ -693,6 +695,7 @@ mod tests {
                 targets: RankSet::default(),
                 budget_ms: 1_000,
                 cmd: NodeCommand::Launch(Box::new(launch())),
+                origin: 0,
             })),
         ]
     }
@@ -811,6 +814,7 @@ mod tests {
             targets: RankSet::default(),
             budget_ms: 1,
             cmd: NodeCommand::Launch(Box::new(big)),
+            origin: 0,
         }));
         for body in [Body::Ping, body] {
             let header = rmp_serde::to_vec_named(&header_for(&body)).unwrap();

@@ -961,6 +961,30 @@ pub enum NodeCommand {
     HopView {
         rank: u32,
     },
+    /// `canopy ping`: each hop stamps it; the target's agent answers `Ack`.
+    Probe,
+    /// `canopy trace fanout`: this node's record of broadcast `origin`
+    /// (answered by its relay from its ring, never by the agent).
+    FanoutTrace {
+        origin: u64,
+    },
+    /// `canopy debug`: raise (or with no flags, clear) this daemon's log
+    /// detail; answered by the relay with `NodeReply::Debug`.
+    SetDebug(DebugSet),
+    /// `canopy debug --show`: what is raised here now.
+    ShowDebug,
+}
+
+/// `canopy debug` as it travels to each node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DebugSet {
+    /// Checked flag names; empty = revert everything now.
+    pub flags: Vec<String>,
+    pub level: String,
+    pub for_secs: u64,
+    /// Wall-clock second the asker computed for the revert (shown, not used
+    /// as the deadline: each daemon counts `for_secs` on its own clock).
+    pub until: UnixTime,
 }
 
 /// Why a running job is killed.
@@ -1007,6 +1031,12 @@ pub enum NodeReply {
     Exec(super::exec::ExecOutput),
     /// `HopView`'s answer.
     HopView(crate::console::tree::HopReport),
+    /// A probe's stamps, controller first (each relay prepends its own).
+    Probe(crate::console::trace::ProbePath),
+    /// A relay's record of one broadcast (`None`: it has none).
+    FanoutRecord(Option<Box<crate::console::trace::FanoutRecord>>),
+    /// The flags raised on this daemon now.
+    Debug(Vec<crate::console::debug::Raised>),
 }
 
 /// The outcome for a group of targets that all got the same result.
@@ -1025,6 +1055,11 @@ pub struct Forward {
     /// Time left for the whole subtree to answer, in milliseconds.
     pub budget_ms: u64,
     pub cmd: NodeCommand,
+    /// The controller's id for the whole broadcast, the same at every hop
+    /// (`canopy trace fanout` finds each relay's record of it by this);
+    /// 0 from a peer that predates it.
+    #[serde(default)]
+    pub origin: u64,
 }
 
 /// Exactly one outcome per target of the matching [`Forward`].
@@ -1162,6 +1197,15 @@ pub enum Body {
     /// `canopy events`; answered with `Events` (held up to `wait_ms` when following).
     QueryEvents(crate::console::events::EventQuery),
     Events(Box<crate::console::events::EventReport>),
+    /// `canopy ping` (operators); answered with `ProbeReply`.
+    Probe(ProbeRequest),
+    ProbeReply(Box<ProbeReport>),
+    /// `canopy trace fanout` (operators); answered with `FanoutTraceReply`.
+    TraceFanout(FanoutTraceRequest),
+    FanoutTraceReply(Box<FanoutTraceReport>),
+    /// `canopy debug` (operators); answered with `DebugReply`.
+    Debug(DebugRequest),
+    DebugReply(DebugReport),
 }
 
 /// What `canopy stats` asks for.
@@ -1255,6 +1299,12 @@ impl Body {
             Body::Tree(_) => "Tree",
             Body::QueryEvents(_) => "QueryEvents",
             Body::Events(_) => "Events",
+            Body::Probe(_) => "Probe",
+            Body::ProbeReply(_) => "ProbeReply",
+            Body::TraceFanout(_) => "TraceFanout",
+            Body::FanoutTraceReply(_) => "FanoutTraceReply",
+            Body::Debug(_) => "Debug",
+            Body::DebugReply(_) => "DebugReply",
         }
     }
 }
@@ -1302,4 +1352,93 @@ pub struct AcctMgrReply {
     pub ok: bool,
     pub changed: bool,
     pub lines: Vec<String>,
+}
+
+/// `canopy ping NODESET`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRequest {
+    /// Hostlist.
+    pub nodes: String,
+    /// Probe rounds, one after another (at most [`PROBE_MAX_COUNT`]).
+    pub count: u32,
+    pub budget_ms: u64,
+    /// How many of the slowest paths to show in full.
+    pub keep: u32,
+}
+
+/// The most rounds one `canopy ping` may ask for.
+pub const PROBE_MAX_COUNT: u32 = 10;
+
+/// A probed path with its names resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedPath {
+    pub target: String,
+    /// Hop names, controller first.
+    pub hops: Vec<String>,
+    pub breakdown: crate::console::trace::Breakdown,
+}
+
+/// One probe round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRound {
+    pub targets: u64,
+    pub answered: u64,
+    pub spread: crate::console::trace::Spread,
+    /// The slowest paths in full, slowest first.
+    pub slowest: Vec<NamedPath>,
+    /// Answered paths not shown in full.
+    pub omitted: u64,
+    /// Hostlist of the nodes past the straggler threshold.
+    pub stragglers: String,
+    pub straggler_threshold_us: u64,
+    /// Non-responders: (hostlist, reason).
+    pub failed: Vec<(String, String)>,
+    /// The controller's time for the round, from the request to the last answer.
+    pub elapsed_us: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeReport {
+    pub rounds: Vec<ProbeRound>,
+}
+
+/// `canopy trace fanout`: which broadcast.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FanoutTraceRequest {
+    pub pick: crate::console::trace::FanoutPick,
+    pub budget_ms: u64,
+    /// How many late nodes to name one by one.
+    pub keep: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FanoutTraceReport {
+    /// `None`: no recent broadcast matched (the ring is bounded).
+    pub fold: Option<crate::console::trace::FanoutFold>,
+    /// Rank -> name for every rank the fold mentions.
+    pub names: Vec<(u32, String)>,
+    /// Nodes that did not answer the trace query itself: (hostlist, reason).
+    pub unreachable: Vec<(String, String)>,
+    /// Late nodes beyond `keep` not named one by one.
+    pub late_omitted: u64,
+    /// Broadcasts the controller still remembers (kind, job, origin), newest last.
+    pub recent: Vec<(String, Option<u32>, u64)>,
+}
+
+/// `canopy debug`: raise, clear or show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DebugRequest {
+    /// Hostlist; `None` = every node (only for `show`).
+    pub nodes: Option<String>,
+    /// `None` = show what is raised.
+    pub set: Option<DebugSet>,
+    pub budget_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DebugReport {
+    /// Nodes answering alike folded: (hostlist, what is raised there).
+    pub groups: Vec<(String, Vec<crate::console::debug::Raised>)>,
+    /// Nodes that did not answer: (hostlist, reason).
+    pub failed: Vec<(String, String)>,
 }

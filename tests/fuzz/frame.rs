@@ -58,6 +58,7 @@ pub fn sample_bodies() -> Vec<Body> {
             targets: ranks.clone(),
             budget_ms: 5_000,
             cmd: NodeCommand::Noop,
+            origin: 0,
         })),
         Body::Health(HealthDelta {
             added: ranks,

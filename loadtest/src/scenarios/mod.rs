@@ -3,6 +3,7 @@
 
 pub mod console;
 pub mod console_exec;
+pub mod console_ping;
 pub mod console_tree;
 pub mod dynamic;
 pub mod fanout;
