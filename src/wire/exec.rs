@@ -175,6 +175,7 @@ mod tests {
             targets: crate::tree::rankset::RankSet::from_range(0..4),
             budget_ms: 10,
             cmd: NodeCommand::Exec(Box::new(spec)),
+            origin: 0,
         };
         roundtrip(&Body::Forward(Box::new(fwd)));
         roundtrip(&Body::ForwardReply(crate::wire::messages::ForwardReply {
