@@ -149,6 +149,11 @@ fn top_shows_every_daemons_actors_a_stuck_one_and_what_it_left_out() {
     let total = v["summary"]["totals"]["actors"].as_u64().unwrap();
     assert_eq!(v["left_out"].as_u64().unwrap(), total - 2);
     assert_eq!(v["summary"]["stuck"][0]["kind"], "stall");
+    // What top found stuck is in the event log too.
+    let o = c.cli(w, "events", &["--type", "actor"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("n4 stall"), "{text}");
 
     // Scopes: a relay's subtree, one node, the controller alone.
     let v = top_json(&c, w, &["-k", "200", "--subtree", "n1"]);

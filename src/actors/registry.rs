@@ -84,6 +84,30 @@ impl ActorRegistry {
         out
     }
 
+    /// The actors stuck now (`kind name` each), read without starting a new window for
+    /// `canopy top` (the controller's timer looks, so that a stuck actor is an event even
+    /// while nobody watches).
+    pub fn stuck_now(&self, stuck_ms: u64) -> Vec<String> {
+        let Ok(entries) = self.entries.lock() else {
+            return Vec::new();
+        };
+        let now = now_us();
+        entries
+            .iter()
+            .filter_map(|e| {
+                let stats = e.stats.upgrade()?;
+                let who = Who {
+                    daemon: &self.daemon,
+                    kind: &e.kind,
+                    name: &e.name,
+                };
+                let (s, _) = top::sample(who, stats.read(), e.mark, now, stuck_ms);
+                s.stuck
+                    .then(|| format!("{} {} {}", self.daemon, e.kind, e.name))
+            })
+            .collect()
+    }
+
     /// This daemon's own summary for `q`.
     pub fn summary(&self, q: &TopQuery) -> TopSummary {
         top::local(&self.daemon, self.samples(q.stuck_ms), q)

@@ -117,6 +117,12 @@ pub async fn top(q: TopQuery, h: &ControllerHandles) -> Body {
         (false, 1) => summaries.remove(0),
         (false, _) => top::fold("controller", summaries, &q),
     };
+    // What `top` finds stuck goes to the event log too (repeats fold there).
+    for s in &summary.stuck {
+        let who = format!("{} {} {}", s.daemon, s.kind, s.name);
+        h.events
+            .actor_stuck(&who, Duration::from_millis(q.stuck_ms));
+    }
     let elapsed_ms = t0.elapsed().as_millis() as u64;
     tracing::debug!(scope = %scope, asked, missing = missing.len(), elapsed_ms, "top answered");
     Body::Top(Box::new(TopReport::new(

@@ -453,6 +453,13 @@ impl Actor for ControllerActor {
             }
             let done = act.run(Command::Tick, ctx);
             ctx.spawn(done.map(|_| ()).into_actor(act));
+            // The daemon's other actors, from their published counters (a few atomics
+            // each); a stuck controller is seen by `canopy top`, which reads them too.
+            let stuck_ms = crate::console::top::DEFAULT_STUCK_MS;
+            for who in act.registry.stuck_now(stuck_ms) {
+                act.events
+                    .actor_stuck(&who, Duration::from_millis(stuck_ms));
+            }
         });
         let sched = self.core.conf().sched.clone();
         // The backfill pass every `bf_interval` (never under sched/builtin).
