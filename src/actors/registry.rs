@@ -52,6 +52,11 @@ impl ActorRegistry {
             },
         };
         if let Ok(mut e) = self.entries.lock() {
+            // Every job's step registers here: without a `canopy top` to sweep them, the
+            // finished ones are dropped whenever the list has doubled (amortised O(1)).
+            if e.len() >= 64 && e.len().is_power_of_two() {
+                e.retain(|x| x.stats.strong_count() > 0);
+            }
             e.push(entry);
         }
     }
@@ -142,5 +147,24 @@ mod tests {
         assert_eq!(s.totals.actors, 1);
         assert_eq!(s.top[0].handled, 2);
         assert!(!s.top[0].stuck);
+    }
+
+    /// Steps come and go for as long as the daemon runs: the dead are swept as the list
+    /// grows, without anyone asking `canopy top`; and what is stuck can be read without
+    /// starting a new window.
+    #[test]
+    fn finished_actors_are_swept_as_they_come_and_stuck_ones_read_without_a_window() {
+        let reg = ActorRegistry::new("ctld");
+        let keep = ActorStats::new();
+        reg.register("controller", "c", &keep);
+        for i in 0..10_000 {
+            let step = ActorStats::new();
+            reg.register("step", &i.to_string(), &step);
+        }
+        let len = reg.entries.lock().map(|e| e.len()).unwrap_or(usize::MAX);
+        assert!(len < 200, "{len} entries kept for 1 live actor");
+        keep.sent();
+        assert_eq!(reg.stuck_now(0), ["ctld controller c"]);
+        assert!(reg.stuck_now(60_000).is_empty());
     }
 }

@@ -353,4 +353,10 @@ fn a_deleted_nodes_daemon_is_retired_and_its_rank_keeps_the_trees_word() {
         (d2.name.as_str(), d2.base, d2.not_responding),
         ("d2", NodeBaseState::Idle, false)
     );
+    // A node that exists at another rank (moved by a restart with a changed node list) is
+    // not deleted: its registration at the old rank is ignored, and nothing tells it to stop.
+    let (r, _) = join(&mut c, "NodeName=d3 CPUs=2");
+    assert_eq!(r.unwrap()[0].rank, 2);
+    assert!(retired(&register(&mut c, "d3")).is_empty());
+    assert_eq!(c.node_info(1).unwrap().name, "d2");
 }

@@ -106,14 +106,12 @@ impl Core {
         };
         let mut idle = Vec::new();
         for &l in &lenders {
-            let lent = self
-                .jobs
-                .get(l)
-                .and_then(|j| j.alloc.as_ref())
-                .map(|a| lent_to(a, &alloc))
-                .unwrap_or_default();
+            let lender = self.jobs.get(l).and_then(|j| j.alloc.as_ref());
+            let lent = lender.map(|a| lent_to(a, &alloc)).unwrap_or_default();
+            let part = lender.and_then(|a| a.cap_part.clone());
             for c in &lent {
-                sched::hold_cpus(c.rank, &c.ids, c.count, &mut self.slots, false);
+                let p = part.as_deref();
+                sched::hold_cpus(c.rank, &c.ids, c.count, &mut self.slots, false, p);
             }
             if lent.is_empty() {
                 idle.push(l);
@@ -183,8 +181,14 @@ impl Core {
         if !free {
             return false;
         }
+        let part = self
+            .jobs
+            .get(id)
+            .and_then(|j| j.alloc.as_ref())
+            .and_then(|a| a.cap_part.clone());
         for c in &lent {
-            sched::hold_cpus(c.rank, &c.ids, c.count, &mut self.slots, true);
+            let p = part.as_deref();
+            sched::hold_cpus(c.rank, &c.ids, c.count, &mut self.slots, true, p);
         }
         self.jobs.set_suspended(id, false);
         self.jobs.modify(id, |j| {

@@ -119,6 +119,16 @@ impl Core {
         // A deleted dynamic node's daemon still running: its rank is a hole, or belongs to
         // the node created since. Told to stop, or its link keeps holding the rank.
         let dynamic_rank = rank as usize >= self.conf.fixed_nodes;
+        let elsewhere = self
+            .conf
+            .node_index(&hello.node)
+            .filter(|&i| i != rank as usize);
+        if let Some(now_at) = elsewhere {
+            // Not deleted: a restart with a changed node list moved it, and only a
+            // restarted daemon learns its new rank.
+            tracing::warn!(rank, now_at, node = %hello.node, "registration at the node's old rank ignored; restart its daemon");
+            return;
+        }
         if here.is_some_and(|n| n.vacant)
             || (dynamic_rank && here.is_some_and(|n| n.name != hello.node))
         {

@@ -154,8 +154,25 @@ pub fn restore(
         .all(|r| map(r) == Some(r));
     if !identity {
         for j in jobs.iter_mut() {
-            let Some(a) = j.alloc.as_mut() else { continue };
             let mut changed = false;
+            // A job suspended for a preemptor names the nodes it lent CPUs on, too.
+            if let Some(s) = j.preempt_suspended.as_mut() {
+                for l in s.lent.iter_mut() {
+                    match map(l.rank) {
+                        Some(to) if to != l.rank => {
+                            l.rank = to;
+                            changed = true;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let Some(a) = j.alloc.as_mut() else {
+                if changed {
+                    out.persist.push(Op::PutJob(Box::new(j.clone())));
+                }
+                continue;
+            };
             for r in a.ranks.iter_mut() {
                 let to = match map(*r) {
                     Some(to) => to,

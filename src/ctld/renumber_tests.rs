@@ -77,6 +77,16 @@ fn lines_added_before_move_jobs_reservations_and_dynamic_nodes_by_name() {
     let mut done = running(4, 0);
     done.state = JobState::Completed;
     jobs.push(done);
+    // Job 2 lent CPUs on n2 to a preemptor (job 1): the lent node moves too.
+    jobs[1].preempt_suspended = Some(crate::model::job::PreemptSuspend {
+        at: 5,
+        by: 1,
+        lent: vec![crate::model::job::LentCpus {
+            rank: 1,
+            ids: vec![0],
+            count: 1,
+        }],
+    });
     let mut resvs = vec![resv(&[1, 2], "n2,d1")];
     let r = restore(
         &new,
@@ -92,6 +102,8 @@ fn lines_added_before_move_jobs_reservations_and_dynamic_nodes_by_name() {
         .collect();
     assert_eq!(ranks, [vec![2], vec![3], vec![1], vec![1]]);
     assert_eq!(put_jobs(&r), [1, 2, 3, 4]);
+    let lent = &jobs[1].preempt_suspended.as_ref().unwrap().lent[0];
+    assert_eq!(lent.rank, 2, "n2's new rank");
     assert_eq!(
         (resvs[0].ranks.clone(), resvs[0].node_list.as_str()),
         (vec![2, 3], "n2,d1")

@@ -92,7 +92,7 @@ where
     }
     recovered.dyn_nodes = restored.dyn_nodes;
     if !restored.persist.is_empty() {
-        store.commit(restored.persist).await?;
+        store.commit_atomic(restored.persist).await?;
     }
     let addr = format!("{}:{}", conf.control_addr, conf.slurmctld_port);
     let listener = super::listen::bind(&addr)

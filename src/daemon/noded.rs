@@ -294,6 +294,8 @@ async fn answer_hop_view(
     let Some(me) = ctx.me else {
         return;
     };
+    // Counted in, as every message to the relay is: its handler counts it out.
+    ctx.relay_stats.sent();
     let result = match ctx.relay.send(crate::actors::relay::GetHopView(rank)).await {
         Ok(mut v) => {
             v.direct = true;

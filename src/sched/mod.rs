@@ -768,9 +768,20 @@ pub fn release_cpus(alloc: &Allocation, slots: &mut [NodeSlot]) {
 }
 
 /// Hold (`true`) or give back CPUs on node `rank`: `ids` by identity,
-/// `count` in the node's count.
-pub fn hold_cpus(rank: u32, ids: &[u32], count: u32, slots: &mut [NodeSlot], hold: bool) {
+/// `count` in the node's count; `part`: the job's `MaxCPUsPerNode` partition
+/// (`Allocation::cap_part`), whose count follows the CPUs held.
+pub fn hold_cpus(
+    rank: u32,
+    ids: &[u32],
+    count: u32,
+    slots: &mut [NodeSlot],
+    hold: bool,
+    part: Option<&str>,
+) {
     if let Some(s) = slots.get_mut(rank as usize) {
+        if let Some(p) = part {
+            share::count_part(s, p, count, hold);
+        }
         s.alloc_cpus = if hold {
             s.alloc_cpus.saturating_add(count)
         } else {

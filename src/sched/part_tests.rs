@@ -25,7 +25,7 @@ fn loaded() -> Vec<NodeSlot> {
     let mut slots: Vec<NodeSlot> = (0..3).map(|_| NodeSlot::plain(4, 4000)).collect();
     for (rank, busy) in [(0u32, 3u32), (1, 1), (2, 2)] {
         let ids: Vec<u32> = (0..busy).collect();
-        hold_cpus(rank, &ids, busy, &mut slots, true);
+        hold_cpus(rank, &ids, busy, &mut slots, true, None);
     }
     slots
 }

@@ -227,7 +227,7 @@ pub(super) fn hold_node(
 }
 
 /// Count `cpus` of partition `part` held (or given back) on `s`, for `MaxCPUsPerNode`.
-fn count_part(s: &mut NodeSlot, part: &str, cpus: u32, hold: bool) {
+pub(super) fn count_part(s: &mut NodeSlot, part: &str, cpus: u32, hold: bool) {
     match s.part_cpus.iter_mut().find(|(p, _)| p == part) {
         Some((_, n)) if hold => *n = n.saturating_add(cpus),
         Some((_, n)) => *n = n.saturating_sub(cpus),

@@ -140,6 +140,8 @@ pub enum Op {
 struct Batch {
     ops: Vec<Op>,
     done: oneshot::Sender<Result<(), String>>,
+    /// All or nothing (`Store::commit_atomic`).
+    atomic: bool,
 }
 
 /// Everything read back at start-up.
@@ -291,12 +293,43 @@ impl Store {
     /// Queue `ops`; the returned receiver resolves once they are durable.
     pub fn submit(&self, ops: Vec<Op>) -> oneshot::Receiver<Result<(), String>> {
         let (done, rx) = oneshot::channel();
-        if let Err(mpsc::SendError(batch)) = self.tx.send(Batch { ops, done }) {
+        if let Err(mpsc::SendError(batch)) = self.tx.send(Batch {
+            ops,
+            done,
+            atomic: false,
+        }) {
             let _ = batch
                 .done
                 .send(Err("state store writer has stopped".into()));
         }
         rx
+    }
+
+    /// Apply `ops` all or nothing, and wait until they are durable: for changes whose parts
+    /// mean nothing alone (a restart's renumbering rewrites jobs, reservations, dynamic
+    /// nodes and the node table the ranks refer to). Only jobs, reservations, dynamic
+    /// nodes and the node table may be written so.
+    pub async fn commit_atomic(&self, ops: Vec<Op>) -> Result<(), StoreError> {
+        let (done, rx) = oneshot::channel();
+        if self
+            .tx
+            .send(Batch {
+                ops,
+                done,
+                atomic: true,
+            })
+            .is_err()
+        {
+            return Err(StoreError::WriterGone);
+        }
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(detail)) => Err(StoreError::Encode {
+                what: "atomic batch",
+                detail,
+            }),
+            Err(_) => Err(StoreError::WriterGone),
+        }
     }
 
     /// Apply `ops` and wait until they are durable.
@@ -524,7 +557,11 @@ fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>, faults: Arc<AtomicBool>) {
                 results.push(Err(stopped(&broken)));
                 continue;
             }
-            let r = b.ops.iter().try_for_each(|op| apply(&t, op));
+            let r = if b.atomic {
+                apply_atomic(&t, &b.ops)
+            } else {
+                b.ops.iter().try_for_each(|op| apply(&t, op))
+            };
             if let Err(e) = &r {
                 tracing::error!(error = %e, "state store write failed; failing every later write");
                 broken = Some(e.clone());
@@ -544,6 +581,53 @@ fn writer_loop(t: Trees, rx: mpsc::Receiver<Batch>, faults: Arc<AtomicBool>) {
             let _ = b.done.send(r);
         }
     }
+}
+
+/// `ops` in one sled transaction over the trees they touch: a crash leaves all of them or
+/// none (sled writes a plain batch op by op).
+fn apply_atomic(t: &Trees, ops: &[Op]) -> Result<(), String> {
+    use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
+    // Encoded first: the transaction closure may run more than once.
+    let mut writes: Vec<(u8, Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(ops.len());
+    for op in ops {
+        match op {
+            Op::PutJob(r) => writes.push((
+                0,
+                r.job_id.to_be_bytes().to_vec(),
+                Some(encode(r.as_ref())?),
+            )),
+            Op::PutResv(r) => {
+                writes.push((1, r.name.as_bytes().to_vec(), Some(encode(r.as_ref())?)))
+            }
+            Op::PutDynNode { offset, line } => writes.push((
+                2,
+                offset.to_be_bytes().to_vec(),
+                Some(line.as_bytes().to_vec()),
+            )),
+            Op::DeleteDynNode(offset) => writes.push((2, offset.to_be_bytes().to_vec(), None)),
+            Op::PutFileNodes(names) => {
+                writes.push((3, FILE_NODES_KEY.to_vec(), Some(encode(names)?)))
+            }
+            other => return Err(format!("{other:?} cannot be written atomically")),
+        }
+    }
+    (&t.jobs, &t.resv, &t.dyn_nodes, &t.meta)
+        .transaction(|(jobs, resv, dyn_nodes, meta)| {
+            for (tree, key, value) in &writes {
+                let tree = match tree {
+                    0 => jobs,
+                    1 => resv,
+                    2 => dyn_nodes,
+                    _ => meta,
+                };
+                match value {
+                    Some(v) => tree.insert(key.as_slice(), v.as_slice())?,
+                    None => tree.remove(key.as_slice())?,
+                };
+            }
+            Ok::<(), ConflictableTransactionError<String>>(())
+        })
+        .map_err(|e: TransactionError<String>| e.to_string())
 }
 
 /// The error every batch gets once the store has failed.
@@ -618,6 +702,44 @@ mod tests {
         }
         let (_, rec) = reopen(dir.path()).await;
         assert_eq!(rec.usage, Some(book));
+    }
+
+    /// A renumbering's writes go in all at once and read back; a batch holding a record of
+    /// another kind is refused whole, nothing of it written.
+    #[tokio::test]
+    async fn an_atomic_batch_is_written_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (store, _) = Store::open(dir.path()).unwrap();
+            store
+                .commit(vec![Op::PutDynNode {
+                    offset: 5,
+                    line: "NodeName=d9".into(),
+                }])
+                .await
+                .unwrap();
+            store
+                .commit_atomic(vec![
+                    Op::PutJob(Box::new(rec(7))),
+                    Op::DeleteDynNode(5),
+                    Op::PutDynNode {
+                        offset: 0,
+                        line: "NodeName=d9".into(),
+                    },
+                    Op::PutFileNodes(vec!["n1".into(), "n2".into()]),
+                ])
+                .await
+                .unwrap();
+            let refused = store
+                .commit_atomic(vec![Op::PutJob(Box::new(rec(8))), Op::NextJobId(9)])
+                .await;
+            assert!(refused.is_err());
+        }
+        let (_, back) = reopen(dir.path()).await;
+        let ids: Vec<u32> = back.jobs.iter().map(|j| j.job_id).collect();
+        assert_eq!(ids, [7], "job 8's batch was refused whole");
+        assert_eq!(back.dyn_nodes, [(0, "NodeName=d9".to_string())]);
+        assert_eq!(back.file_nodes, Some(vec!["n1".into(), "n2".into()]));
     }
 
     /// Open the store again once the dropped one's writer thread has let go

@@ -34,7 +34,7 @@ pub struct TreeFacts {
 impl Handler<GetTreeFacts> for ControllerActor {
     type Result = Result<TreeFacts, ErrorReply>;
     fn handle(&mut self, msg: GetTreeFacts, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         // The tree view is the nodes' view folded: hidden where sinfo's would be.
         if self.core.conf().private_data.nodes && !msg.caller.operator {
             return Err(ErrorReply {

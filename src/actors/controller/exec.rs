@@ -30,7 +30,7 @@ pub struct NamesOfEach(pub Vec<RankSet>);
 impl Handler<ExecTargets> for ControllerActor {
     type Result = Result<(RankSet, u32), ErrorReply>;
     fn handle(&mut self, msg: ExecTargets, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let invalid = |m: String| ErrorReply {
             code: ErrorCode::InvalidNodeName,
             message: m,
@@ -86,7 +86,7 @@ impl Handler<ExecTargets> for ControllerActor {
 impl Handler<NamesOfEach> for ControllerActor {
     type Result = Vec<String>;
     fn handle(&mut self, msg: NamesOfEach, _ctx: &mut Context<Self>) -> Self::Result {
-        self.stats.handled();
+        let _busy = self.stats.handled();
         let conf = self.core.conf();
         msg.0
             .iter()
