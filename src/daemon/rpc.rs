@@ -423,7 +423,7 @@ async fn reload_keys(h: &ControllerHandles, info: &CtldInfo) -> Body {
             // The nodes first, while every link still speaks the old key:
             // a node that has not taken the new one must not be cut off.
             let msg = Fanout {
-                targets: RankSet::from_range(0..h.node_count),
+                targets: RankSet::from_range(0..h.nodes_now()),
                 cmd: NodeCommand::ReloadKeys,
                 budget: std::time::Duration::from_secs(10),
             };
@@ -528,7 +528,7 @@ async fn broadcast(req: BroadcastRequest, h: &ControllerHandles) -> Body {
     };
     let targets = match ranks {
         Some(r) => r,
-        None => RankSet::from_range(0..h.node_count),
+        None => RankSet::from_range(0..h.nodes_now()),
     };
     let t0 = std::time::Instant::now();
     let msg = Fanout {

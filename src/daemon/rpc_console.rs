@@ -80,7 +80,7 @@ pub async fn top(q: TopQuery, h: &ControllerHandles) -> Body {
         },
         (None, None) => (
             "cluster".to_string(),
-            RankSet::from_range(0..h.node_count),
+            RankSet::from_range(0..h.nodes_now()),
             true,
         ),
     };

@@ -36,7 +36,7 @@ fn gone() -> Body {
 
 async fn ranks_of(nodes: Option<&str>, h: &ControllerHandles) -> Result<RankSet, Body> {
     let Some(list) = nodes else {
-        return Ok(RankSet::from_range(0..h.node_count));
+        return Ok(RankSet::from_range(0..h.nodes_now()));
     };
     match send_counted(
         &h.controller,
@@ -196,7 +196,7 @@ pub async fn trace_fanout(req: FanoutTraceRequest, h: &ControllerHandles) -> Bod
     };
     // Every node is asked (the record does not keep the target set); those
     // that were not targets answer `None` and are simply not walked.
-    let all = RankSet::from_range(0..h.node_count);
+    let all = RankSet::from_range(0..h.nodes_now());
     let cmd = NodeCommand::FanoutTrace {
         origin: root.origin,
     };

@@ -340,6 +340,10 @@ impl ControllerActor {
     /// Follow a configuration the core accepted: partition actors (new ones
     /// started, removed ones dropped).
     fn apply_conf(&mut self, conf: &Config) {
+        self.node_count.store(
+            conf.nodes.len() as u32,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let mut partitions = HashMap::new();
         for pc in &conf.partitions {
             let pconf = Arc::new(pc.clone());

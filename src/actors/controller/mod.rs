@@ -227,7 +227,9 @@ pub struct ControllerHandles {
     pub controller_stats: Arc<ActorStats>,
     pub relay: Addr<RelayActor>,
     pub relay_stats: Arc<ActorStats>,
-    pub node_count: u32,
+    /// How many ranks the node table has now (dynamic nodes change it): read with
+    /// [`ControllerHandles::nodes_now`].
+    pub node_count: Arc<std::sync::atomic::AtomicU32>,
     /// The controller daemon's actors, read by `canopy top` without going
     /// through their mailboxes.
     pub registry: Arc<crate::actors::registry::ActorRegistry>,
@@ -237,6 +239,13 @@ pub struct ControllerHandles {
     pub topo: Arc<Topology>,
     /// `canopy events`' log (followers wait on it, not on the controller's mailbox).
     pub events: crate::daemon::event_log::EventLog,
+}
+
+impl ControllerHandles {
+    /// The node table's ranks now: `0..nodes_now()` is every node, dynamic ones included.
+    pub fn nodes_now(&self) -> u32 {
+        self.node_count.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 struct StepHandle {
@@ -280,6 +289,8 @@ pub struct ControllerActor {
     registry: Arc<crate::actors::registry::ActorRegistry>,
     /// Where the core's events go (`canopy events`).
     events: crate::daemon::event_log::EventLog,
+    /// The node table's size, shared with the connection layer (`ControllerHandles`).
+    node_count: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl ControllerActor {
@@ -321,6 +332,7 @@ impl ControllerActor {
         let cstats = stats.clone();
         let rstats = relay_stats.clone();
         let registry = crate::actors::registry::ActorRegistry::new("controller");
+        let node_count = Arc::new(std::sync::atomic::AtomicU32::new(conf.nodes.len() as u32));
         registry.register("controller", &conf.control_host, &stats);
         let latency = Arc::new(crate::console::latency::Latency::new(
             chrono::Utc::now().timestamp(),
@@ -407,6 +419,7 @@ impl ControllerActor {
                 ctld_prologs: HashMap::new(),
                 registry: registry.clone(),
                 events,
+                node_count: node_count.clone(),
             };
             let resumed = actor.carry_out(out, ctx);
             ctx.spawn(resumed.map(|_| ()).into_actor(&actor));
@@ -417,7 +430,7 @@ impl ControllerActor {
             controller_stats: stats,
             relay: relay_out.expect("relay is created in the controller's constructor"),
             relay_stats,
-            node_count: conf.nodes.len() as u32,
+            node_count,
             registry,
             latency,
             topo,
