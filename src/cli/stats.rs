@@ -77,7 +77,7 @@ pub fn run(args: &[String]) -> i32 {
         } else {
             println!(
                 "Latency since {} (microsecond histograms, 1% precision)",
-                r.since
+                crate::model::time::fmt_timestamp(Some(r.since))
             );
             print!("{}", latency::render(&r));
             if reset {
