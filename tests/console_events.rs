@@ -76,6 +76,19 @@ fn node_loss_drain_and_jobs_are_logged_folded_and_kept_across_a_restart() {
         let states: Vec<&str> = r.records.iter().map(|e| e.detail.as_str()).collect();
         states.contains(&"RUNNING") && states.contains(&"COMPLETED")
     });
+    // A job cancelled while it waits never ran: its end is an event too.
+    let held = c.sbatch(w, &["-H", script.to_str().unwrap()]);
+    assert!(c.cli(w, "scancel", &[&held.to_string()]).status.success());
+    c.wait_for(
+        Duration::from_secs(10),
+        "the pending job's end logged",
+        |c| {
+            let r = events_json(c, &["--type", "job"]);
+            r.records
+                .iter()
+                .any(|e| e.subjects.contains(&held.to_string()) && e.detail == "CANCELLED")
+        },
+    );
 
     // --since in Slurm's forms: the future has nothing yet.
     let later = events_json(&c, &["--since", "now+1hour"]);

@@ -44,6 +44,17 @@ impl ControllerActor {
             mut reply,
         } = out;
         self.counts_dirty = true;
+        // Every job's end, however it ended (a pending job cancelled, a node failure, a
+        // requeue) writes its accounting record: `canopy events` takes the ends from there.
+        for op in &persist {
+            if let crate::state::store::Op::PutAcct(a) = op {
+                self.events.record(crate::console::events::Event::new(
+                    crate::console::events::EventKind::JobState,
+                    a.job_id.to_string(),
+                    a.state.name(),
+                ));
+            }
+        }
         let mut gates = Vec::new();
         let mut deferred: Vec<Deferred> = Vec::new();
         for e in effects {

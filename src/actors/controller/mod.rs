@@ -639,12 +639,6 @@ impl Handler<StepEnded> for ControllerActor {
     type Result = ();
     fn handle(&mut self, msg: StepEnded, ctx: &mut Context<Self>) {
         self.steps.remove(&msg.job_id);
-        // Every job that ran ends here, however it ended (`canopy events`).
-        self.events.record(crate::console::events::Event::new(
-            crate::console::events::EventKind::JobState,
-            msg.job_id.to_string(),
-            msg.state.name(),
-        ));
         if let Ok(mut u) = self.unlaunched.lock() {
             u.remove(&msg.job_id);
         }
