@@ -1392,16 +1392,70 @@ impl NodeAgent {
             })));
         }
         let token = spec.token;
-        let Some(stop) = self.execs.begin(token, spec.uid) else {
-            return now(Err(format!("canopy exec {token:#x} already runs here")));
+        // An ordinary user's command joins one of their jobs here, as
+        // pam_slurm_adopt places an ssh session: the job's limits and device
+        // fence then bind it, and it ends with the job. Nodes that do not
+        // track jobs by cgroup run it as before.
+        let confined = self
+            .leaf
+            .as_ref()
+            .is_some_and(|l| l.containment().is_some());
+        let job = if spec.adopt && spec.uid != 0 && confined {
+            let mine = self
+                .jobs
+                .iter()
+                .filter_map(|(&id, j)| j.cgroup.as_ref().map(|cg| (id, cg.uid(), cg.clone())));
+            match crate::exec::remote::choose_job(spec.uid, mine) {
+                Some((_, cg)) => Some(cg),
+                None => {
+                    return now(Err(format!(
+                        "uid {} has no job with a cgroup on {} to run the command in",
+                        spec.uid, self.node
+                    )))
+                }
+            }
+        } else {
+            None
         };
-        tracing::info!(node = %self.node, token, uid = spec.uid, argv = ?spec.argv, "canopy exec");
+        let stop = match self
+            .execs
+            .begin(token, spec.uid, job.as_ref().map(|j| j.job_id()))
+        {
+            Ok(stop) => stop,
+            Err(crate::exec::remote::Refused::Interrupted) => {
+                return now(Ok(NodeReply::Exec(ExecOutput {
+                    output: Vec::new(),
+                    code: 128 + nix::sys::signal::Signal::SIGKILL as i32,
+                    end: ExecEnd::Interrupted,
+                    cut: 0,
+                })))
+            }
+            Err(why) => {
+                return now(Err(format!(
+                    "canopy exec {token:#x} on {}: {why}",
+                    self.node
+                )))
+            }
+        };
+        tracing::info!(node = %self.node, token, uid = spec.uid, job_id = ?job.as_ref().map(|j| j.job_id()), argv = ?spec.argv, "canopy exec");
         let node = self.node.clone();
         Box::pin(
-            crate::exec::remote::run(spec, node, stop)
+            crate::exec::remote::run(spec, node, stop, job.clone())
                 .into_actor(self)
                 .map(move |out, act, _| {
-                    act.execs.end(token);
+                    if let (Some(_), Some(job)) = (act.execs.end(token), job) {
+                        // The last run in the job's extern step: what it left
+                        // there (`setsid nohup cmd &`) goes with it. Blocking.
+                        std::thread::spawn(move || {
+                            match job.step(
+                                crate::exec::contain::StepName::Extern,
+                                &crate::exec::contain::JobLimits::default(),
+                            ) {
+                                Ok(step) => crate::exec::leaf::end_step(step, job.job_id()),
+                                Err(e) => tracing::warn!(job_id = job.job_id(), error = %e, "canopy exec: extern step not cleaned"),
+                            }
+                        });
+                    }
                     Ok(NodeReply::Exec(out))
                 }),
         )

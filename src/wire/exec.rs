@@ -51,6 +51,10 @@ pub struct ExecSpec {
     pub timeout_ms: u64,
     pub max_output: u32,
     pub token: u64,
+    /// Run it inside one of the caller's jobs' cgroups on the node (an
+    /// ordinary user; root and operators are not adopted).
+    #[serde(default)]
+    pub adopt: bool,
 }
 
 /// How a node's command ended.
@@ -169,6 +173,7 @@ mod tests {
             timeout_ms: 1,
             max_output: 0,
             token: 3,
+            adopt: true,
         };
         let fwd = crate::wire::messages::Forward {
             id: 1,
