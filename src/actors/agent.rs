@@ -1396,26 +1396,35 @@ impl NodeAgent {
         // pam_slurm_adopt places an ssh session: the job's limits and device
         // fence then bind it, and it ends with the job. Nodes that do not
         // track jobs by cgroup run it as before.
-        let confined = self
-            .leaf
-            .as_ref()
-            .is_some_and(|l| l.containment().is_some());
-        let job = if spec.adopt && spec.uid != 0 && confined {
-            let mine = self
-                .jobs
-                .iter()
-                .filter_map(|(&id, j)| j.cgroup.as_ref().map(|cg| (id, cg.uid(), cg.clone())));
-            match crate::exec::remote::choose_job(spec.uid, mine) {
-                Some((_, cg)) => Some(cg),
-                None => {
-                    return now(Err(format!(
-                        "uid {} has no job with a cgroup on {} to run the command in",
-                        spec.uid, self.node
-                    )))
+        use crate::exec::remote::Adopt;
+        let leaf = self.leaf.clone().filter(|l| l.containment().is_some());
+        let job = match leaf {
+            Some(leaf) if !spec.jobs.is_empty() && spec.uid != 0 => {
+                let uid = spec.uid;
+                let here = |id: u32| {
+                    let j = self.jobs.get(&id)?;
+                    match &j.cgroup {
+                        // Never another user's job, whatever the request says.
+                        Some(cg) if cg.uid() != uid => None,
+                        Some(cg) => Some(Adopt::Held(cg.clone())),
+                        None => Some(Adopt::Track {
+                            leaf: leaf.clone(),
+                            job_id: id,
+                            uid,
+                        }),
+                    }
+                };
+                match crate::exec::remote::choose_job(&spec.jobs, here) {
+                    Some((_, adopt)) => Some(adopt),
+                    None => {
+                        return now(Err(format!(
+                            "none of uid {uid}'s jobs has started on {} yet",
+                            self.node
+                        )))
+                    }
                 }
             }
-        } else {
-            None
+            _ => None,
         };
         let stop = match self
             .execs
@@ -1446,15 +1455,7 @@ impl NodeAgent {
                     if let (Some(_), Some(job)) = (act.execs.end(token), job) {
                         // The last run in the job's extern step: what it left
                         // there (`setsid nohup cmd &`) goes with it. Blocking.
-                        std::thread::spawn(move || {
-                            match job.step(
-                                crate::exec::contain::StepName::Extern,
-                                &crate::exec::contain::JobLimits::default(),
-                            ) {
-                                Ok(step) => crate::exec::leaf::end_step(step, job.job_id()),
-                                Err(e) => tracing::warn!(job_id = job.job_id(), error = %e, "canopy exec: extern step not cleaned"),
-                            }
-                        });
+                        std::thread::spawn(move || job.end());
                     }
                     Ok(NodeReply::Exec(out))
                 }),

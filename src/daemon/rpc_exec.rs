@@ -137,7 +137,7 @@ pub async fn exec(
         nodes: req.nodes.clone(),
         caller,
     };
-    let (targets, depth) = match send_counted(&h.controller, &h.controller_stats, msg).await {
+    let (targets, depth, jobs) = match send_counted(&h.controller, &h.controller_stats, msg).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => return Body::Error(e),
         Err(_) => return gone(),
@@ -153,7 +153,7 @@ pub async fn exec(
         timeout_ms: req.timeout_ms,
         max_output: req.max_output,
         token: req.token,
-        adopt: !caller.operator && caller.uid != 0,
+        jobs: if caller.uid == 0 { Vec::new() } else { jobs },
     };
     let t0 = Instant::now();
     let msg = Fanout {
@@ -225,7 +225,7 @@ pub async fn interrupt(req: ExecInterrupt, caller: Caller, h: &ControllerHandles
         caller,
     };
     let ranks = match send_counted(&h.controller, &h.controller_stats, msg).await {
-        Ok(Ok((r, _))) => r,
+        Ok(Ok((r, _, _))) => r,
         Ok(Err(e)) => return Body::Error(e),
         Err(_) => return gone(),
     };

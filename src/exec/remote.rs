@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 
 use super::contain::{Attach, JobCgroup, JobLimits, StepName};
 use super::identity::JobUser;
+use super::leaf::Leaf;
 use crate::wire::exec::{ExecEnd, ExecOutput, ExecSpec};
 
 /// How long, after killing a command, its output is waited for before
@@ -164,14 +165,62 @@ impl Running {
     }
 }
 
-/// The job of `uid`'s to adopt a command into: of `jobs` (id, owner,
-/// handle), the owner's with the lowest id (the oldest, so repeated runs
-/// land in the same one).
-pub fn choose_job<T>(uid: u32, jobs: impl IntoIterator<Item = (u32, u32, T)>) -> Option<(u32, T)> {
-    jobs.into_iter()
-        .filter(|&(_, owner, _)| owner == uid)
-        .min_by_key(|&(id, _, _)| id)
-        .map(|(id, _, t)| (id, t))
+/// The job to adopt a command into: of the caller's running jobs
+/// (`wanted`, as the controller knows them), the one with the lowest id
+/// that `here` holds on this node (the oldest, so repeated runs land in
+/// the same one).
+pub fn choose_job<T>(wanted: &[u32], here: impl Fn(u32) -> Option<T>) -> Option<(u32, T)> {
+    let mut ids = wanted.to_vec();
+    ids.sort_unstable();
+    ids.into_iter().find_map(|id| here(id).map(|t| (id, t)))
+}
+
+/// The job cgroup a command is adopted into.
+#[derive(Clone)]
+pub enum Adopt {
+    /// The job's cgroup, as its launch made it.
+    Held(Arc<JobCgroup>),
+    /// Not made here yet (its launch is still under way): reopened, or made
+    /// without limits (its launch writes them), off the event loop.
+    Track {
+        leaf: Arc<Leaf>,
+        job_id: u32,
+        uid: u32,
+    },
+}
+
+impl Adopt {
+    pub fn job_id(&self) -> u32 {
+        match self {
+            Adopt::Held(j) => j.job_id(),
+            Adopt::Track { job_id, .. } => *job_id,
+        }
+    }
+
+    /// The job's cgroup; `Ok(None)`: this node does not track jobs by
+    /// cgroup. Blocking (writes the cgroup file system).
+    pub fn resolve(&self) -> Result<Option<Arc<JobCgroup>>, String> {
+        match self {
+            Adopt::Held(j) => Ok(Some(j.clone())),
+            Adopt::Track { leaf, job_id, uid } => leaf.track_job(*job_id, *uid),
+        }
+    }
+
+    /// Kill what runs in the job's extern step and remove it (the last
+    /// run adopted there ended). Blocking.
+    pub fn end(&self) {
+        let job_id = self.job_id();
+        match self.resolve() {
+            Ok(Some(job)) => match job.step(StepName::Extern, &JobLimits::default()) {
+                Ok(step) => super::leaf::end_step(step, job_id),
+                Err(e) => {
+                    tracing::warn!(job_id, error = %e, "canopy exec: extern step not cleaned")
+                }
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(job_id, error = %e, "canopy exec: extern step not cleaned"),
+        }
+    }
 }
 
 /// Output kept so far: shared so that a command killed while its pipe is
@@ -198,7 +247,7 @@ pub async fn run(
     spec: ExecSpec,
     node: String,
     stop: Arc<Notify>,
-    job: Option<Arc<JobCgroup>>,
+    job: Option<Adopt>,
 ) -> ExecOutput {
     let capture = Arc::new(Mutex::new(Capture::default()));
     let pgid = Arc::new(AtomicI32::new(0));
@@ -207,7 +256,7 @@ pub async fn run(
     let mut worker = {
         let (capture, pgid, killed) = (capture.clone(), pgid.clone(), killed.clone());
         tokio::task::spawn_blocking(move || {
-            run_blocking(&spec, &node, job.as_deref(), &capture, &pgid, &killed)
+            run_blocking(&spec, &node, job.as_ref(), &capture, &pgid, &killed)
         })
     };
     let ended = tokio::select! {
@@ -267,7 +316,7 @@ fn kill(pgid: &AtomicI32, killed: &AtomicBool) {
 fn run_blocking(
     spec: &ExecSpec,
     node: &str,
-    job: Option<&JobCgroup>,
+    job: Option<&Adopt>,
     capture: &Arc<Mutex<Capture>>,
     pgid: &AtomicI32,
     killed: &AtomicBool,
@@ -296,6 +345,15 @@ fn run_blocking(
         .unwrap_or_else(|_| c"/".to_owned());
     // The job's extern step, kept open until the command is inside it
     // (dropping the handle removes an empty cgroup).
+    let job = match job {
+        Some(adopt) => adopt.resolve().map_err(|e| {
+            format!(
+                "canopy exec: cannot place the command in job {}'s cgroup on {node}: {e}",
+                adopt.job_id()
+            )
+        })?,
+        None => None,
+    };
     let step = match job {
         Some(job) => {
             let step = job
@@ -476,10 +534,19 @@ mod tests {
     }
 
     #[test]
-    fn the_callers_own_oldest_job_is_chosen() {
-        let jobs = [(30, 1000, "c"), (12, 1001, "other's"), (20, 1000, "b")];
-        assert_eq!(choose_job(1000, jobs), Some((20, "b")));
-        assert_eq!(choose_job(1001, jobs), Some((12, "other's")));
-        assert_eq!(choose_job(1002, jobs), None, "no job of theirs");
+    fn the_callers_oldest_job_held_here_is_chosen() {
+        let here = |id: u32| match id {
+            20 => Some("b"),
+            30 => Some("c"),
+            _ => None,
+        };
+        assert_eq!(
+            choose_job(&[30, 12, 20], here),
+            Some((20, "b")),
+            "12 is elsewhere"
+        );
+        assert_eq!(choose_job(&[30], here), Some((30, "c")));
+        assert_eq!(choose_job(&[12], here), None, "none of theirs here");
+        assert_eq!(choose_job(&[], here), None, "an operator's run");
     }
 }
