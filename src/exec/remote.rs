@@ -206,17 +206,31 @@ impl Adopt {
         }
     }
 
+    /// Let go of a handle from [`Adopt::resolve`]. One made here for
+    /// tracking must not remove the job's cgroup when dropped (the job's
+    /// launch is in charge of it, and may be about to use it).
+    pub fn release(&self, job: Arc<JobCgroup>) {
+        if let Adopt::Track { .. } = self {
+            if let Ok(job) = Arc::try_unwrap(job) {
+                job.keep();
+            }
+        }
+    }
+
     /// Kill what runs in the job's extern step and remove it (the last
     /// run adopted there ended). Blocking.
     pub fn end(&self) {
         let job_id = self.job_id();
         match self.resolve() {
-            Ok(Some(job)) => match job.step(StepName::Extern, &JobLimits::default()) {
-                Ok(step) => super::leaf::end_step(step, job_id),
-                Err(e) => {
-                    tracing::warn!(job_id, error = %e, "canopy exec: extern step not cleaned")
+            Ok(Some(job)) => {
+                match job.step(StepName::Extern, &JobLimits::default()) {
+                    Ok(step) => super::leaf::end_step(step, job_id),
+                    Err(e) => {
+                        tracing::warn!(job_id, error = %e, "canopy exec: extern step not cleaned")
+                    }
                 }
-            },
+                self.release(job);
+            }
             Ok(None) => {}
             Err(e) => tracing::warn!(job_id, error = %e, "canopy exec: extern step not cleaned"),
         }
@@ -316,7 +330,7 @@ fn kill(pgid: &AtomicI32, killed: &AtomicBool) {
 fn run_blocking(
     spec: &ExecSpec,
     node: &str,
-    job: Option<&Adopt>,
+    adopt: Option<&Adopt>,
     capture: &Arc<Mutex<Capture>>,
     pgid: &AtomicI32,
     killed: &AtomicBool,
@@ -345,7 +359,7 @@ fn run_blocking(
         .unwrap_or_else(|_| c"/".to_owned());
     // The job's extern step, kept open until the command is inside it
     // (dropping the handle removes an empty cgroup).
-    let job = match job {
+    let job = match adopt {
         Some(adopt) => adopt.resolve().map_err(|e| {
             format!(
                 "canopy exec: cannot place the command in job {}'s cgroup on {node}: {e}",
@@ -354,7 +368,7 @@ fn run_blocking(
         })?,
         None => None,
     };
-    let step = match job {
+    let step = match &job {
         Some(job) => {
             let step = job
                 .step(StepName::Extern, &JobLimits::default())
@@ -414,8 +428,11 @@ fn run_blocking(
         });
     }
     let spawned = cmd.spawn();
-    // The command is inside (or never started): the handle may go.
+    // The command is inside (or never started): the handles may go.
     drop(step);
+    if let (Some(adopt), Some(job)) = (adopt, job) {
+        adopt.release(job);
+    }
     // The Command holds the pipe's write ends: drop them, or the read
     // below never sees the end of the output.
     drop(cmd);
