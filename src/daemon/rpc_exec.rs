@@ -294,4 +294,49 @@ mod tests {
         assert!(slots.take(1000).is_some(), "slots come back when runs end");
         assert!(slots.held.lock().unwrap().get(&1001).is_none());
     }
+
+    /// An ordinary user's interrupt reaches only nodes where they run a
+    /// job, as their run does: one with no job is refused before any
+    /// fan-out (an operator's goes out).
+    #[test]
+    fn an_interrupt_is_bounded_as_its_run_is() {
+        use crate::actors::controller::{ControllerActor, FatalHook};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = format!(
+            "ClusterName=t\nSlurmctldHost=ctl(127.0.0.1)\nStateSaveLocation={}\n\
+             NodeName=n[1-2] CPUs=2 RealMemory=1000\nPartitionName=p Nodes=n[1-2] Default=YES\n",
+            dir.path().display()
+        );
+        let conf = std::sync::Arc::new(
+            crate::config::Config::parse_str(&text, &dir.path().join("slurm.conf"))
+                .expect("test config parses"),
+        );
+        let fatal: FatalHook = std::sync::Arc::new(|_| {});
+        let sys = actix::System::new();
+        let (user, operator) = sys.block_on(async {
+            let (store, recovered) =
+                crate::state::store::Store::open(dir.path()).expect("store opens");
+            let h = ControllerActor::start(conf, store, recovered, fatal);
+            let req = ExecInterrupt {
+                nodes: "n[1-2]".into(),
+                token: 1,
+            };
+            let user = Caller {
+                uid: 1000,
+                operator: false,
+            };
+            let u = interrupt(req.clone(), user, &h).await;
+            let o = interrupt(req, Caller::ROOT, &h).await;
+            (u, o)
+        });
+        drop(sys);
+        match user {
+            Body::Error(e) => {
+                assert_eq!(e.code, ErrorCode::PermissionDenied, "{e:?}");
+                assert!(e.message.contains("no running job on n[1-2]"), "{e:?}");
+            }
+            other => panic!("an ordinary user's interrupt went out: {other:?}"),
+        }
+        assert!(matches!(operator, Body::Ok), "{operator:?}");
+    }
 }
