@@ -10,6 +10,13 @@
 //! killed is still returned. Who may run where was decided by the
 //! controller; this module only refuses to run as anyone but the daemon's
 //! own user when the daemon cannot switch users.
+//!
+//! An ordinary user's command is adopted into one of their jobs here (its
+//! `extern` step cgroup, entered before the command execs, as
+//! pam_slurm_adopt does for ssh), so the job's CPU, memory and device
+//! limits bind it; what it leaves there is killed when the last run
+//! adopted into that job ends. A node runs at most [`MAX_RUNS_PER_NODE`]
+//! at once, and refuses a run whose interrupt arrived first.
 
 use std::collections::HashMap;
 use std::io::Read;
