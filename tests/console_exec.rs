@@ -440,3 +440,59 @@ fn an_ordinary_users_command_runs_in_their_jobs_cgroup_and_leaves_nothing() {
     let o = c.cli(Path::new("/"), "scancel", &[&job.to_string()]);
     assert!(o.status.success(), "{:?}", text(&o));
 }
+
+/// Distinct large outputs are bounded on the way up, the root's own
+/// fan-out included: six nodes' megabyte each do not all come back, and
+/// the ones left out are counted as cut.
+#[test]
+fn distinct_large_outputs_are_bounded_at_the_relays() {
+    if !root() {
+        return;
+    }
+    let c = Cluster::start(6, 2, 30);
+    let o = exec(
+        &c,
+        &[
+            "--json",
+            "--max-output",
+            "1000000",
+            "-w",
+            "n[1-6]",
+            "--",
+            "sh",
+            "-c",
+            "head -c 500000 /dev/urandom | od -An -tx1 -v | tr -d ' \\n' | head -c 1000000",
+        ],
+    );
+    let (out, err) = text(&o);
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{err}", &out[..out.len().min(500)]));
+    let groups = v["groups"].as_array().expect("groups");
+    let kept: usize = groups
+        .iter()
+        .map(|g| g["output"].as_str().map_or(0, str::len))
+        .sum();
+    // Emptied outputs with equal cuts fold into one group: per node.
+    let cut: u64 = groups
+        .iter()
+        .map(|g| g["cut"].as_u64().unwrap_or(0) * g["count"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(v["targets"], 6);
+    assert!(
+        kept <= 4 << 20,
+        "{kept} bytes of output came back (a relay keeps 4 MiB)"
+    );
+    assert!(
+        kept as u64 + cut >= 6_000_000,
+        "every byte kept or counted: {kept} + {cut}: {:?} missing {}",
+        groups
+            .iter()
+            .map(|g| (
+                g["nodes"].clone(),
+                g["output"].as_str().map_or(0, str::len),
+                g["cut"].clone()
+            ))
+            .collect::<Vec<_>>(),
+        v["not_finished"]
+    );
+}

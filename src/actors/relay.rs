@@ -43,7 +43,7 @@ const HELD_RETRY: Duration = Duration::from_millis(50);
 /// upward or to the local asker; beyond it outputs are dropped and counted
 /// as cut. Small, because a relay keeps every child's answer until all are
 /// in: the root holds at most this much per child.
-pub const RELAY_EXEC_BUDGET: usize = 4 << 20;
+const RELAY_EXEC_BUDGET: usize = 4 << 20;
 /// Upward messages kept while this relay has no parent (oldest dropped beyond).
 const DETACHED_QUEUE: usize = 65_536;
 /// Recent fan-outs each relay remembers for `canopy trace fanout`: a bounded
