@@ -326,6 +326,14 @@ fn ordinary_users_run_only_on_nodes_running_their_jobs() {
         "{out}"
     );
 
+    // Entered as dave, not as the daemon (a root-squashed home refuses
+    // root): his passwd home does not exist here, so he starts at /, not in
+    // the daemon's working directory.
+    let o = as_user(&c, dave, hd, "exec", &["-w", "n2", "pwd"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("n2 (1)\n----------------\n/\n"), "{out}");
+
     // Beyond it: refused before anything runs, naming the nodes.
     let o = as_user(&c, dave, hd, "exec", &["-w", "n[1-3]", "id", "-u"]);
     let (out, err) = text(&o);
