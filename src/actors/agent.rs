@@ -1451,11 +1451,16 @@ impl NodeAgent {
         Box::pin(
             crate::exec::remote::run(spec, node, stop, job.clone())
                 .into_actor(self)
-                .map(move |out, act, _| {
-                    if let (Some(_), Some(job)) = (act.execs.end(token), job) {
+                .map(move |out, act, ctx| {
+                    if let (Some(id), Some(job)) = (act.execs.end(token), job) {
                         // The last run in the job's extern step: what it left
-                        // there (`setsid nohup cmd &`) goes with it. Blocking.
-                        std::thread::spawn(move || job.end());
+                        // there (`setsid nohup cmd &`) goes with it, off the
+                        // loop; no run joins the job until that is done.
+                        ctx.spawn(
+                            tokio::task::spawn_blocking(move || job.end())
+                                .into_actor(act)
+                                .map(move |_, act, _| act.execs.cleaned(id)),
+                        );
                     }
                     Ok(NodeReply::Exec(out))
                 }),

@@ -60,6 +60,8 @@ pub enum Refused {
     Busy(usize),
     /// Its interrupt came first.
     Interrupted,
+    /// What the job's last run left is being killed.
+    Cleaning(u32),
 }
 
 impl std::fmt::Display for Refused {
@@ -71,6 +73,10 @@ impl std::fmt::Display for Refused {
                 "too many canopy exec commands run on this node (its limit is {n} at once); try again later"
             ),
             Refused::Interrupted => f.write_str("interrupted before it started"),
+            Refused::Cleaning(job) => write!(
+                f,
+                "job {job}'s last canopy exec is still being cleaned up here; try again"
+            ),
         }
     }
 }
@@ -88,6 +94,9 @@ pub struct Running {
     runs: HashMap<u64, Run>,
     /// (token, uid, by an operator, when) of interrupts that found no run.
     early: std::collections::VecDeque<(u64, u32, bool, std::time::Instant)>,
+    /// Jobs whose extern step is being emptied: a run started there now
+    /// would be killed with it.
+    cleaning: std::collections::HashSet<u32>,
 }
 
 impl Running {
@@ -109,6 +118,9 @@ impl Running {
         {
             return Err(Refused::Interrupted);
         }
+        if let Some(job) = job.filter(|j| self.cleaning.contains(j)) {
+            return Err(Refused::Cleaning(job));
+        }
         if self.runs.len() >= MAX_RUNS_PER_NODE {
             return Err(Refused::Busy(MAX_RUNS_PER_NODE));
         }
@@ -125,10 +137,20 @@ impl Running {
     }
 
     /// Forget run `token`; the job it was adopted into if no other run of
-    /// that job is left here (then what it left in the job is killed).
+    /// that job is left here: the caller kills what it left there, then
+    /// says [`Running::cleaned`].
     pub fn end(&mut self, token: u64) -> Option<u32> {
         let job = self.runs.remove(&token)?.job?;
-        (!self.runs.values().any(|r| r.job == Some(job))).then_some(job)
+        let last = !self.runs.values().any(|r| r.job == Some(job));
+        if last {
+            self.cleaning.insert(job);
+        }
+        last.then_some(job)
+    }
+
+    /// Job `job`'s extern step is empty again: runs may join it.
+    pub fn cleaned(&mut self, job: u32) {
+        self.cleaning.remove(&job);
     }
 
     /// Interrupt run `token` if `uid` owns it or an operator asks; whether
@@ -555,6 +577,11 @@ mod tests {
         assert_eq!(r.end(3), None);
         assert_eq!(r.end(2), Some(5));
         assert_eq!(r.end(2), None, "ended twice");
+        // Until job 5 is cleaned, nothing joins it (it would be killed).
+        assert_eq!(r.begin(4, 1000, Some(5)).err(), Some(Refused::Cleaning(5)));
+        assert!(r.begin(5, 1000, Some(6)).is_ok(), "another job");
+        r.cleaned(5);
+        assert!(r.begin(4, 1000, Some(5)).is_ok());
     }
 
     #[test]
