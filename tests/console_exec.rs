@@ -326,6 +326,14 @@ fn ordinary_users_run_only_on_nodes_running_their_jobs() {
         "{out}"
     );
 
+    // Entered as dave, not as the daemon (a root-squashed home refuses
+    // root): his passwd home does not exist here, so he starts at /, not in
+    // the daemon's working directory.
+    let o = as_user(&c, dave, hd, "exec", &["-w", "n2", "pwd"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("n2 (1)\n----------------\n/\n"), "{out}");
+
     // Beyond it: refused before anything runs, naming the nodes.
     let o = as_user(&c, dave, hd, "exec", &["-w", "n[1-3]", "id", "-u"]);
     let (out, err) = text(&o);
@@ -346,4 +354,153 @@ fn ordinary_users_run_only_on_nodes_running_their_jobs() {
     // token, and a node stops only its owner's (checked in exec::remote).
     let o = c.cli(Path::new("/"), "scancel", &[&job.to_string()]);
     assert!(o.status.success(), "{:?}", text(&o));
+}
+
+fn cgroups_ready() -> bool {
+    let root = nix::unistd::Uid::effective().is_root();
+    let mounted = ["freezer", "memory", "cpuset"].iter().all(|c| {
+        Path::new("/sys/fs/cgroup")
+            .join(c)
+            .join("cgroup.procs")
+            .exists()
+    });
+    require(root && mounted, "root and cgroup v1 at /sys/fs/cgroup")
+}
+
+/// As pam_slurm_adopt places an ssh session: an ordinary user's command
+/// runs in their job's `extern` step, so the job's limits bind it, and
+/// what it leaves behind is killed when the run ends. Root is not adopted.
+#[test]
+fn an_ordinary_users_command_runs_in_their_jobs_cgroup_and_leaves_nothing() {
+    if !cgroups_ready() {
+        return;
+    }
+    let frank = user("canopy-frank");
+    let c = Cluster::start_with_files(
+        2,
+        2,
+        30,
+        "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup\n",
+        &[],
+        &[],
+    );
+    std::fs::set_permissions(c.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hf = home_for(frank);
+    let hf = hf.path();
+    let o = as_user(
+        &c,
+        frank,
+        hf,
+        "sbatch",
+        &[
+            "--parsable",
+            "-w",
+            "n1",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 120",
+        ],
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+    let job: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+    c.wait_for(Duration::from_secs(30), "frank's job running", |c| {
+        c.job(job).is_some_and(|j| j.state == JobState::Running)
+    });
+
+    let pidfile = hf.join("left.pid");
+    let script = format!(
+        "cat /proc/self/cgroup; setsid sh -c 'sleep 300 >/dev/null 2>&1 & echo $! > {}'",
+        pidfile.display()
+    );
+    let o = as_user(
+        &c,
+        frank,
+        hf,
+        "exec",
+        &["-w", "n1", "--", "sh", "-c", &script],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let inside = format!("/uid_{frank}/job_{job}/step_extern\n");
+    assert!(
+        out.lines()
+            .any(|l| l.contains(":freezer:") && l.ends_with(&inside[..inside.len() - 1])),
+        "not in job {job}'s extern step:\n{out}"
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .expect("the command left a daemon and wrote its pid");
+    c.wait_for(
+        Duration::from_secs(15),
+        "the left-behind daemon killed",
+        |_| !common::alive(pid),
+    );
+
+    // Root's command is not placed in anyone's job.
+    let o = exec(&c, &["-w", "n1", "cat", "/proc/self/cgroup"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(!out.contains("step_extern"), "{out}");
+
+    let o = c.cli(Path::new("/"), "scancel", &[&job.to_string()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
+/// Distinct large outputs are bounded on the way up, the root's own
+/// fan-out included: six nodes' megabyte each do not all come back, and
+/// the ones left out are counted as cut.
+#[test]
+fn distinct_large_outputs_are_bounded_at_the_relays() {
+    if !root() {
+        return;
+    }
+    let c = Cluster::start(6, 2, 30);
+    let o = exec(
+        &c,
+        &[
+            "--json",
+            "--max-output",
+            "1000000",
+            "-w",
+            "n[1-6]",
+            "--",
+            "sh",
+            "-c",
+            "head -c 500000 /dev/urandom | od -An -tx1 -v | tr -d ' \\n' | head -c 1000000",
+        ],
+    );
+    let (out, err) = text(&o);
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{err}", &out[..out.len().min(500)]));
+    let groups = v["groups"].as_array().expect("groups");
+    let kept: usize = groups
+        .iter()
+        .map(|g| g["output"].as_str().map_or(0, str::len))
+        .sum();
+    // Emptied outputs with equal cuts fold into one group: per node.
+    let cut: u64 = groups
+        .iter()
+        .map(|g| g["cut"].as_u64().unwrap_or(0) * g["count"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(v["targets"], 6);
+    assert!(
+        kept <= 4 << 20,
+        "{kept} bytes of output came back (a relay keeps 4 MiB)"
+    );
+    assert!(
+        kept as u64 + cut >= 6_000_000,
+        "every byte kept or counted: {kept} + {cut}: {:?} missing {}",
+        groups
+            .iter()
+            .map(|g| (
+                g["nodes"].clone(),
+                g["output"].as_str().map_or(0, str::len),
+                g["cut"].clone()
+            ))
+            .collect::<Vec<_>>(),
+        v["not_finished"]
+    );
 }

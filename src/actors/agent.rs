@@ -1392,16 +1392,76 @@ impl NodeAgent {
             })));
         }
         let token = spec.token;
-        let Some(stop) = self.execs.begin(token, spec.uid) else {
-            return now(Err(format!("canopy exec {token:#x} already runs here")));
+        // An ordinary user's command joins one of their jobs here, as
+        // pam_slurm_adopt places an ssh session: the job's limits and device
+        // fence then bind it, and it ends with the job. Nodes that do not
+        // track jobs by cgroup run it as before.
+        use crate::exec::remote::Adopt;
+        let leaf = self.leaf.clone().filter(|l| l.containment().is_some());
+        let job = match leaf {
+            Some(leaf) if !spec.jobs.is_empty() && spec.uid != 0 => {
+                let uid = spec.uid;
+                let here = |id: u32| {
+                    let j = self.jobs.get(&id)?;
+                    match &j.cgroup {
+                        // Never another user's job, whatever the request says.
+                        Some(cg) if cg.uid() != uid => None,
+                        Some(cg) => Some(Adopt::Held(cg.clone())),
+                        None => Some(Adopt::Track {
+                            leaf: leaf.clone(),
+                            job_id: id,
+                            uid,
+                        }),
+                    }
+                };
+                match crate::exec::remote::choose_job(&spec.jobs, here) {
+                    Some((_, adopt)) => Some(adopt),
+                    None => {
+                        return now(Err(format!(
+                            "none of uid {uid}'s jobs has started on {} yet",
+                            self.node
+                        )))
+                    }
+                }
+            }
+            _ => None,
         };
-        tracing::info!(node = %self.node, token, uid = spec.uid, argv = ?spec.argv, "canopy exec");
+        let stop = match self
+            .execs
+            .begin(token, spec.uid, job.as_ref().map(|j| j.job_id()))
+        {
+            Ok(stop) => stop,
+            Err(crate::exec::remote::Refused::Interrupted) => {
+                return now(Ok(NodeReply::Exec(ExecOutput {
+                    output: Vec::new(),
+                    code: 128 + nix::sys::signal::Signal::SIGKILL as i32,
+                    end: ExecEnd::Interrupted,
+                    cut: 0,
+                })))
+            }
+            Err(why) => {
+                return now(Err(format!(
+                    "canopy exec {token:#x} on {}: {why}",
+                    self.node
+                )))
+            }
+        };
+        tracing::info!(node = %self.node, token, uid = spec.uid, job_id = ?job.as_ref().map(|j| j.job_id()), argv = ?spec.argv, "canopy exec");
         let node = self.node.clone();
         Box::pin(
-            crate::exec::remote::run(spec, node, stop)
+            crate::exec::remote::run(spec, node, stop, job.clone())
                 .into_actor(self)
-                .map(move |out, act, _| {
-                    act.execs.end(token);
+                .map(move |out, act, ctx| {
+                    if let (Some(id), Some(job)) = (act.execs.end(token), job) {
+                        // The last run in the job's extern step: what it left
+                        // there (`setsid nohup cmd &`) goes with it, off the
+                        // loop; no run joins the job until that is done.
+                        ctx.spawn(
+                            tokio::task::spawn_blocking(move || job.end())
+                                .into_actor(act)
+                                .map(move |_, act, _| act.execs.cleaned(id)),
+                        );
+                    }
                     Ok(NodeReply::Exec(out))
                 }),
         )

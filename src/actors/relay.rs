@@ -39,9 +39,11 @@ const MAILBOX: usize = 4096;
 const HEALTH_FLUSH: Duration = Duration::from_millis(100);
 /// Retry delay for held upward messages when the parent link is congested.
 const HELD_RETRY: Duration = Duration::from_millis(50);
-/// Bytes of `canopy exec` output one reply upward carries at most (a frame
-/// holds 64 MiB); beyond it outputs are dropped and counted as cut.
-const RELAY_EXEC_BUDGET: usize = 32 << 20;
+/// Bytes of `canopy exec` output one fan-out's answer carries at most,
+/// upward or to the local asker; beyond it outputs are dropped and counted
+/// as cut. Small, because a relay keeps every child's answer until all are
+/// in: the root holds at most this much per child.
+const RELAY_EXEC_BUDGET: usize = 4 << 20;
 /// Upward messages kept while this relay has no parent (oldest dropped beyond).
 const DETACHED_QUEUE: usize = 65_536;
 /// Recent fan-outs each relay remembers for `canopy trace fanout`: a bounded
@@ -689,13 +691,14 @@ impl RelayActor {
             outcomes = crate::console::top::fold_outcomes(&self.head_name(), outcomes, q);
         }
         self.stamp(&p.clock, &p.via, &mut outcomes);
+        // Many distinct `canopy exec` outputs must still fit one frame, and
+        // the root's asker is bound as a parent is.
+        crate::console::fold::bound_exec_replies(&mut outcomes, RELAY_EXEC_BUDGET);
         match p.reply {
             ReplyTo::Local(tx) => {
                 let _ = tx.send(outcomes);
             }
             ReplyTo::Parent { id } => {
-                // Many distinct `canopy exec` outputs must still fit one frame.
-                crate::console::fold::bound_exec_replies(&mut outcomes, RELAY_EXEC_BUDGET);
                 self.send_parent(Body::ForwardReply(ForwardReply { id, outcomes }), ctx);
             }
         }

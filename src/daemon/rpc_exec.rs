@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::rpc::CtldInfo;
 use crate::actors::controller::exec::{ExecTargets, NamesOfEach};
-use crate::actors::controller::{ControllerHandles, GetRanks, GetRanksReply};
+use crate::actors::controller::ControllerHandles;
 use crate::actors::relay::Fanout;
 use crate::actors::stats::send_counted;
 use crate::console::fold::{bound_outputs, fold_outcomes};
@@ -28,6 +28,52 @@ pub const REPORT_OUTPUT_BUDGET: usize = 32 << 20;
 const NODE_GRACE: Duration = Duration::from_secs(1);
 /// Budget of the interrupt's own fan-out.
 const INTERRUPT_BUDGET: Duration = Duration::from_secs(5);
+
+/// `canopy exec` runs one ordinary user may have in progress at once
+/// (root and operators are not counted): each holds a process on every
+/// node it names.
+pub const MAX_EXECS_PER_USER: usize = 4;
+
+/// The runs in progress, per user.
+#[derive(Default)]
+pub struct ExecSlots {
+    held: std::sync::Mutex<std::collections::HashMap<u32, usize>>,
+}
+
+/// One run's place among its user's; given back when dropped (the run
+/// ended, or its client went away).
+pub struct ExecSlot {
+    slots: std::sync::Arc<ExecSlots>,
+    uid: u32,
+}
+
+impl ExecSlots {
+    /// A slot for `uid`, or `None` at its limit.
+    pub fn take(self: &std::sync::Arc<Self>, uid: u32) -> Option<ExecSlot> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(uid).or_default();
+        if *n >= MAX_EXECS_PER_USER {
+            return None;
+        }
+        *n += 1;
+        Some(ExecSlot {
+            slots: self.clone(),
+            uid,
+        })
+    }
+}
+
+impl Drop for ExecSlot {
+    fn drop(&mut self) {
+        let mut held = self.slots.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.uid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.uid);
+            }
+        }
+    }
+}
 
 fn error(code: ErrorCode, message: impl Into<String>) -> Body {
     Body::Error(ErrorReply {
@@ -71,11 +117,27 @@ pub async fn exec(
     if let Err(why) = validate(&req) {
         return error(ErrorCode::InvalidRequest, why);
     }
+    let _slot = if caller.operator || caller.uid == 0 {
+        None
+    } else {
+        match h.execs.take(caller.uid) {
+            Some(slot) => Some(slot),
+            None => {
+                return error(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "uid {} already has {MAX_EXECS_PER_USER} canopy exec commands running (the most one user may run at once); wait for one to end",
+                        caller.uid
+                    ),
+                )
+            }
+        }
+    };
     let msg = ExecTargets {
         nodes: req.nodes.clone(),
         caller,
     };
-    let (targets, depth) = match send_counted(&h.controller, &h.controller_stats, msg).await {
+    let (targets, depth, jobs) = match send_counted(&h.controller, &h.controller_stats, msg).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => return Body::Error(e),
         Err(_) => return gone(),
@@ -91,6 +153,7 @@ pub async fn exec(
         timeout_ms: req.timeout_ms,
         max_output: req.max_output,
         token: req.token,
+        jobs: if caller.uid == 0 { Vec::new() } else { jobs },
     };
     let t0 = Instant::now();
     let msg = Fanout {
@@ -152,12 +215,18 @@ pub async fn exec(
 }
 
 /// Ctrl-C on `canopy exec`: tell the nodes to stop run `token`. Each node
-/// stops it only if the caller owns it (or is an operator), so this needs
-/// no check here beyond a valid node list.
+/// stops it only if the caller owns it (or is an operator); the fan-out
+/// itself is bounded as the run's is (an ordinary user reaches only nodes
+/// where they run a job), so an interrupt cannot be sent to the whole
+/// cluster by anyone.
 pub async fn interrupt(req: ExecInterrupt, caller: Caller, h: &ControllerHandles) -> Body {
-    let ranks = match send_counted(&h.controller, &h.controller_stats, GetRanks(req.nodes)).await {
-        Ok(GetRanksReply(Ok(r))) => r,
-        Ok(GetRanksReply(Err(e))) => return error(ErrorCode::InvalidNodeName, e),
+    let msg = ExecTargets {
+        nodes: req.nodes,
+        caller,
+    };
+    let ranks = match send_counted(&h.controller, &h.controller_stats, msg).await {
+        Ok(Ok((r, _, _))) => r,
+        Ok(Err(e)) => return Body::Error(e),
         Err(_) => return gone(),
     };
     tracing::info!(uid = caller.uid, token = req.token, "canopy exec interrupt");
@@ -211,5 +280,63 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.contains("output limit"), "{e}");
+    }
+
+    #[test]
+    fn a_user_holds_at_most_the_limit_of_slots() {
+        let slots = std::sync::Arc::new(ExecSlots::default());
+        let held: Vec<ExecSlot> = (0..MAX_EXECS_PER_USER)
+            .map(|_| slots.take(1000).expect("under the limit"))
+            .collect();
+        assert!(slots.take(1000).is_none(), "one past the limit");
+        assert!(slots.take(1001).is_some(), "another user is not counted");
+        drop(held);
+        assert!(slots.take(1000).is_some(), "slots come back when runs end");
+        assert!(slots.held.lock().unwrap().get(&1001).is_none());
+    }
+
+    /// An ordinary user's interrupt reaches only nodes where they run a
+    /// job, as their run does: one with no job is refused before any
+    /// fan-out (an operator's goes out).
+    #[test]
+    fn an_interrupt_is_bounded_as_its_run_is() {
+        use crate::actors::controller::{ControllerActor, FatalHook};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = format!(
+            "ClusterName=t\nSlurmctldHost=ctl(127.0.0.1)\nStateSaveLocation={}\n\
+             NodeName=n[1-2] CPUs=2 RealMemory=1000\nPartitionName=p Nodes=n[1-2] Default=YES\n",
+            dir.path().display()
+        );
+        let conf = std::sync::Arc::new(
+            crate::config::Config::parse_str(&text, &dir.path().join("slurm.conf"))
+                .expect("test config parses"),
+        );
+        let fatal: FatalHook = std::sync::Arc::new(|_| {});
+        let sys = actix::System::new();
+        let (user, operator) = sys.block_on(async {
+            let (store, recovered) =
+                crate::state::store::Store::open(dir.path()).expect("store opens");
+            let h = ControllerActor::start(conf, store, recovered, fatal);
+            let req = ExecInterrupt {
+                nodes: "n[1-2]".into(),
+                token: 1,
+            };
+            let user = Caller {
+                uid: 1000,
+                operator: false,
+            };
+            let u = interrupt(req.clone(), user, &h).await;
+            let o = interrupt(req, Caller::ROOT, &h).await;
+            (u, o)
+        });
+        drop(sys);
+        match user {
+            Body::Error(e) => {
+                assert_eq!(e.code, ErrorCode::PermissionDenied, "{e:?}");
+                assert!(e.message.contains("no running job on n[1-2]"), "{e:?}");
+            }
+            other => panic!("an ordinary user's interrupt went out: {other:?}"),
+        }
+        assert!(matches!(operator, Body::Ok), "{operator:?}");
     }
 }

@@ -51,6 +51,11 @@ pub struct ExecSpec {
     pub timeout_ms: u64,
     pub max_output: u32,
     pub token: u64,
+    /// An ordinary user's running jobs on the nodes named: each node runs
+    /// the command inside one of these that it holds (its cgroup). Empty
+    /// for root and operators, who are not adopted.
+    #[serde(default)]
+    pub jobs: Vec<u32>,
 }
 
 /// How a node's command ended.
@@ -169,6 +174,7 @@ mod tests {
             timeout_ms: 1,
             max_output: 0,
             token: 3,
+            jobs: vec![7],
         };
         let fwd = crate::wire::messages::Forward {
             id: 1,

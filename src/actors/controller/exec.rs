@@ -13,10 +13,11 @@ use crate::policy::authz::Caller;
 use crate::tree::rankset::RankSet;
 use crate::wire::messages::{ErrorCode, ErrorReply};
 
-/// The ranks of `nodes` the caller may run a command on and the relay
-/// tree's depth (for the fan-out's deadline), or why not.
+/// The ranks of `nodes` the caller may run a command on, the relay
+/// tree's depth (for the fan-out's deadline) and, for an ordinary user,
+/// their running jobs there (to adopt the command into), or why not.
 #[derive(Message)]
-#[rtype(result = "Result<(RankSet, u32), ErrorReply>")]
+#[rtype(result = "Result<(RankSet, u32, Vec<u32>), ErrorReply>")]
 pub struct ExecTargets {
     pub nodes: String,
     pub caller: Caller,
@@ -28,7 +29,7 @@ pub struct ExecTargets {
 pub struct NamesOfEach(pub Vec<RankSet>);
 
 impl Handler<ExecTargets> for ControllerActor {
-    type Result = Result<(RankSet, u32), ErrorReply>;
+    type Result = Result<(RankSet, u32, Vec<u32>), ErrorReply>;
     fn handle(&mut self, msg: ExecTargets, _ctx: &mut Context<Self>) -> Self::Result {
         let _busy = self.stats.handled();
         let invalid = |m: String| ErrorReply {
@@ -51,18 +52,22 @@ impl Handler<ExecTargets> for ControllerActor {
             }
         }
         let uid = msg.caller.uid;
-        let own = if msg.caller.operator {
-            RankSet::new()
-        } else {
-            RankSet::from_ranks(
-                self.core
-                    .jobs()
-                    .running()
-                    .filter(|j| j.submit.uid == uid && j.state == JobState::Running)
-                    .filter_map(|j| j.alloc.as_ref())
-                    .flat_map(|a| a.ranks.iter().copied()),
-            )
-        };
+        let mut own = RankSet::new();
+        let mut jobs = Vec::new();
+        if !msg.caller.operator {
+            for j in self
+                .core
+                .jobs()
+                .running()
+                .filter(|j| j.submit.uid == uid && j.state == JobState::Running)
+            {
+                let Some(a) = j.alloc.as_ref() else { continue };
+                if a.ranks.iter().any(|&r| requested.contains(r)) {
+                    jobs.push(j.job_id);
+                }
+                own = own.union(&RankSet::from_ranks(a.ranks.iter().copied()));
+            }
+        }
         crate::console::exec_access::check(msg.caller.operator, &requested, &own).map_err(
             |refused| {
                 let names: Vec<&str> = refused
@@ -79,7 +84,7 @@ impl Handler<ExecTargets> for ControllerActor {
                 }
             },
         )?;
-        Ok((requested, self.topo.max_depth()))
+        Ok((requested, self.topo.max_depth(), jobs))
     }
 }
 

@@ -239,6 +239,8 @@ pub struct ControllerHandles {
     pub topo: Arc<Topology>,
     /// `canopy events`' log (followers wait on it, not on the controller's mailbox).
     pub events: crate::daemon::event_log::EventLog,
+    /// `canopy exec` runs in progress per user (`daemon::rpc_exec`).
+    pub execs: Arc<crate::daemon::rpc_exec::ExecSlots>,
 }
 
 impl ControllerHandles {
@@ -435,6 +437,7 @@ impl ControllerActor {
             latency,
             topo,
             events: events_out,
+            execs: Arc::default(),
         }
     }
 

@@ -324,6 +324,7 @@ impl Containment {
         tracing::debug!(job_id, uid, "cgroup: job ready");
         Ok(JobCgroup {
             job_id,
+            uid,
             group,
             resolved,
         })
@@ -652,6 +653,8 @@ fn wait_empty(dir: &Path, wait: Duration) -> Result<bool, ContainError> {
 /// of the job's hierarchy is empty.
 pub struct JobCgroup {
     job_id: u32,
+    /// The job's owner (whose `canopy exec` may be adopted into it).
+    uid: u32,
     group: Group,
     /// The limits written at the job's level.
     resolved: Resolved,
@@ -660,6 +663,10 @@ pub struct JobCgroup {
 impl JobCgroup {
     pub fn job_id(&self) -> u32 {
         self.job_id
+    }
+
+    pub fn uid(&self) -> u32 {
+        self.uid
     }
 
     /// Make (or reopen) a step's cgroup under the job; `limits` narrows the job's.
