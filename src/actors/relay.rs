@@ -275,6 +275,19 @@ fn is_console(cmd: &NodeCommand) -> bool {
     )
 }
 
+/// An exec result's key for the collector's grouping (equal outputs hash alike).
+fn exec_key(r: &Result<NodeReply, String>) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    match r {
+        Ok(NodeReply::Exec(o)) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            o.hash(&mut h);
+            Some(h.finish())
+        }
+        _ => None,
+    }
+}
+
 fn us_between(from: Instant, to: Instant) -> u64 {
     to.saturating_duration_since(from).as_micros() as u64
 }
@@ -414,6 +427,11 @@ impl RelayActor {
         }
         let deadline = Instant::now() + budget;
         let mut collector = Collector::new(targets.clone(), deadline);
+        if matches!(cmd, NodeCommand::Exec(_)) {
+            // Every node may print something else (`hostname`): grouped by hash, not by a
+            // search through every distinct output so far.
+            collector = collector.with_key(exec_key);
+        }
         let plan = split(&self.topo, self.me, &targets, &self.attached());
         if !plan.unreachable.is_empty() {
             collector.fail(&plan.unreachable, "node is not reachable");
