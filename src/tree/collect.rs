@@ -38,11 +38,14 @@ pub struct Collector<R> {
     strays: u64,
     /// A hash of a result, where the command's results have one, and the outcomes with
     /// each hash: equal results have equal keys, so only those are compared.
-    index: Option<(KeyFn<R>, HashMap<u64, Vec<usize>>)>,
+    index: Option<KeyIndex<R>>,
 }
 
 /// A result's key for [`Collector::with_key`] (`None`: compared the slow way).
 pub type KeyFn<R> = fn(&Result<R, String>) -> Option<u64>;
+
+/// The key function and the outcomes (their indices) under each key.
+type KeyIndex<R> = (KeyFn<R>, HashMap<u64, Vec<usize>>);
 
 impl<R: Clone + PartialEq> Collector<R> {
     pub fn new(targets: RankSet, deadline: Instant) -> Self {
