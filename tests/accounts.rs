@@ -10,10 +10,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
-use common::{require, Cluster};
+use common::{gid_of, require, user, Cluster};
 
 const ENFORCE: &str = "AccountingStorageEnforce=associations,limits,qos\n";
 
@@ -262,27 +262,6 @@ fn sacctmgr_adds_modifies_shows_and_deletes_in_every_output_mode() {
         "{}",
         err(&o)
     );
-}
-
-fn user(name: &str) -> u32 {
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        let _ = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/bin/sh", name])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("cannot create user {name}"))
-        .uid
-        .as_raw()
-}
-
-fn gid_of(uid: u32) -> u32 {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or(uid, |u| u.gid.as_raw())
 }
 
 #[test]

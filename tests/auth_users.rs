@@ -11,7 +11,6 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
@@ -21,49 +20,8 @@ use canopy::wire::connection::Connection;
 use canopy::wire::frame;
 use canopy::wire::messages::{Body, Header, PROTOCOL_VERSION};
 use canopy::wire::types::JobState;
-use common::{bin, require, Cluster};
+use common::{as_user, bin, gid_of, home_for, require, user, Cluster};
 use tokio::io::AsyncWriteExt;
-
-/// The uid of `name`, made (without a home) if missing.
-fn user(name: &str) -> u32 {
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        // Another test binary may be adding it at the same moment.
-        let _ = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/bin/sh", name])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("cannot create user {name}"))
-        .uid
-        .as_raw()
-}
-
-fn gid_of(uid: u32) -> u32 {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or(uid, |u| u.gid.as_raw())
-}
-
-/// A directory `uid` owns, to work in.
-fn home_for(uid: u32) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    nix::unistd::chown(
-        d.path(),
-        Some(nix::unistd::Uid::from_raw(uid)),
-        Some(nix::unistd::Gid::from_raw(gid_of(uid))),
-    )
-    .unwrap();
-    d
-}
-
-/// Run `canopy CMD ARGS` as `uid` in `home`.
-fn as_user(c: &Cluster, uid: u32, home: &Path, cmd: &str, args: &[&str]) -> Output {
-    common::run_as(c, (uid, gid_of(uid)), home, &c.conf, cmd, args)
-}
 
 fn text(o: &Output) -> String {
     format!(

@@ -8,11 +8,11 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use canopy::wire::messages::DebugReport;
-use common::Cluster;
+use common::{gid_of, user, Cluster};
 
 const PROBE_LINE: &str = "probe stamped on its way down";
 
@@ -22,29 +22,6 @@ fn out(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-/// The uid of `name`, made (without a home) if missing.
-fn user(name: &str) -> u32 {
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        // Another test binary may be adding it at the same moment.
-        let _ = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/bin/sh", name])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("cannot create user {name}"))
-        .uid
-        .as_raw()
-}
-
-fn gid_of(uid: u32) -> u32 {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or(uid, |u| u.gid.as_raw())
 }
 
 fn show(c: &Cluster, cwd: &Path) -> DebugReport {

@@ -13,11 +13,11 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use canopy::wire::types::JobState;
-use common::{require, Cluster};
+use common::{as_user, home_for, require, user, Cluster};
 
 /// Node n4 prints something else and exits 3; every other node prints `same`.
 const ONE_DIFFERS: &str =
@@ -243,45 +243,6 @@ fn ctrl_c_prints_what_was_gathered_and_names_the_unfinished_nodes() {
     assert!(out.contains("begun\n"), "{out}");
     assert!(out.contains("not finished: n[1-3]"), "{out}");
     assert!(o.status.code().unwrap_or(0) >= 130, "{:?}", o.status);
-}
-
-/// The uid of `name`, made (without a home) if missing.
-fn user(name: &str) -> u32 {
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        // Another test binary may be adding it at the same moment.
-        let _ = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/bin/sh", name])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("cannot create user {name}"))
-        .uid
-        .as_raw()
-}
-
-fn gid_of(uid: u32) -> u32 {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or(uid, |u| u.gid.as_raw())
-}
-
-fn home_for(uid: u32) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    nix::unistd::chown(
-        d.path(),
-        Some(nix::unistd::Uid::from_raw(uid)),
-        Some(nix::unistd::Gid::from_raw(gid_of(uid))),
-    )
-    .unwrap();
-    d
-}
-
-fn as_user(c: &Cluster, uid: u32, home: &Path, cmd: &str, args: &[&str]) -> Output {
-    common::run_as(c, (uid, gid_of(uid)), home, &c.conf, cmd, args)
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::Cluster;
+use common::{gid_of, user, Cluster};
 use serde_json::Value;
 
 fn stats_json(c: &Cluster, dir: &std::path::Path) -> Value {
@@ -105,22 +105,6 @@ fn stats_show_percentiles_per_kind_user_and_depth_and_reset() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// The user `name`'s uid, made (without a home) if missing.
-fn user(name: &str) -> u32 {
-    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
-        // Another test binary may be adding it at the same moment.
-        let _ = std::process::Command::new("useradd")
-            .args(["-M", "-N", "-s", "/bin/sh", name])
-            .status();
-    }
-    nix::unistd::User::from_name(name)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("cannot create user {name}"))
-        .uid
-        .as_raw()
-}
-
 #[test]
 fn users_read_stats_but_only_operators_reset_them_or_run_top() {
     use std::os::unix::fs::PermissionsExt;
@@ -131,10 +115,7 @@ fn users_read_stats_but_only_operators_reset_them_or_run_top() {
     // The user must reach the configuration (and the signer's socket).
     std::fs::set_permissions(c.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let uid = user("canopy-alice");
-    let gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or(uid, |u| u.gid.as_raw());
+    let gid = gid_of(uid);
     let home = tempfile::tempdir().unwrap();
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let run =

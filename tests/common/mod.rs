@@ -490,6 +490,49 @@ pub fn run_as(
         .output()
         .unwrap()
 }
+/// The uid of user `name`, made (without a home) if missing: tests that act as ordinary
+/// users make real ones.
+pub fn user(name: &str) -> u32 {
+    if nix::unistd::User::from_name(name).ok().flatten().is_none() {
+        // Another test binary may be adding it at the same moment.
+        let _ = Command::new("useradd")
+            .args(["-M", "-N", "-s", "/bin/sh", name])
+            .status();
+    }
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("cannot create user {name}"))
+        .uid
+        .as_raw()
+}
+
+/// The primary group of `uid` (its own number if it has no passwd entry).
+pub fn gid_of(uid: u32) -> u32 {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map_or(uid, |u| u.gid.as_raw())
+}
+
+/// A directory `uid` owns, to work in.
+pub fn home_for(uid: u32) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    nix::unistd::chown(
+        d.path(),
+        Some(nix::unistd::Uid::from_raw(uid)),
+        Some(nix::unistd::Gid::from_raw(gid_of(uid))),
+    )
+    .unwrap();
+    d
+}
+
+/// Run `canopy CMD ARGS` as `uid` (with its primary group) in `home`.
+pub fn as_user(c: &Cluster, uid: u32, home: &Path, cmd: &str, args: &[&str]) -> Output {
+    run_as(c, (uid, gid_of(uid)), home, &c.conf, cmd, args)
+}
 
 /// SIGTERM `child` and wait up to `limit` for it to exit: its exit status,
 /// or `None` if it did not (it is then killed, so no daemon outlives a test).
